@@ -1,0 +1,122 @@
+// CPU kernels: one forward and one backward function per layer, templated on
+// the scalar type (float for training, double for finite-difference gradient
+// checks). Explicit instantiations for float and double live in each .cpp.
+//
+// Conventions (llm.c's):
+//   * activations are row-major, (B,T,C) means index (b*T + t)*C + c;
+//   * weights are stored (out, in): y = x·Wᵀ + b;
+//   * every backward ACCUMULATES (+=) into the gradients it writes, so the
+//     caller zeroes gradients once per step and residual branches just add;
+//   * OpenMP parallel over independent rows; results do not depend on the
+//     number of threads (no cross-thread reductions in float).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/attention_spec.h"
+
+namespace gpt::cpu {
+
+// ---- embedding --------------------------------------------------------------
+// out (B,T,C) = wte[tokens[b,t]] + (wpe ? wpe[pos0 + t] : 0).  tokens (B,T).
+template <typename T>
+void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe,
+                     int B, int Tn, int C);
+// dwte[tokens] += dout; dwpe[t] += dout (if dwpe).
+template <typename T>
+void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens,
+                      int B, int Tn, int C);
+
+// ---- LayerNorm (eps 1e-5, biased variance) ----------------------------------
+// inp/out (N,C); mean, rstd (N) saved for the backward pass (may be null when
+// no backward follows).
+template <typename T>
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight,
+                       const T* bias, int N, int C);
+template <typename T>
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout,
+                        const T* inp, const T* weight, const T* mean,
+                        const T* rstd, int N, int C);
+
+// ---- linear layer -------------------------------------------------------------
+// out (N,OC) = inp (N,C) · weightᵀ (OC,C) + bias (OC, may be null).
+template <typename T>
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
+                    int C, int OC);
+// dinp (N,C) += dout·W ; dweight (OC,C) += doutᵀ·inp ; dbias (OC) += Σ dout.
+// dbias may be null (no bias); dinp may be null (input needs no gradient).
+template <typename T>
+void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
+                     const T* weight, int N, int C, int OC);
+
+// ---- GELU (tanh approximation) -------------------------------------------------
+template <typename T>
+void gelu_forward(T* out, const T* inp, size_t n);
+// dinp += gelu'(inp) * dout
+template <typename T>
+void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n);
+
+// ---- element-wise helpers -------------------------------------------------------
+// out = a + b (residual forward; the backward is add_inplace into both inputs).
+template <typename T>
+void residual_forward(T* out, const T* a, const T* b, size_t n);
+// dst += src
+template <typename T>
+void add_inplace(T* dst, const T* src, size_t n);
+// Σ x² accumulated in double (for the global gradient norm).
+template <typename T>
+double sum_squares(const T* x, size_t n);
+// x *= s
+template <typename T>
+void scale_inplace(T* x, T s, size_t n);
+
+// ---- rotary position embedding -------------------------------------------------
+// qkv (B,T,3C) with heads of size D = C/NH. Rotates the q and k parts of out
+// (v is copied unchanged). Pairs are (x[i], x[i + D/2]) for i < D/2 within a
+// head ("half" layout), angle = (pos0 + t) · theta^(-2i/D).
+template <typename T>
+void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH,
+                  double theta, int pos0);
+// dinp += Rᵀ·dout for q and k; dinp += dout for v.
+template <typename T>
+void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH,
+                   double theta, int pos0);
+
+// ---- causal self-attention -----------------------------------------------------
+// qkv (B,T,3C): q, k, v each C wide, head h at columns h*D..h*D+D-1.
+// out (B,T,C). stats (B,NH,T, spec.stats_per_row()): per-row statistics the
+// backward needs (for softmax: the log-sum-exp of the scaled scores); stats
+// may be null for inference. No T×T buffer is kept: rows are streamed with a
+// per-thread scratch of T scalars, so memory is linear in T.
+template <typename T>
+void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C,
+                       int NH, const AttentionSpec& spec);
+// dqkv (B,T,3C) += gradient, given dout (B,T,C) and the forward's out, stats.
+// Weights are recomputed row by row from qkv and stats.
+template <typename T>
+void attention_backward(T* dqkv, const T* dout, const T* out, const T* stats,
+                        const T* qkv, int B, int Tn, int C, int NH,
+                        const AttentionSpec& spec);
+
+// ---- classifier -------------------------------------------------------------------
+// logits (N,Vp) of which the first V columns are real (the rest is padding and
+// is ignored). losses[n] = logsumexp(logits[n,:V]) - logits[n, targets[n]].
+template <typename T>
+void crossentropy_forward(T* losses, const T* logits, const int32_t* targets,
+                          int N, int V, int Vp);
+// dlogits[n,:V] = (softmax(logits[n,:V]) - onehot(targets[n])) * dloss[n];
+// padding columns are set to 0. Overwrites (does not accumulate): dlogits
+// may alias logits.
+template <typename T>
+void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets,
+                           const T* dloss, int N, int V, int Vp);
+
+// ---- optimizer ----------------------------------------------------------------------
+// One AdamW step over n parameters (t is the 1-based step for bias correction).
+// Decoupled weight decay: param -= lr * (mhat/(sqrt(vhat)+eps) + wd * param).
+template <typename T>
+void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr,
+                  double beta1, double beta2, double eps, double weight_decay,
+                  long t);
+
+}  // namespace gpt::cpu

@@ -1,0 +1,59 @@
+// Element-wise helpers: residual add, gradient accumulation, and the sum of
+// squares / scaling used for global-norm gradient clipping.
+#include "kernels/cpu/cpu_kernels.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace gpt::cpu {
+
+namespace {
+// sum_squares splits x into chunks of this many elements whatever the thread
+// count, so the partial sums and the order they are added in are fixed.
+constexpr size_t kSumChunk = 1 << 14;
+}  // namespace
+
+template <typename T>
+void residual_forward(T* out, const T* a, const T* b, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+}
+
+template <typename T>
+void add_inplace(T* dst, const T* src, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+template <typename T>
+double sum_squares(const T* x, size_t n) {
+  const size_t nchunks = (n + kSumChunk - 1) / kSumChunk;
+  std::vector<double> partial(nchunks, 0.0);
+#pragma omp parallel for schedule(static)
+  for (size_t k = 0; k < nchunks; ++k) {
+    const size_t lo = k * kSumChunk, hi = std::min(n, lo + kSumChunk);
+    double s = 0.0;
+    for (size_t i = lo; i < hi; ++i) s += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    partial[k] = s;
+  }
+  double total = 0.0;
+  for (double p : partial) total += p;
+  return total;
+}
+
+template <typename T>
+void scale_inplace(T* x, T s, size_t n) {
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+template void residual_forward<float>(float*, const float*, const float*, size_t);
+template void residual_forward<double>(double*, const double*, const double*, size_t);
+template void add_inplace<float>(float*, const float*, size_t);
+template void add_inplace<double>(double*, const double*, size_t);
+template double sum_squares<float>(const float*, size_t);
+template double sum_squares<double>(const double*, size_t);
+template void scale_inplace<float>(float*, float, size_t);
+template void scale_inplace<double>(double*, double, size_t);
+
+}  // namespace gpt::cpu

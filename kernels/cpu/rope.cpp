@@ -1,0 +1,108 @@
+// Rotary position embedding (RoPE) on the q and k parts of qkv, "half" pair
+// layout: within a head, x[i] and x[i + D/2] form the pair rotated by angle
+// (pos0 + t) · theta^(-2i/D). The angles are computed in double because
+// evaluation positions reach ~16x the training context, where a float angle
+// would lose several bits before the sine is even taken.
+#include "kernels/cpu/cpu_kernels.h"
+
+#include <cmath>
+#include <vector>
+
+#include "core/check.h"
+
+namespace gpt::cpu {
+
+namespace {
+
+constexpr double kMinParallelWork = 1 << 14;
+
+void check_shapes(int B, int Tn, int C, int NH, double theta) {
+  GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "rope: B, T, C, NH must be positive, got B=", B, " T=", Tn,
+            " C=", C, " NH=", NH);
+  GPT_CHECK(C % NH == 0 && (C / NH) % 2 == 0, "rope: the head size C/NH must be an even integer, got C=", C,
+            " NH=", NH);
+  GPT_CHECK(theta > 0.0, "rope: theta must be positive, got ", theta);
+}
+
+// theta^(-2i/D) for i < D/2, shared by all positions.
+std::vector<double> inverse_frequencies(int D, double theta) {
+  std::vector<double> f(D / 2);
+  for (int i = 0; i < D / 2; ++i) f[i] = std::pow(theta, -2.0 * i / D);
+  return f;
+}
+
+// cos/sin of the angles of one position.
+void position_angles(double* cs, double* sn, const std::vector<double>& inv_freq, long pos) {
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const double a = static_cast<double>(pos) * inv_freq[i];
+    cs[i] = std::cos(a);
+    sn[i] = std::sin(a);
+  }
+}
+
+// Applies the rotation R (sign = +1) or its transpose Rᵀ (sign = -1) to one
+// head vector x (D), writing (accumulate = false) or adding into y.
+template <typename T>
+void rotate_head(T* y, const T* x, const double* cs, const double* sn, int half, double sign, bool accumulate) {
+  for (int i = 0; i < half; ++i) {
+    const double x1 = x[i], x2 = x[i + half];
+    const double s = sign * sn[i];
+    const T y1 = static_cast<T>(x1 * cs[i] - x2 * s);
+    const T y2 = static_cast<T>(x1 * s + x2 * cs[i]);
+    if (accumulate) {
+      y[i] += y1;
+      y[i + half] += y2;
+    } else {
+      y[i] = y1;
+      y[i + half] = y2;
+    }
+  }
+}
+
+// Shared body of forward (R, write) and backward (Rᵀ, accumulate).
+template <typename T>
+void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, double theta, int pos0, double sign,
+                bool accumulate) {
+  check_shapes(B, Tn, C, NH, theta);
+  const int D = C / NH, half = D / 2;
+  const std::vector<double> inv_freq = inverse_frequencies(D, theta);
+  const size_t C3 = 3 * static_cast<size_t>(C);
+  // Tiny calls (gradient checks) run on one thread: a parallel region would
+  // cost more than the work.
+#pragma omp parallel if (static_cast<double>(B) * Tn * C > kMinParallelWork)
+  {
+    std::vector<double> cs(half), sn(half);
+#pragma omp for schedule(static)
+    for (long bt = 0; bt < static_cast<long>(B) * Tn; ++bt) {
+      const int t = static_cast<int>(bt % Tn);
+      position_angles(cs.data(), sn.data(), inv_freq, static_cast<long>(pos0) + t);
+      // (B,T,3C) row bt: q heads at h*D, k heads at C + h*D, v at 2C..3C
+      T* y = dst + bt * C3;
+      const T* x = src + bt * C3;
+      for (int h = 0; h < 2 * NH; ++h) {
+        const size_t off = static_cast<size_t>(h) * D;  // q then k: contiguous 2C columns
+        rotate_head(y + off, x + off, cs.data(), sn.data(), half, sign, accumulate);
+      }
+      for (size_t c = 2 * static_cast<size_t>(C); c < C3; ++c) y[c] = accumulate ? y[c] + x[c] : x[c];
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T>
+void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, double theta, int pos0) {
+  rope_apply(out, inp, B, Tn, C, NH, theta, pos0, +1.0, false);
+}
+
+template <typename T>
+void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, double theta, int pos0) {
+  rope_apply(dinp, dout, B, Tn, C, NH, theta, pos0, -1.0, true);
+}
+
+template void rope_forward<float>(float*, const float*, int, int, int, int, double, int);
+template void rope_forward<double>(double*, const double*, int, int, int, int, double, int);
+template void rope_backward<float>(float*, const float*, int, int, int, int, double, int);
+template void rope_backward<double>(double*, const double*, int, int, int, int, double, int);
+
+}  // namespace gpt::cpu

@@ -1,0 +1,101 @@
+// Backend<T> over the CPU kernels: memory is ordinary host memory.
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "backend/backend.h"
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace gpt {
+namespace {
+
+// 64-byte alignment so that vectorised kernels can use aligned loads.
+void* aligned_zeroed(size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, rounded == 0 ? 64 : rounded);
+  return p;
+}
+
+template <typename T>
+class CpuBackend final : public Backend<T> {
+ public:
+  std::string name() const override { return "cpu"; }
+  T* alloc(size_t n) override { return static_cast<T*>(aligned_zeroed(n * sizeof(T))); }
+  void release(T* p) override { std::free(p); }
+  int32_t* alloc_tokens(size_t n) override { return static_cast<int32_t*>(aligned_zeroed(n * sizeof(int32_t))); }
+  void release_tokens(int32_t* p) override { std::free(p); }
+  void upload(T* dst, const T* host, size_t n) override { std::memcpy(dst, host, n * sizeof(T)); }
+  void download(T* host, const T* src, size_t n) override { std::memcpy(host, src, n * sizeof(T)); }
+  void upload_tokens(int32_t* dst, const int32_t* host, size_t n) override {
+    std::memcpy(dst, host, n * sizeof(int32_t));
+  }
+  void zero(T* p, size_t n) override { std::memset(p, 0, n * sizeof(T)); }
+
+  void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) override {
+    cpu::encoder_forward(out, tokens, wte, wpe, B, Tn, C);
+  }
+  void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) override {
+    cpu::encoder_backward(dwte, dwpe, dout, tokens, B, Tn, C);
+  }
+  void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) override {
+    cpu::layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+  }
+  void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
+                          const T* rstd, int N, int C) override {
+    cpu::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  }
+  void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int C, int OC) override {
+    cpu::matmul_forward(out, inp, w, bias, N, C, OC);
+  }
+  void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int C,
+                       int OC) override {
+    cpu::matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC);
+  }
+  void gelu_forward(T* out, const T* inp, size_t n) override { cpu::gelu_forward(out, inp, n); }
+  void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) override {
+    cpu::gelu_backward(dinp, inp, dout, n);
+  }
+  void residual_forward(T* out, const T* a, const T* b, size_t n) override { cpu::residual_forward(out, a, b, n); }
+  void add_inplace(T* dst, const T* src, size_t n) override { cpu::add_inplace(dst, src, n); }
+  double sum_squares(const T* x, size_t n) override { return cpu::sum_squares(x, n); }
+  void scale_inplace(T* x, T s, size_t n) override { cpu::scale_inplace(x, s, n); }
+  void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, double theta, int pos0) override {
+    cpu::rope_forward(out, inp, B, Tn, C, NH, theta, pos0);
+  }
+  void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, double theta, int pos0) override {
+    cpu::rope_backward(dinp, dout, B, Tn, C, NH, theta, pos0);
+  }
+  void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH,
+                         const AttentionSpec& spec) override {
+    cpu::attention_forward(out, stats, qkv, B, Tn, C, NH, spec);
+  }
+  void attention_backward(T* dqkv, const T* dout, const T* out, const T* stats, const T* qkv, int B, int Tn, int C,
+                          int NH, const AttentionSpec& spec) override {
+    cpu::attention_backward(dqkv, dout, out, stats, qkv, B, Tn, C, NH, spec);
+  }
+  void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) override {
+    cpu::crossentropy_forward(losses, logits, targets, N, V, Vp);
+  }
+  void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const T* dloss, int N, int V,
+                             int Vp) override {
+    cpu::crossentropy_backward(dlogits, logits, targets, dloss, N, V, Vp);
+  }
+  void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr, double beta1, double beta2, double eps,
+                    double weight_decay, long t) override {
+    cpu::adamw_update(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
+  }
+};
+
+}  // namespace
+
+template <typename T>
+std::unique_ptr<Backend<T>> make_cpu_backend() {
+  return std::make_unique<CpuBackend<T>>();
+}
+
+template std::unique_ptr<Backend<float>> make_cpu_backend<float>();
+template std::unique_ptr<Backend<double>> make_cpu_backend<double>();
+
+}  // namespace gpt

@@ -1,0 +1,83 @@
+#include <omp.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "core/check.h"
+#include "data/shard.h"
+#include "eval/extrapolation.h"
+#include "train/model_io.h"
+#include "train/trainer.h"
+
+namespace fs = std::filesystem;
+
+namespace gpt::cli {
+namespace {
+
+struct EvalArgs {
+  std::string checkpoint;
+  std::vector<int> multiples;
+  int64_t tokens = 0;
+  std::string data;
+  std::string out;
+  int threads = 0;
+};
+
+// RUN_DIR/checkpoints/step_N.bin -> RUN_DIR/eval/step_N.json; elsewhere,
+// beside the checkpoint.
+std::string default_output(const std::string& ckpt) {
+  const fs::path p(ckpt);
+  const fs::path dir = p.parent_path();
+  if (dir.filename() == "checkpoints") return (dir.parent_path() / "eval" / (p.stem().string() + ".json")).string();
+  return (fs::path(ckpt).replace_extension(".extrapolation.json")).string();
+}
+
+void run_eval(const EvalArgs& a) {
+  if (a.threads > 0) omp_set_num_threads(a.threads);
+  LoadedModel lm = load_model(a.checkpoint);
+  EvalConfig ec = lm.config.eval;
+  if (!a.multiples.empty()) {
+    for (size_t i = 0; i < a.multiples.size(); ++i)
+      GPT_CHECK(a.multiples[i] >= 1 && (i == 0 || a.multiples[i] > a.multiples[i - 1]),
+                "--multiples must be positive and strictly increasing, got ", a.multiples[i]);
+    ec.multiples = a.multiples;
+  }
+  if (a.tokens > 0) ec.tokens = a.tokens;
+  const std::string pattern = a.data.empty() ? lm.config.data.val : a.data;
+  const int T = lm.config.model.context;
+  spdlog::info("evaluating {} (step {}) on {}", lm.path, lm.progress.step, pattern);
+  const TokenStream val(pattern, lm.config.model.vocab_size);
+  ExtrapolationResult r = evaluate_extrapolation(*lm.model, val, ec, T,
+                                                 static_cast<int64_t>(lm.config.train.batch_size) * T);
+  nlohmann::json j = r.to_json();
+  j["checkpoint"] = lm.path;
+  j["step"] = lm.progress.step;
+  j["data"] = pattern;
+  const std::string out = a.out.empty() ? default_output(lm.path) : a.out;
+  if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
+  write_json_file(out, j);
+  std::cout << r.table();
+  spdlog::info("results written to {}", out);
+}
+
+}  // namespace
+
+void add_eval(CLI::App& app) {
+  auto args = std::make_shared<EvalArgs>();
+  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint's validation loss at multiples of its context");
+  cmd->add_option("checkpoint", args->checkpoint, "Checkpoint file, or a run directory (its latest checkpoint)")
+      ->required();
+  cmd->add_option("--multiples", args->multiples, "Context multiples to evaluate (default: the run's eval.multiples)")
+      ->delimiter(',');
+  cmd->add_option("--tokens", args->tokens, "Validation tokens per multiple (default: the run's eval.tokens)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--data", args->data, "Glob pattern of validation shards (default: the run's data.val)");
+  cmd->add_option("--out", args->out, "Output JSON (default: RUN_DIR/eval/<checkpoint>.json)");
+  cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->callback([args] { run_eval(*args); });
+}
+
+}  // namespace gpt::cli

@@ -1,0 +1,26 @@
+#include <omp.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#ifdef GPT_HAVE_CUDA
+#include "kernels/cuda/device_info.h"
+#endif
+
+namespace gpt::cli {
+
+void add_info(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand("info", "Show the build and the devices this binary can use");
+  cmd->callback([] {
+    std::cout << "gpt (C++" << __cplusplus / 100 % 100 << ")\n";
+    std::cout << "cpu: " << omp_get_num_procs() << " processors, " << omp_get_max_threads()
+              << " OpenMP threads\n";
+#ifdef GPT_HAVE_CUDA
+    std::cout << "cuda: built in\n" << gpt::cuda::device_report() << "\n";
+#else
+    std::cout << "cuda: not built (nvcc was not found at configure time)\n";
+#endif
+  });
+}
+
+}  // namespace gpt::cli

@@ -1,0 +1,94 @@
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <numeric>
+
+#include "cli/commands.h"
+#include "core/check.h"
+#include "data/rng.h"
+#include "data/text_to_shards.h"
+#include "train/model_io.h"
+
+namespace gpt::cli {
+namespace {
+
+struct SampleArgs {
+  std::string checkpoint;
+  std::string prompt;
+  int tokens = 256;
+  double temperature = 1.0;
+  int top_k = 0;
+  uint64_t seed = 42;
+  int context = 0;
+  int threads = 0;
+};
+
+// Draws the next token from logits: greedy at temperature 0, otherwise from
+// softmax(logits / temperature) restricted to the top_k largest (0 = all).
+int32_t pick_token(std::vector<float> logits, double temperature, int top_k, Rng& rng) {
+  const int V = static_cast<int>(logits.size());
+  std::vector<int32_t> ids(V);
+  std::iota(ids.begin(), ids.end(), 0);
+  if (temperature <= 0) return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  const int k = top_k > 0 ? std::min(top_k, V) : V;
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+  const double maxv = logits[ids[0]];
+  std::vector<double> p(k);
+  double sum = 0;
+  for (int i = 0; i < k; ++i) sum += p[i] = std::exp((logits[ids[i]] - maxv) / temperature);
+  double u = rng.uniform() * sum;
+  for (int i = 0; i < k; ++i) {
+    u -= p[i];
+    if (u <= 0) return ids[i];
+  }
+  return ids[k - 1];
+}
+
+void run_sample(const SampleArgs& a) {
+  if (a.threads > 0) omp_set_num_threads(a.threads);
+  LoadedModel lm = load_model(a.checkpoint);
+  const ModelConfig& mc = lm.config.model;
+  GPT_CHECK(mc.vocab_size == ByteTokenizer::kVocabSize, "sample: this checkpoint has a vocabulary of ", mc.vocab_size,
+            " tokens; only the byte tokenizer (", ByteTokenizer::kVocabSize, ") can be decoded in this build");
+  int window = a.context > 0 ? a.context : mc.context;
+  if (mc.position == "learned") window = std::min(window, mc.position_rows());
+  ByteTokenizer tok;
+  std::vector<int32_t> ids = {ByteTokenizer::kEndOfText};
+  for (uint32_t id : tok.encode(a.prompt)) ids.push_back(static_cast<int32_t>(id));
+  Rng rng(a.seed);
+  std::cout << a.prompt << std::flush;
+  for (int n = 0; n < a.tokens; ++n) {
+    const int len = std::min<int>(window, static_cast<int>(ids.size()));
+    const std::vector<float> logits = lm.model->next_token_logits(ids.data() + ids.size() - len, len);
+    const int32_t next = pick_token(logits, a.temperature, a.top_k, rng);
+    ids.push_back(next);
+    std::cout << tok.decode({next}) << std::flush;
+  }
+  std::cout << '\n';
+}
+
+}  // namespace
+
+void add_sample(CLI::App& app) {
+  auto args = std::make_shared<SampleArgs>();
+  CLI::App* cmd = app.add_subcommand("sample", "Generate text from a checkpoint");
+  cmd->add_option("checkpoint", args->checkpoint, "Checkpoint file, or a run directory (its latest checkpoint)")
+      ->required();
+  cmd->add_option("--prompt", args->prompt, "Text to continue (default: empty, start of a document)");
+  cmd->add_option("--tokens", args->tokens, "Number of tokens to generate")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--temperature", args->temperature, "Sampling temperature; 0 = greedy")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--top-k", args->top_k, "Sample among the K most likely tokens; 0 = all")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
+  cmd->add_option("--context", args->context,
+                  "Tokens of history the model sees (default: the training context)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->callback([args] { run_sample(*args); });
+}
+
+}  // namespace gpt::cli

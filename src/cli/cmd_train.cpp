@@ -1,0 +1,65 @@
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "core/check.h"
+#include "train/model_io.h"
+#include "train/trainer.h"
+
+namespace gpt::cli {
+
+int exit_status = 0;
+
+namespace {
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string resume;
+};
+
+Config resolve_config(const TrainArgs& a, std::string* ckpt_path) {
+  if (a.resume.empty()) {
+    GPT_CHECK(!a.config.empty(), "train: give a CONFIG file (or --resume RUN_DIR to continue a run)");
+    return load_config(a.config, a.overrides);
+  }
+  *ckpt_path = resolve_checkpoint(a.resume);
+  const Checkpoint ckpt = load_checkpoint(*ckpt_path);
+  nlohmann::json j = ckpt.meta.at("config");
+  Config stored = checkpoint_config(ckpt, *ckpt_path);
+  Config cfg;
+  if (a.config.empty()) {
+    for (const auto& o : a.overrides) apply_override(j, o);
+    cfg = config_from_json(j);
+  } else {
+    cfg = load_config(a.config, a.overrides);
+  }
+  GPT_CHECK(config_to_json(cfg)["model"] == config_to_json(stored)["model"], "train --resume: the model section of ",
+            a.config.empty() ? "the overrides" : a.config, " differs from the one ", *ckpt_path,
+            " was trained with; a run can only be resumed with the same model");
+  if (std::filesystem::is_directory(a.resume)) cfg.run.dir = a.resume;
+  return cfg;
+}
+
+}  // namespace
+
+void add_train(CLI::App& app) {
+  auto args = std::make_shared<TrainArgs>();
+  CLI::App* cmd = app.add_subcommand("train", "Train a model from a JSON config; evaluate it at 1x-16x the context");
+  cmd->add_option("config", args->config, "JSON config file (optional with --resume: the run's own config)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--set", args->overrides,
+                  "Override a config key, e.g. --set train.steps=500 --set model.position=rope (repeatable)")
+      ->type_name("KEY=VALUE");
+  cmd->add_option("--resume", args->resume,
+                  "Continue the run in RUN_DIR from its latest checkpoint, bit-identically to an uninterrupted run")
+      ->type_name("RUN_DIR");
+  cmd->callback([args] {
+    std::string ckpt;
+    const Config cfg = resolve_config(*args, &ckpt);
+    exit_status = run_training(cfg, ckpt);
+  });
+}
+
+}  // namespace gpt::cli

@@ -1,0 +1,31 @@
+// gpt: train small GPTs and measure how attention variants extrapolate.
+#include <cstdio>
+#include <exception>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "core/check.h"
+
+int main(int argc, char** argv) {
+  spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+  CLI::App app{"gpt: a GPT training framework for studying attention past the training length"};
+  app.require_subcommand(1);
+  gpt::cli::add_train(app);
+  gpt::cli::add_eval(app);
+  gpt::cli::add_sample(app);
+  gpt::cli::add_data(app);
+  gpt::cli::add_info(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const gpt::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return gpt::cli::exit_status;
+}

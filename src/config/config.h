@@ -1,0 +1,110 @@
+// The run configuration: typed structs, one per JSON section. The schema
+// (every key, its type, default, allowed range or values, help text) is
+// declared once in config/schema.cpp (defaults: the member initializers
+// below, nowhere else); parsing, validation, defaults, --set overrides,
+// the resolved JSON and the README/--help key list are all derived from it.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gpt {
+
+struct ModelConfig {
+  int n_layer = 4;
+  int n_head = 4;
+  int n_embd = 128;
+  int vocab_size = 257;          // real vocabulary (byte tokenizer: 256 + end-of-text)
+  int vocab_pad_multiple = 64;   // padded vocabulary Vp = round_up(V, this); 64 or 128
+  int context = 128;             // training context T
+  std::string position = "rope"; // "learned" | "rope" | "none"
+  double rope_theta = 10000.0;
+  int max_position = 0;          // rows of the learned position table; 0 = context
+  double init_std = 0.02;
+
+  int padded_vocab() const {
+    return (vocab_size + vocab_pad_multiple - 1) / vocab_pad_multiple * vocab_pad_multiple;
+  }
+  int position_rows() const { return max_position > 0 ? max_position : context; }
+};
+
+struct DataConfig {
+  std::string train = "data/kjv/kjv_train_*.bin";  // glob pattern of training shards
+  std::string val = "data/kjv/kjv_val_*.bin";      // glob pattern of validation shards
+  std::string order = "shuffle";                   // "sequential" | "shuffle"
+};
+
+struct TrainConfig {
+  int batch_size = 16;        // B sequences per micro-batch
+  int grad_accum = 1;         // micro-batches per optimizer step
+  int steps = 1000;
+  double lr = 1e-3;
+  double lr_min = 1e-4;       // floor of the cosine decay
+  int warmup_steps = 50;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double eps = 1e-8;
+  double grad_clip = 1.0;     // max global gradient norm; 0 disables clipping
+  uint64_t seed = 1337;
+  int log_every = 10;
+  int checkpoint_every = 0;   // 0: only at the end
+  int threads = 0;            // OpenMP threads; 0 = all cores
+};
+
+struct EvalConfig {
+  std::vector<int> multiples = {1, 2, 4, 8, 16};
+  int64_t tokens = 65536;     // validation tokens evaluated at each multiple
+  int every = 0;              // evaluate every N steps; 0 = only at the end
+  int profile_buckets = 16;   // buckets of the per-position loss profile
+};
+
+struct AttentionConfig {
+  std::string preset = "softmax";  // issue "Core": softmax only
+};
+
+struct RunConfig {
+  std::string dir = "runs/default";  // run directory
+  std::string device = "cpu";        // "cpu" ("cuda" arrives with the CUDA backend)
+};
+
+struct Config {
+  ModelConfig model;
+  DataConfig data;
+  TrainConfig train;
+  EvalConfig eval;
+  AttentionConfig attention;
+  RunConfig run;
+};
+
+// Parses and validates a JSON object. Missing keys take their defaults; an
+// unknown key, a wrong type or an out-of-range value throws gpt::Error naming
+// the full key path (e.g. "model.n_head") and what is allowed. Cross-field
+// checks (n_embd divisible by n_head, even head size for rope, ...) too.
+// Integer keys accept whole-valued numbers (3, 3.0, 2e4) and reject 3.5.
+Config config_from_json(const nlohmann::json& j);
+
+// The range, enum and cross-field checks of config_from_json, for a Config
+// built in code. Throws gpt::Error like config_from_json.
+void validate_config(const Config& c);
+
+// Reads a JSON file (error names the file on I/O or parse failure; // and /* */
+// comments are allowed), applies overrides of the form "section.key=value"
+// (value parsed as JSON when it parses, else taken as a string; string keys
+// always take the text unless it is a quoted JSON string; an unknown path is
+// an error listing the valid keys of that section), then validates. An empty
+// path starts from the defaults.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+// Applies one "a.b=value" override to a JSON object (before validation).
+void apply_override(nlohmann::json& j, const std::string& assignment);
+
+// The resolved config: every key with its value (defaults filled in).
+nlohmann::json config_to_json(const Config& c);
+
+// Markdown table of every key: path, type, default, allowed, description.
+std::string config_reference_markdown();
+
+}  // namespace gpt

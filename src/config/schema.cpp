@@ -1,0 +1,174 @@
+// The one declaration of every config key and cross-field rule.
+#include "config/schema.h"
+
+#include <algorithm>
+
+namespace gpt::config_schema {
+namespace {
+
+Allowed between(double lo, double hi) {
+  Allowed a;
+  a.lo = lo;
+  a.hi = hi;
+  return a;
+}
+Allowed at_least(double lo) { return between(lo, std::numeric_limits<double>::infinity()); }
+Allowed above(double lo) {
+  Allowed a = at_least(lo);
+  a.lo_open = true;
+  return a;
+}
+Allowed unit_interval() {  // [0, 1)
+  Allowed a = between(0, 1);
+  a.hi_open = true;
+  return a;
+}
+Allowed one_of(std::vector<std::string_view> values) {
+  Allowed a;
+  a.values = std::move(values);
+  return a;
+}
+Allowed non_empty() {
+  Allowed a;
+  a.nonempty = true;
+  return a;
+}
+Allowed any() { return Allowed{}; }
+Allowed increasing_list(double min_element) {
+  Allowed a = at_least(min_element);
+  a.nonempty = true;
+  a.increasing = true;
+  return a;
+}
+
+constexpr double kMaxVocab = 1 << 24;
+constexpr double kMaxContext = 1 << 20;
+
+// Section, name and accessor from one spelling, so the path can never drift
+// from the struct member it names.
+#define GPT_KEY(sec, member) #sec, #member, [](Config& c) -> FieldRef { return &c.sec.member; }
+
+std::vector<Key> make_keys() {
+  return {
+      {GPT_KEY(model, n_layer), between(1, 256), "transformer blocks"},
+      {GPT_KEY(model, n_head), between(1, 256), "attention heads per block"},
+      {GPT_KEY(model, n_embd), between(1, 65536), "residual width C; must be divisible by n_head"},
+      {GPT_KEY(model, vocab_size), between(2, kMaxVocab), "real vocabulary size V (byte tokenizer: 257)"},
+      {GPT_KEY(model, vocab_pad_multiple), one_of({"64", "128"}),
+       "padded vocabulary Vp = V rounded up to this multiple"},
+      {GPT_KEY(model, context), between(1, kMaxContext), "training context length T"},
+      {GPT_KEY(model, position), one_of({"learned", "rope", "none"}), "position encoding"},
+      {GPT_KEY(model, rope_theta), above(0), "RoPE base frequency"},
+      {GPT_KEY(model, max_position), between(0, kMaxVocab),
+       "rows of the learned position table; 0 = context"},
+      {GPT_KEY(model, init_std), above(0), "standard deviation of the weight init"},
+
+      {GPT_KEY(data, train), non_empty(), "glob pattern of the training shards"},
+      {GPT_KEY(data, val), non_empty(), "glob pattern of the validation shards"},
+      {GPT_KEY(data, order), one_of({"sequential", "shuffle"}), "order of training sequences"},
+
+      {GPT_KEY(train, batch_size), at_least(1), "sequences B per micro-batch"},
+      {GPT_KEY(train, grad_accum), at_least(1), "micro-batches per optimizer step"},
+      {GPT_KEY(train, steps), at_least(1), "optimizer steps"},
+      {GPT_KEY(train, lr), above(0), "peak learning rate"},
+      {GPT_KEY(train, lr_min), at_least(0), "floor of the cosine decay; <= lr"},
+      {GPT_KEY(train, warmup_steps), at_least(0), "linear warmup steps; <= steps"},
+      {GPT_KEY(train, weight_decay), at_least(0), "AdamW decoupled weight decay"},
+      {GPT_KEY(train, beta1), unit_interval(), "AdamW first-moment decay"},
+      {GPT_KEY(train, beta2), unit_interval(), "AdamW second-moment decay"},
+      {GPT_KEY(train, eps), above(0), "AdamW epsilon"},
+      {GPT_KEY(train, grad_clip), at_least(0), "max global gradient norm; 0 disables clipping"},
+      {GPT_KEY(train, seed), any(), "seed of init, data order and sampling"},
+      {GPT_KEY(train, log_every), at_least(1), "steps between log lines"},
+      {GPT_KEY(train, checkpoint_every), at_least(0), "steps between checkpoints; 0 = only at the end"},
+      {GPT_KEY(train, threads), at_least(0), "OpenMP threads; 0 = all cores"},
+
+      {GPT_KEY(eval, multiples), increasing_list(1), "evaluated contexts, as multiples of model.context"},
+      {GPT_KEY(eval, tokens), at_least(1), "validation tokens evaluated at each multiple"},
+      {GPT_KEY(eval, every), at_least(0), "evaluate every N steps; 0 = only at the end"},
+      {GPT_KEY(eval, profile_buckets), between(1, 4096), "buckets of the per-position loss profile"},
+
+      {GPT_KEY(attention, preset), one_of({"softmax"}), "attention variant"},
+
+      {GPT_KEY(run, dir), non_empty(), "run directory (logs, checkpoints, results)"},
+      {GPT_KEY(run, device), one_of({"cpu", "cuda"}), "compute backend"},
+  };
+}
+
+#undef GPT_KEY
+
+int head_size(const Config& c) { return c.model.n_embd / c.model.n_head; }
+
+std::vector<Rule> make_rules() {
+  return {
+      {"\"model.n_embd\" must be divisible by \"model.n_head\"",
+       {"model.n_embd", "model.n_head"},
+       [](const Config& c) { return c.model.n_embd % c.model.n_head == 0; }},
+      {"\"model.position\" = \"rope\" needs an even head size \"model.n_embd\" / \"model.n_head\"",
+       {"model.position", "model.n_embd", "model.n_head"},
+       [](const Config& c) { return c.model.position != "rope" || head_size(c) % 2 == 0; }},
+      {"\"model.max_position\" must be 0 or >= \"model.context\" when \"model.position\" = \"learned\"",
+       {"model.max_position", "model.context", "model.position"},
+       [](const Config& c) {
+         return c.model.position != "learned" || c.model.max_position == 0 ||
+                c.model.max_position >= c.model.context;
+       }},
+      {"\"train.lr_min\" must be <= \"train.lr\"",
+       {"train.lr_min", "train.lr"},
+       [](const Config& c) { return c.train.lr_min <= c.train.lr; }},
+      {"\"train.warmup_steps\" must be <= \"train.steps\"",
+       {"train.warmup_steps", "train.steps"},
+       [](const Config& c) { return c.train.warmup_steps <= c.train.steps; }},
+  };
+}
+
+std::string join(const std::vector<std::string_view>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : ", ") + std::string(p);
+  return out;
+}
+
+}  // namespace
+
+const std::vector<Key>& keys() {
+  static const std::vector<Key> table = make_keys();
+  return table;
+}
+
+const std::vector<Rule>& rules() {
+  static const std::vector<Rule> table = make_rules();
+  return table;
+}
+
+const std::vector<std::string_view>& sections() {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> out;
+    for (const Key& k : keys())
+      if (std::find(out.begin(), out.end(), k.section) == out.end()) out.push_back(k.section);
+    return out;
+  }();
+  return names;
+}
+
+const Key* find_key(std::string_view section, std::string_view name) {
+  for (const Key& k : keys())
+    if (k.section == section && k.name == name) return &k;
+  return nullptr;
+}
+
+const Key* find_key(std::string_view path) {
+  auto dot = path.find('.');
+  if (dot == std::string_view::npos) return nullptr;
+  return find_key(path.substr(0, dot), path.substr(dot + 1));
+}
+
+std::string section_list() { return join(sections()); }
+
+std::string key_list(std::string_view section) {
+  std::vector<std::string_view> names;
+  for (const Key& k : keys())
+    if (k.section == section) names.push_back(k.name);
+  return join(names);
+}
+
+}  // namespace gpt::config_schema

@@ -1,0 +1,71 @@
+// Batches of B sequences of T+1 tokens, in sequential or shuffled order.
+#include "data/loader.h"
+
+#include <numeric>
+
+#include "core/check.h"
+#include "data/rng.h"
+
+namespace gpt {
+
+namespace {
+
+// Epochs get unrelated permutations: the golden-ratio multiple spreads epoch
+// numbers over all 64 bits before they meet the seed, and Rng's splitmix64
+// seeding scrambles the result further.
+uint64_t epoch_seed(uint64_t seed, uint64_t epoch) { return seed ^ (epoch * 0x9E3779B97F4A7C15ull); }
+
+}  // namespace
+
+DataLoader::DataLoader(const std::string& pattern, int vocab_size, int B, int T, bool shuffle, uint64_t seed)
+    : stream_(pattern, vocab_size), B_(B), T_(T), shuffle_(shuffle), seed_(seed) {
+  GPT_CHECK(B > 0 && T > 0, "DataLoader needs B > 0 and T > 0, got B=", B, " T=", T);
+  const uint64_t size = stream_.size();
+  nseq_ = (size - 1) / static_cast<uint64_t>(T);  // size >= 1: every shard holds a token
+  const uint64_t needed = static_cast<uint64_t>(B) * static_cast<uint64_t>(T) + 1;
+  if (nseq_ < static_cast<uint64_t>(B))
+    fail("data '", pattern, "' holds ", size, " tokens; a batch of B=", B, " sequences of T+1=", T + 1,
+         " tokens needs at least B*T+1 = ", needed, " tokens");
+  buf_.resize(static_cast<size_t>(T) + 1);
+}
+
+std::vector<uint64_t> DataLoader::epoch_order(uint64_t epoch) const {
+  std::vector<uint64_t> order(nseq_);
+  std::iota(order.begin(), order.end(), uint64_t{0});
+  if (!shuffle_) return order;
+  // Fisher-Yates with our own RNG, so the order is the same on every machine.
+  Rng rng(epoch_seed(seed_, epoch));
+  for (uint64_t i = nseq_ - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+  return order;
+}
+
+// A batch that runs past the end of an epoch takes its remaining sequences
+// from the start of the next epoch's order; no sequence is dropped or repeated
+// within an epoch. The state is kept normalised: index < sequences_per_epoch.
+void DataLoader::next(int32_t* inputs, int32_t* targets) {
+  const size_t T = static_cast<size_t>(T_);
+  for (int b = 0; b < B_; ++b) {
+    if (order_epoch_ != state_.epoch) {
+      order_ = epoch_order(state_.epoch);
+      order_epoch_ = state_.epoch;
+    }
+    const uint64_t seq = order_[state_.index];
+    stream_.read(seq * T, T + 1, buf_.data());
+    // (B,T): row b holds tokens [seq*T, seq*T+T) as inputs, shifted by one as targets
+    std::copy(buf_.begin(), buf_.begin() + T, inputs + b * T);
+    std::copy(buf_.begin() + 1, buf_.end(), targets + b * T);
+    if (++state_.index == nseq_) {
+      state_.index = 0;
+      ++state_.epoch;
+    }
+  }
+}
+
+void DataLoader::set_state(const LoaderState& s) {
+  if (s.index >= nseq_)
+    fail("data loader state: index ", s.index, " must be < ", nseq_,
+         " sequences per epoch (was the checkpoint made with other data or another T?)");
+  state_ = s;
+}
+
+}  // namespace gpt

@@ -1,0 +1,50 @@
+// Training batches: B sequences of T+1 tokens. Sequence k of the stream holds
+// tokens [k*T, k*T+T] (consecutive sequences share one token, as in llm.c), so
+// an epoch has (size-1)/T sequences. Order is sequential or a seeded shuffle
+// that covers every sequence exactly once per epoch (a fresh permutation each
+// epoch, derived from seed and epoch number with the project's own RNG so it
+// does not depend on the standard library's implementation).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "data/shard.h"
+
+namespace gpt {
+
+struct LoaderState {
+  uint64_t epoch = 0;
+  uint64_t index = 0;  // position within the epoch's order
+};
+
+class DataLoader {
+ public:
+  // shuffle=false: sequential order. Throws if the stream holds fewer than
+  // B sequences of T+1 tokens.
+  DataLoader(const std::string& pattern, int vocab_size, int B, int T, bool shuffle, uint64_t seed);
+  // Fills inputs (B*T) and targets (B*T) and advances B sequences. A batch
+  // that runs past the end of an epoch continues with the start of the next
+  // epoch's order, so each epoch still yields every sequence exactly once.
+  void next(int32_t* inputs, int32_t* targets);
+  uint64_t sequences_per_epoch() const { return nseq_; }
+  // Sequence ids of the current epoch's order (for tests).
+  std::vector<uint64_t> epoch_order(uint64_t epoch) const;
+  LoaderState state() const { return state_; }
+  void set_state(const LoaderState& s);  // validates index < sequences_per_epoch
+  const TokenStream& stream() const { return stream_; }
+
+ private:
+  TokenStream stream_;
+  int B_, T_;
+  bool shuffle_;
+  uint64_t seed_;
+  uint64_t nseq_;
+  LoaderState state_;
+  std::vector<uint64_t> order_;  // order of state_.epoch
+  uint64_t order_epoch_ = UINT64_MAX;
+  std::vector<int32_t> buf_;
+};
+
+}  // namespace gpt

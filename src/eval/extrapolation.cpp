@@ -1,0 +1,135 @@
+#include "eval/extrapolation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include <spdlog/spdlog.h>
+
+#include "core/check.h"
+
+namespace gpt {
+
+void check_eval_contexts(const ModelConfig& model, const EvalConfig& eval, int trained_context) {
+  if (model.position != "learned") return;
+  for (int m : eval.multiples) {
+    const int64_t ctx = static_cast<int64_t>(m) * trained_context;
+    GPT_CHECK(ctx <= model.position_rows(), "evaluation at ", m, "x the training context (", ctx,
+              " tokens) is impossible with learned positions: the position table has ", model.position_rows(),
+              " rows. Use position \"rope\" or \"none\", raise model.max_position, or drop that multiple from "
+              "eval.multiples");
+  }
+}
+
+ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream& val, const EvalConfig& eval,
+                                           int trained_context, int64_t batch_tokens) {
+  check_eval_contexts(model.config(), eval, trained_context);
+  const int T = trained_context;
+  const int max_m = *std::max_element(eval.multiples.begin(), eval.multiples.end());
+  const int64_t longest = static_cast<int64_t>(max_m) * T;
+  // Same tokens at every multiple: a whole number of the longest sequences.
+  const int64_t available = static_cast<int64_t>(val.size()) - 1;
+  const int64_t budget = std::min<int64_t>(eval.tokens, available) / longest * longest;
+  GPT_CHECK(budget > 0, "validation data has ", val.size(), " tokens; evaluating at ", max_m, "x the context of ", T,
+            " needs at least ", longest + 1);
+  if (budget < eval.tokens)
+    spdlog::warn("eval: using {} validation tokens per multiple (eval.tokens = {}; rounded down to whole {}-token "
+                 "sequences / limited by the validation data)",
+                 budget, eval.tokens, longest);
+
+  ExtrapolationResult res;
+  res.trained_context = T;
+  res.tokens_per_multiple = budget;
+  res.attention = "softmax";
+  std::vector<int32_t> buf;
+  std::vector<float> losses;
+  for (int m : eval.multiples) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int L = m * T;
+    const int64_t nseq = budget / L;
+    const int B = static_cast<int>(std::clamp<int64_t>(batch_tokens / L, 1, nseq));
+    const int nb = std::min(eval.profile_buckets, L);
+    std::vector<double> bucket_sum(nb, 0.0);
+    std::vector<int64_t> bucket_n(nb, 0);
+    double sum = 0, sum_past = 0;
+    int64_t n_past = 0;
+    std::vector<int32_t> inputs, targets;
+    for (int64_t s0 = 0; s0 < nseq; s0 += B) {
+      const int b = static_cast<int>(std::min<int64_t>(B, nseq - s0));
+      inputs.resize(static_cast<size_t>(b) * L);
+      targets.resize(inputs.size());
+      buf.resize(L + 1);
+      for (int i = 0; i < b; ++i) {
+        val.read(static_cast<uint64_t>((s0 + i) * L), L + 1, buf.data());
+        std::copy(buf.begin(), buf.end() - 1, inputs.begin() + static_cast<size_t>(i) * L);
+        std::copy(buf.begin() + 1, buf.end(), targets.begin() + static_cast<size_t>(i) * L);
+      }
+      model.forward_losses(inputs.data(), targets.data(), b, L, losses);
+      for (int i = 0; i < b; ++i)
+        for (int t = 0; t < L; ++t) {
+          const double l = losses[static_cast<size_t>(i) * L + t];
+          sum += l;
+          if (t >= T) sum_past += l, ++n_past;
+          const int k = static_cast<int>(static_cast<int64_t>(t) * nb / L);
+          bucket_sum[k] += l;
+          ++bucket_n[k];
+        }
+    }
+    MultipleResult r;
+    r.multiple = m;
+    r.context = L;
+    r.sequences = nseq;
+    r.tokens = nseq * L;
+    r.loss = sum / static_cast<double>(r.tokens);
+    r.loss_past_train = n_past ? sum_past / n_past : std::numeric_limits<double>::quiet_NaN();
+    for (int k = 0; k < nb; ++k) r.profile.push_back(bucket_sum[k] / bucket_n[k]);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::info("eval {:>2}x (context {:>6}): loss {:.4f}  [{} sequences, {:.1f}s]", m, L, r.loss, nseq, secs);
+    res.rows.push_back(std::move(r));
+  }
+  return res;
+}
+
+nlohmann::json ExtrapolationResult::to_json() const {
+  nlohmann::json rows_json = nlohmann::json::array();
+  for (const auto& r : rows) {
+    nlohmann::json profile = nlohmann::json::array();
+    const int nb = static_cast<int>(r.profile.size());
+    for (int k = 0; k < nb; ++k)
+      profile.push_back({{"start", static_cast<int64_t>(k) * r.context / nb},
+                         {"end", static_cast<int64_t>(k + 1) * r.context / nb},
+                         {"loss", r.profile[k]}});
+    rows_json.push_back({{"multiple", r.multiple},
+                         {"context", r.context},
+                         {"sequences", r.sequences},
+                         {"tokens", r.tokens},
+                         {"loss", r.loss},
+                         {"loss_past_train", std::isnan(r.loss_past_train) ? nlohmann::json(nullptr)
+                                                                           : nlohmann::json(r.loss_past_train)},
+                         {"profile", profile}});
+  }
+  return {{"trained_context", trained_context},
+          {"tokens_per_multiple", tokens_per_multiple},
+          {"attention", attention},
+          {"multiples", rows_json}};
+}
+
+std::string ExtrapolationResult::table() const {
+  std::string out;
+  char line[160];
+  std::snprintf(line, sizeof line, "%-9s %8s %10s %12s %12s\n", "multiple", "context", "loss", "loss past T",
+                "last bucket");
+  out += line;
+  for (const auto& r : rows) {
+    char past[32] = "-";
+    if (!std::isnan(r.loss_past_train)) std::snprintf(past, sizeof past, "%.4f", r.loss_past_train);
+    std::snprintf(line, sizeof line, "%-9s %8d %10.4f %12s %12.4f\n", (std::to_string(r.multiple) + "x").c_str(),
+                  r.context, r.loss, past, r.profile.empty() ? 0.0 : r.profile.back());
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace gpt

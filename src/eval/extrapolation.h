@@ -1,0 +1,49 @@
+// Length-extrapolation evaluation: the validation loss of a model trained at
+// context T, measured at contexts m·T for each multiple m. Every multiple sees
+// the same validation tokens, cut into non-overlapping sequences of m·T.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "data/shard.h"
+#include "model/gpt.h"
+
+namespace gpt {
+
+struct MultipleResult {
+  int multiple = 1;
+  int context = 0;             // m·T
+  int64_t sequences = 0;
+  int64_t tokens = 0;          // positions scored
+  double loss = 0;             // mean over all positions
+  double loss_past_train = 0;  // mean over positions >= T (NaN when m == 1)
+  std::vector<double> profile; // mean loss per bucket of positions
+};
+
+struct ExtrapolationResult {
+  int trained_context = 0;
+  int64_t tokens_per_multiple = 0;
+  std::string attention;
+  std::vector<MultipleResult> rows;
+  nlohmann::json to_json() const;
+  std::string table() const;  // the human-readable 1×–16× table
+};
+
+// Evaluates `model` at each multiple of eval.multiples. batch_tokens bounds the
+// tokens of one forward pass (sequences per batch = max(1, batch_tokens / (m·T))).
+// Throws if the validation stream is shorter than one sequence at the largest
+// multiple, or if learned positions cannot reach the largest context.
+ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream& val, const EvalConfig& eval,
+                                           int trained_context, int64_t batch_tokens);
+
+// The largest context the eval config asks for, checked against the model's
+// position encoding; throws with a clear message when learned positions can't
+// reach it.
+void check_eval_contexts(const ModelConfig& model, const EvalConfig& eval, int trained_context);
+
+}  // namespace gpt

@@ -1,0 +1,264 @@
+#include "model/gpt.h"
+
+#include <cmath>
+
+#include "core/check.h"
+
+namespace gpt {
+
+// Per-layer activations: X(name, width per token). Widths use C, C3 = 3C,
+// C4 = 4C, and 1 for per-row statistics.
+#define GPT_LAYER_ACTS(X)                                                    \
+  X(ln1, C) X(ln1_mean, 1) X(ln1_rstd, 1) X(qkv, C3) X(atty, C) X(attproj, C) \
+  X(res2, C) X(ln2, C) X(ln2_mean, 1) X(ln2_rstd, 1) X(fch, C4) X(fch_gelu, C4) \
+  X(fcproj, C) X(res3, C)
+// Gradient scratch for the backward pass, shared by all layers.
+#define GPT_GRAD_SCRATCH(X) X(dres, C) X(dln, C) X(dqkv, C3) X(datty, C) X(dfch, C4) X(dfch_gelu, C4)
+
+template <typename T>
+struct LayerActs {
+#define GPT_FIELD(name, width) Buffer<T> name;
+  GPT_LAYER_ACTS(GPT_FIELD)
+  Buffer<T> qkvr;       // qkv after RoPE (rope only; otherwise attention reads qkv)
+  Buffer<T> att_stats;  // (B, NH, Tn, stats_per_row), training only
+};
+
+template <typename T>
+struct Activations {
+  int B = 0, Tn = 0;
+  bool training = false;
+  std::vector<LayerActs<T>> layers;  // n_layer slots when training, 1 for inference
+  Buffer<T> encoded, lnf, lnf_mean, lnf_rstd, logits, losses, dlosses;
+  TokenBuffer<T> tokens, targets;
+  GPT_GRAD_SCRATCH(GPT_FIELD)
+  Buffer<T> dqkvr;
+#undef GPT_FIELD
+  LayerActs<T>& layer(int l) { return layers[training ? l : 0]; }
+};
+
+template <typename T>
+GPT<T>::GPT(const ModelConfig& cfg, const AttentionSpec& attn, Backend<T>& backend)
+    : cfg_(cfg), attn_(attn), be_(backend), layout_(cfg) {
+  params_ = Buffer<T>(be_, layout_.total);
+  grads_ = Buffer<T>(be_, layout_.total);
+  p_ = make_views(layout_, params_.get(), cfg_.n_layer);
+  g_ = make_views(layout_, grads_.get(), cfg_.n_layer);
+}
+
+template <typename T>
+GPT<T>::~GPT() = default;
+
+template <typename T>
+void GPT<T>::init(uint64_t seed) {
+  std::vector<T> host(layout_.total);
+  init_params(layout_, cfg_, seed, host.data());
+  set_params(host);
+}
+
+template <typename T>
+void GPT<T>::set_params(const std::vector<T>& host) {
+  GPT_CHECK(host.size() == layout_.total, "parameter count mismatch: got ", host.size(), ", model has ",
+            layout_.total);
+  be_.upload(params_.get(), host.data(), host.size());
+}
+
+template <typename T>
+std::vector<T> GPT<T>::get_params() {
+  std::vector<T> host(layout_.total);
+  be_.download(host.data(), params_.get(), host.size());
+  return host;
+}
+
+template <typename T>
+void GPT<T>::zero_grad() {
+  be_.zero(grads_.get(), layout_.total);
+}
+
+template <typename T>
+Activations<T>& GPT<T>::activations(int B, int Tn, bool training) {
+  auto& slot = training ? train_acts_ : infer_acts_;
+  if (slot && slot->B == B && slot->Tn == Tn) return *slot;
+  slot.reset();  // free the old shape before allocating the new one
+  auto a = std::make_unique<Activations<T>>();
+  a->B = B;
+  a->Tn = Tn;
+  a->training = training;
+  const size_t N = static_cast<size_t>(B) * Tn, C = cfg_.n_embd, C3 = 3 * C, C4 = 4 * C;
+  const size_t Vp = cfg_.padded_vocab();
+  a->layers.resize(training ? cfg_.n_layer : 1);
+  for (auto& l : a->layers) {
+#define GPT_ALLOC(name, width) l.name = Buffer<T>(be_, N * (width));
+    GPT_LAYER_ACTS(GPT_ALLOC)
+    if (cfg_.position == "rope") l.qkvr = Buffer<T>(be_, N * C3);
+    if (training) l.att_stats = Buffer<T>(be_, N * cfg_.n_head * attn_.stats_per_row());
+  }
+  a->encoded = Buffer<T>(be_, N * C);
+  a->lnf = Buffer<T>(be_, N * C);
+  a->lnf_mean = Buffer<T>(be_, N);
+  a->lnf_rstd = Buffer<T>(be_, N);
+  a->logits = Buffer<T>(be_, N * Vp);
+  a->losses = Buffer<T>(be_, N);
+  a->tokens = TokenBuffer<T>(be_, N);
+  a->targets = TokenBuffer<T>(be_, N);
+  if (training) {
+    a->dlosses = Buffer<T>(be_, N);
+#define GPT_ALLOC_SCRATCH(name, width) a->name = Buffer<T>(be_, N * (width));
+    GPT_GRAD_SCRATCH(GPT_ALLOC_SCRATCH)
+#undef GPT_ALLOC_SCRATCH
+    if (cfg_.position == "rope") a->dqkvr = Buffer<T>(be_, N * C3);
+  }
+#undef GPT_ALLOC
+  slot = std::move(a);
+  return *slot;
+}
+
+template <typename T>
+void GPT<T>::check_tokens(const int32_t* tokens, size_t n, const char* what) const {
+  for (size_t i = 0; i < n; ++i)
+    GPT_CHECK(tokens[i] >= 0 && tokens[i] < cfg_.vocab_size, what, " id ", tokens[i], " at position ", i,
+              " is outside the vocabulary [0, ", cfg_.vocab_size, ")");
+}
+
+// Embedding, the blocks, the final LayerNorm and the logits, for the tokens
+// already uploaded to a.tokens.
+template <typename T>
+void GPT<T>::forward_trunk(Activations<T>& a) {
+  const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, NH = cfg_.n_head, N = B * Tn, Vp = cfg_.padded_vocab();
+  const bool rope = cfg_.position == "rope";
+  GPT_CHECK(cfg_.position != "learned" || Tn <= cfg_.position_rows(), "context ", Tn,
+            " exceeds the learned position table (", cfg_.position_rows(),
+            " rows); learned positions cannot be evaluated past their table");
+  be_.encoder_forward(a.encoded.get(), a.tokens.get(), p_.wte, p_.wpe, B, Tn, C);
+  const T* res = a.encoded.get();  // (N,C) residual stream entering the block
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const LayerViews<T>& w = p_.layers[l];
+    LayerActs<T>& x = a.layer(l);
+    be_.layernorm_forward(x.ln1.get(), x.ln1_mean.get(), x.ln1_rstd.get(), res, w.ln1w, w.ln1b, N, C);
+    be_.matmul_forward(x.qkv.get(), x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
+    const T* qkv = x.qkv.get();
+    if (rope) {
+      be_.rope_forward(x.qkvr.get(), x.qkv.get(), B, Tn, C, NH, cfg_.rope_theta, 0);
+      qkv = x.qkvr.get();
+    }
+    be_.attention_forward(x.atty.get(), a.training ? x.att_stats.get() : nullptr, qkv, B, Tn, C, NH, attn_);
+    be_.matmul_forward(x.attproj.get(), x.atty.get(), w.attprojw, w.attprojb, N, C, C);
+    be_.residual_forward(x.res2.get(), res, x.attproj.get(), static_cast<size_t>(N) * C);
+    be_.layernorm_forward(x.ln2.get(), x.ln2_mean.get(), x.ln2_rstd.get(), x.res2.get(), w.ln2w, w.ln2b, N, C);
+    be_.matmul_forward(x.fch.get(), x.ln2.get(), w.fcw, w.fcb, N, C, 4 * C);
+    be_.gelu_forward(x.fch_gelu.get(), x.fch.get(), static_cast<size_t>(N) * 4 * C);
+    be_.matmul_forward(x.fcproj.get(), x.fch_gelu.get(), w.fcprojw, w.fcprojb, N, 4 * C, C);
+    be_.residual_forward(x.res3.get(), x.res2.get(), x.fcproj.get(), static_cast<size_t>(N) * C);
+    res = x.res3.get();
+  }
+  be_.layernorm_forward(a.lnf.get(), a.lnf_mean.get(), a.lnf_rstd.get(), res, p_.lnfw, p_.lnfb, N, C);
+  // Tied LM head: logits = lnf · wteᵀ, no bias.
+  be_.matmul_forward(a.logits.get(), a.lnf.get(), p_.wte, nullptr, N, C, Vp);
+}
+
+template <typename T>
+double GPT<T>::forward(const int32_t* tokens, const int32_t* targets, int B, int Tn) {
+  const size_t N = static_cast<size_t>(B) * Tn;
+  check_tokens(tokens, N, "input token");
+  check_tokens(targets, N, "target token");
+  Activations<T>& a = activations(B, Tn, true);
+  be_.upload_tokens(a.tokens.get(), tokens, N);
+  be_.upload_tokens(a.targets.get(), targets, N);
+  forward_trunk(a);
+  be_.crossentropy_forward(a.losses.get(), a.logits.get(), a.targets.get(), static_cast<int>(N), cfg_.vocab_size,
+                           cfg_.padded_vocab());
+  std::vector<T> losses(N);
+  be_.download(losses.data(), a.losses.get(), N);
+  double sum = 0.0;
+  for (T v : losses) sum += v;
+  return sum / static_cast<double>(N);
+}
+
+template <typename T>
+void GPT<T>::backward(double loss_scale) {
+  GPT_CHECK(train_acts_, "backward() called before a training forward()");
+  Activations<T>& a = *train_acts_;
+  const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, NH = cfg_.n_head, N = B * Tn, Vp = cfg_.padded_vocab();
+  const size_t NC = static_cast<size_t>(N) * C;
+  const bool rope = cfg_.position == "rope";
+
+  // d(loss_scale · mean loss)/d loss_n
+  std::vector<T> dl(N, static_cast<T>(loss_scale / N));
+  be_.upload(a.dlosses.get(), dl.data(), N);
+  // Classifier: dlogits overwrite the logits in place.
+  be_.crossentropy_backward(a.logits.get(), a.logits.get(), a.targets.get(), a.dlosses.get(), N, cfg_.vocab_size,
+                            Vp);
+  be_.zero(a.dln.get(), NC);
+  be_.matmul_backward(a.dln.get(), g_.wte, nullptr, a.logits.get(), a.lnf.get(), p_.wte, N, C, Vp);
+  const T* res_top = a.layer(cfg_.n_layer - 1).res3.get();
+  be_.zero(a.dres.get(), NC);
+  be_.layernorm_backward(a.dres.get(), g_.lnfw, g_.lnfb, a.dln.get(), res_top, p_.lnfw, a.lnf_mean.get(),
+                         a.lnf_rstd.get(), N, C);
+
+  // dres holds dL/d(residual leaving block l); each block adds its branches.
+  for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+    const LayerViews<T>& w = p_.layers[l];
+    const LayerViews<T>& g = g_.layers[l];
+    LayerActs<T>& x = a.layer(l);
+    const T* res_in = l == 0 ? a.encoded.get() : a.layer(l - 1).res3.get();
+    // MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
+    be_.zero(a.dfch_gelu.get(), NC * 4);
+    be_.matmul_backward(a.dfch_gelu.get(), g.fcprojw, g.fcprojb, a.dres.get(), x.fch_gelu.get(), w.fcprojw, N,
+                        4 * C, C);
+    be_.zero(a.dfch.get(), NC * 4);
+    be_.gelu_backward(a.dfch.get(), x.fch.get(), a.dfch_gelu.get(), NC * 4);
+    be_.zero(a.dln.get(), NC);
+    be_.matmul_backward(a.dln.get(), g.fcw, g.fcb, a.dfch.get(), x.ln2.get(), w.fcw, N, C, 4 * C);
+    be_.layernorm_backward(a.dres.get(), g.ln2w, g.ln2b, a.dln.get(), x.res2.get(), w.ln2w, x.ln2_mean.get(),
+                           x.ln2_rstd.get(), N, C);
+    // Attention branch: res2 = res_in + attproj(attention(qkv(ln1(res_in))))
+    be_.zero(a.datty.get(), NC);
+    be_.matmul_backward(a.datty.get(), g.attprojw, g.attprojb, a.dres.get(), x.atty.get(), w.attprojw, N, C, C);
+    be_.zero(a.dqkv.get(), NC * 3);
+    if (rope) {
+      be_.zero(a.dqkvr.get(), NC * 3);
+      be_.attention_backward(a.dqkvr.get(), a.datty.get(), x.atty.get(), x.att_stats.get(), x.qkvr.get(), B, Tn, C,
+                             NH, attn_);
+      be_.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, C, NH, cfg_.rope_theta, 0);
+    } else {
+      be_.attention_backward(a.dqkv.get(), a.datty.get(), x.atty.get(), x.att_stats.get(), x.qkv.get(), B, Tn, C, NH,
+                             attn_);
+    }
+    be_.zero(a.dln.get(), NC);
+    be_.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv.get(), x.ln1.get(), w.qkvw, N, C, 3 * C);
+    be_.layernorm_backward(a.dres.get(), g.ln1w, g.ln1b, a.dln.get(), res_in, w.ln1w, x.ln1_mean.get(),
+                           x.ln1_rstd.get(), N, C);
+  }
+  be_.encoder_backward(g_.wte, g_.wpe, a.dres.get(), a.tokens.get(), B, Tn, C);
+}
+
+template <typename T>
+void GPT<T>::forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<T>& losses) {
+  const size_t N = static_cast<size_t>(B) * Tn;
+  check_tokens(tokens, N, "input token");
+  check_tokens(targets, N, "target token");
+  Activations<T>& a = activations(B, Tn, false);
+  be_.upload_tokens(a.tokens.get(), tokens, N);
+  be_.upload_tokens(a.targets.get(), targets, N);
+  forward_trunk(a);
+  be_.crossentropy_forward(a.losses.get(), a.logits.get(), a.targets.get(), static_cast<int>(N), cfg_.vocab_size,
+                           cfg_.padded_vocab());
+  losses.resize(N);
+  be_.download(losses.data(), a.losses.get(), N);
+}
+
+template <typename T>
+std::vector<T> GPT<T>::next_token_logits(const int32_t* tokens, int Tn) {
+  check_tokens(tokens, Tn, "input token");
+  Activations<T>& a = activations(1, Tn, false);
+  be_.upload_tokens(a.tokens.get(), tokens, Tn);
+  forward_trunk(a);
+  const size_t Vp = cfg_.padded_vocab();
+  std::vector<T> logits(cfg_.vocab_size);
+  be_.download(logits.data(), a.logits.get() + (Tn - 1) * Vp, cfg_.vocab_size);
+  return logits;
+}
+
+template class GPT<float>;
+template class GPT<double>;
+
+}  // namespace gpt

@@ -1,0 +1,103 @@
+#include "model/params.h"
+
+#include <cmath>
+
+#include "core/check.h"
+#include "data/rng.h"
+
+namespace gpt {
+
+size_t ParamSpec::numel() const {
+  size_t n = 1;
+  for (auto d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+ParamLayout::ParamLayout(const ModelConfig& m) {
+  const int64_t C = m.n_embd, Vp = m.padded_vocab(), P = m.position_rows(), L = m.n_layer;
+  const bool learned_positions = m.position == "learned";
+  (void)learned_positions;
+  auto add = [&](const char* name, Shape shape, InitKind init, bool decay, bool present, bool per_layer) {
+    if (!present) return;
+    if (per_layer) shape.insert(shape.begin(), L);
+    specs.push_back(ParamSpec{name, shape, init, decay, per_layer, total});
+    total += specs.back().numel();
+  };
+#define GPT_ADD_GLOBAL(name, shape, init, decay, present) add(#name, shape, init, decay, present, false);
+#define GPT_ADD_LAYER(name, shape, init, decay, present) add(#name, shape, init, decay, present, true);
+  GPT_GLOBAL_HEAD_PARAMS(GPT_ADD_GLOBAL)
+  GPT_LAYER_PARAMS(GPT_ADD_LAYER)
+  GPT_GLOBAL_TAIL_PARAMS(GPT_ADD_GLOBAL)
+#undef GPT_ADD_GLOBAL
+#undef GPT_ADD_LAYER
+}
+
+const ParamSpec& ParamLayout::find(const std::string& name) const {
+  for (const auto& s : specs)
+    if (s.name == name) return s;
+  fail("no parameter tensor named \"", name, "\" in this model");
+}
+
+bool ParamLayout::has(const std::string& name) const {
+  for (const auto& s : specs)
+    if (s.name == name) return true;
+  return false;
+}
+
+template <typename T>
+ParamViews<T> make_views(const ParamLayout& layout, T* base, int n_layer) {
+  ParamViews<T> v;
+  v.layers.resize(n_layer);
+  auto global = [&](const char* name) -> T* { return layout.has(name) ? base + layout.find(name).offset : nullptr; };
+#define GPT_SET_GLOBAL(name, shape, init, decay, present) v.name = global(#name);
+  GPT_GLOBAL_HEAD_PARAMS(GPT_SET_GLOBAL)
+  GPT_GLOBAL_TAIL_PARAMS(GPT_SET_GLOBAL)
+#undef GPT_SET_GLOBAL
+  // (L, shape...): layer l starts l * (numel / L) into the stacked tensor.
+#define GPT_SET_LAYER(name, shape, init, decay, present)                       \
+  {                                                                             \
+    const ParamSpec& s = layout.find(#name);                                    \
+    for (int l = 0; l < n_layer; ++l)                                           \
+      v.layers[l].name = base + s.offset + static_cast<size_t>(l) * (s.numel() / n_layer); \
+  }
+  GPT_LAYER_PARAMS(GPT_SET_LAYER)
+#undef GPT_SET_LAYER
+  return v;
+}
+
+template <typename T>
+void init_params(const ParamLayout& layout, const ModelConfig& m, uint64_t seed, T* host) {
+  Rng rng(seed);
+  const double residual_std = m.init_std / std::sqrt(2.0 * m.n_layer);
+  const int64_t V = m.vocab_size, C = m.n_embd;
+  for (const auto& s : layout.specs) {
+    T* p = host + s.offset;
+    const size_t n = s.numel();
+    switch (s.init) {
+      case InitKind::Normal:
+        for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(m.init_std * rng.normal());
+        break;
+      case InitKind::NormalResidual:
+        for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(residual_std * rng.normal());
+        break;
+      case InitKind::Ones:
+        for (size_t i = 0; i < n; ++i) p[i] = T(1);
+        break;
+      case InitKind::Zeros:
+        for (size_t i = 0; i < n; ++i) p[i] = T(0);
+        break;
+    }
+    // Padding rows of the tied embedding (V..Vp-1) must stay zero: no token
+    // selects them and the classifier ignores their logits, so their gradient
+    // is zero too and they remain zero through training.
+    if (s.name == "wte")
+      for (size_t i = static_cast<size_t>(V * C); i < n; ++i) p[i] = T(0);
+  }
+}
+
+template ParamViews<float> make_views(const ParamLayout&, float*, int);
+template ParamViews<double> make_views(const ParamLayout&, double*, int);
+template void init_params(const ParamLayout&, const ModelConfig&, uint64_t, float*);
+template void init_params(const ParamLayout&, const ModelConfig&, uint64_t, double*);
+
+}  // namespace gpt

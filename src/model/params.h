@@ -1,0 +1,91 @@
+// The parameter tensors of the GPT, declared once. Sizes, offsets into the
+// flat buffer, named views, initialisation, weight-decay membership and
+// checkpoint I/O are all derived from the two X-macro lists below; nothing
+// else in the project lists the tensors again.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace gpt {
+
+enum class InitKind {
+  Normal,          // N(0, init_std)
+  NormalResidual,  // N(0, init_std / sqrt(2L)): projections into the residual stream
+  Ones,
+  Zeros,
+};
+
+// X(name, shape, init, decay, present). Shapes use C (channels), Vp (padded
+// vocabulary), P (position rows). Weights are (out, in). Order = buffer order.
+#define GPT_GLOBAL_HEAD_PARAMS(X)                                   \
+  X(wte, (Shape{Vp, C}), InitKind::Normal, true, true)              \
+  X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions)
+
+// Per-layer tensors, stacked layer-major: (L, shape...).
+#define GPT_LAYER_PARAMS(X)                                             \
+  X(ln1w, (Shape{C}), InitKind::Ones, false, true)                      \
+  X(ln1b, (Shape{C}), InitKind::Zeros, false, true)                     \
+  X(qkvw, (Shape{3 * C, C}), InitKind::Normal, true, true)              \
+  X(qkvb, (Shape{3 * C}), InitKind::Zeros, false, true)                 \
+  X(attprojw, (Shape{C, C}), InitKind::NormalResidual, true, true)      \
+  X(attprojb, (Shape{C}), InitKind::Zeros, false, true)                 \
+  X(ln2w, (Shape{C}), InitKind::Ones, false, true)                      \
+  X(ln2b, (Shape{C}), InitKind::Zeros, false, true)                     \
+  X(fcw, (Shape{4 * C, C}), InitKind::Normal, true, true)               \
+  X(fcb, (Shape{4 * C}), InitKind::Zeros, false, true)                  \
+  X(fcprojw, (Shape{C, 4 * C}), InitKind::NormalResidual, true, true)   \
+  X(fcprojb, (Shape{C}), InitKind::Zeros, false, true)
+
+#define GPT_GLOBAL_TAIL_PARAMS(X)                    \
+  X(lnfw, (Shape{C}), InitKind::Ones, false, true)   \
+  X(lnfb, (Shape{C}), InitKind::Zeros, false, true)
+
+using Shape = std::vector<int64_t>;
+
+struct ParamSpec {
+  std::string name;
+  Shape shape;        // full shape; per-layer tensors have L as first dimension
+  InitKind init;
+  bool decay;         // AdamW weight decay applies (weight matrices only)
+  bool per_layer;
+  size_t offset = 0;  // into the flat buffer
+  size_t numel() const;
+};
+
+// The parameter table of a model: every present tensor with its offset.
+struct ParamLayout {
+  std::vector<ParamSpec> specs;
+  size_t total = 0;
+  explicit ParamLayout(const ModelConfig& m);
+  const ParamSpec& find(const std::string& name) const;  // throws if absent
+  bool has(const std::string& name) const;
+};
+
+// Named views of one flat buffer (parameters or their gradients).
+template <typename T>
+struct LayerViews {
+#define GPT_VIEW_FIELD(name, shape, init, decay, present) T* name = nullptr;
+  GPT_LAYER_PARAMS(GPT_VIEW_FIELD)
+};
+
+template <typename T>
+struct ParamViews {
+  GPT_GLOBAL_HEAD_PARAMS(GPT_VIEW_FIELD)
+  GPT_GLOBAL_TAIL_PARAMS(GPT_VIEW_FIELD)
+#undef GPT_VIEW_FIELD
+  std::vector<LayerViews<T>> layers;
+};
+
+template <typename T>
+ParamViews<T> make_views(const ParamLayout& layout, T* base, int n_layer);
+
+// Fills a host buffer of layout.total values with the GPT-2 initialisation,
+// drawing from a deterministic RNG seeded with `seed`.
+template <typename T>
+void init_params(const ParamLayout& layout, const ModelConfig& m, uint64_t seed, T* host);
+
+}  // namespace gpt

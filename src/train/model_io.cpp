@@ -1,0 +1,144 @@
+#include "train/model_io.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/check.h"
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << ")";
+  return os.str();
+}
+
+void write_text_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    GPT_CHECK(out, "cannot write ", tmp);
+    out << text;
+    GPT_CHECK(out.flush(), "cannot write ", tmp);
+  }
+  fs::rename(tmp, path);
+}
+
+}  // namespace
+
+Checkpoint make_checkpoint(GPT<float>& model, AdamW<float>* opt, const Config& cfg, const TrainProgress& progress) {
+  Checkpoint ckpt;
+  ckpt.meta = {{"format", "gpt-checkpoint"},
+               {"config", config_to_json(cfg)},
+               {"step", progress.step},
+               {"loader", {{"epoch", progress.loader.epoch}, {"index", progress.loader.index}}},
+               {"trained_context", cfg.model.context},
+               {"adam_steps", opt ? opt->steps_taken() : 0}};
+  auto& be = model.backend();
+  auto add = [&](const std::string& prefix, const float* base) {
+    for (const ParamSpec& s : model.layout().specs) {
+      CheckpointTensor t{prefix + s.name, s.shape, std::vector<float>(s.numel())};
+      be.download(t.data.data(), base + s.offset, s.numel());
+      ckpt.tensors.push_back(std::move(t));
+    }
+  };
+  add("param/", model.params());
+  if (opt) {
+    add("adam_m/", opt->m());
+    add("adam_v/", opt->v());
+  }
+  return ckpt;
+}
+
+Config checkpoint_config(const Checkpoint& ckpt, const std::string& path) {
+  GPT_CHECK(ckpt.meta.contains("config"), "checkpoint ", path, " has no config");
+  try {
+    return config_from_json(ckpt.meta["config"]);
+  } catch (const Error& e) {
+    fail("checkpoint ", path, " holds a config this build does not accept: ", e.what());
+  }
+}
+
+TrainProgress checkpoint_progress(const Checkpoint& ckpt) {
+  TrainProgress p;
+  p.step = ckpt.meta.value("step", 0);
+  if (ckpt.meta.contains("loader")) {
+    p.loader.epoch = ckpt.meta["loader"].value("epoch", uint64_t{0});
+    p.loader.index = ckpt.meta["loader"].value("index", uint64_t{0});
+  }
+  return p;
+}
+
+void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, GPT<float>& model, AdamW<float>* opt) {
+  auto& be = model.backend();
+  auto load = [&](const std::string& prefix, float* base) {
+    for (const ParamSpec& s : model.layout().specs) {
+      const std::string name = prefix + s.name;
+      GPT_CHECK(ckpt.has(name), "checkpoint ", path, " has no tensor ", name,
+                " (it was saved from a model of a different shape or kind)");
+      const CheckpointTensor& t = ckpt.tensor(name);
+      GPT_CHECK(t.shape == s.shape, "checkpoint ", path, ": tensor ", name, " has shape ", shape_str(t.shape),
+                " but the model expects ", shape_str(s.shape), " (different model shape)");
+      be.upload(base + s.offset, t.data.data(), s.numel());
+    }
+  };
+  load("param/", model.params());
+  if (opt) {
+    load("adam_m/", opt->m());
+    load("adam_v/", opt->v());
+    opt->set_steps_taken(ckpt.meta.value("adam_steps", 0L));
+  }
+}
+
+std::string checkpoint_path(const std::string& run_dir, int step) {
+  char name[64];
+  std::snprintf(name, sizeof name, "step_%08d.bin", step);
+  return (fs::path(run_dir) / "checkpoints" / name).string();
+}
+
+void save_run_checkpoint(const std::string& run_dir, int step, const Checkpoint& ckpt) {
+  const std::string path = checkpoint_path(run_dir, step);
+  save_checkpoint(path, ckpt);
+  write_text_atomic((fs::path(run_dir) / "checkpoints" / "latest").string(), fs::path(path).filename().string() + "\n");
+}
+
+std::string resolve_checkpoint(const std::string& p) {
+  GPT_CHECK(fs::exists(p), "no such checkpoint file or run directory: ", p);
+  if (!fs::is_directory(p)) return p;
+  const fs::path latest = fs::path(p) / "checkpoints" / "latest";
+  GPT_CHECK(fs::exists(latest), p, " is a directory but not a run directory with checkpoints (no ", latest.string(),
+            ")");
+  std::ifstream in(latest);
+  std::string name;
+  std::getline(in, name);
+  const fs::path file = fs::path(p) / "checkpoints" / name;
+  GPT_CHECK(!name.empty() && fs::exists(file), latest.string(), " names a checkpoint that does not exist: ", name);
+  return file.string();
+}
+
+}  // namespace gpt
+
+namespace gpt {
+
+LoadedModel load_model(const std::string& path) {
+  LoadedModel m;
+  m.path = resolve_checkpoint(path);
+  const Checkpoint ckpt = load_checkpoint(m.path);
+  m.config = checkpoint_config(ckpt, m.path);
+  m.progress = checkpoint_progress(ckpt);
+  m.backend = make_cpu_backend<float>();
+  AttentionSpec spec;
+  spec.trained_context = ckpt.meta.value("trained_context", m.config.model.context);
+  m.model = std::make_unique<GPT<float>>(m.config.model, spec, *m.backend);
+  restore_checkpoint(ckpt, m.path, *m.model, nullptr);
+  return m;
+}
+
+}  // namespace gpt

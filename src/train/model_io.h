@@ -1,0 +1,54 @@
+// Model and optimizer state <-> checkpoint files. The tensor list comes from
+// the parameter table: "param/NAME", "adam_m/NAME", "adam_v/NAME".
+#pragma once
+#include <string>
+
+#include "config/config.h"
+#include "data/loader.h"
+#include "model/gpt.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
+
+namespace gpt {
+
+struct TrainProgress {
+  int step = 0;          // optimizer steps completed
+  LoaderState loader;    // data position after those steps
+};
+
+// Snapshot of model (and optimizer, if given) at a point of training.
+Checkpoint make_checkpoint(GPT<float>& model, AdamW<float>* opt, const Config& cfg, const TrainProgress& progress);
+
+// The resolved config stored in a checkpoint (validated).
+Config checkpoint_config(const Checkpoint& ckpt, const std::string& path);
+TrainProgress checkpoint_progress(const Checkpoint& ckpt);
+
+// Loads parameters (and optimizer moments, if opt is given) into a model of
+// the same shape. A tensor missing or of another shape is an error that
+// names it and both shapes.
+void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, GPT<float>& model, AdamW<float>* opt);
+
+// RUN_DIR/checkpoints/step_NNNNNNNN.bin
+std::string checkpoint_path(const std::string& run_dir, int step);
+// Writes the checkpoint, then points RUN_DIR/checkpoints/latest at it.
+void save_run_checkpoint(const std::string& run_dir, int step, const Checkpoint& ckpt);
+// A checkpoint file, or a run directory (its latest checkpoint). Throws if neither.
+std::string resolve_checkpoint(const std::string& path_or_run_dir);
+
+}  // namespace gpt
+
+namespace gpt {
+
+// A trained model ready for inference: its config (from the checkpoint), the
+// backend it runs on and its weights.
+struct LoadedModel {
+  std::string path;
+  Config config;
+  TrainProgress progress;
+  std::unique_ptr<Backend<float>> backend;
+  std::unique_ptr<GPT<float>> model;
+};
+// path: a checkpoint file or a run directory.
+LoadedModel load_model(const std::string& path);
+
+}  // namespace gpt

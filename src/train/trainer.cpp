@@ -1,0 +1,180 @@
+#include "train/trainer.h"
+
+#include <omp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+
+#include <spdlog/spdlog.h>
+
+#include "core/check.h"
+#include "core/metrics.h"
+#include "data/loader.h"
+#include "eval/extrapolation.h"
+#include "model/gpt.h"
+#include "train/model_io.h"
+#include "train/optimizer.h"
+#include "train/schedule.h"
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+std::string format_duration(double seconds) {
+  const long s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else std::snprintf(buf, sizeof buf, "%lds", s);
+  return buf;
+}
+
+// Name of the first parameter tensor whose gradient holds a NaN or inf.
+std::string first_nonfinite_grad(GPT<float>& model) {
+  for (const ParamSpec& s : model.layout().specs)
+    if (!std::isfinite(model.backend().sum_squares(model.grads() + s.offset, s.numel()))) return s.name;
+  return "(none)";
+}
+
+AttentionSpec attention_spec(const Config& cfg) {
+  AttentionSpec spec;
+  spec.trained_context = cfg.model.context;
+  return spec;
+}
+
+}  // namespace
+
+void write_json_file(const std::string& path, const nlohmann::json& j) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    GPT_CHECK(out, "cannot write ", tmp);
+    out << j.dump(2) << '\n';
+    GPT_CHECK(out.flush(), "cannot write ", tmp);
+  }
+  fs::rename(tmp, path);
+}
+
+int run_training(const Config& cfg, const std::string& resume_checkpoint) {
+  GPT_CHECK(cfg.run.device == "cpu", "run.device \"", cfg.run.device,
+            "\" is not available in this build yet; only \"cpu\" can train");
+  if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
+  const ModelConfig& mc = cfg.model;
+  const TrainConfig& tc = cfg.train;
+  const int B = tc.batch_size, T = mc.context;
+  check_eval_contexts(mc, cfg.eval, T);
+
+  const std::string run_dir = cfg.run.dir;
+  if (resume_checkpoint.empty())
+    GPT_CHECK(!fs::exists(fs::path(run_dir) / "checkpoints" / "latest"), "run directory ", run_dir,
+              " already holds a training run; continue it with --resume ", run_dir,
+              ", or choose another run.dir");
+  fs::create_directories(run_dir);
+  write_json_file((fs::path(run_dir) / "config.json").string(), config_to_json(cfg));
+  MetricsLog metrics((fs::path(run_dir) / "metrics.jsonl").string());
+
+  auto backend = make_cpu_backend<float>();
+  GPT<float> model(mc, attention_spec(cfg), *backend);
+  AdamW<float> opt(model, tc);
+  DataLoader loader(cfg.data.train, mc.vocab_size, B, T, cfg.data.order == "shuffle", tc.seed);
+  TokenStream val(cfg.data.val, mc.vocab_size);
+
+  TrainProgress progress;
+  if (resume_checkpoint.empty()) {
+    model.init(tc.seed);
+  } else {
+    const Checkpoint ckpt = load_checkpoint(resume_checkpoint);
+    restore_checkpoint(ckpt, resume_checkpoint, model, &opt);
+    progress = checkpoint_progress(ckpt);
+    loader.set_state(progress.loader);
+    spdlog::info("resumed from {} at step {}", resume_checkpoint, progress.step);
+  }
+  spdlog::info("model: {} layers, {} heads, {} channels, context {}, {} positions, {:.3f}M parameters", mc.n_layer,
+               mc.n_head, mc.n_embd, T, mc.position, model.num_params() / 1e6);
+  spdlog::info("data: {} training tokens ({} sequences per epoch), {} validation tokens; {} threads",
+               loader.stream().size(), loader.sequences_per_epoch(), val.size(), omp_get_max_threads());
+
+  auto save = [&](const TrainProgress& p) {
+    const Checkpoint ckpt = make_checkpoint(model, &opt, cfg, p);
+    save_run_checkpoint(run_dir, p.step, ckpt);
+    metrics.write({{"event", "checkpoint"}, {"step", p.step}, {"path", checkpoint_path(run_dir, p.step)}});
+    spdlog::info("checkpoint saved: {}", checkpoint_path(run_dir, p.step));
+  };
+  auto evaluate = [&](int step, bool final) {
+    ExtrapolationResult r = evaluate_extrapolation(model, val, cfg.eval, T, static_cast<int64_t>(B) * T);
+    nlohmann::json j = r.to_json();
+    j["step"] = step;
+    metrics.write({{"event", "eval"}, {"step", step}, {"results", j}});
+    if (final) {
+      write_json_file((fs::path(run_dir) / "extrapolation.json").string(), j);
+      spdlog::info("validation loss at multiples of the training context (step {}):\n{}", step, r.table());
+    }
+  };
+
+  g_interrupted = false;
+  auto previous_handler = std::signal(SIGINT, on_sigint);
+  std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
+  const auto start = std::chrono::steady_clock::now();
+  const int first_step = progress.step;
+  int status = 0;
+  while (progress.step < tc.steps) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const TrainProgress before = progress;
+    const double lr = learning_rate(tc, progress.step);
+    model.zero_grad();
+    double loss = 0;
+    for (int micro = 0; micro < tc.grad_accum; ++micro) {
+      loader.next(inputs.data(), targets.data());
+      loss += model.forward(inputs.data(), targets.data(), B, T) / tc.grad_accum;
+      model.backward(1.0 / tc.grad_accum);
+    }
+    const double norm = opt.clip(tc.grad_clip);
+    if (!std::isfinite(loss) || !std::isfinite(norm)) {
+      save(before);
+      fail("non-finite ", std::isfinite(loss) ? "gradient" : "loss", " at step ", progress.step + 1,
+           " (loss ", loss, ", gradient norm ", norm, "; first non-finite gradient in tensor ",
+           first_nonfinite_grad(model), "). Training stopped; the last good state is saved at ",
+           checkpoint_path(run_dir, before.step));
+    }
+    opt.step(lr);
+    progress.step += 1;
+    progress.loader = loader.state();
+
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double tok_s = static_cast<double>(B) * T * tc.grad_accum / dt;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    metrics.write({{"event", "train"}, {"step", progress.step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
+                   {"tokens_per_s", tok_s}, {"time_s", elapsed}});
+    if (progress.step % tc.log_every == 0 || progress.step == tc.steps || progress.step == first_step + 1) {
+      const double eta = elapsed / (progress.step - first_step) * (tc.steps - progress.step);
+      spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | ETA {}", progress.step,
+                   tc.steps, loss, lr, norm, tok_s, format_duration(eta));
+    }
+    if (g_interrupted) {
+      spdlog::warn("interrupted at step {}; saving a checkpoint", progress.step);
+      save(progress);
+      spdlog::warn("resume with: gpt train --resume {}", run_dir);
+      status = kExitInterrupted;
+      break;
+    }
+    if (cfg.eval.every > 0 && progress.step % cfg.eval.every == 0 && progress.step < tc.steps)
+      evaluate(progress.step, false);
+    if (tc.checkpoint_every > 0 && progress.step % tc.checkpoint_every == 0 && progress.step < tc.steps)
+      save(progress);
+  }
+  std::signal(SIGINT, previous_handler);
+  if (status != 0) return status;
+  if (first_step < tc.steps || !fs::exists(checkpoint_path(run_dir, progress.step))) save(progress);
+  evaluate(progress.step, true);
+  return 0;
+}
+
+}  // namespace gpt

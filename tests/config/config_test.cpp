@@ -1,0 +1,365 @@
+// The config module: defaults, round trip, every class of error message,
+// overrides and file loading.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <set>
+#include <string>
+
+#include "config/config.h"
+#include "config/schema.h"
+#include "core/check.h"
+
+namespace {
+
+using nlohmann::json;
+
+// The message of the gpt::Error that f throws; a test failure if none.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const gpt::Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a gpt::Error";
+  return "";
+}
+
+std::string parse_error(const char* text) {
+  return error_of([&] { gpt::config_from_json(json::parse(text)); });
+}
+
+void expect_contains(const std::string& message, std::initializer_list<std::string> parts) {
+  for (const auto& part : parts) EXPECT_NE(message.find(part), std::string::npos) << "missing [" << part << "] in: " << message;
+}
+
+gpt::Config parse(const char* text) { return gpt::config_from_json(json::parse(text)); }
+
+// A file under the temp dir, removed when the test ends.
+struct TempFile {
+  std::filesystem::path path;
+  TempFile(const std::string& name, const std::string& contents) {
+    path = std::filesystem::temp_directory_path() / ("gpt_config_test_" + std::to_string(getpid()) + "_" + name);
+    std::ofstream(path) << contents;
+  }
+  ~TempFile() { std::filesystem::remove(path); }
+};
+
+const std::string kModelKeys =
+    "n_layer, n_head, n_embd, vocab_size, vocab_pad_multiple, context, position, rope_theta, max_position, init_std";
+const std::string kSections = "model, data, train, eval, attention, run";
+
+// ---- defaults and round trip ---------------------------------------------------------
+
+TEST(Config, EmptyObjectGivesTheStructDefaults) {
+  gpt::Config c = parse("{}");
+  EXPECT_EQ(c.model.n_layer, 4);
+  EXPECT_EQ(c.model.position, "rope");
+  EXPECT_EQ(c.model.padded_vocab(), 320);
+  EXPECT_EQ(c.train.seed, 1337u);
+  EXPECT_EQ(c.eval.multiples, (std::vector<int>{1, 2, 4, 8, 16}));
+  EXPECT_EQ(c.eval.tokens, 65536);
+  EXPECT_EQ(c.attention.preset, "softmax");
+  EXPECT_EQ(gpt::config_to_json(c), gpt::config_to_json(gpt::Config{}));
+  EXPECT_NO_THROW(gpt::validate_config(gpt::Config{}));
+}
+
+TEST(Config, MissingKeysKeepDefaultsBesideGivenOnes) {
+  gpt::Config c = parse(R"({"model": {"n_layer": 2}, "train": {}})");
+  EXPECT_EQ(c.model.n_layer, 2);
+  EXPECT_EQ(c.model.n_head, gpt::Config{}.model.n_head);
+  EXPECT_EQ(c.train.lr, gpt::Config{}.train.lr);
+}
+
+TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
+  json j = gpt::config_to_json(gpt::Config{});
+  std::set<std::string> from_json, from_schema;
+  for (const auto& [section, body] : j.items())
+    for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
+  for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
+  EXPECT_EQ(from_json, from_schema);
+  EXPECT_EQ(from_schema.size(), 35u);
+}
+
+TEST(Config, RoundTripIsExact) {
+  gpt::Config c;
+  c.model.n_layer = 7;
+  c.model.n_head = 6;
+  c.model.n_embd = 96;
+  c.model.position = "learned";
+  c.model.max_position = 4096;
+  c.model.rope_theta = 0.1 + 0.2;  // not a short decimal
+  c.model.init_std = 1.0 / 3.0;
+  c.data.order = "sequential";
+  c.train.lr = 3e-4;
+  c.train.lr_min = 1e-300;
+  c.train.beta2 = 0.999;
+  c.train.seed = std::numeric_limits<uint64_t>::max();
+  c.eval.multiples = {1, 3, 7};
+  c.eval.tokens = int64_t{1} << 40;
+  c.run.device = "cuda";
+  json j = gpt::config_to_json(c);
+  gpt::Config back = gpt::config_from_json(json::parse(j.dump()));  // through text too
+  EXPECT_EQ(gpt::config_to_json(back), j);
+  EXPECT_EQ(back.model.rope_theta, c.model.rope_theta);
+  EXPECT_EQ(back.model.init_std, c.model.init_std);
+  EXPECT_EQ(back.train.lr_min, c.train.lr_min);
+  EXPECT_EQ(back.train.seed, c.train.seed);
+  EXPECT_EQ(back.eval.tokens, c.eval.tokens);
+  EXPECT_EQ(back.eval.multiples, c.eval.multiples);
+  EXPECT_EQ(back.model.position, "learned");
+}
+
+// ---- structure errors ----------------------------------------------------------------------
+
+TEST(ConfigErrors, UnknownKeyListsTheSectionsKeys) {
+  std::string m = parse_error(R"({"model": {"n_heads": 4}})");
+  expect_contains(m, {"unknown key \"model.n_heads\"", "valid keys in \"model\": " + kModelKeys});
+}
+
+TEST(ConfigErrors, UnknownSectionListsSections) {
+  expect_contains(parse_error(R"({"modle": {}})"), {"unknown section \"modle\"", "valid sections: " + kSections});
+}
+
+TEST(ConfigErrors, SectionAndTopLevelMustBeObjects) {
+  expect_contains(parse_error(R"({"train": [1, 2]})"), {"section \"train\" must be an object", "array [1,2]"});
+  expect_contains(parse_error(R"([{"model": {}}])"), {"top level must be a JSON object", "array"});
+  expect_contains(parse_error("null"), {"top level must be a JSON object", "null"});
+}
+
+// ---- type errors ---------------------------------------------------------------------------
+
+TEST(ConfigErrors, WrongTypeNamesKeyExpectedAndGot) {
+  expect_contains(parse_error(R"({"train": {"lr": "abc"}})"), {"\"train.lr\" must be a number, got string \"abc\""});
+  expect_contains(parse_error(R"({"train": {"steps": true}})"), {"\"train.steps\" must be an integer, got boolean true"});
+  expect_contains(parse_error(R"({"train": {"lr": false}})"), {"\"train.lr\" must be a number, got boolean false"});
+  expect_contains(parse_error(R"({"model": {"position": 1}})"), {"\"model.position\" must be a string, got number 1"});
+  expect_contains(parse_error(R"({"run": {"dir": null}})"), {"\"run.dir\" must be a string, got null"});
+  expect_contains(parse_error(R"({"eval": {"multiples": 4}})"), {"\"eval.multiples\" must be a list of integers, got number 4"});
+  expect_contains(parse_error(R"({"eval": {"multiples": [1, "x"]}})"),
+                  {"\"eval.multiples[1]\" must be an integer, got string \"x\""});
+}
+
+TEST(ConfigErrors, IntegerKeysRejectFractionsButTakeWholeFloats) {
+  expect_contains(parse_error(R"({"model": {"n_layer": 3.5}})"), {"\"model.n_layer\" must be an integer, got number 3.5"});
+  expect_contains(parse_error(R"({"eval": {"multiples": [1, 2.5]}})"), {"\"eval.multiples[1]\" must be an integer"});
+  gpt::Config c = parse(R"({"model": {"n_layer": 3.0}, "train": {"steps": 2e4}, "eval": {"tokens": 1e6}})");
+  EXPECT_EQ(c.model.n_layer, 3);
+  EXPECT_EQ(c.train.steps, 20000);
+  EXPECT_EQ(c.eval.tokens, 1000000);
+}
+
+// ---- range errors, one per kind of range --------------------------------------------------
+
+TEST(ConfigErrors, ClosedIntegerRange) {
+  expect_contains(parse_error(R"({"model": {"n_layer": 0}})"), {"\"model.n_layer\" = 0 is out of range; allowed: 1..256"});
+  expect_contains(parse_error(R"({"model": {"n_layer": 257}})"), {"\"model.n_layer\" = 257", "1..256"});
+  expect_contains(parse_error(R"({"model": {"vocab_size": 16777217}})"), {"\"model.vocab_size\"", "2..16777216"});
+  expect_contains(parse_error(R"({"eval": {"profile_buckets": 4097}})"), {"\"eval.profile_buckets\"", "1..4096"});
+  expect_contains(parse_error(R"({"model": {"n_layer": 1e12}})"), {"\"model.n_layer\"", "out of range", "1..256"});
+}
+
+TEST(ConfigErrors, LowerBoundedIntegers) {
+  expect_contains(parse_error(R"({"train": {"batch_size": 0}})"), {"\"train.batch_size\" = 0 is out of range; allowed: >= 1"});
+  expect_contains(parse_error(R"({"train": {"threads": -1}})"), {"\"train.threads\" = -1", "allowed: >= 0"});
+  expect_contains(parse_error(R"({"eval": {"tokens": 0}})"), {"\"eval.tokens\" = 0", ">= 1"});
+  // Beyond the C++ type even though the declared bound is open.
+  expect_contains(parse_error(R"({"train": {"threads": 3000000000}})"),
+                  {"\"train.threads\" = 3000000000 is out of range", ">= 0", "at most 2147483647"});
+}
+
+TEST(ConfigErrors, FloatBounds) {
+  expect_contains(parse_error(R"({"train": {"lr": 0}})"), {"\"train.lr\" = 0.0 is out of range; allowed: > 0"});
+  expect_contains(parse_error(R"({"model": {"rope_theta": -1.5}})"), {"\"model.rope_theta\" = -1.5", "> 0"});
+  expect_contains(parse_error(R"({"train": {"weight_decay": -0.1}})"), {"\"train.weight_decay\" = -0.1", ">= 0"});
+  expect_contains(parse_error(R"({"train": {"beta2": 1.0}})"), {"\"train.beta2\" = 1.0", "allowed: >= 0 and < 1"});
+  expect_contains(parse_error(R"({"train": {"beta1": -0.5}})"), {"\"train.beta1\"", ">= 0 and < 1"});
+  EXPECT_EQ(parse(R"({"train": {"beta1": 0}})").train.beta1, 0.0);
+}
+
+TEST(ConfigErrors, Uint64Seed) {
+  expect_contains(parse_error(R"({"train": {"seed": -1}})"), {"\"train.seed\" = -1 is out of range; allowed: 0..2^64-1"});
+  EXPECT_EQ(parse(R"({"train": {"seed": 18446744073709551615}})").train.seed, std::numeric_limits<uint64_t>::max());
+}
+
+TEST(ConfigErrors, EnumsListAllowedValues) {
+  expect_contains(parse_error(R"({"model": {"position": "alibi"}})"),
+                  {"\"model.position\" = \"alibi\" is not valid; allowed: learned, rope, none"});
+  expect_contains(parse_error(R"({"attention": {"preset": "flash"}})"), {"\"attention.preset\"", "allowed: softmax"});
+  expect_contains(parse_error(R"({"run": {"device": "tpu"}})"), {"\"run.device\"", "allowed: cpu, cuda"});
+  expect_contains(parse_error(R"({"data": {"order": "random"}})"), {"\"data.order\"", "sequential, shuffle"});
+  expect_contains(parse_error(R"({"model": {"vocab_pad_multiple": 32}})"),
+                  {"\"model.vocab_pad_multiple\" = 32 is not valid; allowed: 64, 128"});
+  EXPECT_EQ(parse(R"({"model": {"vocab_pad_multiple": 128}})").model.padded_vocab(), 384);
+}
+
+TEST(ConfigErrors, EmptyStrings) {
+  expect_contains(parse_error(R"({"data": {"train": ""}})"), {"\"data.train\"", "empty", "non-empty"});
+  expect_contains(parse_error(R"({"run": {"dir": ""}})"), {"\"run.dir\"", "non-empty"});
+}
+
+TEST(ConfigErrors, MultiplesList) {
+  expect_contains(parse_error(R"({"eval": {"multiples": []}})"), {"\"eval.multiples\" = [] is empty", "non-empty"});
+  expect_contains(parse_error(R"({"eval": {"multiples": [1, 0]}})"), {"\"eval.multiples[1]\" = 0 is out of range; allowed: >= 1"});
+  expect_contains(parse_error(R"({"eval": {"multiples": [1, 4, 4]}})"),
+                  {"\"eval.multiples\" = [1,4,4] is not strictly increasing"});
+  expect_contains(parse_error(R"({"eval": {"multiples": [2, 1]}})"), {"not strictly increasing"});
+  EXPECT_EQ(parse(R"({"eval": {"multiples": [3]}})").eval.multiples, std::vector<int>{3});
+}
+
+// ---- cross-field rules --------------------------------------------------------------------
+
+TEST(ConfigCrossField, EmbdDivisibleByHeads) {
+  expect_contains(parse_error(R"({"model": {"n_embd": 100, "n_head": 3}})"),
+                  {"\"model.n_embd\" must be divisible by \"model.n_head\"", "model.n_embd = 100", "model.n_head = 3"});
+}
+
+TEST(ConfigCrossField, RopeNeedsEvenHeadSize) {
+  expect_contains(parse_error(R"({"model": {"n_embd": 12, "n_head": 4, "position": "rope"}})"),
+                  {"even head size", "model.n_embd = 12", "model.n_head = 4"});
+  EXPECT_NO_THROW(parse(R"({"model": {"n_embd": 12, "n_head": 4, "position": "learned"}})"));
+}
+
+TEST(ConfigCrossField, LearnedMaxPositionCoversContext) {
+  expect_contains(parse_error(R"({"model": {"position": "learned", "max_position": 64, "context": 128}})"),
+                  {"\"model.max_position\" must be 0 or >= \"model.context\"", "model.max_position = 64"});
+  EXPECT_NO_THROW(parse(R"({"model": {"position": "learned", "max_position": 0}})"));
+  EXPECT_NO_THROW(parse(R"({"model": {"position": "rope", "max_position": 64}})"));
+  EXPECT_EQ(parse(R"({"model": {"position": "learned", "max_position": 2048}})").model.position_rows(), 2048);
+}
+
+TEST(ConfigCrossField, LrMinAtMostLr) {
+  expect_contains(parse_error(R"({"train": {"lr": 1e-3, "lr_min": 1e-2}})"),
+                  {"\"train.lr_min\" must be <= \"train.lr\"", "train.lr_min = 0.01", "train.lr = 0.001"});
+}
+
+TEST(ConfigCrossField, WarmupAtMostSteps) {
+  expect_contains(parse_error(R"({"train": {"steps": 10, "warmup_steps": 11}})"),
+                  {"\"train.warmup_steps\" must be <= \"train.steps\"", "train.warmup_steps = 11"});
+}
+
+TEST(ConfigCrossField, ValidateConfigChecksCodeBuiltConfigs) {
+  gpt::Config c;
+  c.train.beta1 = 1.0;
+  expect_contains(error_of([&] { gpt::validate_config(c); }), {"\"train.beta1\" = 1.0"});
+  c = gpt::Config{};
+  c.model.n_head = 3;
+  expect_contains(error_of([&] { gpt::validate_config(c); }), {"divisible"});
+}
+
+// ---- overrides ------------------------------------------------------------------------------
+
+gpt::Config with_overrides(std::initializer_list<std::string> overrides) {
+  json j = json::object();
+  for (const auto& o : overrides) gpt::apply_override(j, o);
+  return gpt::config_from_json(j);
+}
+
+std::string override_error(const std::string& assignment) {
+  return error_of([&] {
+    json j = json::object();
+    gpt::apply_override(j, assignment);
+    gpt::config_from_json(j);
+  });
+}
+
+TEST(ConfigOverrides, NumbersStringsAndLists) {
+  gpt::Config c = with_overrides({"train.lr=3e-4", "model.n_layer=6", "model.position=learned",
+                                  "eval.multiples=[1,2,4]", "train.seed=18446744073709551615"});
+  EXPECT_EQ(c.train.lr, 3e-4);
+  EXPECT_EQ(c.model.n_layer, 6);
+  EXPECT_EQ(c.model.position, "learned");
+  EXPECT_EQ(c.eval.multiples, (std::vector<int>{1, 2, 4}));
+  EXPECT_EQ(c.train.seed, std::numeric_limits<uint64_t>::max());
+}
+
+TEST(ConfigOverrides, StringKeysTakeTheTextAsWritten) {
+  gpt::Config c = with_overrides({"run.dir=2024", "data.train=\"quoted\"", "data.val=a=b"});
+  EXPECT_EQ(c.run.dir, "2024");
+  EXPECT_EQ(c.data.train, "quoted");
+  EXPECT_EQ(c.data.val, "a=b");  // only the first '=' separates
+}
+
+TEST(ConfigOverrides, ReplaceAFileValueAndKeepItsSiblings) {
+  json j = json::parse(R"({"model": {"n_layer": 2, "n_head": 2}})");
+  gpt::apply_override(j, "model.n_layer=8");
+  EXPECT_EQ(j["model"]["n_layer"], 8);
+  EXPECT_EQ(j["model"]["n_head"], 2);
+}
+
+TEST(ConfigOverrides, ValueOfTheWrongTypeIsATypeError) {
+  expect_contains(override_error("train.lr=abc"), {"\"train.lr\" must be a number, got string \"abc\""});
+  expect_contains(override_error("model.n_layer=0"), {"\"model.n_layer\" = 0 is out of range"});
+}
+
+TEST(ConfigOverrides, BadPaths) {
+  expect_contains(override_error("model.n_heads=4"), {"unknown key \"model.n_heads\"", "valid keys in \"model\": " + kModelKeys});
+  expect_contains(override_error("model.n_head.x=4"), {"\"model.n_head.x\" is not section.key", kSections});
+  expect_contains(override_error("n_head=4"), {"\"n_head\" is not section.key", kSections});
+  expect_contains(override_error("modle.n_head=4"), {"unknown section \"modle\"", kSections});
+  expect_contains(override_error("model.n_head"), {"\"model.n_head\" has no '='", "section.key=value"});
+}
+
+TEST(ConfigOverrides, SectionThatIsNotAnObject) {
+  json j = json::parse(R"({"model": 5})");
+  expect_contains(error_of([&] { gpt::apply_override(j, "model.n_layer=2"); }), {"section \"model\" must be an object"});
+}
+
+// ---- files ----------------------------------------------------------------------------------
+
+TEST(ConfigFiles, LoadsFileWithCommentsThenOverrides) {
+  TempFile f("ok.json", "// a small model\n{\"model\": {\"n_layer\": 2, \"n_embd\": 64}, \"train\": {\"steps\": 5, \"warmup_steps\": 1}}\n");
+  gpt::Config c = gpt::load_config(f.path.string(), {"model.n_layer=3"});
+  EXPECT_EQ(c.model.n_layer, 3);
+  EXPECT_EQ(c.model.n_embd, 64);
+  EXPECT_EQ(c.train.steps, 5);
+}
+
+TEST(ConfigFiles, EmptyPathStartsFromDefaults) {
+  gpt::Config c = gpt::load_config("", {"train.steps=7", "train.warmup_steps=0"});
+  EXPECT_EQ(c.train.steps, 7);
+  EXPECT_EQ(c.model.n_layer, gpt::Config{}.model.n_layer);
+}
+
+TEST(ConfigFiles, MissingFileIsNamed) {
+  std::string path = (std::filesystem::temp_directory_path() / "gpt_config_test_no_such_file.json").string();
+  expect_contains(error_of([&] { gpt::load_config(path); }), {path, "does not exist"});
+  expect_contains(error_of([&] { gpt::load_config(std::filesystem::temp_directory_path().string()); }),
+                  {"is a directory"});
+}
+
+TEST(ConfigFiles, MalformedJsonGivesFileAndPosition) {
+  TempFile f("bad.json", "{\n  \"model\": {\"n_layer\": 2,}\n}\n");
+  std::string m = error_of([&] { gpt::load_config(f.path.string()); });
+  expect_contains(m, {f.path.string(), "not valid JSON", "line 2"});
+}
+
+TEST(ConfigFiles, InvalidValueInFileNamesKeyAndFile) {
+  TempFile f("range.json", R"({"model": {"n_layer": 0}})");
+  std::string m = error_of([&] { gpt::load_config(f.path.string()); });
+  expect_contains(m, {"\"model.n_layer\" = 0", "1..256", f.path.string()});
+}
+
+// ---- reference ------------------------------------------------------------------------------
+
+TEST(ConfigReference, MarkdownTableHasARowPerKey) {
+  std::string md = gpt::config_reference_markdown();
+  expect_contains(md, {"| key | type | default | allowed | description |",
+                       "| `model.n_layer` | int | `4` | 1..256 |",
+                       "| `model.position` | string | `\"rope\"` | learned, rope, none |",
+                       "| `train.beta2` | float | `0.95` | >= 0 and < 1 |",
+                       "| `train.seed` | uint64 | `1337` | 0..2^64-1 |",
+                       "| `eval.multiples` | list of int | `[1,2,4,8,16]` | non-empty, strictly increasing, each >= 1 |",
+                       "must be divisible by"});
+  size_t rows = 0;
+  for (size_t pos = md.find("\n| `"); pos != std::string::npos; pos = md.find("\n| `", pos + 1)) ++rows;
+  EXPECT_EQ(rows, gpt::config_schema::keys().size());
+}
+
+}  // namespace

@@ -1,0 +1,82 @@
+// Element-wise helpers: residual add and its gradient, in-place add and
+// scale, and the deterministic double-accumulated sum of squares.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <iostream>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+#include "util/gradcheck.h"
+
+namespace {
+
+using gpt::test::max_rel_error;
+using gpt::test::numeric_gradient;
+using gpt::test::random_vector;
+using gpt::test::weighted_sum;
+
+TEST(Elementwise, ResidualForwardAddsAndItsBackwardIsAddInplace) {
+  constexpr size_t n = 13;
+  auto a = random_vector(n, 1), b = random_vector(n, 2);
+  const auto w = random_vector(n, 3);
+  std::vector<double> out(n);
+  gpt::cpu::residual_forward(out.data(), a.data(), b.data(), n);
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(out[i], a[i] + b[i]);
+
+  auto loss = [&] {
+    gpt::cpu::residual_forward(out.data(), a.data(), b.data(), n);
+    return weighted_sum(out, w);
+  };
+  // The residual's backward: both branches receive dout, accumulated.
+  std::vector<double> da(n, 0.0), db(n, 0.0);
+  gpt::cpu::add_inplace(da.data(), w.data(), n);
+  gpt::cpu::add_inplace(db.data(), w.data(), n);
+  for (auto [name, grad, x] : {std::tuple{"da", &da, &a}, std::tuple{"db", &db, &b}}) {
+    const double err = max_rel_error(*grad, numeric_gradient(*x, loss));
+    std::cout << "[gradcheck] residual " << name << " max_rel_err=" << err << "\n";
+    EXPECT_LT(err, 1e-6) << name;
+  }
+}
+
+TEST(Elementwise, AddInplaceAndScaleInplace) {
+  std::vector<float> x = {1.0f, -2.0f, 3.5f}, y = {0.5f, 0.25f, -1.0f};
+  gpt::cpu::add_inplace(x.data(), y.data(), x.size());
+  EXPECT_EQ(x, (std::vector<float>{1.5f, -1.75f, 2.5f}));
+  gpt::cpu::scale_inplace(x.data(), 2.0f, x.size());
+  EXPECT_EQ(x, (std::vector<float>{3.0f, -3.5f, 5.0f}));
+}
+
+TEST(Elementwise, SumSquaresAccumulatesInDoubleAcrossChunks) {
+  // 100000 floats span several fixed-size chunks. 0.1f is not exact; its
+  // square summed in float would drift in the 3rd-4th digit at this count.
+  constexpr size_t n = 100000;
+  std::vector<float> x(n, 0.1f);
+  const double sq = double(0.1f) * double(0.1f);
+  // Double rounding over 1e5 additions stays below 1e5 * 1e-16 * 1000 = 1e-8;
+  // float accumulation would be off by ~1e-4 relative, i.e. ~0.1.
+  EXPECT_NEAR(gpt::cpu::sum_squares(x.data(), n), n * sq, 1e-7);
+  EXPECT_EQ(gpt::cpu::sum_squares(x.data(), 0), 0.0);
+
+  const auto d = random_vector(12345, 4);
+  double expected = 0;
+  for (double v : d) expected += v * v;
+  EXPECT_NEAR(gpt::cpu::sum_squares(d.data(), d.size()), expected, 1e-10);
+}
+
+TEST(Elementwise, SumSquaresIsBitIdenticalForAnyThreadCount) {
+  const auto d = random_vector(70001, 5);
+  const std::vector<float> x(d.begin(), d.end());
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const double one = gpt::cpu::sum_squares(x.data(), x.size());
+  omp_set_num_threads(2);
+  const double two = gpt::cpu::sum_squares(x.data(), x.size());
+  omp_set_num_threads(3);
+  const double three = gpt::cpu::sum_squares(x.data(), x.size());
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one, two);
+  EXPECT_EQ(one, three);
+}
+
+}  // namespace

@@ -1,0 +1,159 @@
+// Rotary position embedding: the formula, its gradient, and the properties
+// attention relies on (norms kept, identity at position 0, q·k depending on
+// m - n only, backward = transpose).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "util/gradcheck.h"
+
+namespace gpt::cpu {
+namespace {
+
+using gpt::test::max_rel_error;
+using gpt::test::numeric_gradient;
+using gpt::test::random_vector;
+using gpt::test::weighted_sum;
+
+constexpr double kTheta = 10000.0;
+
+struct Shape {
+  int B, T, C, NH;
+  size_t size() const { return static_cast<size_t>(B) * T * 3 * C; }
+  int D() const { return C / NH; }
+};
+
+template <typename T>
+std::vector<T> rope(const std::vector<T>& x, const Shape& s, int pos0, double theta = kTheta) {
+  std::vector<T> out(x.size());
+  rope_forward(out.data(), x.data(), s.B, s.T, s.C, s.NH, theta, pos0);
+  return out;
+}
+
+// qkv (B,T,3C) element (b, t, part, head h, d)
+size_t index(const Shape& s, int b, int t, int part, int h, int d) {
+  return (static_cast<size_t>(b) * s.T + t) * 3 * s.C + static_cast<size_t>(part) * s.C + h * s.D() + d;
+}
+
+double head_dot(const std::vector<double>& x, const Shape& s, int t1, int part1, int t2, int part2, int h) {
+  double acc = 0.0;
+  for (int d = 0; d < s.D(); ++d) acc += x[index(s, 0, t1, part1, h, d)] * x[index(s, 0, t2, part2, h, d)];
+  return acc;
+}
+
+TEST(Rope, MatchesTheFormula) {
+  const Shape s{2, 6, 16, 2};
+  const int pos0 = 7;
+  const std::vector<double> x = random_vector(s.size(), 1);
+  const std::vector<double> y = rope(x, s, pos0);
+  const int half = s.D() / 2;
+  for (int b = 0; b < s.B; ++b)
+    for (int t = 0; t < s.T; ++t)
+      for (int h = 0; h < s.NH; ++h) {
+        for (int part = 0; part < 2; ++part)
+          for (int i = 0; i < half; ++i) {
+            const double a = (pos0 + t) * std::pow(kTheta, -2.0 * i / s.D());
+            const double x1 = x[index(s, b, t, part, h, i)], x2 = x[index(s, b, t, part, h, i + half)];
+            EXPECT_NEAR(y[index(s, b, t, part, h, i)], x1 * std::cos(a) - x2 * std::sin(a), 1e-14);
+            EXPECT_NEAR(y[index(s, b, t, part, h, i + half)], x1 * std::sin(a) + x2 * std::cos(a), 1e-14);
+          }
+        for (int d = 0; d < s.D(); ++d) EXPECT_EQ(y[index(s, b, t, 2, h, d)], x[index(s, b, t, 2, h, d)]);
+      }
+}
+
+TEST(Rope, Gradcheck) {
+  const Shape s{2, 5, 12, 3};
+  const int pos0 = 3;
+  std::vector<double> x = random_vector(s.size(), 2);
+  const std::vector<double> w = random_vector(s.size(), 3);
+  std::vector<double> analytic(s.size(), 0.0);
+  rope_backward(analytic.data(), w.data(), s.B, s.T, s.C, s.NH, 100.0, pos0);
+  // RoPE is linear, so a larger eps has no truncation error and less rounding.
+  const std::vector<double> numeric =
+      numeric_gradient(x, [&] { return weighted_sum(rope(x, s, pos0, 100.0), w); }, 1e-3);
+  const double err = max_rel_error(analytic, numeric);
+  std::printf("[gradcheck] rope dinp max_rel_err=%.3e\n", err);
+  EXPECT_LT(err, 1e-6);
+}
+
+TEST(Rope, BackwardIsTheTransposeAndAccumulates) {
+  const Shape s{2, 9, 24, 3};
+  const int pos0 = 11;
+  const std::vector<double> x = random_vector(s.size(), 4);
+  const std::vector<double> g = random_vector(s.size(), 5);
+  const std::vector<double> prior = random_vector(s.size(), 6);
+  std::vector<double> dx = prior;
+  rope_backward(dx.data(), g.data(), s.B, s.T, s.C, s.NH, kTheta, pos0);
+  // <R x, g> = <x, Rᵀ g>
+  double lhs = 0.0, rhs = 0.0;
+  const std::vector<double> rx = rope(x, s, pos0);
+  for (size_t i = 0; i < x.size(); ++i) {
+    lhs += rx[i] * g[i];
+    rhs += x[i] * (dx[i] - prior[i]);
+  }
+  EXPECT_NEAR(lhs, rhs, 1e-11);
+  // Rᵀ undoes R exactly up to rounding.
+  std::vector<double> back(s.size(), 0.0);
+  rope_backward(back.data(), rx.data(), s.B, s.T, s.C, s.NH, kTheta, pos0);
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(back[i], x[i], 1e-14);
+}
+
+TEST(Rope, KeepsEveryHeadNorm) {
+  const Shape s{1, 20, 32, 4};
+  const std::vector<double> x = random_vector(s.size(), 7);
+  const std::vector<double> y = rope(x, s, 1000);
+  for (int t = 0; t < s.T; ++t)
+    for (int part = 0; part < 2; ++part)
+      for (int h = 0; h < s.NH; ++h)
+        EXPECT_NEAR(head_dot(y, s, t, part, t, part, h), head_dot(x, s, t, part, t, part, h), 1e-13);
+}
+
+TEST(Rope, PositionZeroIsIdentity) {
+  const Shape s{1, 1, 16, 2};
+  const std::vector<double> xd = random_vector(s.size(), 8);
+  const std::vector<float> xf(xd.begin(), xd.end());
+  EXPECT_EQ(rope(xf, s, 0), xf);
+  EXPECT_EQ(rope(xd, s, 0), xd);
+  EXPECT_NE(rope(xd, s, 1), xd);
+}
+
+TEST(Rope, DotProductDependsOnlyOnRelativePosition) {
+  const Shape s{1, 12, 16, 2};
+  // The same q and k vector at every position, so only the rotation differs.
+  std::vector<double> x(s.size());
+  const std::vector<double> qk = random_vector(2 * s.C, 9);
+  for (int t = 0; t < s.T; ++t)
+    for (int c = 0; c < 2 * s.C; ++c) x[static_cast<size_t>(t) * 3 * s.C + c] = qk[c];
+  const std::vector<double> y = rope(x, s, 0);
+  const std::vector<double> far = rope(x, s, 50000);
+  for (int h = 0; h < s.NH; ++h) {
+    const double d3 = head_dot(y, s, 3, 0, 0, 1, h);
+    EXPECT_NEAR(head_dot(y, s, 7, 0, 4, 1, h), d3, 1e-12);
+    EXPECT_NEAR(head_dot(y, s, 11, 0, 8, 1, h), d3, 1e-12);
+    EXPECT_NEAR(head_dot(far, s, 11, 0, 8, 1, h), d3, 1e-9);
+    // A different offset gives a different product (the check can fail).
+    EXPECT_GT(std::abs(head_dot(y, s, 7, 0, 5, 1, h) - d3), 1e-6);
+  }
+}
+
+TEST(Rope, FarPositionsKeepFloatAccuracy) {
+  // At position ~6e4 a float angle would be off by up to ~4e-3 rad.
+  const Shape s{1, 4, 16, 2};
+  const std::vector<double> xd = random_vector(s.size(), 10);
+  const std::vector<float> xf(xd.begin(), xd.end());
+  const std::vector<double> yd = rope(xd, s, 60000);
+  const std::vector<float> yf = rope(xf, s, 60000);
+  for (size_t i = 0; i < yd.size(); ++i) EXPECT_NEAR(yf[i], yd[i], 1e-6);
+}
+
+TEST(Rope, RejectsOddHeadSize) {
+  std::vector<float> x(3 * 6), y(3 * 6);
+  EXPECT_THROW(rope_forward(y.data(), x.data(), 1, 1, 6, 2, kTheta, 0), gpt::Error);
+}
+
+}  // namespace
+}  // namespace gpt::cpu

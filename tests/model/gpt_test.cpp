@@ -1,0 +1,210 @@
+// Whole-model tests: finite-difference gradient check in double precision,
+// inference vs training forward, float vs double, padding rows, bad tokens.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "backend/backend.h"
+#include "core/check.h"
+#include "model/gpt.h"
+#include "util/gradcheck.h"
+
+namespace gpt {
+namespace {
+
+ModelConfig tiny_config(const std::string& position) {
+  ModelConfig m;
+  m.n_layer = 2;
+  m.n_head = 2;
+  m.n_embd = 8;
+  m.vocab_size = 11;
+  m.vocab_pad_multiple = 64;
+  m.context = 5;
+  m.position = position;
+  m.init_std = 0.3;  // larger than GPT-2's so that every path carries signal
+  return m;
+}
+
+std::vector<int32_t> tokens_for(int n, uint64_t seed, int vocab) {
+  std::vector<int32_t> t(n);
+  uint64_t x = seed;
+  for (auto& v : t) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<int32_t>((x >> 33) % vocab);
+  }
+  return t;
+}
+
+AttentionSpec softmax_spec(int context) {
+  AttentionSpec s;
+  s.trained_context = context;
+  return s;
+}
+
+class ModelGradcheck : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelGradcheck, WholeModelMatchesFiniteDifferences) {
+  const ModelConfig cfg = tiny_config(GetParam());
+  auto be = make_cpu_backend<double>();
+  GPT<double> model(cfg, softmax_spec(cfg.context), *be);
+  model.init(7);
+  // Non-trivial LayerNorm parameters and biases, so their gradients are tested
+  // in a general position rather than at the initial ones/zeros.
+  std::vector<double> params = model.get_params();
+  const auto noise = test::random_vector(params.size(), 11, -0.1, 0.1);
+  const ParamSpec& wte = model.layout().find("wte");
+  const size_t real_wte = static_cast<size_t>(cfg.vocab_size) * cfg.n_embd;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (i < wte.offset + real_wte || i >= wte.offset + wte.numel()) params[i] += noise[i];
+  model.set_params(params);
+
+  const int B = 2, T = cfg.context;
+  const auto tokens = tokens_for(B * T + 1, 3, cfg.vocab_size);
+  std::vector<int32_t> in(tokens.begin(), tokens.begin() + B * T), tg(tokens.begin() + 1, tokens.end());
+
+  model.zero_grad();
+  model.forward(in.data(), tg.data(), B, T);
+  model.backward();
+  std::vector<double> analytic(model.num_params());
+  be->download(analytic.data(), model.grads(), analytic.size());
+
+  auto loss = [&] {
+    model.set_params(params);
+    return model.forward(in.data(), tg.data(), B, T);
+  };
+  const std::vector<double> numeric = test::numeric_gradient(params, loss);
+
+  // Report per tensor, assert on each.
+  for (const ParamSpec& s : model.layout().specs) {
+    std::vector<double> a(analytic.begin() + s.offset, analytic.begin() + s.offset + s.numel());
+    std::vector<double> n(numeric.begin() + s.offset, numeric.begin() + s.offset + s.numel());
+    const double err = test::max_rel_error(a, n, 1e-6);
+    std::printf("[gradcheck] model(%s) %-9s max_rel_err=%.2e\n", GetParam().c_str(), s.name.c_str(), err);
+    EXPECT_LT(err, 1e-6) << s.name;
+  }
+  // The zero padding rows of the tied embedding get no gradient.
+  for (size_t i = wte.offset + real_wte; i < wte.offset + wte.numel(); ++i) ASSERT_EQ(analytic[i], 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Positions, ModelGradcheck, ::testing::Values("learned", "rope", "none"));
+
+TEST(Model, InferenceLossesEqualTrainingLosses) {
+  ModelConfig cfg = tiny_config("rope");
+  cfg.n_layer = 3;
+  auto be = make_cpu_backend<double>();
+  GPT<double> model(cfg, softmax_spec(cfg.context), *be);
+  model.init(1);
+  const int B = 3, T = 5;
+  const auto t = tokens_for(B * T + 1, 9, cfg.vocab_size);
+  std::vector<int32_t> in(t.begin(), t.begin() + B * T), tg(t.begin() + 1, t.end());
+  const double mean = model.forward(in.data(), tg.data(), B, T);
+  std::vector<double> losses;
+  model.forward_losses(in.data(), tg.data(), B, T, losses);
+  double sum = 0;
+  for (double l : losses) sum += l;
+  EXPECT_NEAR(sum / losses.size(), mean, 1e-12);
+  // Longer than the training context is fine for rope.
+  std::vector<int32_t> longer = tokens_for(4 * T, 2, cfg.vocab_size);
+  model.forward_losses(longer.data(), longer.data(), 1, 4 * T, losses);
+  for (double l : losses) EXPECT_TRUE(std::isfinite(l));
+}
+
+TEST(Model, FloatAgreesWithDouble) {
+  const ModelConfig cfg = tiny_config("rope");
+  auto bd = make_cpu_backend<double>();
+  auto bf = make_cpu_backend<float>();
+  GPT<double> md(cfg, softmax_spec(cfg.context), *bd);
+  GPT<float> mf(cfg, softmax_spec(cfg.context), *bf);
+  md.init(5);
+  mf.init(5);
+  const auto t = tokens_for(11, 4, cfg.vocab_size);
+  const double ld = md.forward(t.data(), t.data() + 1, 2, 5);
+  const double lf = mf.forward(t.data(), t.data() + 1, 2, 5);
+  EXPECT_NEAR(ld, lf, 1e-5 * std::abs(ld));
+}
+
+TEST(Model, SameSeedSameWeights) {
+  const ModelConfig cfg = tiny_config("learned");
+  auto be = make_cpu_backend<float>();
+  GPT<float> a(cfg, softmax_spec(5), *be), b(cfg, softmax_spec(5), *be), c(cfg, softmax_spec(5), *be);
+  a.init(42);
+  b.init(42);
+  c.init(43);
+  EXPECT_EQ(a.get_params(), b.get_params());
+  EXPECT_NE(a.get_params(), c.get_params());
+}
+
+TEST(Model, InitialisationFollowsGpt2) {
+  ModelConfig cfg = tiny_config("learned");
+  cfg.n_embd = 64;
+  cfg.n_layer = 4;
+  cfg.init_std = 0.02;
+  auto be = make_cpu_backend<double>();
+  GPT<double> model(cfg, softmax_spec(5), *be);
+  model.init(3);
+  const auto p = model.get_params();
+  auto stddev = [&](const std::string& name) {
+    const ParamSpec& s = model.layout().find(name);
+    double sum = 0, sq = 0;
+    for (size_t i = s.offset; i < s.offset + s.numel(); ++i) sum += p[i], sq += p[i] * p[i];
+    const double n = static_cast<double>(s.numel());
+    return std::sqrt(sq / n - (sum / n) * (sum / n));
+  };
+  EXPECT_NEAR(stddev("fcw"), 0.02, 0.002);
+  EXPECT_NEAR(stddev("fcprojw"), 0.02 / std::sqrt(8.0), 0.0005);
+  EXPECT_EQ(stddev("ln1w"), 0.0);
+  EXPECT_EQ(p[model.layout().find("ln1w").offset], 1.0);
+  EXPECT_EQ(p[model.layout().find("qkvb").offset], 0.0);
+  EXPECT_FALSE(model.layout().find("ln1w").decay);
+  EXPECT_TRUE(model.layout().find("qkvw").decay);
+}
+
+TEST(Model, ParameterCountMatchesGpt2Formula) {
+  // formats.md: Vp·C + T·C + L·(12C² + 13C) + 2C.
+  ModelConfig cfg;
+  cfg.n_layer = 12;
+  cfg.n_head = 12;
+  cfg.n_embd = 768;
+  cfg.vocab_size = 50257;
+  cfg.vocab_pad_multiple = 128;
+  cfg.context = 1024;
+  cfg.position = "learned";
+  ParamLayout layout(cfg);
+  EXPECT_EQ(layout.total, 124475904u);
+  cfg.position = "rope";  // no position table
+  EXPECT_EQ(ParamLayout(cfg).total, 124475904u - 1024u * 768u);
+}
+
+TEST(Model, RejectsTokensOutsideVocabulary) {
+  const ModelConfig cfg = tiny_config("rope");
+  auto be = make_cpu_backend<float>();
+  GPT<float> model(cfg, softmax_spec(5), *be);
+  model.init(1);
+  std::vector<int32_t> in = {1, 2, 3, 11, 4}, tg = {2, 3, 4, 5, 6};
+  try {
+    model.forward(in.data(), tg.data(), 1, 5);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("id 11"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[0, 11)"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Model, LearnedPositionsRefuseLongerContexts) {
+  const ModelConfig cfg = tiny_config("learned");
+  auto be = make_cpu_backend<float>();
+  GPT<float> model(cfg, softmax_spec(5), *be);
+  model.init(1);
+  std::vector<int32_t> t(10, 1);
+  std::vector<float> losses;
+  try {
+    model.forward_losses(t.data(), t.data(), 1, 10, losses);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("learned position table"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace gpt
