@@ -4,7 +4,7 @@
 # 1x, 2x, 4x, 8x and 16x the training context.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+scripts/setup.sh gpt
 scripts/prepare_kjv.sh data/kjv
 RUN_DIR=runs/quickstart
 # A fresh run each time; `gpt train --resume runs/quickstart` continues one.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the project needs (skipping those present),
-# then configures and builds into build/. Idempotent: a second run only
-# rebuilds what changed.
+# then configures and builds into build/ (BUILD_DIR overrides). Idempotent: a
+# second run only rebuilds what changed.
+#   scripts/setup.sh            build everything (the gpt binary and the tests)
+#   scripts/setup.sh gpt        build only the named targets
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,4 +31,8 @@ BUILD_DIR=${BUILD_DIR:-build}
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
 fi
-cmake --build "$BUILD_DIR" -j"$(nproc)"
+if (($#)); then
+  cmake --build "$BUILD_DIR" -j"$(nproc)" --target "$@"
+else
+  cmake --build "$BUILD_DIR" -j"$(nproc)"
+fi

@@ -8,6 +8,12 @@
 
 namespace gpt::cpu {
 
+namespace {
+// Loops over fewer elements than this run on the calling thread: waking the
+// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
+constexpr size_t kMinParallelWork = size_t(1) << 15;
+}  // namespace
+
 template <typename T>
 void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr,
                   double beta1, double beta2, double eps, double weight_decay,
@@ -19,7 +25,7 @@ void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr,
   const T inv_c1 = T(1.0 / (1.0 - std::pow(beta1, static_cast<double>(t))));
   const T inv_c2 = T(1.0 / (1.0 - std::pow(beta2, static_cast<double>(t))));
   const T lr_t = T(lr), eps_t = T(eps), wd = T(weight_decay);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
   for (size_t i = 0; i < n; ++i) {
     const T g = grad[i];
     m[i] = b1 * m[i] + one_m_b1 * g;

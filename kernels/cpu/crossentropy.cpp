@@ -10,6 +10,10 @@ namespace gpt::cpu {
 
 namespace {
 
+// Loops over fewer elements than this run on the calling thread: waking the
+// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
+constexpr size_t kMinParallelWork = size_t(1) << 15;
+
 // Targets come from data files, so a bad id is a user error; check them
 // before entering the parallel loop (throwing inside it would terminate).
 void check_targets(const int32_t* targets, int N, int V) {
@@ -34,7 +38,7 @@ template <typename T>
 void crossentropy_forward(T* losses, const T* logits, const int32_t* targets,
                           int N, int V, int Vp) {
   check_targets(targets, N, V);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(N) * V >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
     // (N,Vp) row n
     const T* x = logits + static_cast<size_t>(n) * Vp;
@@ -46,7 +50,7 @@ template <typename T>
 void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets,
                            const T* dloss, int N, int V, int Vp) {
   check_targets(targets, N, V);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(N) * V >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
     // (N,Vp) row n. dlogits may alias logits: each element is read before
     // it is written, and the row statistic is taken before any write.

@@ -11,17 +11,20 @@ namespace {
 // sum_squares splits x into chunks of this many elements whatever the thread
 // count, so the partial sums and the order they are added in are fixed.
 constexpr size_t kSumChunk = 1 << 14;
+// Loops over fewer elements than this run on the calling thread: waking the
+// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
+constexpr size_t kMinParallelWork = size_t(1) << 15;
 }  // namespace
 
 template <typename T>
 void residual_forward(T* out, const T* a, const T* b, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
   for (size_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
 template <typename T>
 void add_inplace(T* dst, const T* src, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
   for (size_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
@@ -29,7 +32,7 @@ template <typename T>
 double sum_squares(const T* x, size_t n) {
   const size_t nchunks = (n + kSumChunk - 1) / kSumChunk;
   std::vector<double> partial(nchunks, 0.0);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (nchunks > 1)
   for (size_t k = 0; k < nchunks; ++k) {
     const size_t lo = k * kSumChunk, hi = std::min(n, lo + kSumChunk);
     double s = 0.0;
@@ -43,7 +46,7 @@ double sum_squares(const T* x, size_t n) {
 
 template <typename T>
 void scale_inplace(T* x, T s, size_t n) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
   for (size_t i = 0; i < n; ++i) x[i] *= s;
 }
 

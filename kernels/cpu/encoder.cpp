@@ -11,12 +11,15 @@ namespace {
 // disjoint slice of the channels of every dwte/dwpe row, so no two threads
 // write the same element.
 constexpr int kChannelBlock = 32;
+// Loops over fewer elements than this run on the calling thread: waking the
+// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
+constexpr size_t kMinParallelWork = size_t(1) << 15;
 }  // namespace
 
 template <typename T>
 void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe,
                      int B, int Tn, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(B) * Tn * C >= kMinParallelWork)
   for (int bt = 0; bt < B * Tn; ++bt) {
     // (B,T,C) row bt; wte (V,C) row tokens[bt]; wpe (maxT,C) row t
     T* o = out + static_cast<size_t>(bt) * C;
@@ -37,7 +40,7 @@ void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens,
   // threads. Splitting channels instead keeps every element's sum in the
   // order of bt whatever the thread count.
   const int nblocks = (C + kChannelBlock - 1) / kChannelBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(B) * Tn * C >= kMinParallelWork)
   for (int blk = 0; blk < nblocks; ++blk) {
     const int c0 = blk * kChannelBlock;
     const int c1 = std::min(C, c0 + kChannelBlock);

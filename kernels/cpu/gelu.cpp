@@ -9,12 +9,15 @@ namespace gpt::cpu {
 namespace {
 constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
 constexpr double kCubic = 0.044715;
+// Loops over fewer elements than this run on the calling thread: waking the
+// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
+constexpr size_t kMinParallelWork = size_t(1) << 15;
 }  // namespace
 
 template <typename T>
 void gelu_forward(T* out, const T* inp, size_t n) {
   const T k = T(kSqrt2OverPi), a = T(kCubic);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
   for (size_t i = 0; i < n; ++i) {
     const T x = inp[i];
     out[i] = T(0.5) * x * (T(1) + std::tanh(k * (x + a * x * x * x)));
@@ -24,7 +27,7 @@ void gelu_forward(T* out, const T* inp, size_t n) {
 template <typename T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) {
   const T k = T(kSqrt2OverPi), a = T(kCubic);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
   for (size_t i = 0; i < n; ++i) {
     const T x = inp[i];
     const T th = std::tanh(k * (x + a * x * x * x));

@@ -10,12 +10,15 @@ namespace gpt::cpu {
 namespace {
 constexpr double kEps = 1e-5;  // GPT-2 / PyTorch nn.LayerNorm default
 constexpr int kChannelBlock = 32;
+// Loops over fewer elements than this run on the calling thread: waking the
+// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
+constexpr size_t kMinParallelWork = size_t(1) << 15;
 }  // namespace
 
 template <typename T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight,
                        const T* bias, int N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(N) * C >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
     // (N,C) row n
     const T* x = inp + static_cast<size_t>(n) * C;
@@ -41,7 +44,7 @@ namespace {
 template <typename T>
 void layernorm_backward_inputs(T* dinp, const T* dout, const T* inp, const T* weight,
                                const T* mean, const T* rstd, int N, int C) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(N) * C >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
     // (N,C) row n
     const T* x = inp + static_cast<size_t>(n) * C;
@@ -69,7 +72,7 @@ template <typename T>
 void layernorm_backward_params(T* dweight, T* dbias, const T* dout, const T* inp,
                                const T* mean, const T* rstd, int N, int C) {
   const int nblocks = (C + kChannelBlock - 1) / kChannelBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(N) * C >= kMinParallelWork)
   for (int blk = 0; blk < nblocks; ++blk) {
     const int c0 = blk * kChannelBlock;
     const int c1 = std::min(C, c0 + kChannelBlock);

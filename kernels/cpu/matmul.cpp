@@ -28,6 +28,10 @@ constexpr int kKC = 256;
 constexpr int kNC = 512;
 // Channels per work item for the column sums of dbias.
 constexpr int kChannelBlock = 32;
+// Loops over fewer elements (multiply-adds for the GEMM) than this run on the
+// calling thread: waking the OpenMP team costs microseconds (and a scheduler
+// tick on a busy machine).
+constexpr size_t kMinParallelWork = size_t(1) << 15;
 
 // A read-only matrix view: element (i, j) is at p[i*row + j*col].
 template <typename T>
@@ -37,8 +41,8 @@ struct View {
   T at(size_t i, size_t j) const { return p[i * row + j * col]; }
 };
 
-// Packs B[k0..k0+kc, j0..j0+nc) as consecutive kc×NR panels (k-major inside
-// a panel), zero-padding the last panel's missing columns.
+// Packs B[k0..k0+kc, j0..j0+nr) as one kc×NR panel (k-major), zero-padding
+// the columns past nr.
 template <typename T>
 void pack_b_panel(T* dst, View<T> b, int k0, int kc, int j0, int nr) {
   for (int k = 0; k < kc; ++k) {
@@ -81,7 +85,7 @@ void gemm_accumulate(T* c, size_t ldc, View<T> a, View<T> b, int M, int N, int K
   const int npanels_max = (std::min(N, kNC) + kNR - 1) / kNR;
   std::vector<T> bpack(static_cast<size_t>(npanels_max) * kKC * kNR);
   const int mblocks = (M + kMR - 1) / kMR;
-#pragma omp parallel
+#pragma omp parallel if (size_t(M) * N * K >= kMinParallelWork)
   {
     std::vector<T> apack(static_cast<size_t>(kMR) * kKC);
     for (int j0 = 0; j0 < N; j0 += kNC) {
@@ -115,7 +119,7 @@ void gemm_accumulate(T* c, size_t ldc, View<T> a, View<T> b, int M, int N, int K
 template <typename T>
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
                     int C, int OC) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(N) * OC >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
     // (N,OC) row n starts as the bias
     T* o = out + static_cast<size_t>(n) * OC;
@@ -135,7 +139,7 @@ void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
   if (!dbias) return;
   // dbias (OC) += Σ_n dout[n,:]; split over channels so each sum runs in n order
   const int nblocks = (OC + kChannelBlock - 1) / kChannelBlock;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (size_t(N) * OC >= kMinParallelWork)
   for (int blk = 0; blk < nblocks; ++blk) {
     const int o0 = blk * kChannelBlock, o1 = std::min(OC, o0 + kChannelBlock);
     for (int n = 0; n < N; ++n) {

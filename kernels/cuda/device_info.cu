@@ -16,11 +16,10 @@ std::string device_report() {
   for (int d = 0; d < count; ++d) {
     cudaDeviceProp prop{};
     if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) continue;
-    char line[256];
-    std::snprintf(line, sizeof line, "cuda:%d %s, compute capability %d.%d, %.1f GiB, %d SMs%s", d, prop.name,
-                  prop.major, prop.minor, prop.totalGlobalMem / 1073741824.0, prop.multiProcessorCount,
-                  d + 1 < count ? "\n" : "");
-    out += line;
+    char line[128];
+    std::snprintf(line, sizeof line, ", compute capability %d.%d, %.1f GiB, %d SMs", prop.major, prop.minor,
+                  prop.totalGlobalMem / 1073741824.0, prop.multiProcessorCount);
+    out += "cuda:" + std::to_string(d) + " " + prop.name + line + (d + 1 < count ? "\n" : "");
   }
   return out;
 }

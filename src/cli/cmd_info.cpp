@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "config/config.h"
 #ifdef GPT_HAVE_CUDA
 #include "kernels/cuda/device_info.h"
 #endif
@@ -11,7 +12,13 @@ namespace gpt::cli {
 
 void add_info(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("info", "Show the build and the devices this binary can use");
-  cmd->callback([] {
+  auto keys = std::make_shared<bool>(false);
+  cmd->add_flag("--config-keys", *keys, "Print every config key (type, default, allowed values) as a markdown table");
+  cmd->callback([keys] {
+    if (*keys) {
+      std::cout << config_reference_markdown();
+      return;
+    }
     std::cout << "gpt (C++" << __cplusplus / 100 % 100 << ")\n";
     std::cout << "cpu: " << omp_get_num_procs() << " processors, " << omp_get_max_threads()
               << " OpenMP threads\n";

@@ -78,7 +78,7 @@ std::vector<Key> make_keys() {
       {GPT_KEY(train, beta2), unit_interval(), "AdamW second-moment decay"},
       {GPT_KEY(train, eps), above(0), "AdamW epsilon"},
       {GPT_KEY(train, grad_clip), at_least(0), "max global gradient norm; 0 disables clipping"},
-      {GPT_KEY(train, seed), any(), "seed of init, data order and sampling"},
+      {GPT_KEY(train, seed), any(), "seed of the initialisation and the data order"},
       {GPT_KEY(train, log_every), at_least(1), "steps between log lines"},
       {GPT_KEY(train, checkpoint_every), at_least(0), "steps between checkpoints; 0 = only at the end"},
       {GPT_KEY(train, threads), at_least(0), "OpenMP threads; 0 = all cores"},

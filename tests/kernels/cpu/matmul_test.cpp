@@ -147,7 +147,9 @@ TEST(Matmul, FloatAgreesWithDoubleBeyondCacheBlocks) {
 }
 
 TEST(Matmul, BackwardIsBitIdenticalForAnyThreadCount) {
-  constexpr int N = 300, C = 40, OC = 37;
+  // Large enough that every loop of the backward runs multi-threaded, with
+  // N > 256 so dweight's k-loop spans several cache blocks.
+  constexpr int N = 1000, C = 40, OC = 37;
   const auto inp = to<float>(random_vector(N * C, 14)), weight = to<float>(random_vector(OC * C, 15)),
              dout = to<float>(random_vector(N * OC, 16));
   auto run = [&](int threads) {

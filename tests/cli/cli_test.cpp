@@ -1,0 +1,201 @@
+// The gpt binary on bad input: every case exits non-zero with a message that
+// names the problem, and never crashes. Also SIGINT during training.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "data/shard.h"
+
+extern char** environ;
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+struct Result {
+  int status = -1;  // exit status; -1 if killed by a signal
+  std::string output;
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(GPT_BINARY) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  Result r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int w = ::pclose(p);
+  r.status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
+  return r;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("gpt_cli_test_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+            std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "data");
+    std::vector<uint32_t> tokens(6000);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>((i * 7919) % 257);
+    write_shard((dir_ / "data" / "t_train_000001.bin").string(), tokens, 2);
+    write_shard((dir_ / "data" / "t_val_000000.bin").string(), tokens, 2);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A tiny valid config; `extra` is spliced into the top-level object.
+  std::string config(const std::string& model_extra = "", const std::string& extra = "") {
+    const std::string path = (dir_ / ("cfg" + std::to_string(n_++) + ".json")).string();
+    std::ofstream(path) << R"({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "context": 16)" << model_extra
+                        << R"(}, "data": {"train": ")" << (dir_ / "data" / "t_train_*.bin").string()
+                        << R"(", "val": ")" << (dir_ / "data" / "t_val_*.bin").string()
+                        << R"("}, "train": {"batch_size": 2, "steps": 3, "warmup_steps": 1},
+                            "eval": {"multiples": [1, 2], "tokens": 512}, "run": {"dir": ")"
+                        << (dir_ / "run").string() << "\"}" << extra << "}";
+    return path;
+  }
+  static void expect_error(const Result& r, const std::vector<std::string>& needles) {
+    EXPECT_EQ(r.status, 1) << r.output;
+    for (const auto& s : needles) EXPECT_NE(r.output.find(s), std::string::npos) << "missing \"" << s << "\" in:\n" << r.output;
+  }
+
+  fs::path dir_;
+  int n_ = 0;
+};
+
+TEST_F(Cli, TrainsAndEvaluatesATinyModel) {
+  const Result r = run("train " + config());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("loss past T"), std::string::npos) << r.output;
+  for (const char* f : {"config.json", "metrics.jsonl", "extrapolation.json", "checkpoints/latest"})
+    EXPECT_TRUE(fs::exists(dir_ / "run" / f)) << f;
+  const Result e = run("eval " + (dir_ / "run").string() + " --multiples 1,2,4 --tokens 256");
+  ASSERT_EQ(e.status, 0) << e.output;
+  EXPECT_NE(e.output.find("4x"), std::string::npos) << e.output;
+  const Result s = run("sample " + (dir_ / "run").string() + " --prompt abc --tokens 5 --seed 1");
+  EXPECT_EQ(s.status, 0) << s.output;
+  // A second fresh run into the same directory is refused (nothing overwritten).
+  expect_error(run("train " + config()), {"already holds a training run", "--resume"});
+}
+
+TEST_F(Cli, MissingConfigFile) {
+  const Result r = run("train " + (dir_ / "nope.json").string());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.status, -1);
+  EXPECT_NE(r.output.find("nope.json"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, ConfigErrors) {
+  expect_error(run("train " + config(", \"n_heads\": 2")), {"unknown key", "model.n_heads", "n_head"});
+  expect_error(run("train " + config() + " --set train.lr=abc"), {"train.lr", "number"});
+  expect_error(run("train " + config() + " --set model.n_layer=0"), {"model.n_layer", "1..256"});
+  expect_error(run("train " + config() + " --set model.position=alibi"), {"model.position", "learned, rope, none"});
+  expect_error(run("train " + config() + " --set nosuch.key=1"), {"nosuch"});
+  std::ofstream(dir_ / "broken.json") << "{\"model\": {";
+  expect_error(run("train " + (dir_ / "broken.json").string()), {"broken.json"});
+}
+
+TEST_F(Cli, ContextBeyondLearnedPositionTable) {
+  expect_error(run("train " + config(", \"position\": \"learned\"")), {"learned positions", "position table"});
+}
+
+TEST_F(Cli, ShardErrors) {
+  // Wrong magic.
+  {
+    std::ofstream f(dir_ / "data" / "bad_train_000001.bin", std::ios::binary);
+    std::vector<int32_t> header(256, 0);
+    header[0] = 12345;
+    header[1] = 1;
+    header[2] = 4;
+    f.write(reinterpret_cast<const char*>(header.data()), 1024);
+    f.write("\0\0\0\0\0\0\0\0", 8);
+  }
+  expect_error(run("train " + config() + " --set data.train=" + (dir_ / "data" / "bad_train_*.bin").string()),
+               {"bad_train_000001.bin", "magic"});
+  // Size disagreeing with the header.
+  fs::copy_file(dir_ / "data" / "t_train_000001.bin", dir_ / "data" / "short_train_000001.bin");
+  fs::resize_file(dir_ / "data" / "short_train_000001.bin", 1024 + 100);
+  expect_error(run("train " + config() + " --set data.train=" + (dir_ / "data" / "short_train_*.bin").string()),
+               {"short_train_000001.bin", "size"});
+  // Token ids at or above the vocabulary.
+  std::vector<uint32_t> big(4000, 300);
+  write_shard((dir_ / "data" / "big_train_000001.bin").string(), big, 2);
+  expect_error(run("train " + config() + " --set data.train=" + (dir_ / "data" / "big_train_*.bin").string()),
+               {"big_train_000001.bin", "300"});
+  // No file matches.
+  expect_error(run("train " + config() + " --set data.train=" + (dir_ / "data" / "none_*.bin").string()),
+               {"none_*.bin"});
+}
+
+TEST_F(Cli, CheckpointErrors) {
+  ASSERT_EQ(run("train " + config()).status, 0);
+  // Resume with another model shape.
+  expect_error(run("train " + config(", \"n_embd\": 32") + " --resume " + (dir_ / "run").string()),
+               {"model", "differs"});
+  // Corrupt and missing checkpoints.
+  const std::string ckpt = (dir_ / "run" / "checkpoints" / "step_00000003.bin").string();
+  ASSERT_TRUE(fs::exists(ckpt));
+  fs::resize_file(ckpt, fs::file_size(ckpt) - 100);
+  expect_error(run("eval " + ckpt), {"step_00000003.bin", "truncated"});
+  expect_error(run("eval " + (dir_ / "nothing.bin").string()), {"nothing.bin"});
+  std::ofstream(dir_ / "junk.bin") << "not a checkpoint, only some text to fill more than 32 bytes";
+  expect_error(run("eval " + (dir_ / "junk.bin").string()), {"junk.bin", "magic"});
+}
+
+// SIGINT during training saves a checkpoint and exits with status 130; the
+// run then resumes to completion.
+TEST_F(Cli, SigintSavesCheckpointAndResumes) {
+  const std::string cfg = config();
+  std::vector<std::string> args = {GPT_BINARY, "train", cfg, "--set", "train.steps=100000", "--set", "train.threads=1"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  const std::string log = (dir_ / "log.txt").string();
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid;
+  ASSERT_EQ(posix_spawn(&pid, GPT_BINARY, &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  // Wait for a few training steps to appear in the metrics.
+  const auto metrics = dir_ / "run" / "metrics.jsonl";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline && (!fs::exists(metrics) || fs::file_size(metrics) < 300))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  std::ifstream in(log);
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_TRUE(WIFEXITED(wstatus)) << output;
+  EXPECT_EQ(WEXITSTATUS(wstatus), 130) << output;
+  EXPECT_NE(output.find("checkpoint saved"), std::string::npos) << output;
+  ASSERT_TRUE(fs::exists(dir_ / "run" / "checkpoints" / "latest"));
+  // Resume from the saved step and finish two more steps.
+  std::ifstream latest(dir_ / "run" / "checkpoints" / "latest");
+  std::string name;
+  std::getline(latest, name);
+  const int saved = std::stoi(name.substr(5, 8));  // step_NNNNNNNN.bin
+  EXPECT_GT(saved, 0);
+  const std::string total = std::to_string(saved + 2);
+  const Result r = run("train --resume " + (dir_ / "run").string() + " --set train.steps=" + total);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("step " + std::string(total.size() < 5 ? 5 - total.size() : 0, ' ') + total + "/" + total),
+            std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace gpt
