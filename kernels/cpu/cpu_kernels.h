@@ -18,7 +18,8 @@
 namespace gpt::cpu {
 
 // ---- embedding --------------------------------------------------------------
-// out (B,T,C) = wte[tokens[b,t]] + (wpe ? wpe[pos0 + t] : 0).  tokens (B,T).
+// out (B,T,C) = wte[tokens[b,t]] + (wpe ? wpe[t] : 0).  tokens (B,T); wpe may be
+// null (positions other than learned). Token ids are checked by the model.
 template <typename T>
 void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe,
                      int B, int Tn, int C);
@@ -86,8 +87,9 @@ void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH,
 // qkv (B,T,3C): q, k, v each C wide, head h at columns h*D..h*D+D-1.
 // out (B,T,C). stats (B,NH,T, spec.stats_per_row()): per-row statistics the
 // backward needs (for softmax: the log-sum-exp of the scaled scores); stats
-// may be null for inference. No T×T buffer is kept: rows are streamed with a
-// per-thread scratch of T scalars, so memory is linear in T.
+// may be null for inference. No T×T buffer is kept: blocks of query rows are
+// streamed through a per-thread scratch of (row block × T) scalars, so memory
+// is linear in T.
 template <typename T>
 void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C,
                        int NH, const AttentionSpec& spec);

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "core/check.h"
+#include "core/metrics.h"
 #include "data/shard.h"
 #include "eval/extrapolation.h"
 #include "train/model_io.h"
@@ -26,12 +27,17 @@ struct EvalArgs {
   int threads = 0;
 };
 
-// RUN_DIR/checkpoints/step_N.bin -> RUN_DIR/eval/step_N.json; elsewhere,
-// beside the checkpoint.
+// The run directory a checkpoint belongs to (RUN_DIR/checkpoints/step_N.bin),
+// or empty for a checkpoint elsewhere.
+fs::path run_dir_of(const std::string& ckpt) {
+  const fs::path dir = fs::path(ckpt).parent_path();
+  return dir.filename() == "checkpoints" ? dir.parent_path() : fs::path();
+}
+
+// RUN_DIR/eval/step_N.json; elsewhere, beside the checkpoint.
 std::string default_output(const std::string& ckpt) {
-  const fs::path p(ckpt);
-  const fs::path dir = p.parent_path();
-  if (dir.filename() == "checkpoints") return (dir.parent_path() / "eval" / (p.stem().string() + ".json")).string();
+  const fs::path run = run_dir_of(ckpt);
+  if (!run.empty()) return (run / "eval" / (fs::path(ckpt).stem().string() + ".json")).string();
   return (fs::path(ckpt).replace_extension(".extrapolation.json")).string();
 }
 
@@ -59,6 +65,10 @@ void run_eval(const EvalArgs& a) {
   const std::string out = a.out.empty() ? default_output(lm.path) : a.out;
   if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
   write_json_file(out, j);
+  // The run's own log gets the event too, so metrics.jsonl tells its whole story.
+  const fs::path run = run_dir_of(lm.path);
+  if (!run.empty() && fs::exists(run / "metrics.jsonl"))
+    MetricsLog((run / "metrics.jsonl").string()).write({{"event", "eval"}, {"source", "gpt eval"}, {"step", lm.progress.step}, {"results", j}});
   std::cout << r.table();
   spdlog::info("results written to {}", out);
 }

@@ -152,6 +152,14 @@ TEST_F(Cli, CheckpointErrors) {
   expect_error(run("eval " + (dir_ / "junk.bin").string()), {"junk.bin", "magic"});
 }
 
+// Weights of 1e30 overflow in the first step: the run stops with the step
+// and the tensor, after saving the last good state (here: the initial one).
+TEST_F(Cli, NonFiniteStepStopsAndSavesLastGoodState) {
+  expect_error(run("train " + config() + " --set model.init_std=1e30"),
+               {"non-finite", "at step 1", "in tensor", "step_00000000.bin"});
+  EXPECT_TRUE(fs::exists(dir_ / "run" / "checkpoints" / "step_00000000.bin"));
+}
+
 // SIGINT during training saves a checkpoint and exits with status 130; the
 // run then resumes to completion.
 TEST_F(Cli, SigintSavesCheckpointAndResumes) {
