@@ -155,22 +155,31 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
   be_.matmul_forward(a.logits.get(), a.lnf.get(), p_.wte, nullptr, N, C, Vp);
 }
 
+// Uploads the batch, runs the trunk and the classifier, and downloads the
+// per-position losses (training keeps every layer's activations).
 template <typename T>
-double GPT<T>::forward(const int32_t* tokens, const int32_t* targets, int B, int Tn) {
+void GPT<T>::losses_pass(const int32_t* tokens, const int32_t* targets, int B, int Tn, bool training,
+                         std::vector<T>& losses) {
   const size_t N = static_cast<size_t>(B) * Tn;
   check_tokens(tokens, N, "input token");
   check_tokens(targets, N, "target token");
-  Activations<T>& a = activations(B, Tn, true);
+  Activations<T>& a = activations(B, Tn, training);
   be_.upload_tokens(a.tokens.get(), tokens, N);
   be_.upload_tokens(a.targets.get(), targets, N);
   forward_trunk(a);
   be_.crossentropy_forward(a.losses.get(), a.logits.get(), a.targets.get(), static_cast<int>(N), cfg_.vocab_size,
                            cfg_.padded_vocab());
-  std::vector<T> losses(N);
+  losses.resize(N);
   be_.download(losses.data(), a.losses.get(), N);
+}
+
+template <typename T>
+double GPT<T>::forward(const int32_t* tokens, const int32_t* targets, int B, int Tn) {
+  std::vector<T> losses;
+  losses_pass(tokens, targets, B, Tn, true, losses);
   double sum = 0.0;
   for (T v : losses) sum += v;
-  return sum / static_cast<double>(N);
+  return sum / static_cast<double>(losses.size());
 }
 
 template <typename T>
@@ -233,17 +242,7 @@ void GPT<T>::backward(double loss_scale) {
 
 template <typename T>
 void GPT<T>::forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<T>& losses) {
-  const size_t N = static_cast<size_t>(B) * Tn;
-  check_tokens(tokens, N, "input token");
-  check_tokens(targets, N, "target token");
-  Activations<T>& a = activations(B, Tn, false);
-  be_.upload_tokens(a.tokens.get(), tokens, N);
-  be_.upload_tokens(a.targets.get(), targets, N);
-  forward_trunk(a);
-  be_.crossentropy_forward(a.losses.get(), a.logits.get(), a.targets.get(), static_cast<int>(N), cfg_.vocab_size,
-                           cfg_.padded_vocab());
-  losses.resize(N);
-  be_.download(losses.data(), a.losses.get(), N);
+  losses_pass(tokens, targets, B, Tn, false, losses);
 }
 
 template <typename T>

@@ -58,6 +58,8 @@ class GPT {
   void check_tokens(const int32_t* tokens, size_t n, const char* what) const;
   Activations<T>& activations(int B, int Tn, bool training);
   void forward_trunk(Activations<T>& a);  // embedding, blocks, final LayerNorm, logits
+  void losses_pass(const int32_t* tokens, const int32_t* targets, int B, int Tn, bool training,
+                   std::vector<T>& losses);
 
   ModelConfig cfg_;
   AttentionSpec attn_;

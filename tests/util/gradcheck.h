@@ -1,8 +1,11 @@
 // Finite-difference gradient checking in double precision, shared by the tests.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <iostream>
 #include <random>
 #include <vector>
 
@@ -60,6 +63,15 @@ inline double weighted_sum(const std::vector<double>& out, const std::vector<dou
   double s = 0.0;
   for (size_t i = 0; i < out.size(); ++i) s += out[i] * w[i];
   return s;
+}
+
+// Prints "[gradcheck] LAYER NAME max_rel_err=..." (the figures the closing
+// notes quote) and asserts the error is below 1e-6.
+inline void expect_gradient(const char* layer, const char* name, const std::vector<double>& analytic,
+                            const std::vector<double>& numeric) {
+  const double err = max_rel_error(analytic, numeric);
+  std::cout << "[gradcheck] " << layer << " " << name << " max_rel_err=" << err << "\n";
+  EXPECT_LT(err, 1e-6) << layer << " " << name;
 }
 
 }  // namespace gpt::test

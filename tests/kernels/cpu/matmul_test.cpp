@@ -13,15 +13,12 @@
 
 namespace {
 
-using gpt::test::max_rel_error;
 using gpt::test::numeric_gradient;
 using gpt::test::random_vector;
 using gpt::test::weighted_sum;
 
 void expect_gradient(const char* name, const std::vector<double>& analytic, const std::vector<double>& numeric) {
-  const double err = max_rel_error(analytic, numeric);
-  std::cout << "[gradcheck] matmul " << name << " max_rel_err=" << err << "\n";
-  EXPECT_LT(err, 1e-6) << name;
+  gpt::test::expect_gradient("matmul", name, analytic, numeric);
 }
 
 template <typename T>
