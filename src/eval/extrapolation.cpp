@@ -29,15 +29,24 @@ ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream&
   const int T = trained_context;
   const int max_m = *std::max_element(eval.multiples.begin(), eval.multiples.end());
   const int64_t longest = static_cast<int64_t>(max_m) * T;
-  // Same tokens at every multiple: a whole number of the longest sequences.
+  // Same tokens at every multiple: a whole number of windows of the longest
+  // context, spread evenly over the validation stream (its text need not be
+  // homogeneous: a contiguous prefix would measure only its first part).
   const int64_t available = static_cast<int64_t>(val.size()) - 1;
-  const int64_t budget = std::min<int64_t>(eval.tokens, available) / longest * longest;
-  GPT_CHECK(budget > 0, "validation data has ", val.size(), " tokens; evaluating at ", max_m, "x the context of ", T,
+  const int64_t windows = std::min<int64_t>(eval.tokens, available) / longest;
+  GPT_CHECK(windows > 0, "validation data has ", val.size(), " tokens; evaluating at ", max_m, "x the context of ", T,
             " needs at least ", longest + 1);
+  const int64_t budget = windows * longest;
+  const int64_t stride = available / windows;  // >= longest, so windows do not overlap
   if (budget < eval.tokens)
     spdlog::warn("eval: using {} validation tokens per multiple (eval.tokens = {}; rounded down to whole {}-token "
-                 "sequences / limited by the validation data)",
+                 "windows / limited by the validation data)",
                  budget, eval.tokens, longest);
+  // Start of sequence s at context L: window s / (longest / L), then offset.
+  auto sequence_start = [&](int64_t s, int L) {
+    const int64_t per_window = longest / L;
+    return static_cast<uint64_t>((s / per_window) * stride + (s % per_window) * L);
+  };
 
   ExtrapolationResult res;
   res.trained_context = T;
@@ -48,7 +57,10 @@ ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream&
   for (int m : eval.multiples) {
     const auto t0 = std::chrono::steady_clock::now();
     const int L = m * T;
-    const int64_t nseq = budget / L;
+    if (longest % L != 0)
+      spdlog::warn("eval: {}x does not divide the largest multiple {}x, so it scores {} of every {} tokens", m, max_m,
+                   longest / L * L, longest);
+    const int64_t nseq = windows * (longest / L);
     const int B = static_cast<int>(std::clamp<int64_t>(batch_tokens / L, 1, nseq));
     const int nb = std::min(eval.profile_buckets, L);
     std::vector<double> bucket_sum(nb, 0.0);
@@ -62,7 +74,7 @@ ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream&
       targets.resize(inputs.size());
       buf.resize(L + 1);
       for (int i = 0; i < b; ++i) {
-        val.read(static_cast<uint64_t>((s0 + i) * L), L + 1, buf.data());
+        val.read(sequence_start(s0 + i, L), L + 1, buf.data());
         std::copy(buf.begin(), buf.end() - 1, inputs.begin() + static_cast<size_t>(i) * L);
         std::copy(buf.begin() + 1, buf.end(), targets.begin() + static_cast<size_t>(i) * L);
       }

@@ -1,6 +1,8 @@
 // Length-extrapolation evaluation: the validation loss of a model trained at
 // context T, measured at contexts m·T for each multiple m. Every multiple sees
-// the same validation tokens, cut into non-overlapping sequences of m·T.
+// the same validation tokens: eval.tokens (rounded down) taken as windows of
+// the longest context spread evenly over the validation stream, each window
+// cut into non-overlapping sequences of m·T.
 #pragma once
 #include <cstdint>
 #include <functional>
