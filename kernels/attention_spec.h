@@ -17,4 +17,13 @@ struct AttentionSpec {
   constexpr int stats_per_row() const { return 1; }
 };
 
+// The variant's name as configs and results spell it.
+constexpr const char* attention_name(AttentionKind kind) {
+  switch (kind) {
+    case AttentionKind::Softmax:
+      return "softmax";
+  }
+  return "unknown";
+}
+
 }  // namespace gpt

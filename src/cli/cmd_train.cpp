@@ -26,8 +26,8 @@ Config resolve_config(const TrainArgs& a, std::string* ckpt_path) {
   }
   *ckpt_path = resolve_checkpoint(a.resume);
   const Checkpoint ckpt = load_checkpoint(*ckpt_path);
-  nlohmann::json j = ckpt.meta.at("config");
-  Config stored = checkpoint_config(ckpt, *ckpt_path);
+  const Config stored = checkpoint_config(ckpt, *ckpt_path);
+  nlohmann::json j = ckpt.meta["config"];
   Config cfg;
   if (a.config.empty()) {
     for (const auto& o : a.overrides) apply_override(j, o);

@@ -56,7 +56,10 @@ struct TrainConfig {
 
 struct EvalConfig {
   std::vector<int> multiples = {1, 2, 4, 8, 16};
-  int64_t tokens = 65536;     // validation tokens evaluated at each multiple
+  // Validation tokens evaluated at each multiple. On the quickstart model 131072
+  // tokens put the loss within 0.005 nats of the whole KJV validation set (65536:
+  // within 0.015).
+  int64_t tokens = 131072;
   int every = 0;              // evaluate every N steps; 0 = only at the end
   int profile_buckets = 16;   // buckets of the per-position loss profile
 };

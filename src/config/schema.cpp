@@ -81,7 +81,7 @@ std::vector<Key> make_keys() {
       {GPT_KEY(train, seed), any(), "seed of the initialisation and the data order"},
       {GPT_KEY(train, log_every), at_least(1), "steps between log lines"},
       {GPT_KEY(train, checkpoint_every), at_least(0), "steps between checkpoints; 0 = only at the end"},
-      {GPT_KEY(train, threads), at_least(0), "OpenMP threads; 0 = all cores"},
+      {GPT_KEY(train, threads), between(0, 1024), "OpenMP threads; 0 = all cores"},
 
       {GPT_KEY(eval, multiples), increasing_list(1), "evaluated contexts, as multiples of model.context"},
       {GPT_KEY(eval, tokens), at_least(1), "validation tokens evaluated at each multiple"},
@@ -119,6 +119,12 @@ std::vector<Rule> make_rules() {
       {"\"train.warmup_steps\" must be <= \"train.steps\"",
        {"train.warmup_steps", "train.steps"},
        [](const Config& c) { return c.train.warmup_steps <= c.train.steps; }},
+      {"\"eval.tokens\" must cover one sequence at the largest multiple: >= max(\"eval.multiples\") * \"model.context\"",
+       {"eval.tokens", "eval.multiples", "model.context"},
+       [](const Config& c) {
+         return c.eval.multiples.empty() ||
+                c.eval.tokens >= static_cast<int64_t>(c.eval.multiples.back()) * c.model.context;
+       }},
   };
 }
 

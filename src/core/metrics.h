@@ -12,7 +12,9 @@ namespace gpt {
 
 class MetricsLog {
  public:
-  explicit MetricsLog(const std::string& path) : out_(path, std::ios::app) {
+  // append = false truncates an existing log.
+  explicit MetricsLog(const std::string& path, bool append = true)
+      : out_(path, append ? std::ios::app : std::ios::trunc) {
     GPT_CHECK(out_, "cannot open ", path, " for writing");
   }
   void write(const nlohmann::json& event) {

@@ -23,6 +23,16 @@ void check_eval_contexts(const ModelConfig& model, const EvalConfig& eval, int t
   }
 }
 
+void check_eval_feasible(uint64_t val_tokens, const EvalConfig& eval, int trained_context) {
+  const int max_m = *std::max_element(eval.multiples.begin(), eval.multiples.end());
+  const int64_t longest = static_cast<int64_t>(max_m) * trained_context;
+  GPT_CHECK(eval.tokens >= longest, "eval.tokens = ", eval.tokens, " is less than one sequence at the largest multiple (",
+            max_m, "x the context of ", trained_context, " = ", longest, " tokens); raise eval.tokens");
+  GPT_CHECK(static_cast<int64_t>(val_tokens) >= longest + 1, "the validation data has ", val_tokens,
+            " tokens; evaluating at ", max_m, "x the context of ", trained_context, " needs at least ", longest + 1,
+            " (one sequence of ", longest, " tokens plus its last target)");
+}
+
 ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream& val, const EvalConfig& eval,
                                            int trained_context, int64_t batch_tokens) {
   check_eval_contexts(model.config(), eval, trained_context);
@@ -32,10 +42,9 @@ ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream&
   // Same tokens at every multiple: a whole number of windows of the longest
   // context, spread evenly over the validation stream (its text need not be
   // homogeneous: a contiguous prefix would measure only its first part).
+  check_eval_feasible(val.size(), eval, trained_context);
   const int64_t available = static_cast<int64_t>(val.size()) - 1;
   const int64_t windows = std::min<int64_t>(eval.tokens, available) / longest;
-  GPT_CHECK(windows > 0, "validation data has ", val.size(), " tokens; evaluating at ", max_m, "x the context of ", T,
-            " needs at least ", longest + 1);
   const int64_t budget = windows * longest;
   const int64_t stride = available / windows;  // >= longest, so windows do not overlap
   if (budget < eval.tokens)
@@ -51,7 +60,7 @@ ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream&
   ExtrapolationResult res;
   res.trained_context = T;
   res.tokens_per_multiple = budget;
-  res.attention = "softmax";
+  res.attention = attention_name(model.attention().kind);
   std::vector<int32_t> buf;
   std::vector<float> losses;
   for (int m : eval.multiples) {

@@ -43,6 +43,10 @@ struct ExtrapolationResult {
 ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream& val, const EvalConfig& eval,
                                            int trained_context, int64_t batch_tokens);
 
+// Throws, naming the cause, when eval.tokens or the validation data cannot
+// hold one sequence at the largest multiple. Run before training starts.
+void check_eval_feasible(uint64_t val_tokens, const EvalConfig& eval, int trained_context);
+
 // The largest context the eval config asks for, checked against the model's
 // position encoding; throws with a clear message when learned positions can't
 // reach it.

@@ -114,14 +114,24 @@ void save_checkpoint(const std::string& path, const Checkpoint& ckpt) {
 
 namespace {
 
-std::vector<char> read_all(const std::string& path) {
+// The whole file, after checking that it is a regular file that starts like
+// a checkpoint (so that a wrong path never reads a huge or endless input).
+std::vector<char> read_checkpoint_file(const std::string& path) {
+  std::error_code ec;
+  GPT_CHECK(std::filesystem::exists(path, ec), "checkpoint: cannot open ", path, ": no such file");
+  GPT_CHECK(std::filesystem::is_regular_file(path, ec), "checkpoint: ", path, " is not a regular file");
   std::ifstream in(path, std::ios::binary);
   GPT_CHECK(in, "checkpoint: cannot open ", path, ": ", std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0);
-  std::vector<char> buf(static_cast<size_t>(size));
-  in.read(buf.data(), size);
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  GPT_CHECK(!ec && size >= kFixedHeader + 8, "checkpoint: ", path, " is too short (", size,
+            " bytes) to be a checkpoint");
+  std::vector<char> buf(kFixedHeader);
+  in.read(buf.data(), kFixedHeader);
+  GPT_CHECK(in, "checkpoint: cannot read ", path);
+  GPT_CHECK(std::memcmp(buf.data(), kMagic, 8) == 0, "checkpoint: ", path,
+            " is not a gpt checkpoint (bad magic; expected \"GPTCKPT\")");
+  buf.resize(size);
+  in.read(buf.data() + kFixedHeader, static_cast<std::streamsize>(size - kFixedHeader));
   GPT_CHECK(in, "checkpoint: cannot read ", path);
   return buf;
 }
@@ -152,7 +162,7 @@ nlohmann::json parse_header(const std::string& path, const char* data, size_t si
 }  // namespace
 
 Checkpoint load_checkpoint(const std::string& path) {
-  const std::vector<char> buf = read_all(path);
+  const std::vector<char> buf = read_checkpoint_file(path);
   size_t payload = 0;
   Checkpoint ckpt;
   ckpt.meta = parse_header(path, buf.data(), buf.size(), &payload);
@@ -161,23 +171,35 @@ Checkpoint load_checkpoint(const std::string& path) {
   uint64_t stored;
   std::memcpy(&stored, buf.data() + buf.size() - 8, 8);
   GPT_CHECK(stored == hash.h, "checkpoint: ", path, " is corrupt or truncated (checksum mismatch)");
-  GPT_CHECK(ckpt.meta.contains("tensors") && ckpt.meta["tensors"].is_array(), "checkpoint: ", path,
-            " has no tensor table");
-  const size_t payload_end = buf.size() - 8;
-  for (const auto& e : ckpt.meta["tensors"]) {
-    CheckpointTensor t;
-    t.name = e.at("name").get<std::string>();
-    t.shape = e.at("shape").get<std::vector<int64_t>>();
-    GPT_CHECK(e.at("dtype") == "f32", "checkpoint: ", path, ": tensor ", t.name, " has unsupported dtype ",
-              e.at("dtype"));
-    const uint64_t offset = e.at("offset"), bytes = e.at("bytes");
-    uint64_t numel = 1;
-    for (auto d : t.shape) numel *= static_cast<uint64_t>(d);
-    GPT_CHECK(bytes == numel * sizeof(float) && payload + offset + bytes <= payload_end, "checkpoint: ", path,
-              ": tensor ", t.name, " does not fit the file");
-    t.data.resize(numel);
-    std::memcpy(t.data.data(), buf.data() + payload + offset, bytes);
-    ckpt.tensors.push_back(std::move(t));
+  GPT_CHECK(ckpt.meta.is_object() && ckpt.meta.contains("tensors") && ckpt.meta["tensors"].is_array(),
+            "checkpoint: ", path, " has no tensor table");
+  const uint64_t payload_end = buf.size() - 8;
+  GPT_CHECK(payload <= payload_end, "checkpoint: ", path, " is truncated (no room for tensors)");
+  const uint64_t room = payload_end - payload;  // bytes available to the tensors
+  try {
+    for (const auto& e : ckpt.meta["tensors"]) {
+      CheckpointTensor t;
+      t.name = e.at("name").get<std::string>();
+      t.shape = e.at("shape").get<std::vector<int64_t>>();
+      GPT_CHECK(e.at("dtype") == "f32", "checkpoint: ", path, ": tensor ", t.name, " has unsupported dtype ",
+                e.at("dtype"));
+      const uint64_t offset = e.at("offset").get<uint64_t>(), bytes = e.at("bytes").get<uint64_t>();
+      // Every bound is checked before it is multiplied or added, so a crafted
+      // table can neither overflow the arithmetic nor point outside the file.
+      uint64_t numel = 1;
+      for (int64_t d : t.shape) {
+        GPT_CHECK(d > 0 && static_cast<uint64_t>(d) <= room / sizeof(float) / numel, "checkpoint: ", path,
+                  ": tensor ", t.name, " has an invalid shape");
+        numel *= static_cast<uint64_t>(d);
+      }
+      GPT_CHECK(bytes == numel * sizeof(float) && offset <= room && bytes <= room - offset, "checkpoint: ", path,
+                ": tensor ", t.name, " does not fit the file");
+      t.data.resize(numel);
+      std::memcpy(t.data.data(), buf.data() + payload + offset, bytes);
+      ckpt.tensors.push_back(std::move(t));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("checkpoint: ", path, " has a malformed tensor table: ", e.what());
   }
   ckpt.meta.erase("tensors");
   return ckpt;

@@ -38,7 +38,9 @@ Checkpoint make_checkpoint(GPT<float>& model, AdamW<float>* opt, const Config& c
   ckpt.meta = {{"format", "gpt-checkpoint"},
                {"config", config_to_json(cfg)},
                {"step", progress.step},
-               {"loader", {{"epoch", progress.loader.epoch}, {"index", progress.loader.index}}},
+               // The data order is the only randomness after initialisation; it
+               // is a function of (seed, epoch), so this is the RNG state.
+               {"loader", {{"seed", cfg.train.seed}, {"epoch", progress.loader.epoch}, {"index", progress.loader.index}}},
                {"trained_context", cfg.model.context},
                {"adam_steps", opt ? opt->steps_taken() : 0}};
   auto& be = model.backend();
@@ -58,7 +60,7 @@ Checkpoint make_checkpoint(GPT<float>& model, AdamW<float>* opt, const Config& c
 }
 
 Config checkpoint_config(const Checkpoint& ckpt, const std::string& path) {
-  GPT_CHECK(ckpt.meta.contains("config"), "checkpoint ", path, " has no config");
+  GPT_CHECK(ckpt.meta.contains("config") && ckpt.meta["config"].is_object(), "checkpoint ", path, " has no config");
   try {
     return config_from_json(ckpt.meta["config"]);
   } catch (const Error& e) {
@@ -66,34 +68,52 @@ Config checkpoint_config(const Checkpoint& ckpt, const std::string& path) {
   }
 }
 
-TrainProgress checkpoint_progress(const Checkpoint& ckpt) {
+TrainProgress checkpoint_progress(const Checkpoint& ckpt, const std::string& path) {
   TrainProgress p;
-  p.step = ckpt.meta.value("step", 0);
-  if (ckpt.meta.contains("loader")) {
-    p.loader.epoch = ckpt.meta["loader"].value("epoch", uint64_t{0});
-    p.loader.index = ckpt.meta["loader"].value("index", uint64_t{0});
+  try {
+    p.step = ckpt.meta.value("step", 0);
+    if (ckpt.meta.contains("loader")) {
+      p.loader.epoch = ckpt.meta["loader"].value("epoch", uint64_t{0});
+      p.loader.index = ckpt.meta["loader"].value("index", uint64_t{0});
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail("checkpoint ", path, " has a malformed training state: ", e.what());
   }
+  GPT_CHECK(p.step >= 0, "checkpoint ", path, " has a negative step ", p.step);
   return p;
+}
+
+// Checks every parameter tensor of the layout against the checkpoint before
+// anything is allocated: a checkpoint whose config describes a huge model must
+// also hold its tensors, so memory stays proportional to the file.
+void check_checkpoint_tensors(const Checkpoint& ckpt, const std::string& path, const ParamLayout& layout,
+                              const std::string& prefix) {
+  for (const ParamSpec& s : layout.specs) {
+    const std::string name = prefix + s.name;
+    GPT_CHECK(ckpt.has(name), "checkpoint ", path, " has no tensor ", name,
+              " (it was saved from a model of a different shape or kind)");
+    const CheckpointTensor& t = ckpt.tensor(name);
+    GPT_CHECK(t.shape == s.shape, "checkpoint ", path, ": tensor ", name, " has shape ", shape_str(t.shape),
+              " but the model expects ", shape_str(s.shape), " (different model shape)");
+  }
 }
 
 void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, GPT<float>& model, AdamW<float>* opt) {
   auto& be = model.backend();
   auto load = [&](const std::string& prefix, float* base) {
-    for (const ParamSpec& s : model.layout().specs) {
-      const std::string name = prefix + s.name;
-      GPT_CHECK(ckpt.has(name), "checkpoint ", path, " has no tensor ", name,
-                " (it was saved from a model of a different shape or kind)");
-      const CheckpointTensor& t = ckpt.tensor(name);
-      GPT_CHECK(t.shape == s.shape, "checkpoint ", path, ": tensor ", name, " has shape ", shape_str(t.shape),
-                " but the model expects ", shape_str(s.shape), " (different model shape)");
-      be.upload(base + s.offset, t.data.data(), s.numel());
-    }
+    check_checkpoint_tensors(ckpt, path, model.layout(), prefix);
+    for (const ParamSpec& s : model.layout().specs)
+      be.upload(base + s.offset, ckpt.tensor(prefix + s.name).data.data(), s.numel());
   };
   load("param/", model.params());
   if (opt) {
     load("adam_m/", opt->m());
     load("adam_v/", opt->v());
-    opt->set_steps_taken(ckpt.meta.value("adam_steps", 0L));
+    try {
+      opt->set_steps_taken(ckpt.meta.value("adam_steps", 0L));
+    } catch (const nlohmann::json::exception& e) {
+      fail("checkpoint ", path, " has a malformed adam_steps: ", e.what());
+    }
   }
 }
 
@@ -132,10 +152,11 @@ LoadedModel load_model(const std::string& path) {
   m.path = resolve_checkpoint(path);
   const Checkpoint ckpt = load_checkpoint(m.path);
   m.config = checkpoint_config(ckpt, m.path);
-  m.progress = checkpoint_progress(ckpt);
+  m.progress = checkpoint_progress(ckpt, m.path);
+  check_checkpoint_tensors(ckpt, m.path, ParamLayout(m.config.model), "param/");
   m.backend = make_cpu_backend<float>();
   AttentionSpec spec;
-  spec.trained_context = ckpt.meta.value("trained_context", m.config.model.context);
+  spec.trained_context = m.config.model.context;
   m.model = std::make_unique<GPT<float>>(m.config.model, spec, *m.backend);
   restore_checkpoint(ckpt, m.path, *m.model, nullptr);
   return m;

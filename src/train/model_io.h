@@ -21,7 +21,7 @@ Checkpoint make_checkpoint(GPT<float>& model, AdamW<float>* opt, const Config& c
 
 // The resolved config stored in a checkpoint (validated).
 Config checkpoint_config(const Checkpoint& ckpt, const std::string& path);
-TrainProgress checkpoint_progress(const Checkpoint& ckpt);
+TrainProgress checkpoint_progress(const Checkpoint& ckpt, const std::string& path);
 
 // Loads parameters (and optimizer moments, if opt is given) into a model of
 // the same shape. A tensor missing or of another shape is an error that

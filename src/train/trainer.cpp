@@ -8,6 +8,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 #include <spdlog/spdlog.h>
 
@@ -27,6 +28,19 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+// Turns SIGINT into a flag for the lifetime of the guard (the training loop
+// and its final save), and restores the previous handler however the loop exits.
+class SigintGuard {
+ public:
+  SigintGuard() : previous_(std::signal(SIGINT, on_sigint)) { g_interrupted = false; }
+  ~SigintGuard() { std::signal(SIGINT, previous_); }
+  SigintGuard(const SigintGuard&) = delete;
+  SigintGuard& operator=(const SigintGuard&) = delete;
+
+ private:
+  void (*previous_)(int);
+};
 
 std::string format_duration(double seconds) {
   const long s = static_cast<long>(seconds + 0.5);
@@ -77,15 +91,22 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     GPT_CHECK(!fs::exists(fs::path(run_dir) / "checkpoints" / "latest"), "run directory ", run_dir,
               " already holds a training run; continue it with --resume ", run_dir,
               ", or choose another run.dir");
+  // Data first: bad shards or an infeasible evaluation fail before anything
+  // is written or trained.
+  DataLoader loader(cfg.data.train, mc.vocab_size, B, T, cfg.data.order == "shuffle", tc.seed);
+  TokenStream val(cfg.data.val, mc.vocab_size);
+  check_eval_feasible(val.size(), cfg.eval, T);
+
   fs::create_directories(run_dir);
   write_json_file((fs::path(run_dir) / "config.json").string(), config_to_json(cfg));
-  MetricsLog metrics((fs::path(run_dir) / "metrics.jsonl").string());
+  // A fresh run starts a fresh log (a crashed attempt may have left one behind);
+  // a resumed run appends. After a resume from an older checkpoint the steps
+  // past it appear twice: readers take the last record of a step.
+  MetricsLog metrics((fs::path(run_dir) / "metrics.jsonl").string(), !resume_checkpoint.empty());
 
   auto backend = make_cpu_backend<float>();
   GPT<float> model(mc, attention_spec(cfg), *backend);
   AdamW<float> opt(model, tc);
-  DataLoader loader(cfg.data.train, mc.vocab_size, B, T, cfg.data.order == "shuffle", tc.seed);
-  TokenStream val(cfg.data.val, mc.vocab_size);
 
   TrainProgress progress;
   if (resume_checkpoint.empty()) {
@@ -93,7 +114,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   } else {
     const Checkpoint ckpt = load_checkpoint(resume_checkpoint);
     restore_checkpoint(ckpt, resume_checkpoint, model, &opt);
-    progress = checkpoint_progress(ckpt);
+    progress = checkpoint_progress(ckpt, resume_checkpoint);
     loader.set_state(progress.loader);
     spdlog::info("resumed from {} at step {}", resume_checkpoint, progress.step);
   }
@@ -119,8 +140,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     }
   };
 
-  g_interrupted = false;
-  auto previous_handler = std::signal(SIGINT, on_sigint);
+  auto sigint = std::make_unique<SigintGuard>();
   std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
   const auto start = std::chrono::steady_clock::now();
   const int first_step = progress.step;
@@ -170,9 +190,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     if (tc.checkpoint_every > 0 && progress.step % tc.checkpoint_every == 0 && progress.step < tc.steps)
       save(progress);
   }
-  std::signal(SIGINT, previous_handler);
   if (status != 0) return status;
   if (first_step < tc.steps || !fs::exists(checkpoint_path(run_dir, progress.step))) save(progress);
+  sigint.reset();  // the final evaluation can be interrupted like any program
   evaluate(progress.step, true);
   return 0;
 }

@@ -64,7 +64,7 @@ TEST(Config, EmptyObjectGivesTheStructDefaults) {
   EXPECT_EQ(c.model.padded_vocab(), 320);
   EXPECT_EQ(c.train.seed, 1337u);
   EXPECT_EQ(c.eval.multiples, (std::vector<int>{1, 2, 4, 8, 16}));
-  EXPECT_EQ(c.eval.tokens, 65536);
+  EXPECT_EQ(c.eval.tokens, 131072);
   EXPECT_EQ(c.attention.preset, "softmax");
   EXPECT_EQ(gpt::config_to_json(c), gpt::config_to_json(gpt::Config{}));
   EXPECT_NO_THROW(gpt::validate_config(gpt::Config{}));
@@ -167,11 +167,12 @@ TEST(ConfigErrors, ClosedIntegerRange) {
 
 TEST(ConfigErrors, LowerBoundedIntegers) {
   expect_contains(parse_error(R"({"train": {"batch_size": 0}})"), {"\"train.batch_size\" = 0 is out of range; allowed: >= 1"});
-  expect_contains(parse_error(R"({"train": {"threads": -1}})"), {"\"train.threads\" = -1", "allowed: >= 0"});
+  expect_contains(parse_error(R"({"train": {"checkpoint_every": -1}})"), {"\"train.checkpoint_every\" = -1", "allowed: >= 0"});
+  expect_contains(parse_error(R"({"train": {"threads": 1025}})"), {"\"train.threads\" = 1025", "allowed: 0..1024"});
   expect_contains(parse_error(R"({"eval": {"tokens": 0}})"), {"\"eval.tokens\" = 0", ">= 1"});
   // Beyond the C++ type even though the declared bound is open.
-  expect_contains(parse_error(R"({"train": {"threads": 3000000000}})"),
-                  {"\"train.threads\" = 3000000000 is out of range", ">= 0", "at most 2147483647"});
+  expect_contains(parse_error(R"({"train": {"checkpoint_every": 3000000000}})"),
+                  {"\"train.checkpoint_every\" = 3000000000 is out of range", ">= 0", "at most 2147483647"});
 }
 
 TEST(ConfigErrors, FloatBounds) {
@@ -232,6 +233,15 @@ TEST(ConfigCrossField, LearnedMaxPositionCoversContext) {
   EXPECT_NO_THROW(parse(R"({"model": {"position": "learned", "max_position": 0}})"));
   EXPECT_NO_THROW(parse(R"({"model": {"position": "rope", "max_position": 64}})"));
   EXPECT_EQ(parse(R"({"model": {"position": "learned", "max_position": 2048}})").model.position_rows(), 2048);
+}
+
+TEST(ConfigCrossField, EvalTokensCoverTheLongestSequence) {
+  // Largest multiple 16 at context 128: one sequence is 2048 tokens.
+  expect_contains(parse_error(R"({"model": {"context": 128}, "eval": {"tokens": 2047}})"),
+                  {"\"eval.tokens\" must cover one sequence at the largest multiple", "eval.tokens = 2047",
+                   "model.context = 128"});
+  EXPECT_NO_THROW(parse(R"({"model": {"context": 128}, "eval": {"tokens": 2048}})"));
+  EXPECT_NO_THROW(parse(R"({"model": {"context": 128}, "eval": {"tokens": 512, "multiples": [1, 4]}})"));
 }
 
 TEST(ConfigCrossField, LrMinAtMostLr) {

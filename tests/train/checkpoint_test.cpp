@@ -125,7 +125,7 @@ TEST(Checkpoint, ModelAndOptimizerStateRoundTrip) {
     ASSERT_EQ(opt2.m()[i], opt.m()[i]);
     ASSERT_EQ(opt2.v()[i], opt.v()[i]);
   }
-  const TrainProgress p2 = checkpoint_progress(c);
+  const TrainProgress p2 = checkpoint_progress(c, path);
   EXPECT_EQ(p2.step, 1);
   EXPECT_EQ(p2.loader.epoch, 2u);
   EXPECT_EQ(p2.loader.index, 5u);
@@ -143,6 +143,78 @@ TEST(Checkpoint, ModelAndOptimizerStateRoundTrip) {
   GPT<float> with_wpe(learned, AttentionSpec{}, *be);
   EXPECT_NE(error_of([&] { restore_checkpoint(c, path, with_wpe, nullptr); }).find("no tensor param/wpe"),
             std::string::npos);
+  fs::remove_all(dir);
+}
+
+// Writes a file in the checkpoint layout (checkpoint.h) with a hand-made JSON
+// header and a correct checksum, so that only the header's content is wrong.
+void write_raw_checkpoint(const std::string& path, const std::string& json, size_t payload_bytes) {
+  std::string bytes = std::string("GPTCKPT", 8);
+  const uint32_t version = kCheckpointVersion, reserved = 0;
+  const uint64_t len = json.size();
+  bytes.append(reinterpret_cast<const char*>(&version), 4);
+  bytes.append(reinterpret_cast<const char*>(&reserved), 4);
+  bytes.append(reinterpret_cast<const char*>(&len), 8);
+  bytes += json;
+  bytes.append((64 - bytes.size() % 64) % 64, '\0');
+  bytes.append(payload_bytes, '\x01');
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64, as the format specifies
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
+  bytes.append(reinterpret_cast<const char*>(&h), 8);
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+TEST(Checkpoint, CraftedTensorTablesAreRejectedCleanly) {
+  const fs::path dir = temp_dir("crafted");
+  const std::string path = (dir / "c.bin").string();
+  auto load_error = [&](const std::string& json) {
+    write_raw_checkpoint(path, json, 64);
+    return error_of([&] { load_checkpoint(path); });
+  };
+  // An offset that would wrap around 2^64 when added to the payload start.
+  EXPECT_NE(load_error(R"({"tensors":[{"name":"a","dtype":"f32","shape":[1],"offset":18446744073709551552,"bytes":4}]})")
+                .find("does not fit"),
+            std::string::npos);
+  // A shape whose element count overflows, zero or negative dimensions.
+  EXPECT_NE(load_error(R"({"tensors":[{"name":"a","dtype":"f32","shape":[4611686018427387905],"offset":0,"bytes":4}]})")
+                .find("invalid shape"),
+            std::string::npos);
+  EXPECT_NE(load_error(R"({"tensors":[{"name":"a","dtype":"f32","shape":[-1],"offset":0,"bytes":4}]})")
+                .find("invalid shape"),
+            std::string::npos);
+  // Wrong JSON types in the table.
+  EXPECT_NE(load_error(R"({"tensors":[{"name":"a","dtype":"f32","shape":"big","offset":0,"bytes":4}]})")
+                .find("malformed tensor table"),
+            std::string::npos);
+  EXPECT_NE(load_error(R"({"tensors":[7]})").find("malformed tensor table"), std::string::npos);
+  EXPECT_NE(load_error(R"({"no_tensors":1})").find("no tensor table"), std::string::npos);
+  // A well-formed tensor still loads from the same kind of file.
+  write_raw_checkpoint(path, R"({"tensors":[{"name":"a","dtype":"f32","shape":[2],"offset":0,"bytes":8}]})", 64);
+  EXPECT_EQ(load_checkpoint(path).tensor("a").data.size(), 2u);
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, MalformedStateAndOversizedConfigsAreRejected) {
+  const fs::path dir = temp_dir("state");
+  Config cfg;
+  cfg.model = small_model(16);
+  auto be = make_cpu_backend<float>();
+  GPT<float> model(cfg.model, AttentionSpec{}, *be);
+  model.init(1);
+  Checkpoint c = make_checkpoint(model, nullptr, cfg, TrainProgress{});
+  // A step that is not a number.
+  c.meta["step"] = "abc";
+  save_checkpoint((dir / "step.bin").string(), c);
+  const std::string step_err = error_of([&] { load_model((dir / "step.bin").string()); });
+  EXPECT_NE(step_err.find("malformed training state"), std::string::npos) << step_err;
+  // A config that describes a far larger model than the tensors hold is
+  // refused before the model is allocated.
+  c.meta["step"] = 0;
+  c.meta["config"]["model"]["n_embd"] = 65536;
+  c.meta["config"]["model"]["n_head"] = 1;
+  save_checkpoint((dir / "big.bin").string(), c);
+  const std::string big_err = error_of([&] { load_model((dir / "big.bin").string()); });
+  EXPECT_NE(big_err.find("(320, 65536)"), std::string::npos) << big_err;
   fs::remove_all(dir);
 }
 
