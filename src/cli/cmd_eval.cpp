@@ -7,11 +7,11 @@
 
 #include "cli/commands.h"
 #include "core/check.h"
+#include "core/files.h"
 #include "core/metrics.h"
 #include "data/shard.h"
 #include "eval/extrapolation.h"
 #include "train/model_io.h"
-#include "train/trainer.h"
 
 namespace fs = std::filesystem;
 

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/check.h"
+#include "core/files.h"
 
 namespace fs = std::filesystem;
 
@@ -18,17 +19,6 @@ std::string shape_str(const std::vector<int64_t>& s) {
   for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
   os << ")";
   return os.str();
-}
-
-void write_text_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    GPT_CHECK(out, "cannot write ", tmp);
-    out << text;
-    GPT_CHECK(out.flush(), "cannot write ", tmp);
-  }
-  fs::rename(tmp, path);
 }
 
 }  // namespace
@@ -126,7 +116,7 @@ std::string checkpoint_path(const std::string& run_dir, int step) {
 void save_run_checkpoint(const std::string& run_dir, int step, const Checkpoint& ckpt) {
   const std::string path = checkpoint_path(run_dir, step);
   save_checkpoint(path, ckpt);
-  write_text_atomic((fs::path(run_dir) / "checkpoints" / "latest").string(), fs::path(path).filename().string() + "\n");
+  write_file_atomic((fs::path(run_dir) / "checkpoints" / "latest").string(), fs::path(path).filename().string() + "\n");
 }
 
 std::string resolve_checkpoint(const std::string& p) {

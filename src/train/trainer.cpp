@@ -7,12 +7,12 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 
 #include <spdlog/spdlog.h>
 
 #include "core/check.h"
+#include "core/files.h"
 #include "core/metrics.h"
 #include "data/loader.h"
 #include "eval/extrapolation.h"
@@ -65,17 +65,6 @@ AttentionSpec attention_spec(const Config& cfg) {
 }
 
 }  // namespace
-
-void write_json_file(const std::string& path, const nlohmann::json& j) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    GPT_CHECK(out, "cannot write ", tmp);
-    out << j.dump(2) << '\n';
-    GPT_CHECK(out.flush(), "cannot write ", tmp);
-  }
-  fs::rename(tmp, path);
-}
 
 int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   GPT_CHECK(cfg.run.device == "cpu", "run.device \"", cfg.run.device,

@@ -16,7 +16,4 @@ constexpr int kExitInterrupted = 130;
 // input or a non-finite loss (after saving the last good state).
 int run_training(const Config& cfg, const std::string& resume_checkpoint);
 
-// Writes the resolved config and evaluation results into a run directory.
-void write_json_file(const std::string& path, const nlohmann::json& j);
-
 }  // namespace gpt
