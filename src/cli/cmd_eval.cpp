@@ -44,14 +44,16 @@ std::string default_output(const std::string& ckpt) {
 void run_eval(const EvalArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   LoadedModel lm = load_model(a.checkpoint);
-  EvalConfig ec = lm.config.eval;
-  if (!a.multiples.empty()) {
-    for (size_t i = 0; i < a.multiples.size(); ++i)
-      GPT_CHECK(a.multiples[i] >= 1 && (i == 0 || a.multiples[i] > a.multiples[i - 1]),
-                "--multiples must be positive and strictly increasing, got ", a.multiples[i]);
-    ec.multiples = a.multiples;
+  // --multiples and --tokens are checked by the config schema's own rules.
+  Config cfg = lm.config;
+  if (!a.multiples.empty()) cfg.eval.multiples = a.multiples;
+  if (a.tokens > 0) cfg.eval.tokens = a.tokens;
+  try {
+    validate_config(cfg);
+  } catch (const Error& e) {
+    fail("eval: --multiples / --tokens: ", e.what());
   }
-  if (a.tokens > 0) ec.tokens = a.tokens;
+  const EvalConfig& ec = cfg.eval;
   const std::string pattern = a.data.empty() ? lm.config.data.val : a.data;
   const int T = lm.config.model.context;
   spdlog::info("evaluating {} (step {}) on {}", lm.path, lm.progress.step, pattern);

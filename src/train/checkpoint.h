@@ -5,7 +5,7 @@
 //         12   uint32   reserved (0)
 //         16   uint64   J: byte length of the JSON header
 //         24   J bytes  JSON header (UTF-8): {"config": resolved config,
-//                       "step", "loader": {"epoch","index"}, "trained_context",
+//                       "step", "loader": {"seed","epoch","index"}, "adam_steps",
 //                       "tensors": [{"name","dtype":"f32","shape","offset","bytes"}], ...}
 //          …   zero padding to a multiple of 64
 //          D   tensor payload; each tensor's "offset" is relative to D

@@ -31,7 +31,6 @@ Checkpoint make_checkpoint(GPT<float>& model, AdamW<float>* opt, const Config& c
                // The data order is the only randomness after initialisation; it
                // is a function of (seed, epoch), so this is the RNG state.
                {"loader", {{"seed", cfg.train.seed}, {"epoch", progress.loader.epoch}, {"index", progress.loader.index}}},
-               {"trained_context", cfg.model.context},
                {"adam_steps", opt ? opt->steps_taken() : 0}};
   auto& be = model.backend();
   auto add = [&](const std::string& prefix, const float* base) {

@@ -82,6 +82,9 @@ TEST_F(Cli, TrainsAndEvaluatesATinyModel) {
   const Result e = run("eval " + (dir_ / "run").string() + " --multiples 1,2,4 --tokens 256");
   ASSERT_EQ(e.status, 0) << e.output;
   EXPECT_NE(e.output.find("4x"), std::string::npos) << e.output;
+  expect_error(run("eval " + (dir_ / "run").string() + " --multiples 2,1"), {"--multiples", "strictly increasing"});
+  expect_error(run("eval " + (dir_ / "run").string() + " --multiples 1,8 --tokens 64"),
+               {"eval.tokens", "one sequence at the largest multiple"});
   const Result s = run("sample " + (dir_ / "run").string() + " --prompt abc --tokens 5 --seed 1");
   EXPECT_EQ(s.status, 0) << s.output;
   // A second fresh run into the same directory is refused (nothing overwritten).
