@@ -1,29 +1,306 @@
-// The choice of attention variant, as passed to the kernels of every backend.
-// Plain data, no STL, so CUDA kernels can take it by value later.
+// The attention pipeline of ../shared/docs/attention.md in one place: the
+// stage choices, their names, the named presets, and the math of every stage
+// (value and derivative) as small functions that the CPU kernels use and that
+// CUDA kernels compile unchanged (no STL, no exceptions; GPT_HD marks them
+// __host__ __device__ under nvcc).
 //
-// Issue "Core" implements softmax only; the attention-family issue extends
-// this struct with the five pipeline stages of ../shared/docs/attention.md.
+// Per head and row (i = 1-based query position, keys j = 1..i):
+//   1. score      σ_ij = f · q_i·k_j, f = 1/sqrt(d) for dot; for cosine q and k
+//                 are L2-normalised first and f = cosine_scale
+//   2. scale      x_ij = λ_i · σ_ij + bias − alibi_h · (i − j)
+//   3. positivity u_ij = φ(x_ij)           (exp is shifted by the row maximum
+//                                           when the row is l1-normalised)
+//   4. normalise  a_ij = u_ij / Z_i         Z_i = Σ_j u_ij (l1), 1 (none), c (fixed)
+//   5. sharpen    w_ij = relu(i·a_ij − o_i)^p / Σ_k relu(i·a_ik − o_i)^p
+//                 (o_i = 0 for i <= offset_rows, else 1), or w = a without it;
+//                 a row where no i·a_ij − o_i is positive keeps w = a.
+// and y_i = Σ_j w_ij v_j.
+//
+// Adding a choice to a stage: add it to the stage's X-macro list below and a
+// case to its math function; configs, names and the kernels pick it up.
 #pragma once
+#include <math.h>
+
+#if defined(__CUDACC__)
+#define GPT_HD __host__ __device__
+#else
+#define GPT_HD
+#endif
 
 namespace gpt {
 
-enum class AttentionKind : int { Softmax = 0 };
+// ---- stage choices: X(enumerator, name) ---------------------------------------
+#define GPT_ATTN_SCORES(X) X(Dot, "dot") X(Cosine, "cosine")
+#define GPT_ATTN_SCALES(X)                                                                   \
+  X(None, "none") X(Logn, "logn") X(Ssmax, "ssmax") X(Infoscale, "infoscale") X(Lssa, "lssa") \
+  X(Fixed, "fixed")
+#define GPT_ATTN_POSITIVITIES(X) X(Exp, "exp") X(Softplus, "softplus") X(Sigmoid, "sigmoid") X(Relu, "relu")
+#define GPT_ATTN_NORMALIZATIONS(X) X(L1, "l1") X(None, "none") X(Fixed, "fixed")
 
+#define GPT_ATTN_ENUMERATOR(e, name) e,
+#define GPT_ATTN_NAME(e, name) name,
+#define GPT_ATTN_STAGE(Type, LIST)                                                 \
+  enum class Type : int { LIST(GPT_ATTN_ENUMERATOR) };                             \
+  inline constexpr const char* k##Type##Names[] = {LIST(GPT_ATTN_NAME)};           \
+  inline constexpr int k##Type##Count = sizeof(k##Type##Names) / sizeof(const char*); \
+  constexpr const char* stage_name(Type v) { return k##Type##Names[static_cast<int>(v)]; }
+
+GPT_ATTN_STAGE(Score, GPT_ATTN_SCORES)
+GPT_ATTN_STAGE(Scale, GPT_ATTN_SCALES)
+GPT_ATTN_STAGE(Positivity, GPT_ATTN_POSITIVITIES)
+GPT_ATTN_STAGE(Normalize, GPT_ATTN_NORMALIZATIONS)
+#undef GPT_ATTN_STAGE
+#undef GPT_ATTN_ENUMERATOR
+#undef GPT_ATTN_NAME
+
+// ---- the resolved variant, as every backend's kernels take it (plain data) ----
 struct AttentionSpec {
-  AttentionKind kind = AttentionKind::Softmax;
-  int trained_context = 0;  // N: the context length the model was trained at
+  Score score = Score::Dot;
+  Scale scale = Scale::None;
+  Positivity positivity = Positivity::Exp;
+  Normalize normalize = Normalize::L1;
+  double p = 0;              // sharpening exponent; 0 = no sharpening
+  int offset_rows = 3;       // sharpening: rows i <= offset_rows use o_i = 0
+  double cosine_scale = 1;   // f of cosine scores
+  double scale_value = 1;    // λ of scale "fixed"
+  double bias = 0;           // added to every score before φ
+  double norm_const = 1;     // c of normalisation "fixed"
+  bool alibi = false;        // ALiBi position bias (model.position = "alibi")
+  int trained_context = 0;   // N: the context length the model was trained at
 
-  // Number of per-row statistics the forward saves for the backward pass.
-  constexpr int stats_per_row() const { return 1; }
+  GPT_HD bool sharpened() const { return p > 0; }
+  // The ssmax scale s_h is a learned parameter, one per layer and head.
+  GPT_HD bool learned_scale() const { return scale == Scale::Ssmax; }
+  // Per-row statistics saved by the forward pass for the backward pass:
+  // shift (row max of x for shifted exp), Z, max_j a_ij, R = Σ_j r_ij.
+  static constexpr int kStatsPerRow = 4;
+  GPT_HD constexpr int stats_per_row() const { return kStatsPerRow; }
 };
 
-// The variant's name as configs and results spell it.
-constexpr const char* attention_name(AttentionKind kind) {
-  switch (kind) {
-    case AttentionKind::Softmax:
-      return "softmax";
-  }
-  return "unknown";
+// ---- named presets ----------------------------------------------------------------
+// bias and norm_const are not listed: they default to −ln N for sigmoid
+// positivity (0 otherwise) and to N (default_bias, default_norm_const).
+struct AttentionPreset {
+  const char* name;
+  Score score;
+  Scale scale;
+  Positivity positivity;
+  Normalize normalize;
+  double p;
+  double cosine_scale;
+  const char* summary;
+};
+
+inline constexpr AttentionPreset kAttentionPresets[] = {
+    {"softmax", Score::Dot, Scale::None, Positivity::Exp, Normalize::L1, 0, 1, "softmax(q·k/sqrt(d))"},
+    {"logn", Score::Dot, Scale::Logn, Positivity::Exp, Normalize::L1, 0, 1, "softmax(max(1, ln i/ln N)·q·k/sqrt(d))"},
+    {"ssmax", Score::Dot, Scale::Ssmax, Positivity::Exp, Normalize::L1, 0, 1,
+     "softmax(s_h·ln i·q·k/sqrt(d)), s_h learned per head"},
+    {"infoscale", Score::Dot, Scale::Infoscale, Positivity::Exp, Normalize::L1, 0, 1,
+     "softmax(r_i·q·k/sqrt(d)), r_i = max(1, sqrt(1-i^(-2/d))/sqrt(1-N^(-2/d)))"},
+    {"cosine", Score::Cosine, Scale::None, Positivity::Exp, Normalize::L1, 0, 32, "softmax(s·cos(q,k)), s = 32"},
+    {"lssa", Score::Cosine, Scale::Lssa, Positivity::Softplus, Normalize::L1, 0, 1,
+     "l1(softplus(ln d·ln i·cos(q,k)))"},
+    {"lssar", Score::Cosine, Scale::Lssa, Positivity::Softplus, Normalize::L1, 15, 1,
+     "lssa re-weighted: relu(i·a - o_i)^p, l1, p = 15"},
+    {"sigmoid", Score::Dot, Scale::None, Positivity::Sigmoid, Normalize::None, 0, 1,
+     "sigmoid(q·k/sqrt(d) - ln N), no normalisation"},
+    {"relu", Score::Dot, Scale::None, Positivity::Relu, Normalize::Fixed, 0, 1, "relu(q·k/sqrt(d)) / N"},
+};
+inline constexpr int kAttentionPresetCount = sizeof(kAttentionPresets) / sizeof(AttentionPreset);
+
+inline double default_bias(Positivity phi, int trained_context) {
+  return phi == Positivity::Sigmoid && trained_context > 1 ? -log(static_cast<double>(trained_context)) : 0.0;
 }
+inline double default_norm_const(int trained_context) { return trained_context > 0 ? trained_context : 1; }
+
+// ---- stage math ----------------------------------------------------------------------
+namespace attn {
+
+// Stage 1: the factor f of σ = f · q·k (q, k already L2-normalised for cosine).
+GPT_HD inline double score_factor(const AttentionSpec& s, int head_dim) {
+  return s.score == Score::Cosine ? s.cosine_scale : 1.0 / sqrt(static_cast<double>(head_dim));
+}
+// The epsilon of the cosine score's norms: q̂ = q / sqrt(‖q‖² + eps²), whose
+// backward is dq = (dq̂ − (dq̂·q̂) q̂) / sqrt(‖q‖² + eps²).
+inline constexpr double kNormEps = 1e-6;
+
+// Stage 2: λ_i of row i (1-based) with d the head size and s_h the learned
+// per-head scale (ssmax). Never clamps i to N: the scales keep changing past
+// the training length, which is the mechanism under study.
+GPT_HD inline double row_scale(const AttentionSpec& s, int i, int head_dim, double head_scale) {
+  const double n = i, N = s.trained_context;
+  switch (s.scale) {
+    case Scale::None:
+      return 1.0;
+    case Scale::Logn: {
+      if (N <= 1) return 1.0;
+      const double r = log(n) / log(N);
+      return r > 1.0 ? r : 1.0;
+    }
+    case Scale::Ssmax:
+      return head_scale * log(n);
+    case Scale::Infoscale: {
+      if (N <= 1) return 1.0;
+      const double e = -2.0 / head_dim;
+      const double r = sqrt(1.0 - pow(n, e)) / sqrt(1.0 - pow(N, e));
+      return r > 1.0 ? r : 1.0;
+    }
+    case Scale::Lssa:
+      return log(static_cast<double>(head_dim)) * log(n);
+    case Scale::Fixed:
+      return s.scale_value;
+  }
+  return 1.0;
+}
+// dλ_i/ds_h: nonzero only for the learned ssmax scale.
+GPT_HD inline double row_scale_grad(const AttentionSpec& s, int i) {
+  return s.scale == Scale::Ssmax ? log(static_cast<double>(i)) : 0.0;
+}
+// ssmax's initial s_h: 1/ln N, so training starts as softmax at length N.
+inline double ssmax_init(int trained_context) {
+  return trained_context > 1 ? 1.0 / log(static_cast<double>(trained_context)) : 1.0;
+}
+
+// ALiBi slope of head h (0-based) of n_head: the geometric sequence
+// 2^(-8k/n), k = 1..n, for n a power of two; otherwise the slopes of the
+// nearest lower power of two followed by every other slope of the next one.
+GPT_HD inline double alibi_slope(int h, int n_head) {
+  int pow2 = 1;
+  while (pow2 * 2 <= n_head) pow2 *= 2;
+  if (h < pow2) return pow(2.0, -8.0 * (h + 1) / pow2);
+  return pow(2.0, -4.0 * (2 * (h - pow2) + 1) / pow2);
+}
+
+// Stage 3: φ and dφ/dx (given x and u = φ(x)).
+template <typename T>
+GPT_HD inline T softplus(T x) {
+  return (x > T(0) ? x : T(0)) + log1p(exp(-fabs(x)));
+}
+template <typename T>
+GPT_HD inline T sigmoid(T x) {
+  if (x >= T(0)) return T(1) / (T(1) + exp(-x));
+  const T e = exp(x);
+  return e / (T(1) + e);
+}
+template <typename T>
+GPT_HD inline T positivity(Positivity k, T x) {
+  switch (k) {
+    case Positivity::Exp:
+      return exp(x);
+    case Positivity::Softplus:
+      return softplus(x);
+    case Positivity::Sigmoid:
+      return sigmoid(x);
+    case Positivity::Relu:
+      return x > T(0) ? x : T(0);
+  }
+  return T(0);
+}
+template <typename T>
+GPT_HD inline T positivity_grad(Positivity k, T x, T u) {
+  switch (k) {
+    case Positivity::Exp:
+      return u;
+    case Positivity::Softplus:
+      return sigmoid(x);
+    case Positivity::Sigmoid:
+      return u * (T(1) - u);
+    case Positivity::Relu:
+      return x > T(0) ? T(1) : T(0);
+  }
+  return T(0);
+}
+// exp under l1 is computed as exp(x − max x): the same weights, no overflow.
+GPT_HD inline bool shifted(const AttentionSpec& s) {
+  return s.positivity == Positivity::Exp && s.normalize == Normalize::L1;
+}
+
+// Stage 4: 1/Z of a row whose φ values sum to z (l1 of an all-zero row
+// gives zero weights instead of 0/0).
+template <typename T>
+GPT_HD inline T inv_norm(const AttentionSpec& s, T z) {
+  switch (s.normalize) {
+    case Normalize::L1:
+      return z > T(0) ? T(1) / z : T(0);
+    case Normalize::None:
+      return T(1);
+    case Normalize::Fixed:
+      return T(1.0 / s.norm_const);
+  }
+  return T(1);
+}
+
+// Stage 5: o_i, and r = (t / t_max)^p for t = i·a − o_i > 0 (else 0). The
+// division by the row's largest t keeps r <= 1: relu(t)^p itself overflows
+// float once t > ~370, and t reaches i − 1.
+GPT_HD inline double sharpen_offset(const AttentionSpec& s, int i) { return i <= s.offset_rows ? 0.0 : 1.0; }
+template <typename T>
+GPT_HD inline T sharpen_value(T t, T t_max, T p) {
+  return t > T(0) ? pow(t / t_max, p) : T(0);
+}
+// dL/dt for w = r/Σr, from w, t, g = dL/dw and D = Σ_k w_k g_k:
+// p · w / t · (g − D) where t > 0, else 0.
+template <typename T>
+GPT_HD inline T sharpen_grad(T w, T t, T g, T D, T p) {
+  return t > T(0) ? p * w / t * (g - D) : T(0);
+}
+
+// ---- one row, from the saved statistics -------------------------------------------
+// Everything the element-wise chain x -> a -> w needs besides x.
+template <typename T>
+struct Row {
+  T shift = 0;  // subtracted from x before φ (shifted exp only)
+  T inv_z = 1;  // stage 4
+  T i = 1;      // 1-based row index, as T
+  T offset = 0; // o_i
+  T t_max = 0;  // max_j (i·a_ij − o_i); sharpening acts only when > 0
+  T inv_r = 0;  // 1 / Σ_j r_ij
+  T p = 0;
+  bool sharpen = false;  // sharpening on and t_max > 0
+
+  GPT_HD T u(const AttentionSpec& s, T x) const { return positivity(s.positivity, x - shift); }
+  GPT_HD T a(const AttentionSpec& s, T x) const { return u(s, x) * inv_z; }
+  GPT_HD T w_from_a(T a_val) const {
+    return sharpen ? sharpen_value(i * a_val - offset, t_max, p) * inv_r : a_val;
+  }
+};
+
+// The Row of row i from its stats (shift, Z, a_max, R) as the forward saved them.
+template <typename T>
+GPT_HD inline Row<T> row_from_stats(const AttentionSpec& s, int i, const T* st) {
+  Row<T> r;
+  r.shift = st[0];
+  r.inv_z = inv_norm(s, st[1]);
+  r.i = T(i);
+  r.offset = T(sharpen_offset(s, i));
+  r.t_max = r.i * st[2] - r.offset;
+  r.p = T(s.p);
+  r.sharpen = s.sharpened() && r.t_max > T(0);
+  r.inv_r = r.sharpen ? T(1) / st[3] : T(0);
+  return r;
+}
+
+// Backward of stages 5 and 4 for one element: h = dL/da_ij from g = dL/dw_ij,
+// then dL/dx_ij. D = Σ_k w_k g_k, S = Σ_k a_k h_k (l1 only; pass 0 otherwise).
+template <typename T>
+GPT_HD inline T grad_a(const Row<T>& r, T a_val, T w, T g, T D) {
+  return r.sharpen ? r.i * sharpen_grad(w, r.i * a_val - r.offset, g, D, r.p) : g;
+}
+template <typename T>
+GPT_HD inline T grad_x(const AttentionSpec& s, const Row<T>& r, T x, T h, T S) {
+  const T xs = x - r.shift;
+  const T u = positivity(s.positivity, xs);
+  const T du = (s.normalize == Normalize::L1 ? h - S : h) * r.inv_z;
+  return positivity_grad(s.positivity, xs, u) * du;
+}
+
+}  // namespace attn
+
+// Per-head attention diagnostics accumulated by the forward pass (evaluation):
+// sums over rows of the entropy of the row's weights (normalised to sum 1),
+// the share of weight on the first key (the attention sink), the share on the
+// most recent N keys, the row's total weight Σ_j w_ij, and the row count.
+inline constexpr int kAttentionDiagStats = 5;
 
 }  // namespace gpt

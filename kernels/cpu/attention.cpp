@@ -1,12 +1,17 @@
-// Causal self-attention on the CPU, streamed in blocks of query rows so that
-// memory stays linear in T (evaluation runs far past the training context):
-// no T×T matrix, only a per-thread tile of kRowBlock·T scores.
+// Causal self-attention on the CPU for every stage combination of
+// kernels/attention_spec.h, streamed in blocks of query rows so that memory
+// stays linear in T (evaluation runs far past the training context): no T×T
+// matrix, only per-thread tiles of kRowBlock·T scalars.
 //
-// Each row goes through the stages of ../shared/docs/attention.md: score
-// (dot), scale (1/sqrt(D)), positivity (exp) and normalisation (l1), with the
-// maximum subtracted before exp. The backward pass recomputes the row's
-// weights from the saved log-sum-exp and uses the FlashAttention row
-// statistic D_i = dy_i·y_i: dS_ij = w_ij (dP_ij - D_i), dP_ij = dy_i·v_j.
+// The stage math (λ_i, φ, normalisation, sharpening and their derivatives)
+// comes from attention_spec.h; this file only orders the loops. The forward
+// saves four statistics per row (shift, Z, max a, Σr); the backward
+// recomputes the row's weights from them and walks the chain back:
+//   g_ij = dy_i·v_j,  D_i = Σ_j w_ij g_ij = dy_i·y_i,
+//   h_ij = dL/da_ij (sharpening's backward, or g),  S_i = Σ_j a_ij h_ij (l1),
+//   dx_ij = φ'(x_ij)·(h_ij − S_i)/Z_i,  dσ_ij = λ_i dx_ij,  ds_h += Σ σ dx · dλ/ds.
+// Cosine scores run the same loops on an L2-normalised copy of q and k and
+// project the gradients back onto the sphere's tangent at the end.
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <algorithm>
@@ -21,9 +26,10 @@ namespace gpt::cpu {
 namespace {
 
 // Query rows per block: each k_j, v_j row read serves this many queries
-// (the tile of kRowBlock·T scores per thread stays in L2 up to T ~ 4096), and
+// (a tile of kRowBlock·T scores per thread stays in L2 up to T ~ 4096), and
 // the forward's work items are small enough to balance the triangular cost.
 constexpr int kRowBlock = 32;
+constexpr int kStats = AttentionSpec::kStatsPerRow;
 
 // Below this many score multiply-adds a call runs on one thread: starting a
 // parallel region costs more than the work (gradient checks make thousands
@@ -43,9 +49,7 @@ struct HeadView {
   size_t stride;
   int D;
 
-  HeadView(T* qkv, int b, int h, int Tn, int C, int NH)
-      : stride(3 * static_cast<size_t>(C)), D(C / NH) {
-    // (B,T,3C) -> row (b,0), columns of head h
+  HeadView(T* qkv, int b, int h, int Tn, int C, int NH) : stride(3 * static_cast<size_t>(C)), D(C / NH) {
     q = qkv + static_cast<size_t>(b) * Tn * stride + static_cast<size_t>(h) * D;
     k = q + C;
     v = q + 2 * static_cast<size_t>(C);
@@ -55,12 +59,14 @@ struct HeadView {
   T* v_row(int t) const { return v + t * stride; }
 };
 
-void check_shapes(int B, int Tn, int C, int NH, const AttentionSpec& spec) {
+void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale) {
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "attention: B, T, C, NH must be positive, got B=", B,
             " T=", Tn, " C=", C, " NH=", NH);
   GPT_CHECK(C % NH == 0, "attention: C=", C, " must be a multiple of NH=", NH);
-  GPT_CHECK(spec.kind == AttentionKind::Softmax, "attention: only the softmax variant is implemented, got kind=",
-            static_cast<int>(spec.kind));
+  GPT_CHECK(spec.p >= 0 && std::isfinite(spec.p), "attention: sharpening exponent p must be >= 0, got ", spec.p);
+  GPT_CHECK(spec.normalize != Normalize::Fixed || spec.norm_const > 0,
+            "attention: the fixed normalisation constant must be > 0, got ", spec.norm_const);
+  GPT_CHECK(!spec.learned_scale() || has_head_scale, "attention: the ssmax scale needs the per-head scales s_h");
 }
 
 template <typename T>
@@ -78,137 +84,273 @@ inline void axpy(T* y, T a, const T* x, int n) {
   for (int d = 0; d < n; ++d) y[d] += a * x[d];
 }
 
-// A block of query rows [i0, i1) of one (b,h) slice and its scratch tile:
-// row r of the tile (Tn scalars) holds the scores, then the weights, then
-// the score gradients of query i0 + r against keys 0..i0+r. Working on a
-// block lets every k_j and v_j row be read once per block instead of once
-// per query; memory stays linear in T (kRowBlock·T per thread).
+// ---- cosine scores: q̂ = q / sqrt(‖q‖² + eps²) per head --------------------------------
+template <typename T>
+T head_norm(const T* x, int D) {
+  return static_cast<T>(std::sqrt(static_cast<double>(dot(x, x, D)) + attn::kNormEps * attn::kNormEps));
+}
+
+// out = qkv with every head of q and k normalised (v copied).
+template <typename T>
+void normalize_qk(T* out, const T* qkv, int B, int Tn, int C, int NH) {
+  const int D = C / NH;
+  const size_t rows = static_cast<size_t>(B) * Tn;
+#pragma omp parallel for if (rows * C > (1 << 16))
+  for (size_t r = 0; r < rows; ++r) {
+    const T* in = qkv + r * 3 * C;
+    T* o = out + r * 3 * C;
+    for (int part = 0; part < 2; ++part)
+      for (int h = 0; h < NH; ++h) {
+        const T* x = in + part * C + h * D;
+        const T inv = T(1) / head_norm(x, D);
+        for (int d = 0; d < D; ++d) o[part * C + h * D + d] = x[d] * inv;
+      }
+    std::copy(in + 2 * C, in + 3 * C, o + 2 * C);
+  }
+}
+
+// dqkv += the gradient through the normalisation, given dhat = dL/d(normalised qkv):
+// dq = (dq̂ − (dq̂·q̂) q̂) / n for q and k; v passes through.
+template <typename T>
+void normalize_qk_backward(T* dqkv, const T* dhat, const T* qkv, int B, int Tn, int C, int NH) {
+  const int D = C / NH;
+  const size_t rows = static_cast<size_t>(B) * Tn;
+#pragma omp parallel for if (rows * C > (1 << 16))
+  for (size_t r = 0; r < rows; ++r) {
+    const T* in = qkv + r * 3 * C;
+    const T* g = dhat + r * 3 * C;
+    T* o = dqkv + r * 3 * C;
+    for (int part = 0; part < 2; ++part)
+      for (int h = 0; h < NH; ++h) {
+        const size_t off = part * C + h * D;
+        const T inv = T(1) / head_norm(in + off, D);
+        T gx = 0;  // dq̂·q̂
+        for (int d = 0; d < D; ++d) gx += g[off + d] * in[off + d] * inv;
+        for (int d = 0; d < D; ++d) o[off + d] += (g[off + d] - gx * in[off + d] * inv) * inv;
+      }
+    for (int c = 2 * C; c < 3 * C; ++c) o[c] += g[c];
+  }
+}
+
+// ---- one block of query rows -------------------------------------------------------------
+// Rows i0..i1-1 (0-based) of one (b,h) slice; row r of a tile (Tn scalars)
+// belongs to query i0 + r, whose keys are 0..i0+r.
 template <typename T>
 struct RowBlock {
-  int i0, i1;
-  T* tile;
-  int Tn;
-
+  int i0, i1, Tn;
   int rows() const { return i1 - i0; }
-  T* row(int r) const { return tile + static_cast<size_t>(r) * Tn; }
-  int keys(int r) const { return i0 + r + 1; }              // causal: j <= i
-  int first_row(int j) const { return std::max(0, j - i0); }  // first row that sees key j
+  int keys(int r) const { return i0 + r + 1; }                 // causal: j <= i
+  int first_row(int j) const { return std::max(0, j - i0); }   // first row that sees key j
+  T* row(T* tile, int r) const { return tile + static_cast<size_t>(r) * Tn; }
 };
 
-// ---- stage 1: dot score, q_i·k_j, for the whole block ---------------------
+// tile row r, j < keys(r): q_i·k_j (before the score factor).
 template <typename T>
-void block_scores(const RowBlock<T>& rb, const HeadView<const T>& hv) {
+void block_scores(T* tile, const RowBlock<T>& rb, const HeadView<const T>& hv) {
   for (int j = 0; j < rb.i1; ++j) {
     const T* k = hv.k_row(j);
-    for (int r = rb.first_row(j); r < rb.rows(); ++r) rb.row(r)[j] = dot(hv.q_row(rb.i0 + r), k, hv.D);
+    for (int r = rb.first_row(j); r < rb.rows(); ++r) rb.row(tile, r)[j] = dot(hv.q_row(rb.i0 + r), k, hv.D);
   }
 }
 
-// ---- stage 2: scale, a constant 1/sqrt(D) for softmax ---------------------
+// The per-row constants of stage 2 for one (b,h) slice.
+struct HeadConsts {
+  double factor;      // stage 1's f
+  double head_scale;  // s_h (ssmax)
+  double slope;       // ALiBi slope (0 without ALiBi)
+  double bias;
+  int D;
+};
+
+// x_j = λ f (q·k_j) + bias − slope (i − j), in place over one row of n keys.
 template <typename T>
-void scale_row(T* s, int n, T scale) {
-  for (int j = 0; j < n; ++j) s[j] *= scale;
+void row_logits(T* row, int n, int i, const AttentionSpec& s, const HeadConsts& hc) {
+  const T lf = static_cast<T>(attn::row_scale(s, i, hc.D, hc.head_scale) * hc.factor);
+  const T bias = static_cast<T>(hc.bias), slope = static_cast<T>(hc.slope);
+  if (slope != T(0)) {
+    for (int j = 0; j < n; ++j) row[j] = lf * row[j] + bias - slope * static_cast<T>(i - 1 - j);
+  } else {
+    for (int j = 0; j < n; ++j) row[j] = lf * row[j] + bias;
+  }
 }
 
-// ---- stages 3+4: exp and l1 normalisation -----------------------------------
-// Turns scores into weights in place; returns the row's log-sum-exp, the one
-// statistic the backward needs to recompute the weights.
+// Stages 3–5 in place over one row of logits x: leaves the final weights w
+// and writes the row's statistics (shift, Z, max a, Σr) to st.
 template <typename T>
-T softmax_row(T* s, int n) {
-  T m = s[0];
-  for (int j = 1; j < n; ++j) m = std::max(m, s[j]);
+void row_weights(T* row, int n, int i, const AttentionSpec& s, T* st) {
+  T shift = 0;
+  if (attn::shifted(s)) {
+    shift = row[0];
+    for (int j = 1; j < n; ++j) shift = std::max(shift, row[j]);
+  }
   T z = 0;
+  for (int j = 0; j < n; ++j) z += (row[j] = attn::positivity(s.positivity, row[j] - shift));
+  const T inv_z = attn::inv_norm(s, z);
+  T a_max = 0;
+  for (int j = 0; j < n; ++j) a_max = std::max(a_max, row[j] *= inv_z);
+  st[0] = shift;
+  st[1] = z;
+  st[2] = a_max;
+  st[3] = 0;
+  const attn::Row<T> r = attn::row_from_stats(s, i, st);
+  if (!s.sharpened() || r.t_max <= T(0)) return;  // w = a (a uniform row under re-weighting keeps a)
+  T sum = 0;
+  for (int j = 0; j < n; ++j) sum += (row[j] = attn::sharpen_value(r.i * row[j] - r.offset, r.t_max, r.p));
+  st[3] = sum;
+  const T inv = T(1) / sum;  // sum >= 1: the largest t contributes (t/t_max)^p = 1
+  for (int j = 0; j < n; ++j) row[j] *= inv;
+}
+
+// Adds one row's diagnostics to acc[kAttentionDiagStats].
+template <typename T>
+void row_diagnostics(double* acc, const T* w, int n, int N) {
+  double mass = 0, wlogw = 0, recent = 0;
+  const int first_recent = N > 0 ? std::max(0, n - N) : 0;
   for (int j = 0; j < n; ++j) {
-    s[j] = std::exp(s[j] - m);
-    z += s[j];
+    const double x = w[j];
+    mass += x;
+    if (x > 0) wlogw += x * std::log(x);
+    if (j >= first_recent) recent += x;
   }
-  const T inv = T(1) / z;
-  for (int j = 0; j < n; ++j) s[j] *= inv;
-  return m + std::log(z);
+  if (mass > 0) {
+    acc[0] += std::log(mass) - wlogw / mass;  // entropy of w / mass
+    acc[1] += w[0] / mass;
+    acc[2] += recent / mass;
+  }
+  acc[3] += mass;
+  acc[4] += 1;
 }
 
-// The same weights from the saved log-sum-exp: w_j = exp(s_j - lse).
+// Forward of one row block: y rows (D wide, y_stride apart), stats rows
+// (kStats each), optional diagnostics.
 template <typename T>
-void softmax_row_from_stats(T* s, int n, T lse) {
-  for (int j = 0; j < n; ++j) s[j] = std::exp(s[j] - lse);
-}
-
-// Backward through exp + l1 for softmax: g_j = dL/dw_j = dy·v_j becomes
-// dS_j = w_j (g_j - D_i) with D_i = dy·y = Σ_j w_j g_j.
-template <typename T>
-inline T softmax_grad(T w, T g, T Di) {
-  return w * (g - Di);
-}
-
-// ---- forward of one row block -------------------------------------------------
-// y: output row of query i0 (D wide), consecutive queries y_stride apart.
-template <typename T>
-void block_forward(T* y, size_t y_stride, T* lse, const RowBlock<T>& rb, const HeadView<const T>& hv, T scale) {
+void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, const RowBlock<T>& rb,
+                   const HeadView<const T>& hv, const AttentionSpec& s, const HeadConsts& hc) {
   const int D = hv.D;
-  block_scores(rb, hv);
+  block_scores(tile, rb, hv);
   for (int r = 0; r < rb.rows(); ++r) {
-    scale_row(rb.row(r), rb.keys(r), scale);
-    lse[r] = softmax_row(rb.row(r), rb.keys(r));
+    T* row = rb.row(tile, r);
+    const int i = rb.i0 + r + 1;
+    row_logits(row, rb.keys(r), i, s, hc);
+    row_weights(row, rb.keys(r), i, s, st + r * kStats);
+    if (diag) row_diagnostics(diag, row, rb.keys(r), s.trained_context);
     std::fill(y + r * y_stride, y + r * y_stride + D, T(0));
   }
   // y_i = Σ_j w_ij v_j
   for (int j = 0; j < rb.i1; ++j) {
     const T* v = hv.v_row(j);
-    for (int r = rb.first_row(j); r < rb.rows(); ++r) axpy(y + r * y_stride, rb.row(r)[j], v, D);
+    for (int r = rb.first_row(j); r < rb.rows(); ++r) axpy(y + r * y_stride, rb.row(tile, r)[j], v, D);
   }
 }
 
-// ---- backward of one row block ------------------------------------------------
-// Accumulates the block's contribution into dq_i (its rows), dk_j and dv_j
-// (j < i1) of the same head. dy, y: rows of dout and out as in block_forward.
+// Per-thread tiles of the backward pass.
 template <typename T>
-void block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_stride, const T* lse,
-                    const RowBlock<T>& rb, const HeadView<const T>& hv, T scale) {
+struct BackwardTiles {
+  std::vector<T> qk, x, w, g;  // q·k then dσ; logits x; weights w; g then h
+  explicit BackwardTiles(size_t n) : qk(n), x(n), w(n), g(n) {}
+};
+
+// Backward of one row block: accumulates into dq_i (its rows), dk_j, dv_j
+// (j < i1) of the same head and returns Σ_i dλ_i/ds_h Σ_j σ_ij dx_ij.
+template <typename T>
+double block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_stride, const T* st,
+                      BackwardTiles<T>& tl, const RowBlock<T>& rb, const HeadView<const T>& hv,
+                      const AttentionSpec& s, const HeadConsts& hc) {
   const int D = hv.D;
   std::array<T, kRowBlock> Di;
-  block_scores(rb, hv);
+  std::array<attn::Row<T>, kRowBlock> rows;
+  block_scores(tl.qk.data(), rb, hv);
   for (int r = 0; r < rb.rows(); ++r) {
-    scale_row(rb.row(r), rb.keys(r), scale);
-    softmax_row_from_stats(rb.row(r), rb.keys(r), lse[r]);
+    const int n = rb.keys(r), i = rb.i0 + r + 1;
+    const T* qk = rb.row(tl.qk.data(), r);
+    T* x = rb.row(tl.x.data(), r);
+    T* w = rb.row(tl.w.data(), r);
+    std::copy(qk, qk + n, x);
+    row_logits(x, n, i, s, hc);
+    rows[r] = attn::row_from_stats(s, i, st + r * kStats);
+    for (int j = 0; j < n; ++j) w[j] = rows[r].w_from_a(rows[r].a(s, x[j]));
     Di[r] = dot(dy + r * y_stride, y + r * y_stride, D);
   }
-  // Through y = Σ w v and the normalised exp: tile becomes dS.
+  // g_ij = dy_i·v_j, dv_j += w_ij dy_i
   for (int j = 0; j < rb.i1; ++j) {
     const T* v = hv.v_row(j);
     T* dv = dhv.v_row(j);
     for (int r = rb.first_row(j); r < rb.rows(); ++r) {
       const T* dyr = dy + r * y_stride;
-      T& t = rb.row(r)[j];
-      axpy(dv, t, dyr, D);
-      t = softmax_grad(t, dot(dyr, v, D), Di[r]);
+      axpy(dv, rb.row(tl.w.data(), r)[j], dyr, D);
+      rb.row(tl.g.data(), r)[j] = dot(dyr, v, D);
     }
   }
-  // Through s_ij = scale · q_i·k_j.
+  // Per row: h, S, dx, and dσ = λ f dx into the qk tile.
+  double dhead = 0;
+  for (int r = 0; r < rb.rows(); ++r) {
+    const int n = rb.keys(r), i = rb.i0 + r + 1;
+    const attn::Row<T>& row = rows[r];
+    T* qk = rb.row(tl.qk.data(), r);
+    const T* x = rb.row(tl.x.data(), r);
+    const T* w = rb.row(tl.w.data(), r);
+    T* g = rb.row(tl.g.data(), r);
+    T S = 0;
+    if (row.sharpen) {
+      for (int j = 0; j < n; ++j) {
+        const T a = row.a(s, x[j]);
+        g[j] = attn::grad_a(row, a, w[j], g[j], Di[r]);
+        S += a * g[j];
+      }
+    } else {
+      S = Di[r];  // w = a, h = g: Σ a h = Σ w g
+    }
+    const T lambda = static_cast<T>(attn::row_scale(s, i, hc.D, hc.head_scale));
+    const T f = static_cast<T>(hc.factor);
+    double sigma_dx = 0;
+    for (int j = 0; j < n; ++j) {
+      const T dx = attn::grad_x(s, row, x[j], g[j], S);
+      sigma_dx += static_cast<double>(f * qk[j] * dx);
+      qk[j] = lambda * f * dx;
+    }
+    dhead += attn::row_scale_grad(s, i) * sigma_dx;
+  }
+  // Through q_i·k_j.
   for (int j = 0; j < rb.i1; ++j) {
     const T* k = hv.k_row(j);
     T* dk = dhv.k_row(j);
     for (int r = rb.first_row(j); r < rb.rows(); ++r) {
-      const T g = scale * rb.row(r)[j];
+      const T g = rb.row(tl.qk.data(), r)[j];
       axpy(dk, g, hv.q_row(rb.i0 + r), D);
       axpy(dhv.q_row(rb.i0 + r), g, k, D);
     }
   }
+  return dhead;
+}
+
+template <typename T>
+HeadConsts head_consts(const AttentionSpec& s, int h, int NH, int D, const T* head_scale) {
+  return {attn::score_factor(s, D), head_scale ? static_cast<double>(head_scale[h]) : 1.0,
+          s.alibi ? attn::alibi_slope(h, NH) : 0.0, s.bias, D};
 }
 
 }  // namespace
 
 template <typename T>
-void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec) {
-  check_shapes(B, Tn, C, NH, spec);
+void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                       const T* head_scale, double* diag) {
+  check_args(B, Tn, C, NH, spec, head_scale != nullptr);
   const int D = C / NH;
-  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
+  std::vector<T> normalized;
+  if (spec.score == Score::Cosine) {
+    normalized.resize(static_cast<size_t>(B) * Tn * 3 * C);
+    normalize_qk(normalized.data(), qkv, B, Tn, C, NH);
+    qkv = normalized.data();
+  }
   const int nblocks = (Tn + kRowBlock - 1) / kRowBlock;
   const long nitems = static_cast<long>(B) * NH * nblocks;
+  // Diagnostics per work item, summed in a fixed order afterwards.
+  std::vector<double> item_diag(diag ? nitems * kAttentionDiagStats : 0, 0.0);
 
 #pragma omp parallel if (score_work(B, Tn, C) > kMinParallelWork)
   {
     std::vector<T> tile(static_cast<size_t>(kRowBlock) * Tn);
-    std::array<T, kRowBlock> lse;
+    std::array<T, kRowBlock * kStats> st;
 #pragma omp for schedule(dynamic, 1)
     for (long item = 0; item < nitems; ++item) {
       // Largest row blocks first, so the triangular tail balances.
@@ -216,51 +358,82 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
       const int bh = static_cast<int>(item / nblocks);
       const int b = bh / NH, h = bh % NH;
       const HeadView<const T> hv(qkv, b, h, Tn, C, NH);
-      const RowBlock<T> rb{blk * kRowBlock, std::min(Tn, (blk + 1) * kRowBlock), tile.data(), Tn};
+      const RowBlock<T> rb{blk * kRowBlock, std::min(Tn, (blk + 1) * kRowBlock), Tn};
       // out (B,T,C) row (b,i0), head h
       T* y = out + (static_cast<size_t>(b) * Tn + rb.i0) * C + static_cast<size_t>(h) * D;
-      block_forward(y, static_cast<size_t>(C), lse.data(), rb, hv, scale);
-      // stats (B,NH,T,1)
-      if (stats) std::copy(lse.begin(), lse.begin() + rb.rows(), stats + static_cast<size_t>(bh) * Tn + rb.i0);
+      block_forward(y, static_cast<size_t>(C), st.data(), diag ? &item_diag[item * kAttentionDiagStats] : nullptr,
+                    tile.data(), rb, hv, spec, head_consts(spec, h, NH, D, head_scale));
+      // stats (B,NH,T,kStats)
+      if (stats)
+        std::copy(st.begin(), st.begin() + rb.rows() * kStats,
+                  stats + (static_cast<size_t>(bh) * Tn + rb.i0) * kStats);
     }
   }
+  if (diag)
+    for (long item = 0; item < nitems; ++item) {
+      const int h = static_cast<int>(item / nblocks) % NH;
+      for (int k = 0; k < kAttentionDiagStats; ++k)
+        diag[h * kAttentionDiagStats + k] += item_diag[item * kAttentionDiagStats + k];
+    }
 }
 
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* out, const T* stats, const T* qkv, int B, int Tn, int C,
-                        int NH, const AttentionSpec& spec) {
-  check_shapes(B, Tn, C, NH, spec);
+void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, const T* stats, const T* qkv, int B,
+                        int Tn, int C, int NH, const AttentionSpec& spec, const T* head_scale) {
+  check_args(B, Tn, C, NH, spec, head_scale != nullptr);
   GPT_CHECK(stats != nullptr, "attention_backward: the forward's stats are required");
+  GPT_CHECK(!spec.learned_scale() || dhead_scale != nullptr, "attention_backward: ssmax needs dhead_scale");
   const int D = C / NH;
-  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(D)));
+  const T* qkv_in = qkv;
+  std::vector<T> normalized, dhat;
+  T* dst = dqkv;
+  if (spec.score == Score::Cosine) {
+    const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
+    normalized.resize(n);
+    normalize_qk(normalized.data(), qkv, B, Tn, C, NH);
+    qkv = normalized.data();
+    dhat.assign(n, T(0));
+    dst = dhat.data();
+  }
+  std::vector<double> dhead(static_cast<size_t>(B) * NH, 0.0);
 
   // dk_j and dv_j collect terms from every row i >= j, so a work item is a
   // whole (b,h) slice: its dqkv columns belong to it alone, and the order of
   // the sums is fixed whatever the thread count.
 #pragma omp parallel if (score_work(B, Tn, C) > kMinParallelWork)
   {
-    std::vector<T> tile(static_cast<size_t>(kRowBlock) * Tn);
+    BackwardTiles<T> tiles(static_cast<size_t>(kRowBlock) * Tn);
 #pragma omp for schedule(dynamic, 1)
     for (int bh = 0; bh < B * NH; ++bh) {
       const int b = bh / NH, h = bh % NH;
       const HeadView<const T> hv(qkv, b, h, Tn, C, NH);
-      const HeadView<T> dhv(dqkv, b, h, Tn, C, NH);
+      const HeadView<T> dhv(dst, b, h, Tn, C, NH);
+      const HeadConsts hc = head_consts(spec, h, NH, D, head_scale);
       for (int i0 = 0; i0 < Tn; i0 += kRowBlock) {
-        const RowBlock<T> rb{i0, std::min(Tn, i0 + kRowBlock), tile.data(), Tn};
-        // dout, out (B,T,C) row (b,i0), head h; stats (B,NH,T,1)
+        const RowBlock<T> rb{i0, std::min(Tn, i0 + kRowBlock), Tn};
+        // dout, out (B,T,C) row (b,i0), head h; stats (B,NH,T,kStats)
         const size_t row = (static_cast<size_t>(b) * Tn + i0) * C + static_cast<size_t>(h) * D;
-        const T* lse = stats + static_cast<size_t>(bh) * Tn + i0;
-        block_backward(dhv, dout + row, out + row, static_cast<size_t>(C), lse, rb, hv, scale);
+        const T* st = stats + (static_cast<size_t>(bh) * Tn + i0) * kStats;
+        dhead[bh] += block_backward(dhv, dout + row, out + row, static_cast<size_t>(C), st, tiles, rb, hv, spec, hc);
       }
     }
   }
+  if (spec.score == Score::Cosine) normalize_qk_backward(dqkv, dhat.data(), qkv_in, B, Tn, C, NH);
+  if (spec.learned_scale())
+    for (int h = 0; h < NH; ++h) {
+      double sum = 0;
+      for (int b = 0; b < B; ++b) sum += dhead[static_cast<size_t>(b) * NH + h];
+      dhead_scale[h] += static_cast<T>(sum);
+    }
 }
 
-template void attention_forward<float>(float*, float*, const float*, int, int, int, int, const AttentionSpec&);
-template void attention_forward<double>(double*, double*, const double*, int, int, int, int, const AttentionSpec&);
-template void attention_backward<float>(float*, const float*, const float*, const float*, const float*, int, int, int,
-                                        int, const AttentionSpec&);
-template void attention_backward<double>(double*, const double*, const double*, const double*, const double*, int,
-                                         int, int, int, const AttentionSpec&);
+template void attention_forward<float>(float*, float*, const float*, int, int, int, int, const AttentionSpec&,
+                                       const float*, double*);
+template void attention_forward<double>(double*, double*, const double*, int, int, int, int, const AttentionSpec&,
+                                        const double*, double*);
+template void attention_backward<float>(float*, float*, const float*, const float*, const float*, const float*, int,
+                                        int, int, int, const AttentionSpec&, const float*);
+template void attention_backward<double>(double*, double*, const double*, const double*, const double*,
+                                         const double*, int, int, int, int, const AttentionSpec&, const double*);
 
 }  // namespace gpt::cpu

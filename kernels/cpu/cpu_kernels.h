@@ -84,21 +84,25 @@ void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH,
                    double theta, int pos0);
 
 // ---- causal self-attention -----------------------------------------------------
-// qkv (B,T,3C): q, k, v each C wide, head h at columns h*D..h*D+D-1.
-// out (B,T,C). stats (B,NH,T, spec.stats_per_row()): per-row statistics the
-// backward needs (for softmax: the log-sum-exp of the scaled scores); stats
-// may be null for inference. No T×T buffer is kept: blocks of query rows are
-// streamed through a per-thread scratch of (row block × T) scalars, so memory
-// is linear in T.
+// Every stage combination of kernels/attention_spec.h. qkv (B,T,3C): q, k, v
+// each C wide, head h at columns h*D..h*D+D-1. out (B,T,C). stats
+// (B,NH,T, spec.stats_per_row()): per-row statistics the backward needs; may
+// be null for inference. head_scale (NH): the learned ssmax scales s_h
+// (required for scale ssmax, ignored otherwise). diag (NH, kAttentionDiagStats)
+// accumulates (+=) per-head diagnostics when non-null. No T×T buffer is kept:
+// blocks of query rows are streamed through per-thread tiles of (row block ×
+// T) scalars, so memory is linear in T.
 template <typename T>
 void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C,
-                       int NH, const AttentionSpec& spec);
-// dqkv (B,T,3C) += gradient, given dout (B,T,C) and the forward's out, stats.
+                       int NH, const AttentionSpec& spec, const T* head_scale,
+                       double* diag);
+// dqkv (B,T,3C) += gradient and dhead_scale (NH) += dL/ds_h (ssmax only;
+// may be null otherwise), given dout (B,T,C) and the forward's out, stats.
 // Weights are recomputed row by row from qkv and stats.
 template <typename T>
-void attention_backward(T* dqkv, const T* dout, const T* out, const T* stats,
-                        const T* qkv, int B, int Tn, int C, int NH,
-                        const AttentionSpec& spec);
+void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out,
+                        const T* stats, const T* qkv, int B, int Tn, int C,
+                        int NH, const AttentionSpec& spec, const T* head_scale);
 
 // ---- classifier -------------------------------------------------------------------
 // logits (N,Vp) of which the first V columns are real (the rest is padding and

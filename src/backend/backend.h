@@ -47,9 +47,9 @@ class Backend {
   virtual void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, double theta, int pos0) = 0;
   virtual void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, double theta, int pos0) = 0;
   virtual void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH,
-                                 const AttentionSpec& spec) = 0;
-  virtual void attention_backward(T* dqkv, const T* dout, const T* out, const T* stats, const T* qkv, int B, int Tn,
-                                  int C, int NH, const AttentionSpec& spec) = 0;
+                                 const AttentionSpec& spec, const T* head_scale, double* diag) = 0;
+  virtual void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, const T* stats, const T* qkv,
+                                  int B, int Tn, int C, int NH, const AttentionSpec& spec, const T* head_scale) = 0;
   virtual void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) = 0;
   virtual void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const T* dloss, int N,
                                      int V, int Vp) = 0;

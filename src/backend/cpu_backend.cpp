@@ -67,13 +67,13 @@ class CpuBackend final : public Backend<T> {
   void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, double theta, int pos0) override {
     cpu::rope_backward(dinp, dout, B, Tn, C, NH, theta, pos0);
   }
-  void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH,
-                         const AttentionSpec& spec) override {
-    cpu::attention_forward(out, stats, qkv, B, Tn, C, NH, spec);
+  void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                         const T* head_scale, double* diag) override {
+    cpu::attention_forward(out, stats, qkv, B, Tn, C, NH, spec, head_scale, diag);
   }
-  void attention_backward(T* dqkv, const T* dout, const T* out, const T* stats, const T* qkv, int B, int Tn, int C,
-                          int NH, const AttentionSpec& spec) override {
-    cpu::attention_backward(dqkv, dout, out, stats, qkv, B, Tn, C, NH, spec);
+  void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, const T* stats, const T* qkv, int B,
+                          int Tn, int C, int NH, const AttentionSpec& spec, const T* head_scale) override {
+    cpu::attention_backward(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale);
   }
   void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) override {
     cpu::crossentropy_forward(losses, logits, targets, N, V, Vp);

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "config/attention.h"
 #include "core/check.h"
 #include "core/files.h"
 #include "core/metrics.h"
@@ -25,6 +26,7 @@ struct EvalArgs {
   std::string data;
   std::string out;
   int threads = 0;
+  AttentionOverride attention;
 };
 
 // The run directory a checkpoint belongs to (RUN_DIR/checkpoints/step_N.bin),
@@ -43,7 +45,7 @@ std::string default_output(const std::string& ckpt) {
 
 void run_eval(const EvalArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  LoadedModel lm = load_model(a.checkpoint);
+  LoadedModel lm = load_model(a.checkpoint, a.attention);
   // --multiples and --tokens are checked by the config schema's own rules.
   Config cfg = lm.config;
   if (!a.multiples.empty()) cfg.eval.multiples = a.multiples;
@@ -58,8 +60,12 @@ void run_eval(const EvalArgs& a) {
   const int T = lm.config.model.context;
   spdlog::info("evaluating {} (step {}) on {}", lm.path, lm.progress.step, pattern);
   const TokenStream val(pattern, lm.config.model.vocab_size);
+  spdlog::info("attention: {}{}", attention_summary(lm.config.attention, lm.model->attention()),
+               a.attention.empty() ? "" : " (override at evaluation)");
   ExtrapolationResult r = evaluate_extrapolation(*lm.model, val, ec, T,
                                                  static_cast<int64_t>(lm.config.train.batch_size) * T);
+  r.attention = attention_to_json(lm.config.attention, lm.model->attention());
+  r.attention["override"] = !a.attention.empty();
   nlohmann::json j = r.to_json();
   j["checkpoint"] = lm.path;
   j["step"] = lm.progress.step;
@@ -71,7 +77,8 @@ void run_eval(const EvalArgs& a) {
   const fs::path run = run_dir_of(lm.path);
   if (!run.empty() && fs::exists(run / "metrics.jsonl"))
     MetricsLog((run / "metrics.jsonl").string()).write({{"event", "eval"}, {"source", "gpt eval"}, {"step", lm.progress.step}, {"results", j}});
-  std::cout << r.table();
+  std::cout << r.table() << "attention diagnostics (mean over heads and rows, per layer):\n"
+            << r.diagnostics_table();
   spdlog::info("results written to {}", out);
 }
 
@@ -88,6 +95,15 @@ void add_eval(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--data", args->data, "Glob pattern of validation shards (default: the run's data.val)");
   cmd->add_option("--out", args->out, "Output JSON (default: RUN_DIR/eval/<checkpoint>.json)");
+  std::vector<std::string> presets;
+  for (const auto& p : kAttentionPresets) presets.push_back(p.name);
+  cmd->add_option("--attention", args->attention.preset,
+                  "Evaluate with this attention preset instead of the trained one (training-free; must be "
+                  "compatible: same score type and learned parameters)")
+      ->check(CLI::IsMember(presets));
+  cmd->add_option("--attention-set", args->attention.sets,
+                  "Override one key of the attention section, e.g. scale=infoscale or p=15 (repeatable; applied "
+                  "after --attention)");
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([args] { run_eval(*args); });
 }

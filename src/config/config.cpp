@@ -84,6 +84,8 @@ std::string allowed_text(const Key& k) {
       return parts.empty() ? "any" : join(parts);
     } else if constexpr (std::is_same_v<T, uint64_t>) {
       return has_bounds(a) ? range_text(a) : "0..2^64-1";
+    } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+      return range_text(a) + ", or null";
     } else {
       return range_text(a);
     }
@@ -97,6 +99,7 @@ const char* type_name(const Key& k) {
     else if constexpr (std::is_same_v<T, int64_t>) return "int64";
     else if constexpr (std::is_same_v<T, uint64_t>) return "uint64";
     else if constexpr (std::is_same_v<T, double>) return "float";
+    else if constexpr (std::is_same_v<T, std::optional<double>>) return "float or null";
     else if constexpr (std::is_same_v<T, std::string>) return "string";
     else return "list of int";
   }, probe_field(k));
@@ -171,6 +174,10 @@ void set_value(const Key& k, Config& c, const json& v) {
     if constexpr (std::is_same_v<T, double>) {
       if (!v.is_number()) wrong_type(where, "a number", v);
       *p = v.get<double>();
+    } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+      if (v.is_null()) *p = std::nullopt;
+      else if (v.is_number()) *p = v.get<double>();
+      else wrong_type(where, "a number or null", v);
     } else if constexpr (std::is_same_v<T, std::string>) {
       if (!v.is_string()) wrong_type(where, "a string", v);
       *p = v.get<std::string>();
@@ -186,7 +193,11 @@ void set_value(const Key& k, Config& c, const json& v) {
 }
 
 json get_value(const Key& k, Config& c) {
-  return std::visit([](auto* p) { return json(*p); }, k.field(c));
+  return std::visit([](auto* p) {
+    using T = Pointee<decltype(p)>;
+    if constexpr (std::is_same_v<T, std::optional<double>>) return p->has_value() ? json(**p) : json(nullptr);
+    else return json(*p);
+  }, k.field(c));
 }
 
 // ---- validation -----------------------------------------------------------------------
@@ -219,6 +230,8 @@ void check_value(const Key& k, Config& c) {
         fail("config: \"", k.path(), "\" = \"\" is empty; allowed: ", allowed_text(k));
     } else if constexpr (std::is_same_v<T, std::vector<int>>) {
       check_list(k, *p);
+    } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+      if (p->has_value() && !within(k.allowed, **p)) out_of_range(k.path(), json(**p).dump(), allowed_text(k));
     } else {
       if constexpr (std::is_integral_v<T>) {
         if (k.is_enum()) return check_enum(k, std::to_string(*p), std::to_string(*p));
@@ -270,6 +283,33 @@ json override_value(const Key& k, const std::string& text) {
   return parsed;
 }
 
+// The attention section accepts the stages' spelling of attention.md:
+// "sharpen": {"p": P, "offset_rows": K}, or "none" / null / false for no
+// re-weighting; it stands for the keys "p" and "offset_rows".
+json expand_attention_shorthand(const json& body) {
+  if (!body.contains("sharpen")) return body;
+  json out = body;
+  const json sharpen = out["sharpen"];
+  out.erase("sharpen");
+  auto set_once = [&](const std::string& key, const json& v) {
+    if (out.contains(key))
+      fail("config: \"attention.sharpen\" and \"attention.", key, "\" both set the re-weighting; use one");
+    out[key] = v;
+  };
+  if (sharpen.is_null() || sharpen == json(false) || sharpen == json("none")) {
+    set_once("p", 0);
+  } else if (sharpen.is_object()) {
+    for (const auto& [k, v] : sharpen.items()) {
+      if (k != "p" && k != "offset_rows")
+        fail("config: unknown key \"attention.sharpen.", k, "\"; valid keys in \"attention.sharpen\": p, offset_rows");
+      set_once(k, v);
+    }
+  } else {
+    fail("config: \"attention.sharpen\" must be {\"p\": P, \"offset_rows\": K} or \"none\", got ", describe(sharpen));
+  }
+  return out;
+}
+
 }  // namespace
 
 void validate_config(const Config& c) {
@@ -284,7 +324,8 @@ Config config_from_json(const json& j) {
   for (const auto& [section, body] : j.items()) {
     if (!is_section(section)) unknown_section(section);
     if (!body.is_object()) fail("config: section \"", section, "\" must be an object, got ", describe(body));
-    for (const auto& [name, value] : body.items()) {
+    const json expanded = section == "attention" ? expand_attention_shorthand(body) : body;
+    for (const auto& [name, value] : expanded.items()) {
       const Key* k = config_schema::find_key(section, name);
       if (!k) unknown_key(section, name);
       set_value(*k, c, value);

@@ -5,6 +5,7 @@
 // the resolved JSON and the README/--help key list are all derived from it.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,7 +20,7 @@ struct ModelConfig {
   int vocab_size = 257;          // real vocabulary (byte tokenizer: 256 + end-of-text)
   int vocab_pad_multiple = 64;   // padded vocabulary Vp = round_up(V, this); 64 or 128
   int context = 128;             // training context T
-  std::string position = "rope"; // "learned" | "rope" | "none"
+  std::string position = "rope"; // "learned" | "rope" | "none" | "alibi"
   double rope_theta = 10000.0;
   int max_position = 0;          // rows of the learned position table; 0 = context
   double init_std = 0.02;
@@ -64,8 +65,21 @@ struct EvalConfig {
   int profile_buckets = 16;   // buckets of the per-position loss profile
 };
 
+// The attention variant: a preset (kernels/attention_spec.h) whose stages
+// and constants can each be overridden. "preset" and null mean "the
+// preset's choice"; config/attention.h resolves them into an AttentionSpec.
 struct AttentionConfig {
-  std::string preset = "softmax";  // issue "Core": softmax only
+  std::string preset = "softmax";
+  std::string score = "preset";       // dot | cosine
+  std::string scale = "preset";       // none | logn | ssmax | infoscale | lssa | fixed
+  std::string positivity = "preset";  // exp | softplus | sigmoid | relu
+  std::string normalize = "preset";   // l1 | none | fixed
+  std::optional<double> p;            // re-weighting exponent; 0 = no re-weighting
+  int offset_rows = 3;                // re-weighting: rows i <= this use offset 0
+  std::optional<double> cosine_scale; // factor of cosine scores
+  double scale_value = 1.0;           // λ of scale "fixed"
+  std::optional<double> bias;         // added to the scores before φ; null: -ln N for sigmoid, else 0
+  std::optional<double> norm_const;   // divisor of normalize "fixed"; null: N (the training context)
 };
 
 struct RunConfig {

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include "config/attention.h"
+#include "kernels/attention_spec.h"
+
 namespace gpt::config_schema {
 namespace {
 
@@ -42,6 +45,20 @@ Allowed increasing_list(double min_element) {
 }
 
 constexpr double kMaxVocab = 1 << 24;
+
+std::vector<std::string_view> preset_names() {
+  std::vector<std::string_view> out;
+  for (const auto& p : kAttentionPresets) out.push_back(p.name);
+  return out;
+}
+
+// "preset" followed by a stage's choices.
+template <size_t N>
+std::vector<std::string_view> stage_names(const char* const (&names)[N]) {
+  std::vector<std::string_view> out{"preset"};
+  for (const char* n : names) out.push_back(n);
+  return out;
+}
 constexpr double kMaxContext = 1 << 20;
 
 // Section, name and accessor from one spelling, so the path can never drift
@@ -57,7 +74,7 @@ std::vector<Key> make_keys() {
       {GPT_KEY(model, vocab_pad_multiple), one_of({"64", "128"}),
        "padded vocabulary Vp = V rounded up to this multiple"},
       {GPT_KEY(model, context), between(1, kMaxContext), "training context length T"},
-      {GPT_KEY(model, position), one_of({"learned", "rope", "none"}), "position encoding"},
+      {GPT_KEY(model, position), one_of({"learned", "rope", "none", "alibi"}), "position encoding"},
       {GPT_KEY(model, rope_theta), above(0), "RoPE base frequency"},
       {GPT_KEY(model, max_position), between(0, kMaxVocab),
        "rows of the learned position table; 0 = context"},
@@ -88,7 +105,18 @@ std::vector<Key> make_keys() {
       {GPT_KEY(eval, every), at_least(0), "evaluate every N steps; 0 = only at the end"},
       {GPT_KEY(eval, profile_buckets), between(1, 4096), "buckets of the per-position loss profile"},
 
-      {GPT_KEY(attention, preset), one_of({"softmax"}), "attention variant"},
+      {GPT_KEY(attention, preset), one_of(preset_names()), "named attention variant (docs: attention.md)"},
+      {GPT_KEY(attention, score), one_of(stage_names(kScoreNames)), "stage 1; \"preset\": the preset's"},
+      {GPT_KEY(attention, scale), one_of(stage_names(kScaleNames)), "stage 2; \"preset\": the preset's"},
+      {GPT_KEY(attention, positivity), one_of(stage_names(kPositivityNames)), "stage 3; \"preset\": the preset's"},
+      {GPT_KEY(attention, normalize), one_of(stage_names(kNormalizeNames)), "stage 4; \"preset\": the preset's"},
+      {GPT_KEY(attention, p), at_least(0),
+       "stage 5, re-weighting exponent (0 = none); null: the preset's (lssar 15, else 0)"},
+      {GPT_KEY(attention, offset_rows), between(0, kMaxContext), "re-weighting offset o_i is 0 for rows i <= this"},
+      {GPT_KEY(attention, cosine_scale), above(0), "factor s of cosine scores; null: the preset's (cosine 32, else 1)"},
+      {GPT_KEY(attention, scale_value), any(), "the factor of scale \"fixed\""},
+      {GPT_KEY(attention, bias), any(), "added to the scores before positivity; null: -ln N for sigmoid, else 0"},
+      {GPT_KEY(attention, norm_const), above(0), "divisor of normalize \"fixed\"; null: N = model.context"},
 
       {GPT_KEY(run, dir), non_empty(), "run directory (logs, checkpoints, results)"},
       {GPT_KEY(run, device), one_of({"cpu", "cuda"}), "compute backend"},
@@ -112,6 +140,14 @@ std::vector<Rule> make_rules() {
        [](const Config& c) {
          return c.model.position != "learned" || c.model.max_position == 0 ||
                 c.model.max_position >= c.model.context;
+       }},
+      {"the attention scales logn, ssmax and infoscale and sigmoid's default bias -ln N need \"model.context\" >= 2",
+       {"model.context", "attention.preset", "attention.scale", "attention.positivity"},
+       [](const Config& c) {
+         const AttentionSpec s = resolve_attention(c);
+         const bool uses_ln_n = s.scale == Scale::Logn || s.scale == Scale::Ssmax || s.scale == Scale::Infoscale ||
+                                (s.positivity == Positivity::Sigmoid && !c.attention.bias);
+         return c.model.context >= 2 || !uses_ln_n;
        }},
       {"\"train.lr_min\" must be <= \"train.lr\"",
        {"train.lr_min", "train.lr"},

@@ -5,6 +5,7 @@
 // Config holds (config.h).
 #pragma once
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -15,7 +16,8 @@
 namespace gpt::config_schema {
 
 // The field a key reads and writes; its C++ type is the key's type.
-using FieldRef = std::variant<int*, int64_t*, uint64_t*, double*, std::string*, std::vector<int>*>;
+using FieldRef =
+    std::variant<int*, int64_t*, uint64_t*, double*, std::optional<double>*, std::string*, std::vector<int>*>;
 
 // What a value may be. Numeric bounds apply to numbers and to list elements;
 // integer bounds are small enough to be exact in a double.

@@ -60,7 +60,8 @@ ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream&
   ExtrapolationResult res;
   res.trained_context = T;
   res.tokens_per_multiple = budget;
-  res.attention = attention_name(model.attention().kind);
+  res.n_layer = model.config().n_layer;
+  res.n_head = model.config().n_head;
   std::vector<int32_t> buf;
   std::vector<float> losses;
   for (int m : eval.multiples) {
@@ -77,6 +78,8 @@ ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream&
     double sum = 0, sum_past = 0;
     int64_t n_past = 0;
     std::vector<int32_t> inputs, targets;
+    std::vector<double> diag;
+    model.collect_attention_diagnostics(&diag);
     for (int64_t s0 = 0; s0 < nseq; s0 += B) {
       const int b = static_cast<int>(std::min<int64_t>(B, nseq - s0));
       inputs.resize(static_cast<size_t>(b) * L);
@@ -98,7 +101,9 @@ ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream&
           ++bucket_n[k];
         }
     }
+    model.collect_attention_diagnostics(nullptr);
     MultipleResult r;
+    r.attention_diag = std::move(diag);
     r.multiple = m;
     r.context = L;
     r.sequences = nseq;
@@ -112,6 +117,42 @@ ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream&
   }
   return res;
 }
+
+namespace {
+
+// The diagnostics' names, in the order of kAttentionDiagStats after the
+// entropy: shares of the sink and of the most recent N keys, total weight.
+constexpr const char* kDiagNames[] = {"entropy", "sink", "recent", "mass"};
+constexpr int kDiagMeans = 4;  // the fifth stat is the row count
+
+// Mean of stat k over the rows of (layer l, head h); over all heads when h < 0.
+double diag_mean(const std::vector<double>& d, int n_head, int l, int h, int k) {
+  double sum = 0, rows = 0;
+  for (int hh = h < 0 ? 0 : h; hh < (h < 0 ? n_head : h + 1); ++hh) {
+    const double* s = d.data() + (static_cast<size_t>(l) * n_head + hh) * kAttentionDiagStats;
+    sum += s[k];
+    rows += s[kAttentionDiagStats - 1];
+  }
+  return rows > 0 ? sum / rows : 0.0;
+}
+
+nlohmann::json diagnostics_json(const std::vector<double>& d, int n_layer, int n_head) {
+  nlohmann::json layers = nlohmann::json::array();
+  if (d.size() != static_cast<size_t>(n_layer) * n_head * kAttentionDiagStats) return layers;
+  for (int l = 0; l < n_layer; ++l) {
+    nlohmann::json layer = {{"layer", l}};
+    for (int k = 0; k < kDiagMeans; ++k) {
+      nlohmann::json per_head = nlohmann::json::array();
+      for (int h = 0; h < n_head; ++h) per_head.push_back(diag_mean(d, n_head, l, h, k));
+      layer[kDiagNames[k]] = diag_mean(d, n_head, l, -1, k);
+      layer[std::string(kDiagNames[k]) + "_per_head"] = per_head;
+    }
+    layers.push_back(layer);
+  }
+  return layers;
+}
+
+}  // namespace
 
 nlohmann::json ExtrapolationResult::to_json() const {
   nlohmann::json rows_json = nlohmann::json::array();
@@ -129,12 +170,33 @@ nlohmann::json ExtrapolationResult::to_json() const {
                          {"loss", r.loss},
                          {"loss_past_train", std::isnan(r.loss_past_train) ? nlohmann::json(nullptr)
                                                                            : nlohmann::json(r.loss_past_train)},
-                         {"profile", profile}});
+                         {"profile", profile},
+                         {"attention_diagnostics", diagnostics_json(r.attention_diag, n_layer, n_head)}});
   }
   return {{"trained_context", trained_context},
           {"tokens_per_multiple", tokens_per_multiple},
           {"attention", attention},
           {"multiples", rows_json}};
+}
+
+std::string ExtrapolationResult::diagnostics_table() const {
+  std::string out;
+  char cell[64];
+  const char* titles[] = {"entropy (nats)", "sink share", "recent-N share"};
+  for (int k = 0; k < 3; ++k) {
+    out += std::string(titles[k]) + " by layer:\n";
+    for (const auto& r : rows) {
+      std::snprintf(cell, sizeof cell, "  %-5s", (std::to_string(r.multiple) + "x").c_str());
+      out += cell;
+      if (r.attention_diag.size() == static_cast<size_t>(n_layer) * n_head * kAttentionDiagStats)
+        for (int l = 0; l < n_layer; ++l) {
+          std::snprintf(cell, sizeof cell, " %7.3f", diag_mean(r.attention_diag, n_head, l, -1, k));
+          out += cell;
+        }
+      out += "\n";
+    }
+  }
+  return out;
 }
 
 std::string ExtrapolationResult::table() const {

@@ -25,15 +25,21 @@ struct MultipleResult {
   double loss = 0;             // mean over all positions
   double loss_past_train = 0;  // mean over positions >= T (NaN when m == 1)
   std::vector<double> profile; // mean loss per bucket of positions
+  // Attention diagnostics, sums over rows: (n_layer, n_head, kAttentionDiagStats)
+  // as GPT::collect_attention_diagnostics accumulates them.
+  std::vector<double> attention_diag;
 };
 
 struct ExtrapolationResult {
   int trained_context = 0;
   int64_t tokens_per_multiple = 0;
-  std::string attention;
+  int n_layer = 0, n_head = 0;
+  nlohmann::json attention;   // the variant evaluated (set by the caller: config/attention.h)
   std::vector<MultipleResult> rows;
   nlohmann::json to_json() const;
   std::string table() const;  // the human-readable 1×–16× table
+  // Entropy, sink and recent-N shares per multiple and layer (means over heads and rows).
+  std::string diagnostics_table() const;
 };
 
 // Evaluates `model` at each multiple of eval.multiples. batch_tokens bounds the

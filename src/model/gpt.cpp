@@ -38,7 +38,9 @@ struct Activations {
 
 template <typename T>
 GPT<T>::GPT(const ModelConfig& cfg, const AttentionSpec& attn, Backend<T>& backend)
-    : cfg_(cfg), attn_(attn), be_(backend), layout_(cfg) {
+    : cfg_(cfg), attn_(attn), be_(backend), layout_(cfg, attn) {
+  attn_.alibi = cfg.position == "alibi";  // the position encoding decides, whatever the caller passed
+  if (attn_.trained_context == 0) attn_.trained_context = cfg.context;
   params_ = Buffer<T>(be_, layout_.total);
   grads_ = Buffer<T>(be_, layout_.total);
   p_ = make_views(layout_, params_.get(), cfg_.n_layer);
@@ -140,7 +142,9 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
       be_.rope_forward(x.qkvr.get(), x.qkv.get(), B, Tn, C, NH, cfg_.rope_theta, 0);
       qkv = x.qkvr.get();
     }
-    be_.attention_forward(x.atty.get(), a.training ? x.att_stats.get() : nullptr, qkv, B, Tn, C, NH, attn_);
+    double* diag = diag_ && !a.training ? diag_->data() + static_cast<size_t>(l) * NH * kAttentionDiagStats : nullptr;
+    be_.attention_forward(x.atty.get(), a.training ? x.att_stats.get() : nullptr, qkv, B, Tn, C, NH, attn_,
+                          w.attnscale, diag);
     be_.matmul_forward(x.attproj.get(), x.atty.get(), w.attprojw, w.attprojb, N, C, C);
     be_.residual_forward(x.res2.get(), res, x.attproj.get(), static_cast<size_t>(N) * C);
     be_.layernorm_forward(x.ln2.get(), x.ln2_mean.get(), x.ln2_rstd.get(), x.res2.get(), w.ln2w, w.ln2b, N, C);
@@ -225,12 +229,12 @@ void GPT<T>::backward(double loss_scale) {
     be_.zero(a.dqkv.get(), NC * 3);
     if (rope) {
       be_.zero(a.dqkvr.get(), NC * 3);
-      be_.attention_backward(a.dqkvr.get(), a.datty.get(), x.atty.get(), x.att_stats.get(), x.qkvr.get(), B, Tn, C,
-                             NH, attn_);
+      be_.attention_backward(a.dqkvr.get(), g.attnscale, a.datty.get(), x.atty.get(), x.att_stats.get(),
+                             x.qkvr.get(), B, Tn, C, NH, attn_, w.attnscale);
       be_.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, C, NH, cfg_.rope_theta, 0);
     } else {
-      be_.attention_backward(a.dqkv.get(), a.datty.get(), x.atty.get(), x.att_stats.get(), x.qkv.get(), B, Tn, C, NH,
-                             attn_);
+      be_.attention_backward(a.dqkv.get(), g.attnscale, a.datty.get(), x.atty.get(), x.att_stats.get(), x.qkv.get(),
+                             B, Tn, C, NH, attn_, w.attnscale);
     }
     be_.zero(a.dln.get(), NC);
     be_.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv.get(), x.ln1.get(), w.qkvw, N, C, 3 * C);
@@ -255,6 +259,12 @@ std::vector<T> GPT<T>::next_token_logits(const int32_t* tokens, int Tn) {
   std::vector<T> logits(cfg_.vocab_size);
   be_.download(logits.data(), a.logits.get() + (Tn - 1) * Vp, cfg_.vocab_size);
   return logits;
+}
+
+template <typename T>
+void GPT<T>::collect_attention_diagnostics(std::vector<double>* acc) {
+  diag_ = acc;
+  if (acc) acc->assign(static_cast<size_t>(cfg_.n_layer) * cfg_.n_head * kAttentionDiagStats, 0.0);
 }
 
 template class GPT<float>;

@@ -1,6 +1,7 @@
 // The GPT model, written once against Backend<T>: GPT-2 architecture with
-// pre-LayerNorm blocks, a pluggable position encoding (learned, rope, none),
-// attention through the backend's attention op, and a tied LM head.
+// pre-LayerNorm blocks, a pluggable position encoding (learned, rope, none,
+// alibi), attention through the backend's attention op (any variant of
+// kernels/attention_spec.h), and a tied LM head.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -54,6 +55,11 @@ class GPT {
   // Inference: logits (first V entries) of the last position of one sequence.
   std::vector<T> next_token_logits(const int32_t* tokens, int Tn);
 
+  // While set (non-null), inference passes add every layer's attention
+  // diagnostics to *acc: (n_layer, n_head, kAttentionDiagStats) doubles,
+  // resized and zeroed here. Null stops collecting.
+  void collect_attention_diagnostics(std::vector<double>* acc);
+
  private:
   void check_tokens(const int32_t* tokens, size_t n, const char* what) const;
   Activations<T>& activations(int B, int Tn, bool training);
@@ -68,6 +74,7 @@ class GPT {
   Buffer<T> params_, grads_;
   ParamViews<T> p_, g_;
   std::unique_ptr<Activations<T>> train_acts_, infer_acts_;
+  std::vector<double>* diag_ = nullptr;
 };
 
 }  // namespace gpt

@@ -13,10 +13,10 @@ size_t ParamSpec::numel() const {
   return n;
 }
 
-ParamLayout::ParamLayout(const ModelConfig& m) {
-  const int64_t C = m.n_embd, Vp = m.padded_vocab(), P = m.position_rows(), L = m.n_layer;
+ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
+  const int64_t C = m.n_embd, Vp = m.padded_vocab(), P = m.position_rows(), L = m.n_layer, H = m.n_head;
   const bool learned_positions = m.position == "learned";
-  (void)learned_positions;
+  const bool learned_attn_scale = attn.learned_scale();
   auto add = [&](const char* name, Shape shape, InitKind init, bool decay, bool present, bool per_layer) {
     if (!present) return;
     if (per_layer) shape.insert(shape.begin(), L);
@@ -56,9 +56,11 @@ ParamViews<T> make_views(const ParamLayout& layout, T* base, int n_layer) {
   // (L, shape...): layer l starts l * (numel / L) into the stacked tensor.
 #define GPT_SET_LAYER(name, shape, init, decay, present)                       \
   {                                                                             \
-    const ParamSpec& s = layout.find(#name);                                    \
-    for (int l = 0; l < n_layer; ++l)                                           \
-      v.layers[l].name = base + s.offset + static_cast<size_t>(l) * (s.numel() / n_layer); \
+    if (layout.has(#name)) {                                                    \
+      const ParamSpec& s = layout.find(#name);                                  \
+      for (int l = 0; l < n_layer; ++l)                                         \
+        v.layers[l].name = base + s.offset + static_cast<size_t>(l) * (s.numel() / n_layer); \
+    }                                                                           \
   }
   GPT_LAYER_PARAMS(GPT_SET_LAYER)
 #undef GPT_SET_LAYER
@@ -85,6 +87,9 @@ void init_params(const ParamLayout& layout, const ModelConfig& m, uint64_t seed,
         break;
       case InitKind::Zeros:
         for (size_t i = 0; i < n; ++i) p[i] = T(0);
+        break;
+      case InitKind::AttnScale:
+        for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(attn::ssmax_init(m.context));
         break;
     }
     // Padding rows of the tied embedding (V..Vp-1) must stay zero: no token

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "kernels/attention_spec.h"
 
 namespace gpt {
 
@@ -17,10 +18,12 @@ enum class InitKind {
   NormalResidual,  // N(0, init_std / sqrt(2L)): projections into the residual stream
   Ones,
   Zeros,
+  AttnScale,       // ssmax's s_h = 1/ln N (attn::ssmax_init)
 };
 
 // X(name, shape, init, decay, present). Shapes use C (channels), Vp (padded
-// vocabulary), P (position rows). Weights are (out, in). Order = buffer order.
+// vocabulary), P (position rows), H (heads). Weights are (out, in). Order =
+// buffer order. `present` may use learned_positions and learned_attn_scale.
 #define GPT_GLOBAL_HEAD_PARAMS(X)                                   \
   X(wte, (Shape{Vp, C}), InitKind::Normal, true, true)              \
   X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions)
@@ -38,7 +41,8 @@ enum class InitKind {
   X(fcw, (Shape{4 * C, C}), InitKind::Normal, true, true)               \
   X(fcb, (Shape{4 * C}), InitKind::Zeros, false, true)                  \
   X(fcprojw, (Shape{C, 4 * C}), InitKind::NormalResidual, true, true)   \
-  X(fcprojb, (Shape{C}), InitKind::Zeros, false, true)
+  X(fcprojb, (Shape{C}), InitKind::Zeros, false, true)                 \
+  X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale)
 
 #define GPT_GLOBAL_TAIL_PARAMS(X)                    \
   X(lnfw, (Shape{C}), InitKind::Ones, false, true)   \
@@ -60,7 +64,8 @@ struct ParamSpec {
 struct ParamLayout {
   std::vector<ParamSpec> specs;
   size_t total = 0;
-  explicit ParamLayout(const ModelConfig& m);
+  // The attention variant decides the learned attention parameters (ssmax).
+  explicit ParamLayout(const ModelConfig& m, const AttentionSpec& attn = AttentionSpec{});
   const ParamSpec& find(const std::string& name) const;  // throws if absent
   bool has(const std::string& name) const;
 };

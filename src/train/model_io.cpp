@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/attention.h"
 #include "core/check.h"
 #include "core/files.h"
 
@@ -136,16 +137,31 @@ std::string resolve_checkpoint(const std::string& p) {
 
 namespace gpt {
 
-LoadedModel load_model(const std::string& path) {
+LoadedModel load_model(const std::string& path, const AttentionOverride& attention) {
   LoadedModel m;
   m.path = resolve_checkpoint(path);
   const Checkpoint ckpt = load_checkpoint(m.path);
   m.config = checkpoint_config(ckpt, m.path);
   m.progress = checkpoint_progress(ckpt, m.path);
-  check_checkpoint_tensors(ckpt, m.path, ParamLayout(m.config.model), "param/");
+  AttentionSpec spec = resolve_attention(m.config);
+  if (!attention.empty()) {
+    nlohmann::json j = config_to_json(m.config);
+    if (!attention.preset.empty()) j["attention"] = {{"preset", attention.preset}};
+    Config wanted;
+    try {
+      for (const std::string& set : attention.sets) apply_override(j, "attention." + set);
+      wanted = config_from_json(j);
+    } catch (const Error& e) {
+      fail("attention override: ", e.what());
+    }
+    const AttentionSpec wanted_spec = resolve_attention(wanted);
+    check_attention_compatible(spec, wanted_spec, attention_summary(m.config.attention, spec),
+                               attention_summary(wanted.attention, wanted_spec));
+    m.config = wanted;
+    spec = wanted_spec;
+  }
+  check_checkpoint_tensors(ckpt, m.path, ParamLayout(m.config.model, spec), "param/");
   m.backend = make_cpu_backend<float>();
-  AttentionSpec spec;
-  spec.trained_context = m.config.model.context;
   m.model = std::make_unique<GPT<float>>(m.config.model, spec, *m.backend);
   restore_checkpoint(ckpt, m.path, *m.model, nullptr);
   return m;

@@ -48,7 +48,19 @@ struct LoadedModel {
   std::unique_ptr<Backend<float>> backend;
   std::unique_ptr<GPT<float>> model;
 };
-// path: a checkpoint file or a run directory.
-LoadedModel load_model(const std::string& path);
+// An attention variant to run a trained model with instead of its own
+// (training-free evaluation, e.g. InfoScale on a softmax model): `preset`
+// replaces the checkpoint's attention block (empty: keep it), then each of
+// `sets` ("key=value", keys of the attention section) overrides one key.
+struct AttentionOverride {
+  std::string preset;
+  std::vector<std::string> sets;
+  bool empty() const { return preset.empty() && sets.empty(); }
+};
+
+// path: a checkpoint file or a run directory. A non-empty override that is
+// incompatible with the trained variant is refused with the reason;
+// config.attention holds the variant in use.
+LoadedModel load_model(const std::string& path, const AttentionOverride& attention = {});
 
 }  // namespace gpt

@@ -11,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "config/attention.h"
 #include "core/check.h"
 #include "core/files.h"
 #include "core/metrics.h"
@@ -58,12 +59,6 @@ std::string first_nonfinite_grad(GPT<float>& model) {
   return "(none)";
 }
 
-AttentionSpec attention_spec(const Config& cfg) {
-  AttentionSpec spec;
-  spec.trained_context = cfg.model.context;
-  return spec;
-}
-
 }  // namespace
 
 int run_training(const Config& cfg, const std::string& resume_checkpoint) {
@@ -94,7 +89,8 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   MetricsLog metrics((fs::path(run_dir) / "metrics.jsonl").string(), !resume_checkpoint.empty());
 
   auto backend = make_cpu_backend<float>();
-  GPT<float> model(mc, attention_spec(cfg), *backend);
+  const AttentionSpec attn = resolve_attention(cfg);
+  GPT<float> model(mc, attn, *backend);
   AdamW<float> opt(model, tc);
 
   TrainProgress progress;
@@ -109,6 +105,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   }
   spdlog::info("model: {} layers, {} heads, {} channels, context {}, {} positions, {:.3f}M parameters", mc.n_layer,
                mc.n_head, mc.n_embd, T, mc.position, model.num_params() / 1e6);
+  spdlog::info("attention: {}", attention_summary(cfg.attention, attn));
   spdlog::info("data: {} training tokens ({} sequences per epoch), {} validation tokens; {} threads",
                loader.stream().size(), loader.sequences_per_epoch(), val.size(), omp_get_max_threads());
 
@@ -120,12 +117,14 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   };
   auto evaluate = [&](int step, bool final) {
     ExtrapolationResult r = evaluate_extrapolation(model, val, cfg.eval, T, static_cast<int64_t>(B) * T);
+    r.attention = attention_to_json(cfg.attention, attn);
     nlohmann::json j = r.to_json();
     j["step"] = step;
     metrics.write({{"event", "eval"}, {"step", step}, {"results", j}});
     if (final) {
       write_json_file((fs::path(run_dir) / "extrapolation.json").string(), j);
       spdlog::info("validation loss at multiples of the training context (step {}):\n{}", step, r.table());
+      spdlog::info("attention diagnostics (mean over heads and rows, per layer):\n{}", r.diagnostics_table());
     }
   };
 

@@ -102,7 +102,7 @@ TEST_F(Cli, ConfigErrors) {
   expect_error(run("train " + config(", \"n_heads\": 2")), {"unknown key", "model.n_heads", "n_head"});
   expect_error(run("train " + config() + " --set train.lr=abc"), {"train.lr", "number"});
   expect_error(run("train " + config() + " --set model.n_layer=0"), {"model.n_layer", "1..256"});
-  expect_error(run("train " + config() + " --set model.position=alibi"), {"model.position", "learned, rope, none"});
+  expect_error(run("train " + config() + " --set model.position=sinusoidal"), {"model.position", "learned, rope, none, alibi"});
   expect_error(run("train " + config() + " --set nosuch.key=1"), {"nosuch"});
   std::ofstream(dir_ / "broken.json") << "{\"model\": {";
   expect_error(run("train " + (dir_ / "broken.json").string()), {"broken.json"});

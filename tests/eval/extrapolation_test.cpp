@@ -65,7 +65,18 @@ TEST_F(Extrapolation, MatchesBruteForceOnContiguousWindows) {
   const ExtrapolationResult r = evaluate_extrapolation(*model_, val, ec, 4, 8);
   ASSERT_EQ(r.rows.size(), 3u);
   EXPECT_EQ(r.tokens_per_multiple, 64);
-  EXPECT_EQ(r.attention, "softmax");
+  for (const MultipleResult& row : r.rows) {
+    // Diagnostics cover every scored row of every layer and head: (L, NH, stats).
+    const int L = r.n_layer, NH = r.n_head;
+    ASSERT_EQ(row.attention_diag.size(), static_cast<size_t>(L) * NH * kAttentionDiagStats);
+    for (int i = 0; i < L * NH; ++i) {
+      const double* d = &row.attention_diag[static_cast<size_t>(i) * kAttentionDiagStats];
+      EXPECT_EQ(d[4], 64.0) << "rows counted";
+      EXPECT_NEAR(d[3], 64.0, 1e-3) << "softmax rows sum to 1";
+      EXPECT_GT(d[0], 0.0) << "entropy";
+      EXPECT_LE(d[1], d[4]) << "sink share <= 1 per row";
+    }
+  }
   for (const MultipleResult& row : r.rows) {
     const int L = 4 * row.multiple;
     EXPECT_EQ(row.tokens, 64) << "every multiple scores the same tokens";

@@ -1,4 +1,5 @@
-// Causal softmax attention: gradients by finite differences, the streamed
+// Causal softmax attention (the default variant; the other variants are
+// tested in attention_variants_test.cpp): gradients by finite differences, the streamed
 // forward against an explicit T×T reference, the causal mask, stability at
 // huge scores, and independence from the thread count.
 #include <gtest/gtest.h>
@@ -25,7 +26,7 @@ struct Shape {
   int B, T, C, NH;
   size_t qkv_size() const { return static_cast<size_t>(B) * T * 3 * C; }
   size_t out_size() const { return static_cast<size_t>(B) * T * C; }
-  size_t stats_size() const { return static_cast<size_t>(B) * NH * T; }
+  size_t stats_size() const { return static_cast<size_t>(B) * NH * T * AttentionSpec::kStatsPerRow; }
 };
 
 const AttentionSpec kSoftmax{};
@@ -39,8 +40,18 @@ template <typename T>
 std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, std::vector<T>* stats = nullptr) {
   std::vector<T> out(s.out_size());
   if (stats) stats->assign(s.stats_size(), T(0));
-  attention_forward(out.data(), stats ? stats->data() : nullptr, qkv.data(), s.B, s.T, s.C, s.NH, kSoftmax);
+  attention_forward(out.data(), stats ? stats->data() : nullptr, qkv.data(), s.B, s.T, s.C, s.NH, kSoftmax,
+                    static_cast<const T*>(nullptr), nullptr);
   return out;
+}
+
+// The softmax rows' log-sum-exp from the saved statistics (shift, Z, ...).
+template <typename T>
+std::vector<double> lse_of(const std::vector<T>& stats) {
+  std::vector<double> lse;
+  for (size_t r = 0; r < stats.size(); r += AttentionSpec::kStatsPerRow)
+    lse.push_back(static_cast<double>(stats[r]) + std::log(static_cast<double>(stats[r + 1])));
+  return lse;
 }
 
 // dqkv (zero-initialised) for the loss Σ out·w.
@@ -49,7 +60,8 @@ std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, cons
   std::vector<T> stats;
   std::vector<T> out = forward(qkv, s, &stats);
   std::vector<T> dqkv(s.qkv_size(), T(0));
-  attention_backward(dqkv.data(), w.data(), out.data(), stats.data(), qkv.data(), s.B, s.T, s.C, s.NH, kSoftmax);
+  attention_backward(dqkv.data(), static_cast<T*>(nullptr), w.data(), out.data(), stats.data(), qkv.data(), s.B, s.T,
+                     s.C, s.NH, kSoftmax, static_cast<const T*>(nullptr));
   return dqkv;
 }
 
@@ -59,7 +71,7 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, st
   const int D = s.C / s.NH;
   const size_t C3 = 3 * static_cast<size_t>(s.C);
   std::vector<double> out(s.out_size(), 0.0);
-  lse->assign(s.stats_size(), 0.0);
+  lse->assign(static_cast<size_t>(s.B) * s.NH * s.T, 0.0);
   std::vector<double> P(static_cast<size_t>(s.T) * s.T);
   for (int b = 0; b < s.B; ++b) {
     for (int h = 0; h < s.NH; ++h) {
@@ -135,7 +147,8 @@ TEST(Attention, BackwardAccumulates) {
   const std::vector<double> out = forward(qkv, s, &stats);
   const std::vector<double> prior = random_vector(s.qkv_size(), 5);
   std::vector<double> dqkv = prior;
-  attention_backward(dqkv.data(), w.data(), out.data(), stats.data(), qkv.data(), s.B, s.T, s.C, s.NH, kSoftmax);
+  attention_backward(dqkv.data(), static_cast<double*>(nullptr), w.data(), out.data(), stats.data(), qkv.data(), s.B,
+                     s.T, s.C, s.NH, kSoftmax, static_cast<const double*>(nullptr));
   for (size_t i = 0; i < dqkv.size(); ++i) ASSERT_NEAR(dqkv[i], prior[i] + g[i], 1e-12) << "index " << i;
 }
 
@@ -145,13 +158,13 @@ TEST(Attention, ForwardMatchesExplicitReference) {
   std::vector<double> ref_lse;
   const std::vector<double> ref = reference(qkv, s, &ref_lse);
 
-  std::vector<double> lse;
-  EXPECT_LT(max_abs_diff(forward(qkv, s, &lse), ref), 1e-12);
-  EXPECT_LT(max_abs_diff(lse, ref_lse), 1e-12);
+  std::vector<double> stats;
+  EXPECT_LT(max_abs_diff(forward(qkv, s, &stats), ref), 1e-12);
+  EXPECT_LT(max_abs_diff(lse_of(stats), ref_lse), 1e-12);
 
-  std::vector<float> lse_f;
-  EXPECT_LT(max_abs_diff(forward(cast<float>(qkv), s, &lse_f), ref), 2e-6);
-  EXPECT_LT(max_abs_diff(lse_f, ref_lse), 2e-5);
+  std::vector<float> stats_f;
+  EXPECT_LT(max_abs_diff(forward(cast<float>(qkv), s, &stats_f), ref), 2e-6);
+  EXPECT_LT(max_abs_diff(lse_of(stats_f), ref_lse), 2e-5);
 }
 
 TEST(Attention, NullStatsGivesSameOutput) {
@@ -219,14 +232,14 @@ TEST(Attention, HugeScoresStayFiniteAndCorrect) {
   for (double l : ref_lse) max_lse = std::max(max_lse, std::abs(l));
   EXPECT_GT(max_lse, 5e3);
 
-  std::vector<double> lse;
-  EXPECT_LT(max_abs_diff(forward(qkv, s, &lse), ref), 1e-9);
-  EXPECT_LT(max_abs_diff(lse, ref_lse), 1e-9);
+  std::vector<double> stats;
+  EXPECT_LT(max_abs_diff(forward(qkv, s, &stats), ref), 1e-9);
+  EXPECT_LT(max_abs_diff(lse_of(stats), ref_lse), 1e-9);
 
   // Float: scores carry an absolute error of ~1e-3 at this magnitude.
   const std::vector<float> qkv_f = cast<float>(qkv);
-  std::vector<float> lse_f;
-  const std::vector<float> out_f = forward(qkv_f, s, &lse_f);
+  std::vector<float> stats_f;
+  const std::vector<float> out_f = forward(qkv_f, s, &stats_f);
   for (float x : out_f) ASSERT_TRUE(std::isfinite(x));
   EXPECT_LT(max_abs_diff(out_f, ref), 1e-2);
   const std::vector<float> g = backward(qkv_f, cast<float>(random_vector(s.out_size(), 12)), s);
@@ -251,8 +264,10 @@ TEST(Attention, ThreadCountDoesNotChangeResults) {
 }
 
 TEST(Attention, RejectsHeadsThatDoNotDivideC) {
-  std::vector<float> qkv(3 * 10), out(10), stats(3);
-  EXPECT_THROW(attention_forward(out.data(), stats.data(), qkv.data(), 1, 1, 10, 3, kSoftmax), gpt::Error);
+  std::vector<float> qkv(3 * 10), out(10), stats(3 * AttentionSpec::kStatsPerRow);
+  EXPECT_THROW(attention_forward(out.data(), stats.data(), qkv.data(), 1, 1, 10, 3, kSoftmax,
+                                 static_cast<const float*>(nullptr), nullptr),
+               gpt::Error);
 }
 
 }  // namespace

@@ -1,0 +1,582 @@
+// Every attention variant of kernels/attention_spec.h through the CPU kernel:
+// the forward against a plain T×T reference written from the formulas of
+// ../shared/docs/attention.md, finite-difference gradients (q, k, v and the
+// learned ssmax scales), the properties the docs promise (l1 rows sum to 1,
+// logn/infoscale equal softmax up to N, the causal mask), the extreme inputs
+// (lssar over 16,384 keys, dot scores of ±1e4, uniform rows under
+// re-weighting) and the diagnostics.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cctype>
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "config/attention.h"
+#include "core/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "util/gradcheck.h"
+
+namespace gpt::cpu {
+namespace {
+
+using gpt::test::max_rel_error;
+using gpt::test::numeric_gradient;
+using gpt::test::random_vector;
+using gpt::test::weighted_sum;
+
+constexpr int kStats = AttentionSpec::kStatsPerRow;
+
+struct Shape {
+  int B, T, C, NH;
+  int D() const { return C / NH; }
+  size_t qkv_size() const { return static_cast<size_t>(B) * T * 3 * C; }
+  size_t out_size() const { return static_cast<size_t>(B) * T * C; }
+  size_t stats_size() const { return static_cast<size_t>(B) * NH * T * kStats; }
+};
+
+struct Variant {
+  std::string name;
+  AttentionSpec spec;
+};
+
+// A preset as a config would resolve it, trained at context N, optionally
+// with stage overrides applied to the AttentionConfig first.
+Variant preset(const std::string& name, int N, void (*edit)(AttentionConfig&) = nullptr,
+               const std::string& label = "") {
+  AttentionConfig a;
+  a.preset = name;
+  if (edit) edit(a);
+  ModelConfig m;
+  m.context = N;
+  return {label.empty() ? name : label, resolve_attention(a, m)};
+}
+
+// The presets and the ablation combinations of the LSSA paper (and a few
+// more stage mixtures), all at trained context N.
+std::vector<Variant> all_variants(int N) {
+  std::vector<Variant> v;
+  for (const auto& p : kAttentionPresets) v.push_back(preset(p.name, N));
+  v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.p = 15; }, "softmax+reweight15"));
+  v.push_back(preset("sigmoid", N, [](AttentionConfig& a) { a.normalize = "l1", a.p = 15; }, "sigmoid+l1+reweight"));
+  v.push_back(preset("relu", N, [](AttentionConfig& a) { a.normalize = "l1"; }, "relu+l1"));
+  v.push_back(preset("lssa", N, [](AttentionConfig& a) { a.normalize = "none"; }, "lssa-no-l1"));
+  v.push_back(preset("lssar", N, [](AttentionConfig& a) { a.p = 3; }, "lssar-p3"));
+  v.push_back(preset("cosine", N, [](AttentionConfig& a) { a.scale = "infoscale"; }, "cosine+infoscale"));
+  v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.scale = "fixed", a.scale_value = 0.7; }, "fixed-scale"));
+  v.push_back(preset("lssa", N, [](AttentionConfig& a) { a.positivity = "exp"; }, "cosine+lssa+exp"));
+  v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.positivity = "softplus", a.p = 4; },
+                     "ssmax+softplus+reweight4"));
+  Variant alibi = preset("softmax", N);
+  alibi.name = "softmax+alibi";
+  alibi.spec.alibi = true;
+  v.push_back(alibi);
+  Variant alibi_r = preset("lssar", N);
+  alibi_r.name = "lssar+alibi";
+  alibi_r.spec.alibi = true;
+  v.push_back(alibi_r);
+  return v;
+}
+
+bool has_kink(const AttentionSpec& s) { return s.positivity == Positivity::Relu; }
+
+template <typename T>
+std::vector<T> cast(const std::vector<double>& x) {
+  return std::vector<T>(x.begin(), x.end());
+}
+
+template <typename T>
+std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, const AttentionSpec& spec,
+                       const std::vector<T>& head_scale, std::vector<T>* stats = nullptr,
+                       std::vector<double>* diag = nullptr) {
+  std::vector<T> out(s.out_size());
+  if (stats) stats->assign(s.stats_size(), T(0));
+  if (diag) diag->assign(static_cast<size_t>(s.NH) * kAttentionDiagStats, 0.0);
+  attention_forward(out.data(), stats ? stats->data() : nullptr, qkv.data(), s.B, s.T, s.C, s.NH, spec,
+                    head_scale.empty() ? nullptr : head_scale.data(), diag ? diag->data() : nullptr);
+  return out;
+}
+
+// dqkv and dhead_scale for the loss Σ out·w.
+template <typename T>
+std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, const Shape& s, const AttentionSpec& spec,
+                        const std::vector<T>& head_scale, std::vector<T>* dhead = nullptr) {
+  std::vector<T> stats;
+  const std::vector<T> out = forward(qkv, s, spec, head_scale, &stats);
+  std::vector<T> dqkv(s.qkv_size(), T(0));
+  std::vector<T> dh(s.NH, T(0));
+  attention_backward(dqkv.data(), dh.data(), w.data(), out.data(), stats.data(), qkv.data(), s.B, s.T, s.C, s.NH, spec,
+                     head_scale.empty() ? nullptr : head_scale.data());
+  if (dhead) *dhead = dh;
+  return dqkv;
+}
+
+// ---- the reference: attention.md's formulas, one full T×T matrix per head ----------
+double ref_lambda(const AttentionSpec& s, int i, int d, double s_h) {
+  const double N = s.trained_context;
+  switch (s.scale) {
+    case Scale::None:
+      return 1;
+    case Scale::Logn:
+      return std::max(1.0, std::log(i) / std::log(N));
+    case Scale::Ssmax:
+      return s_h * std::log(i);
+    case Scale::Infoscale:
+      return std::max(1.0, std::sqrt(1 - std::pow(i, -2.0 / d)) / std::sqrt(1 - std::pow(N, -2.0 / d)));
+    case Scale::Lssa:
+      return std::log(d) * std::log(i);
+    case Scale::Fixed:
+      return s.scale_value;
+  }
+  return NAN;
+}
+
+double ref_phi(Positivity k, double x) {
+  switch (k) {
+    case Positivity::Exp:
+      return std::exp(x);
+    case Positivity::Softplus:
+      return std::log1p(std::exp(x));
+    case Positivity::Sigmoid:
+      return 1 / (1 + std::exp(-x));
+    case Positivity::Relu:
+      return std::max(0.0, x);
+  }
+  return NAN;
+}
+
+// Full weight matrix W (T×T, zero above the diagonal) of head (b,h).
+std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,
+                                const std::vector<double>& head_scale, int b, int h) {
+  const int T = s.T, d = s.D();
+  auto at = [&](int t, int part, int c) {
+    return qkv[(static_cast<size_t>(b) * T + t) * 3 * s.C + part * s.C + h * d + c];
+  };
+  auto norm = [&](int t, int part) {
+    double n = 0;
+    for (int c = 0; c < d; ++c) n += at(t, part, c) * at(t, part, c);
+    return std::sqrt(n + 1e-12);
+  };
+  const double slope = sp.alibi ? std::pow(2.0, -8.0 * (h + 1) / s.NH) : 0.0;  // NH a power of two here
+  std::vector<double> W(static_cast<size_t>(T) * T, 0.0);
+  for (int i = 1; i <= T; ++i) {  // 1-based row, keys j = 1..i
+    std::vector<double> a(i);
+    double z = 0;
+    for (int j = 1; j <= i; ++j) {
+      double qk = 0;
+      for (int c = 0; c < d; ++c) qk += at(i - 1, 0, c) * at(j - 1, 1, c);
+      const double score = sp.score == Score::Dot ? qk / std::sqrt(d)
+                                                  : sp.cosine_scale * qk / (norm(i - 1, 0) * norm(j - 1, 1));
+      const double x = ref_lambda(sp, i, d, head_scale.empty() ? 0 : head_scale[h]) * score + sp.bias -
+                       slope * (i - j);
+      z += (a[j - 1] = ref_phi(sp.positivity, x));
+    }
+    for (double& v : a) {
+      if (sp.normalize == Normalize::L1) v = z > 0 ? v / z : 0;
+      if (sp.normalize == Normalize::Fixed) v /= sp.norm_const;
+    }
+    std::vector<double> w = a;
+    if (sp.p > 0) {
+      const double o = i <= sp.offset_rows ? 0 : 1;
+      double rs = 0;
+      std::vector<double> r(i);
+      for (int j = 0; j < i; ++j) rs += (r[j] = std::pow(std::max(0.0, i * a[j] - o), sp.p));
+      if (rs > 0)
+        for (int j = 0; j < i; ++j) w[j] = r[j] / rs;
+    }
+    for (int j = 0; j < i; ++j) W[static_cast<size_t>(i - 1) * T + j] = w[j];
+  }
+  return W;
+}
+
+std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,
+                              const std::vector<double>& head_scale) {
+  const int d = s.D();
+  std::vector<double> out(s.out_size(), 0.0);
+  for (int b = 0; b < s.B; ++b)
+    for (int h = 0; h < s.NH; ++h) {
+      const std::vector<double> W = ref_weights(qkv, s, sp, head_scale, b, h);
+      for (int i = 0; i < s.T; ++i)
+        for (int c = 0; c < d; ++c) {
+          double acc = 0;
+          for (int j = 0; j <= i; ++j)
+            acc += W[static_cast<size_t>(i) * s.T + j] * qkv[(static_cast<size_t>(b) * s.T + j) * 3 * s.C + 2 * s.C +
+                                                           h * d + c];
+          out[(static_cast<size_t>(b) * s.T + i) * s.C + h * d + c] = acc;
+        }
+    }
+  return out;
+}
+
+template <typename T>
+double max_abs_diff(const std::vector<T>& a, const std::vector<double>& b) {
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
+  return worst;
+}
+
+std::vector<double> scales_for(const AttentionSpec& s, int NH, uint64_t seed) {
+  if (!s.learned_scale()) return {};
+  return random_vector(NH, seed, 0.2, 0.6);  // around 1/ln N, away from 0
+}
+
+// ---- forward against the reference ------------------------------------------------------
+
+TEST(AttentionVariants, ForwardMatchesReference) {
+  const Shape s{2, 300, 32, 4};  // T = 300: ten row blocks, past N = 64
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 21, -1.5, 1.5);
+  for (const Variant& v : all_variants(64)) {
+    const std::vector<double> hs = scales_for(v.spec, s.NH, 5);
+    const std::vector<double> ref = reference(qkv, s, v.spec, hs);
+    const double err = max_abs_diff(forward(qkv, s, v.spec, hs), ref);
+    const double err_f = max_abs_diff(forward(cast<float>(qkv), s, v.spec, cast<float>(hs)), ref);
+    std::printf("[reference] %-26s double %.2e  float %.2e\n", v.name.c_str(), err, err_f);
+    double scale = 1;  // unnormalised variants (no l1) reach outputs far above 1
+    for (double x : ref) scale = std::max(scale, std::abs(x));
+    EXPECT_LT(err, 1e-11 * scale) << v.name;
+    EXPECT_LT(err_f, 2e-5 * scale) << v.name;
+  }
+}
+
+// ---- gradients ------------------------------------------------------------------------------
+
+// One test per variant (ctest runs them in parallel).
+class AttentionGradcheck : public ::testing::TestWithParam<int> {};
+
+TEST_P(AttentionGradcheck, MatchesFiniteDifferences) {
+  // T = 40 crosses the 32-row block boundary and N = 16, so every scale runs
+  // past its training length.
+  const Shape s{1, 40, 16, 2};
+  {
+    Variant v = all_variants(16)[GetParam()];
+    std::vector<double> qkv = random_vector(s.qkv_size(), 31, -1.5, 1.5);
+    if (has_kink(v.spec)) {
+      // relu's kink at x = 0 would put finite differences across it: keep
+      // every x in the linear part (small q·k plus a bias of 0.6). The
+      // zero side (x < 0: zero weight, zero gradient) is tested below.
+      for (size_t r = 0; r < qkv.size() / (3 * s.C); ++r)
+        for (int c = 0; c < 2 * s.C; ++c) qkv[r * 3 * s.C + c] *= 0.25;
+      v.spec.bias = 0.6;
+    }
+    std::vector<double> hs = scales_for(v.spec, s.NH, 6);
+    const std::vector<double> w = random_vector(s.out_size(), 32);
+    std::vector<double> dhead;
+    const std::vector<double> analytic = backward(qkv, w, s, v.spec, hs, &dhead);
+    auto loss = [&] { return weighted_sum(forward(qkv, s, v.spec, hs), w); };
+    const std::vector<double> numeric = numeric_gradient(qkv, loss);
+    test::expect_gradient_scaled("attention", (v.name + " dqkv").c_str(), analytic, numeric);
+    if (v.spec.learned_scale()) {
+      const std::vector<double> numeric_h = numeric_gradient(hs, loss);
+      test::expect_gradient_scaled("attention", (v.name + " ds_h").c_str(), dhead, numeric_h);
+    } else {
+      for (double g : dhead) EXPECT_EQ(g, 0.0) << v.name << ": no learned scale, no gradient";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AttentionVariants, AttentionGradcheck,
+                         ::testing::Range(0, static_cast<int>(all_variants(16).size())),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           std::string name = all_variants(16)[info.param].name;
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
+
+TEST(AttentionVariants, BackwardAccumulates) {
+  const Shape s{2, 9, 8, 2};
+  const Variant v = preset("ssmax", 4);
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 3);
+  const std::vector<double> hs = scales_for(v.spec, s.NH, 4);
+  const std::vector<double> w = random_vector(s.out_size(), 4);
+  std::vector<double> dh_once;
+  const std::vector<double> once = backward(qkv, w, s, v.spec, hs, &dh_once);
+  std::vector<double> stats;
+  const std::vector<double> out = forward(qkv, s, v.spec, hs, &stats);
+  std::vector<double> dqkv = random_vector(s.qkv_size(), 5), dh = {0.25, -0.5};
+  const std::vector<double> prior = dqkv;
+  attention_backward(dqkv.data(), dh.data(), w.data(), out.data(), stats.data(), qkv.data(), s.B, s.T, s.C, s.NH,
+                     v.spec, hs.data());
+  for (size_t i = 0; i < dqkv.size(); ++i) ASSERT_NEAR(dqkv[i], prior[i] + once[i], 1e-12);
+  EXPECT_NEAR(dh[0], 0.25 + dh_once[0], 1e-12);
+  EXPECT_NEAR(dh[1], -0.5 + dh_once[1], 1e-12);
+}
+
+// ---- properties -------------------------------------------------------------------------------
+
+// With every v_j = 1, each output is the row's total weight Σ_j w_ij.
+TEST(AttentionVariants, L1RowsSumToOne) {
+  const Shape s{2, 70, 16, 2};
+  std::vector<double> qkv = random_vector(s.qkv_size(), 41, -2, 2);
+  for (size_t r = 0; r < qkv.size() / (3 * s.C); ++r)
+    for (int c = 0; c < s.C; ++c) qkv[r * 3 * s.C + 2 * s.C + c] = 1.0;
+  int checked = 0;
+  for (const Variant& v : all_variants(16)) {
+    if (v.spec.normalize != Normalize::L1) continue;
+    ++checked;
+    const std::vector<double> out = forward(qkv, s, v.spec, scales_for(v.spec, s.NH, 7));
+    // relu + l1: a row without a positive score has Z = 0 and weights 0
+    // (attention_spec.h's inv_norm), not 0/0; all other rows sum to 1.
+    int ones = 0;
+    for (double x : out) {
+      if (has_kink(v.spec) && x == 0.0) continue;
+      ASSERT_NEAR(x, 1.0, 1e-12) << v.name;
+      ++ones;
+    }
+    EXPECT_GT(ones, static_cast<int>(out.size()) / 2) << v.name;
+  }
+  EXPECT_GE(checked, 12);
+}
+
+// λ_i = 1 for i <= N under logn and infoscale: identical rows, bit for bit;
+// past N the rows differ (otherwise the test would prove nothing).
+TEST(AttentionVariants, LognAndInfoscaleEqualSoftmaxUpToN) {
+  const int N = 24;
+  const Shape s{1, 64, 16, 2};
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 42, -2, 2);
+  const std::vector<double> soft = forward(qkv, s, preset("softmax", N).spec, {});
+  for (const char* name : {"logn", "infoscale"}) {
+    const std::vector<double> out = forward(qkv, s, preset(name, N).spec, {});
+    double past = 0;
+    for (int t = 0; t < s.T; ++t)
+      for (int c = 0; c < s.C; ++c) {
+        const size_t k = static_cast<size_t>(t) * s.C + c;
+        if (t < N) ASSERT_EQ(out[k], soft[k]) << name << " row " << t + 1;
+        else past = std::max(past, std::abs(out[k] - soft[k]));
+      }
+    EXPECT_GT(past, 1e-6) << name << " must differ from softmax past N";
+  }
+}
+
+TEST(AttentionVariants, LssaFirstRowHasWeightOne) {
+  const Shape s{2, 5, 16, 2};
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 43, -2, 2);
+  for (const char* name : {"lssa", "lssar"}) {
+    std::vector<double> stats;
+    const std::vector<double> out = forward(qkv, s, preset(name, 4).spec, {}, &stats);
+    for (int b = 0; b < s.B; ++b)
+      for (int c = 0; c < s.C; ++c)
+        EXPECT_NEAR(out[static_cast<size_t>(b) * s.T * s.C + c],
+                    qkv[static_cast<size_t>(b) * s.T * 3 * s.C + 2 * s.C + c], 1e-15)
+            << name;
+  }
+}
+
+// Keys after the query (j > i) get exactly zero weight (moving them changes
+// nothing before them) and exactly zero gradient from earlier rows' losses.
+TEST(AttentionVariants, MaskedKeysGetZeroWeightAndGradient) {
+  const Shape s{1, 40, 16, 2};
+  const int last = 20;  // losses on rows 0..last only
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 44, -1.5, 1.5);
+  std::vector<double> w = random_vector(s.out_size(), 45);
+  for (int t = last + 1; t < s.T; ++t)
+    for (int c = 0; c < s.C; ++c) w[static_cast<size_t>(t) * s.C + c] = 0;
+  for (const Variant& v : all_variants(8)) {
+    const std::vector<double> hs = scales_for(v.spec, s.NH, 8);
+    const std::vector<double> base = forward(qkv, s, v.spec, hs);
+    std::vector<double> moved = qkv;
+    for (int t = last + 1; t < s.T; ++t)
+      for (int c = 0; c < 3 * s.C; ++c) moved[static_cast<size_t>(t) * 3 * s.C + c] += 0.37;
+    const std::vector<double> out = forward(moved, s, v.spec, hs);
+    for (int t = 0; t <= last; ++t)
+      for (int c = 0; c < s.C; ++c)
+        ASSERT_EQ(out[static_cast<size_t>(t) * s.C + c], base[static_cast<size_t>(t) * s.C + c]) << v.name;
+    const std::vector<double> g = backward(qkv, w, s, v.spec, hs);
+    double before = 0;
+    for (int t = 0; t < s.T; ++t)
+      for (int c = 0; c < 3 * s.C; ++c) {
+        const double x = g[static_cast<size_t>(t) * 3 * s.C + c];
+        if (t > last) ASSERT_EQ(x, 0.0) << v.name << " row " << t;
+        else before = std::max(before, std::abs(x));
+      }
+    EXPECT_GT(before, 1e-6) << v.name;
+  }
+}
+
+TEST(AttentionVariants, ThreadCountDoesNotChangeResults) {
+  const Shape s{2, 70, 32, 4};
+  const std::vector<float> qkv = cast<float>(random_vector(s.qkv_size(), 46));
+  const std::vector<float> w = cast<float>(random_vector(s.out_size(), 47));
+  const int saved = omp_get_max_threads();
+  for (const char* name : {"lssar", "ssmax", "cosine", "sigmoid"}) {
+    const AttentionSpec spec = preset(name, 16).spec;
+    const std::vector<float> hs = cast<float>(scales_for(spec, s.NH, 9));
+    std::vector<float> dh1, dh2;
+    omp_set_num_threads(1);
+    const std::vector<float> out1 = forward(qkv, s, spec, hs);
+    const std::vector<float> g1 = backward(qkv, w, s, spec, hs, &dh1);
+    omp_set_num_threads(2);
+    const std::vector<float> out2 = forward(qkv, s, spec, hs);
+    const std::vector<float> g2 = backward(qkv, w, s, spec, hs, &dh2);
+    EXPECT_EQ(out1, out2) << name;
+    EXPECT_EQ(g1, g2) << name;
+    EXPECT_EQ(dh1, dh2) << name;
+  }
+  omp_set_num_threads(saved);
+}
+
+// ---- extreme inputs ----------------------------------------------------------------------------
+
+// lssar over 16,384 keys where key 1 takes nearly all the weight: t_max =
+// i·a_max − 1 ≈ 16383 and relu(t)^15 ≈ 1.6e63 would overflow float; the
+// row-maximum rescaling keeps every weight finite and the row on key 1.
+TEST(AttentionVariants, LssarSixteenThousandKeysDoNotOverflow) {
+  const int T = 16384;
+  const Shape s{1, T, 8, 1};
+  std::vector<float> qkv(s.qkv_size());
+  for (int t = 0; t < T; ++t) {
+    float* row = &qkv[static_cast<size_t>(t) * 3 * s.C];
+    for (int c = 0; c < s.C; ++c) {
+      row[c] = c == 0 ? 1.0f : 0.0f;                       // q: the first axis
+      row[s.C + c] = c == 0 ? (t == 0 ? 1.0f : -1.0f) : 0;  // k: key 1 aligned, the rest opposite
+      row[2 * s.C + c] = t == 0 ? 2.0f : -1.0f;             // v: key 1 stands out
+    }
+  }
+  const AttentionSpec spec = preset("lssar", 1024).spec;
+  std::vector<float> stats;
+  const std::vector<float> out = forward(qkv, s, spec, {}, &stats);
+  for (float x : out) ASSERT_TRUE(std::isfinite(x));
+  for (float x : stats) ASSERT_TRUE(std::isfinite(x));
+  // The last row: a_1 ≈ 1, so w_1 = 1 and y = v_1.
+  const float* last = &out[static_cast<size_t>(T - 1) * s.C];
+  for (int c = 0; c < s.C; ++c) EXPECT_NEAR(last[c], 2.0f, 1e-5f);
+  const float* st = &stats[static_cast<size_t>(T - 1) * kStats];
+  const float t_max = T * st[2] - 1;
+  EXPECT_GT(t_max, 16000.0f);
+  EXPECT_TRUE(std::isinf(std::pow(t_max, 15.0f))) << "the unscaled form would overflow here";
+  // The backward at the same magnitude (a shorter sequence keeps the test fast).
+  const Shape sb{1, 2048, 8, 1};
+  std::vector<float> qb(qkv.begin(), qkv.begin() + sb.qkv_size());
+  const std::vector<float> g = backward(qb, cast<float>(random_vector(sb.out_size(), 48)), sb, spec, {});
+  for (float x : g) ASSERT_TRUE(std::isfinite(x));
+}
+
+// Dot scores of ±1e4 in every dot-product preset: finite forward and backward.
+TEST(AttentionVariants, DotVariantsFiniteAtScoresOf1e4) {
+  const Shape s{1, 64, 32, 2};
+  std::vector<double> base = random_vector(s.qkv_size(), 49);
+  // q·k/sqrt(16) with |q|,|k| entries ~ 100: |scores| up to ~1e4.
+  for (int t = 0; t < s.T; ++t)
+    for (int c = 0; c < 2 * s.C; ++c) base[static_cast<size_t>(t) * 3 * s.C + c] *= 200.0;
+  const std::vector<float> qkv = cast<float>(base);
+  const std::vector<float> w = cast<float>(random_vector(s.out_size(), 50));
+  int checked = 0;
+  for (const Variant& v : all_variants(16)) {
+    if (v.spec.score != Score::Dot) continue;
+    ++checked;
+    const std::vector<float> hs = cast<float>(scales_for(v.spec, s.NH, 10));
+    for (float x : forward(qkv, s, v.spec, hs)) ASSERT_TRUE(std::isfinite(x)) << v.name;
+    std::vector<float> dh;
+    for (float x : backward(qkv, w, s, v.spec, hs, &dh)) ASSERT_TRUE(std::isfinite(x)) << v.name;
+    for (float x : dh) ASSERT_TRUE(std::isfinite(x)) << v.name;
+  }
+  EXPECT_GE(checked, 8);
+  // and the scores really were that large
+  double max_score = 0;
+  for (int i = 0; i < s.T; ++i)
+    for (int j = 0; j <= i; ++j) {
+      double qk = 0;
+      for (int c = 0; c < 16; ++c) qk += base[i * 3 * s.C + c] * base[j * 3 * s.C + s.C + c];
+      max_score = std::max(max_score, std::abs(qk) / 4);
+    }
+  EXPECT_GT(max_score, 5e3);
+}
+
+// Identical keys make every row exactly uniform. At rows i = 4 and 8 (i·(1/i)
+// is exact) t_ij = i·a_ij − 1 = 0 for all j: no key is above its uniform
+// share, Σr = 0, and attention.md's rule keeps the stage-4 weights.
+TEST(AttentionVariants, UniformRowUnderReweightKeepsStage4Weights) {
+  const Shape s{1, 8, 4, 1};
+  std::vector<double> qkv(s.qkv_size());
+  const std::vector<double> vals = random_vector(s.T * s.C, 51);
+  for (int t = 0; t < s.T; ++t)
+    for (int c = 0; c < s.C; ++c) {
+      qkv[t * 3 * s.C + c] = 0.3 * (c + 1);
+      qkv[t * 3 * s.C + s.C + c] = 0.5;
+      qkv[t * 3 * s.C + 2 * s.C + c] = vals[t * s.C + c];
+    }
+  for (const char* name : {"softmax", "lssar"}) {
+    AttentionSpec spec = preset(name, 4).spec;
+    spec.p = 15;
+    std::vector<double> stats;
+    const std::vector<double> out = forward(qkv, s, spec, {}, &stats);
+    for (int i : {4, 8}) {
+      if (std::string(name) == "softmax") {
+        // exp(0) = 1 and 1/i are exact: the row is uniform to the last bit.
+        EXPECT_EQ(i * stats[(i - 1) * kStats + 2] - 1, 0.0) << "row " << i << " is exactly uniform";
+        EXPECT_EQ(stats[(i - 1) * kStats + 3], 0.0) << "row " << i << ": Σr = 0, the fallback is taken";
+      }
+      // Either way (fallback, or all t equal and tiny) the weights stay uniform.
+      for (int c = 0; c < s.C; ++c) {
+        double mean = 0;
+        for (int j = 0; j < i; ++j) mean += vals[j * s.C + c] / i;
+        EXPECT_NEAR(out[(i - 1) * s.C + c], mean, 1e-14) << name << " row " << i;
+      }
+    }
+    const std::vector<double> g = backward(qkv, random_vector(s.out_size(), 52), s, spec, {});
+    for (double x : g) ASSERT_TRUE(std::isfinite(x));
+  }
+  // relu + l1 with every score negative: Z = 0, a = 0, t = −1 everywhere:
+  // zero weights (no 0/0) and zero gradient into q and k.
+  AttentionSpec relu = preset("relu", 4, [](AttentionConfig& a) { a.normalize = "l1", a.p = 15; }).spec;
+  for (int t = 0; t < s.T; ++t)
+    for (int c = 0; c < s.C; ++c) qkv[t * 3 * s.C + s.C + c] = -0.5;
+  for (double x : forward(qkv, s, relu, {})) EXPECT_EQ(x, 0.0);
+  const std::vector<double> g = backward(qkv, random_vector(s.out_size(), 53), s, relu, {});
+  for (double x : g) EXPECT_EQ(x, 0.0);
+}
+
+// ---- diagnostics --------------------------------------------------------------------------------
+
+// Uniform rows (identical keys): entropy ln i, sink share 1/i, recent-N share
+// min(N, i)/i, total weight 1, summed over rows.
+TEST(AttentionVariants, DiagnosticsOfUniformRows) {
+  const int N = 3;
+  const Shape s{2, 10, 4, 2};
+  std::vector<double> qkv = random_vector(s.qkv_size(), 54);
+  for (size_t r = 0; r < qkv.size() / (3 * s.C); ++r)
+    for (int c = 0; c < s.C; ++c) qkv[r * 3 * s.C + s.C + c] = 0.25;
+  std::vector<double> diag;
+  forward(qkv, s, preset("softmax", N).spec, std::vector<double>{}, static_cast<std::vector<double>*>(nullptr), &diag);
+  double entropy = 0, sink = 0, recent = 0;
+  for (int i = 1; i <= s.T; ++i) {
+    entropy += std::log(i);
+    sink += 1.0 / i;
+    recent += std::min(N, i) / static_cast<double>(i);
+  }
+  for (int h = 0; h < s.NH; ++h) {
+    const double* d = &diag[h * kAttentionDiagStats];
+    EXPECT_NEAR(d[0], s.B * entropy, 1e-12);
+    EXPECT_NEAR(d[1], s.B * sink, 1e-12);
+    EXPECT_NEAR(d[2], s.B * recent, 1e-12);
+    EXPECT_NEAR(d[3], s.B * s.T, 1e-12);
+    EXPECT_EQ(d[4], s.B * s.T);
+  }
+}
+
+TEST(AttentionVariants, AlibiSlopes) {
+  // Power of two: 2^(-8k/n); otherwise the next power's odd slopes fill in.
+  for (int h = 0; h < 4; ++h) EXPECT_DOUBLE_EQ(attn::alibi_slope(h, 4), std::pow(2.0, -2.0 * (h + 1)));
+  const double six[] = {0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125};
+  for (int h = 0; h < 6; ++h) EXPECT_DOUBLE_EQ(attn::alibi_slope(h, 6), six[h]) << h;
+}
+
+TEST(AttentionVariants, RejectsBadArguments) {
+  const Shape s{1, 4, 8, 2};
+  std::vector<float> qkv(s.qkv_size()), out(s.out_size());
+  AttentionSpec ssmax = preset("ssmax", 4).spec;
+  EXPECT_THROW(attention_forward(out.data(), static_cast<float*>(nullptr), qkv.data(), 1, 4, 8, 2, ssmax,
+                                 static_cast<const float*>(nullptr), nullptr),
+               gpt::Error);
+  AttentionSpec neg = preset("lssar", 4).spec;
+  neg.p = -1;
+  EXPECT_THROW(attention_forward(out.data(), static_cast<float*>(nullptr), qkv.data(), 1, 4, 8, 2, neg,
+                                 static_cast<const float*>(nullptr), nullptr),
+               gpt::Error);
+}
+
+}  // namespace
+}  // namespace gpt::cpu
