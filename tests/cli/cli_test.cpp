@@ -13,6 +13,8 @@
 #include <fstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "data/shard.h"
 
 extern char** environ;
@@ -89,6 +91,45 @@ TEST_F(Cli, TrainsAndEvaluatesATinyModel) {
   EXPECT_EQ(s.status, 0) << s.output;
   // A second fresh run into the same directory is refused (nothing overwritten).
   expect_error(run("train " + config()), {"already holds a training run", "--resume"});
+}
+
+// Training-free evaluation with another attention variant: compatible
+// overrides run and are recorded; incompatible ones are refused with the reason.
+TEST_F(Cli, EvalWithAnotherAttentionVariant) {
+  ASSERT_EQ(run("train " + config()).status, 0);
+  const std::string runs = (dir_ / "run").string(), out = (dir_ / "info.json").string();
+  const Result e = run("eval " + runs + " --attention infoscale --tokens 256 --out " + out);
+  ASSERT_EQ(e.status, 0) << e.output;
+  EXPECT_NE(e.output.find("infoscale (dot, infoscale, exp, l1)"), std::string::npos) << e.output;
+  EXPECT_NE(e.output.find("entropy (nats) by layer"), std::string::npos) << e.output;
+  const auto j = nlohmann::json::parse(std::ifstream(out));
+  EXPECT_EQ(j["attention"]["preset"], "infoscale");
+  EXPECT_EQ(j["attention"]["scale"], "infoscale");
+  EXPECT_EQ(j["attention"]["override"], true);
+  ASSERT_EQ(j["multiples"][0]["attention_diagnostics"].size(), 1u);  // one layer
+  EXPECT_EQ(j["multiples"][0]["attention_diagnostics"][0]["entropy_per_head"].size(), 2u);
+  // Stage overrides on top of the trained variant.
+  EXPECT_EQ(run("eval " + runs + " --attention-set scale=logn --attention-set p=15 --tokens 256").status, 0);
+  expect_error(run("eval " + runs + " --attention lssa"), {"cosine scores", "score type cannot change"});
+  expect_error(run("eval " + runs + " --attention ssmax"), {"learned ssmax scales", "does not have"});
+  expect_error(run("eval " + runs + " --attention-set scale=bogus"), {"attention.scale", "infoscale"});
+  expect_error(run("eval " + runs + " --attention-set nokey=1"), {"attention.nokey"});
+  const Result bad = run("eval " + runs + " --attention nosuch");  // CLI11's own exit status
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.status, -1);
+  EXPECT_NE(bad.output.find("nosuch not in {softmax,logn"), std::string::npos) << bad.output;
+}
+
+// An lssa run evaluated with re-weighting added (how early LSSAR was used).
+TEST_F(Cli, LssaRunEvaluatedWithReweighting) {
+  ASSERT_EQ(run("train " + config("", R"(, "attention": {"preset": "lssa"})")).status, 0);
+  const std::string out = (dir_ / "r.json").string();
+  const Result e = run("eval " + (dir_ / "run").string() + " --attention-set p=15 --tokens 256 --out " + out);
+  ASSERT_EQ(e.status, 0) << e.output;
+  const auto j = nlohmann::json::parse(std::ifstream(out));
+  EXPECT_EQ(j["attention"]["p"], 15.0);
+  EXPECT_EQ(j["attention"]["score"], "cosine");
+  EXPECT_EQ(run("eval " + (dir_ / "run").string() + " --attention lssar --tokens 256").status, 0);
 }
 
 TEST_F(Cli, MissingConfigFile) {
