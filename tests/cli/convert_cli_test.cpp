@@ -135,15 +135,16 @@ TEST_F(ConvertCli, FineTunesAnImportedModelWithTrainResume) {
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string data = p("val_*.bin");
   r = run("train --resume " + p("c.ckpt") + " --set run.dir=" + p("ft") + " --set 'data.train=" + data +
-          "' --set 'data.val=" + data + "' --set train.steps=3 --set train.warmup_steps=0 --set train.batch_size=2 --set train.lr=0.01 --set train.lr_min=0.001" +
+          "' --set 'data.val=" + data + "' --set train.steps=20 --set train.warmup_steps=0 --set train.batch_size=2 --set train.lr=0.003 --set train.lr_min=0.0001" +
           " --set eval.tokens=16");
   ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(fs::exists(p("ft/checkpoints/step_00000020.bin")));
   r = run("eval " + p("ft") + " --data '" + data + "' --context 8 --batch 2");
   ASSERT_EQ(r.status, 0) << r.output;
   long long tokens = 0;
   const double tuned = printed_loss(r, &tokens);
   EXPECT_GT(tuned, 0);
-  EXPECT_LT(tuned, reference_loss(2, 3));  // three steps on these very tokens lower their loss
+  EXPECT_LT(tuned, reference_loss(2, 3) - 0.1);  // 20 steps on these very tokens lower their loss (4.17 -> 3.78)
 }
 
 TEST_F(ConvertCli, BadInputExitsWithAClearError) {
