@@ -12,7 +12,7 @@ namespace {
 // Rows per forward pass: the logits of one pass are rows·T·Vp floats, so a
 // batch of long rows is scored a few rows at a time (per-position losses do
 // not depend on which rows share a pass).
-constexpr int64_t kTokensPerPass = 8192;
+constexpr int64_t kTokensPerPass = 4096;  // GPT-2 (Vp 50304): 0.8 GB of logits
 
 int64_t batches_in(const ShardInfo& s, uint64_t bt) { return static_cast<int64_t>((s.ntokens - 1) / bt); }
 
