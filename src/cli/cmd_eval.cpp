@@ -1,5 +1,6 @@
 #include <omp.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
@@ -12,6 +13,7 @@
 #include "core/metrics.h"
 #include "data/shard.h"
 #include "eval/extrapolation.h"
+#include "eval/shard_loss.h"
 #include "train/model_io.h"
 
 namespace fs = std::filesystem;
@@ -27,7 +29,15 @@ struct EvalArgs {
   std::string out;
   int threads = 0;
   AttentionOverride attention;
+  // Mean loss on shards, batched as llm.c does (any of the three selects it).
+  int context = 0;
+  int batch = 0;
+  int64_t batches = 0;
+  bool shard_loss_mode() const { return context > 0 || batch > 0 || batches > 0; }
 };
+
+// Default batch size of the mean-loss mode: llm.c's default B.
+constexpr int kDefaultLossBatch = 4;
 
 // The run directory a checkpoint belongs to (RUN_DIR/checkpoints/step_N.bin),
 // or empty for a checkpoint elsewhere.
@@ -43,9 +53,34 @@ std::string default_output(const std::string& ckpt) {
   return (fs::path(ckpt).replace_extension(".extrapolation.json")).string();
 }
 
+// `gpt eval CKPT --context T --batch B [--batches K]`: one line, the mean loss.
+void run_shard_loss(const EvalArgs& a, LoadedModel& lm) {
+  GPT_CHECK(a.multiples.empty() && a.tokens == 0, "eval: --multiples and --tokens belong to the 1x-16x evaluation; "
+            "--context, --batch and --batches ask for the mean loss on shards; give one set or the other");
+  const ModelConfig& mc = lm.config.model;
+  const int T = a.context > 0 ? a.context : mc.context;
+  const int B = a.batch > 0 ? a.batch : kDefaultLossBatch;
+  GPT_CHECK(mc.position != "learned" || T <= mc.position_rows(), "eval: --context ", T, " exceeds the learned ",
+            "position table of ", lm.path, " (", mc.position_rows(), " rows); use --context <= ", mc.position_rows());
+  const std::string pattern = a.data.empty() ? lm.config.data.val : a.data;
+  const TokenStream data(pattern, mc.vocab_size);
+  spdlog::info("mean loss of {} on {} ({} shard(s), {} tokens): batches of {} x {}", lm.path, pattern,
+               data.shards().size(), data.size(), B, T);
+  const ShardLossResult r = shard_loss(*lm.model, data, T, B, a.batches);
+  spdlog::info("{} batches of {} x {} ({} full batches in the shards)", r.batches, B, T, r.available);
+  std::printf("val loss %.6f over %lld tokens\n", r.loss, static_cast<long long>(r.tokens));
+  if (!a.out.empty()) {
+    if (fs::path(a.out).has_parent_path()) fs::create_directories(fs::path(a.out).parent_path());
+    write_json_file(a.out, {{"checkpoint", lm.path}, {"step", lm.progress.step}, {"data", pattern}, {"context", T},
+                            {"batch", B}, {"batches", r.batches}, {"tokens", r.tokens}, {"loss", r.loss}});
+    spdlog::info("result written to {}", a.out);
+  }
+}
+
 void run_eval(const EvalArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   LoadedModel lm = load_model(a.checkpoint, a.attention);
+  if (a.shard_loss_mode()) return run_shard_loss(a, lm);
   // --multiples and --tokens are checked by the config schema's own rules.
   Config cfg = lm.config;
   if (!a.multiples.empty()) cfg.eval.multiples = a.multiples;
@@ -86,7 +121,7 @@ void run_eval(const EvalArgs& a) {
 
 void add_eval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
-  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint's validation loss at multiples of its context");
+  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint: loss at multiples of its context, or (--context/--batch) its mean loss on shards");
   cmd->add_option("checkpoint", args->checkpoint, "Checkpoint file, or a run directory (its latest checkpoint)")
       ->required();
   cmd->add_option("--multiples", args->multiples, "Context multiples to evaluate (default: the run's eval.multiples)")
@@ -94,7 +129,7 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--tokens", args->tokens, "Validation tokens per multiple (default: the run's eval.tokens)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--data", args->data, "Glob pattern of validation shards (default: the run's data.val)");
-  cmd->add_option("--out", args->out, "Output JSON (default: RUN_DIR/eval/<checkpoint>.json)");
+  cmd->add_option("--out", args->out, "Output JSON (default: RUN_DIR/eval/<checkpoint>.json; mean-loss mode: none)");
   std::vector<std::string> presets;
   for (const auto& p : kAttentionPresets) presets.push_back(p.name);
   cmd->add_option("--attention", args->attention.preset,
@@ -104,6 +139,14 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--attention-set", args->attention.sets,
                   "Override one key of the attention section, e.g. scale=infoscale or p=15 (repeatable; applied "
                   "after --attention)");
+  cmd->add_option("--context", args->context,
+                  "Mean-loss mode: sequence length T (default: the model's context); prints `val loss X over N tokens`")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", args->batch, "Mean-loss mode: rows B per batch, read as llm.c reads shards (default 4)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--batches", args->batches,
+                  "Mean-loss mode: batches K (default: every full batch of the shards; more wraps around as in llm.c)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([args] { run_eval(*args); });
 }

@@ -12,5 +12,6 @@ void add_eval(CLI::App& app);
 void add_sample(CLI::App& app);
 void add_data(CLI::App& app);
 void add_info(CLI::App& app);
+void add_convert(CLI::App& app);
 
 }  // namespace gpt::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   gpt::cli::add_sample(app);
   gpt::cli::add_data(app);
   gpt::cli::add_info(app);
+  gpt::cli::add_convert(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,76 @@
+// gpt convert: llm.c GPT-2 checkpoints <-> the project's checkpoints.
+//   gpt convert --from-llmc MODEL.bin OUT.bin [--context T] [--with-optimizer]
+//   gpt convert --to-llmc CHECKPOINT|RUN_DIR OUT.bin [--bf16]
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.h"
+#include "convert/llmc.h"
+#include "core/check.h"
+#include "train/model_io.h"
+
+namespace gpt::cli {
+namespace {
+
+struct ConvertArgs {
+  std::string from_llmc;
+  std::string to_llmc;
+  std::string out;
+  int context = 0;
+  bool with_optimizer = false;
+  bool bf16 = false;
+};
+
+void run_convert(const ConvertArgs& a) {
+  GPT_CHECK(a.from_llmc.empty() != a.to_llmc.empty(),
+            "convert: give exactly one of --from-llmc MODEL.bin (import) or --to-llmc CHECKPOINT (export)");
+  if (!a.from_llmc.empty()) {
+    GPT_CHECK(!a.bf16, "convert: --bf16 applies to --to-llmc (an import keeps float32 values)");
+    LlmcImportOptions opt;
+    opt.context = a.context;
+    opt.with_optimizer = a.with_optimizer;
+    const LlmcHeader h = read_llmc_header(a.from_llmc);
+    spdlog::info("{}: llm.c version {} ({}), T={} V={} L={} H={} C={} Vp={}, {} parameters", a.from_llmc, h.version,
+                 h.version == kLlmcVersionF32 ? "float32" : "bfloat16", h.max_seq_len, h.vocab_size, h.n_layer,
+                 h.n_head, h.n_embd, h.padded_vocab, llmc_param_count(h));
+    save_checkpoint(a.out, import_llmc(a.from_llmc, opt));
+    // Read it back the way eval and sample do, so a file that this build
+    // could not use is reported here rather than later.
+    const LoadedModel lm = load_model(a.out);
+    std::cout << "wrote " << a.out << ": " << lm.model->num_params() << " parameters, learned positions ("
+              << lm.config.model.position_rows() << "), context " << lm.config.model.context
+              << ", softmax attention" << (a.with_optimizer ? ", zero AdamW moments" : "") << "\n";
+  } else {
+    GPT_CHECK(a.context == 0 && !a.with_optimizer, "convert: --context and --with-optimizer apply to --from-llmc");
+    const std::string path = resolve_checkpoint(a.to_llmc);
+    const Checkpoint ckpt = load_checkpoint(path);
+    const int version = a.bf16 ? kLlmcVersionBF16 : kLlmcVersionF32;
+    export_llmc(ckpt, path, a.out, version);
+    const LlmcHeader h = read_llmc_header(a.out);
+    std::cout << "wrote " << a.out << ": llm.c version " << h.version << " (" << (a.bf16 ? "bfloat16" : "float32")
+              << "), T=" << h.max_seq_len << " V=" << h.vocab_size << " L=" << h.n_layer << " H=" << h.n_head
+              << " C=" << h.n_embd << " Vp=" << h.padded_vocab << "\n";
+  }
+}
+
+}  // namespace
+
+void add_convert(CLI::App& app) {
+  auto args = std::make_shared<ConvertArgs>();
+  CLI::App* cmd = app.add_subcommand("convert", "Import an llm.c GPT-2 checkpoint, or export a model to llm.c's format");
+  cmd->add_option("--from-llmc", args->from_llmc, "llm.c checkpoint (version 3 float32 or 5 bfloat16) to import")
+      ->type_name("MODEL.bin");
+  cmd->add_option("--to-llmc", args->to_llmc,
+                  "Checkpoint or run directory to export (learned positions and softmax attention only)")
+      ->type_name("CHECKPOINT");
+  cmd->add_option("out", args->out, "Output file: our checkpoint (import) or an llm.c file (export)")->required();
+  cmd->add_option("--context", args->context, "Import: model.context of the result (default and maximum: llm.c's T)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_flag("--with-optimizer", args->with_optimizer,
+                "Import: add zero AdamW moments, so `gpt train --resume OUT` can fine-tune the model");
+  cmd->add_flag("--bf16", args->bf16, "Export: write bfloat16 (version 5, round to nearest even) instead of float32");
+  cmd->callback([args] { run_convert(*args); });
+}
+
+}  // namespace gpt::cli
