@@ -82,10 +82,12 @@ void check_attention_compatible(const AttentionSpec& trained, const AttentionSpe
   GPT_CHECK(trained.score == wanted.score, "attention ", wanted_name, " uses ", stage_name(wanted.score),
             " scores but the checkpoint was trained with ", trained_name, " (", stage_name(trained.score),
             " scores); the score type cannot change after training");
-  GPT_CHECK(trained.learned_scale() == wanted.learned_scale(), "attention ", wanted_name,
-            wanted.learned_scale() ? " needs the learned ssmax scales s_h, which the checkpoint (trained with "
-                                   : " has no use for the learned ssmax scales s_h of the checkpoint (trained with ",
-            trained_name, ") ", wanted.learned_scale() ? "does not have" : "holds; evaluate it with scale ssmax");
+  GPT_CHECK(!wanted.learned_scale() || trained.learned_scale(), "attention ", wanted_name,
+            " needs the learned ssmax scales s_h, which the checkpoint (trained with ", trained_name,
+            ") does not have");
+  GPT_CHECK(!trained.learned_scale() || wanted.learned_scale(), "attention ", wanted_name,
+            " would drop the learned ssmax scales s_h that the checkpoint (trained with ", trained_name,
+            ") holds; keep scale ssmax (e.g. --attention-set p=15)");
 }
 
 }  // namespace gpt

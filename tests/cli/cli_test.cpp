@@ -132,6 +132,14 @@ TEST_F(Cli, LssaRunEvaluatedWithReweighting) {
   EXPECT_EQ(run("eval " + (dir_ / "run").string() + " --attention lssar --tokens 256").status, 0);
 }
 
+// ssmax's learned scales are parameters: in the checkpoint, and required.
+TEST_F(Cli, SsmaxRunKeepsItsLearnedScales) {
+  ASSERT_EQ(run("train " + config("", R"(, "attention": {"preset": "ssmax"})")).status, 0);
+  const std::string runs = (dir_ / "run").string();
+  expect_error(run("eval " + runs + " --attention softmax"), {"would drop the learned ssmax scales"});
+  EXPECT_EQ(run("eval " + runs + " --attention-set p=15 --tokens 256").status, 0);
+}
+
 TEST_F(Cli, MissingConfigFile) {
   const Result r = run("train " + (dir_ / "nope.json").string());
   EXPECT_NE(r.status, 0);
