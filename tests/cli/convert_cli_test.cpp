@@ -17,25 +17,13 @@
 
 namespace fs = std::filesystem;
 
+#include "util/run_binary.h"
+
 namespace gpt {
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string output;
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(GPT_BINARY) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  Result r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int w = ::pclose(p);
-  r.status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
-  return r;
-}
+using test::Result;
+using test::run;
 
 std::string read_bytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -57,6 +57,20 @@ inline std::vector<double> numeric_gradient(std::vector<double>& x, const std::f
   return g;
 }
 
+// Converts a double test vector to the kernel's scalar type.
+template <typename T>
+std::vector<T> cast(const std::vector<double>& x) {
+  return std::vector<T>(x.begin(), x.end());
+}
+
+// max_i |a_i - b_i|, for comparing a float or double result with a reference.
+template <typename T>
+double max_abs_diff(const std::vector<T>& a, const std::vector<double>& b) {
+  double worst = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
+  return worst;
+}
+
 // The scalar loss used to check a layer: L = Σ out[i] * weights[i] with fixed
 // random weights, so that dL/dout = weights.
 inline double weighted_sum(const std::vector<double>& out, const std::vector<double>& w) {

@@ -17,6 +17,8 @@
 namespace gpt::cpu {
 namespace {
 
+using gpt::test::cast;
+using gpt::test::max_abs_diff;
 using gpt::test::max_rel_error;
 using gpt::test::numeric_gradient;
 using gpt::test::random_vector;
@@ -31,10 +33,6 @@ struct Shape {
 
 const AttentionSpec kSoftmax{};
 
-template <typename T>
-std::vector<T> cast(const std::vector<double>& x) {
-  return std::vector<T>(x.begin(), x.end());
-}
 
 template <typename T>
 std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, std::vector<T>* stats = nullptr) {
@@ -104,12 +102,6 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, st
   return out;
 }
 
-template <typename T>
-double max_abs_diff(const std::vector<T>& a, const std::vector<double>& b) {
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
-  return worst;
-}
 
 TEST(Attention, GradcheckAllOfQkv) {
   const Shape s{2, 7, 12, 3};

@@ -23,6 +23,8 @@
 namespace gpt::cpu {
 namespace {
 
+using gpt::test::cast;
+using gpt::test::max_abs_diff;
 using gpt::test::max_rel_error;
 using gpt::test::numeric_gradient;
 using gpt::test::random_vector;
@@ -83,10 +85,6 @@ std::vector<Variant> all_variants(int N) {
 
 bool has_kink(const AttentionSpec& s) { return s.positivity == Positivity::Relu; }
 
-template <typename T>
-std::vector<T> cast(const std::vector<double>& x) {
-  return std::vector<T>(x.begin(), x.end());
-}
 
 template <typename T>
 std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, const AttentionSpec& spec,
@@ -211,12 +209,6 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, co
   return out;
 }
 
-template <typename T>
-double max_abs_diff(const std::vector<T>& a, const std::vector<double>& b) {
-  double worst = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
-  return worst;
-}
 
 std::vector<double> scales_for(const AttentionSpec& s, int NH, uint64_t seed) {
   if (!s.learned_scale()) return {};
