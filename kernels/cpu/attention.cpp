@@ -144,12 +144,64 @@ struct RowBlock {
   T* row(T* tile, int r) const { return tile + static_cast<size_t>(r) * Tn; }
 };
 
-// tile row r, j < keys(r): q_i·k_j (before the score factor).
+// Keys per panel of the two products of a block (scores and the weighted
+// sum): a panel of K (transposed, D×kKeyPanel) or of V (kKeyPanel×D) stays
+// in L1 while the block's rows sweep it, and the innermost loops run over
+// contiguous keys or channels, which the compiler vectorises.
+constexpr int kKeyPanel = 32;
+// Channels per chunk of an output row in the weighted sum.
+constexpr int kChanChunk = 16;
+
+// tile row r, j < keys(r): q_i·k_j (before the score factor). panel: scratch
+// of D·kKeyPanel scalars.
 template <typename T>
-void block_scores(T* tile, const RowBlock<T>& rb, const HeadView<const T>& hv) {
-  for (int j = 0; j < rb.i1; ++j) {
-    const T* k = hv.k_row(j);
-    for (int r = rb.first_row(j); r < rb.rows(); ++r) rb.row(tile, r)[j] = dot(hv.q_row(rb.i0 + r), k, hv.D);
+void block_scores(T* tile, T* panel, const RowBlock<T>& rb, const HeadView<const T>& hv) {
+  const int D = hv.D;
+  for (int j0 = 0; j0 < rb.i1; j0 += kKeyPanel) {
+    const int nj = std::min(kKeyPanel, rb.i1 - j0);
+    for (int jj = 0; jj < kKeyPanel; ++jj) {  // K[j0..j0+nj) transposed, zero-padded
+      const T* k = jj < nj ? hv.k_row(j0 + jj) : nullptr;
+      for (int d = 0; d < D; ++d) panel[d * kKeyPanel + jj] = k ? k[d] : T(0);
+    }
+    for (int r = rb.first_row(j0); r < rb.rows(); ++r) {
+      const T* q = hv.q_row(rb.i0 + r);
+      T acc[kKeyPanel] = {};
+      for (int d = 0; d < D; ++d) {
+        const T qd = q[d];
+        const T* p = panel + d * kKeyPanel;
+#pragma omp simd
+        for (int jj = 0; jj < kKeyPanel; ++jj) acc[jj] += qd * p[jj];
+      }
+      const int n = std::min(nj, rb.keys(r) - j0);  // causal: keys j <= i only
+      std::copy(acc, acc + n, rb.row(tile, r) + j0);
+    }
+  }
+}
+
+// y_r = Σ_j w_rj v_j for the block's rows (y rows y_stride apart, D wide).
+template <typename T>
+void block_weighted_sum(T* y, size_t y_stride, T* tile, const RowBlock<T>& rb, const HeadView<const T>& hv) {
+  const int D = hv.D;
+  for (int r = 0; r < rb.rows(); ++r) std::fill(y + r * y_stride, y + r * y_stride + D, T(0));
+  for (int j0 = 0; j0 < rb.i1; j0 += kKeyPanel) {
+    for (int r = rb.first_row(j0); r < rb.rows(); ++r) {
+      const int n = std::min(kKeyPanel, rb.keys(r) - j0);
+      const T* w = rb.row(tile, r) + j0;
+      T* yr = y + r * y_stride;
+      int d0 = 0;
+      for (; d0 + kChanChunk <= D; d0 += kChanChunk) {  // full chunks: acc stays in registers
+        T acc[kChanChunk];
+        for (int dd = 0; dd < kChanChunk; ++dd) acc[dd] = yr[d0 + dd];
+        for (int jj = 0; jj < n; ++jj) {
+          const T wj = w[jj];
+          const T* v = hv.v_row(j0 + jj) + d0;
+#pragma omp simd
+          for (int dd = 0; dd < kChanChunk; ++dd) acc[dd] += wj * v[dd];
+        }
+        for (int dd = 0; dd < kChanChunk; ++dd) yr[d0 + dd] = acc[dd];
+      }
+      for (int jj = 0; d0 < D && jj < n; ++jj) axpy(yr + d0, w[jj], hv.v_row(j0 + jj) + d0, D - d0);
+    }
   }
 }
 
@@ -224,30 +276,25 @@ void row_diagnostics(double* acc, const T* w, int n, int N) {
 // Forward of one row block: y rows (D wide, y_stride apart), stats rows
 // (kStats each), optional diagnostics.
 template <typename T>
-void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, const RowBlock<T>& rb,
+void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, T* panel, const RowBlock<T>& rb,
                    const HeadView<const T>& hv, const AttentionSpec& s, const HeadConsts& hc) {
-  const int D = hv.D;
-  block_scores(tile, rb, hv);
+  block_scores(tile, panel, rb, hv);
   for (int r = 0; r < rb.rows(); ++r) {
     T* row = rb.row(tile, r);
     const int i = rb.i0 + r + 1;
     row_logits(row, rb.keys(r), i, s, hc);
     row_weights(row, rb.keys(r), i, s, st + r * kStats);
     if (diag) row_diagnostics(diag, row, rb.keys(r), s.trained_context);
-    std::fill(y + r * y_stride, y + r * y_stride + D, T(0));
   }
-  // y_i = Σ_j w_ij v_j
-  for (int j = 0; j < rb.i1; ++j) {
-    const T* v = hv.v_row(j);
-    for (int r = rb.first_row(j); r < rb.rows(); ++r) axpy(y + r * y_stride, rb.row(tile, r)[j], v, D);
-  }
+  block_weighted_sum(y, y_stride, tile, rb, hv);
 }
 
 // Per-thread tiles of the backward pass.
 template <typename T>
 struct BackwardTiles {
   std::vector<T> qk, x, w, g;  // q·k then dσ; logits x; weights w; g then h
-  explicit BackwardTiles(size_t n) : qk(n), x(n), w(n), g(n) {}
+  std::vector<T> panel;        // block_scores' scratch
+  BackwardTiles(size_t n, int D) : qk(n), x(n), w(n), g(n), panel(static_cast<size_t>(D) * kKeyPanel) {}
 };
 
 // Backward of one row block: accumulates into dq_i (its rows), dk_j, dv_j
@@ -259,7 +306,7 @@ double block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_
   const int D = hv.D;
   std::array<T, kRowBlock> Di;
   std::array<attn::Row<T>, kRowBlock> rows;
-  block_scores(tl.qk.data(), rb, hv);
+  block_scores(tl.qk.data(), tl.panel.data(), rb, hv);
   for (int r = 0; r < rb.rows(); ++r) {
     const int n = rb.keys(r), i = rb.i0 + r + 1;
     const T* qk = rb.row(tl.qk.data(), r);
@@ -349,7 +396,7 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
 
 #pragma omp parallel if (score_work(B, Tn, C) > kMinParallelWork)
   {
-    std::vector<T> tile(static_cast<size_t>(kRowBlock) * Tn);
+    std::vector<T> tile(static_cast<size_t>(kRowBlock) * Tn), panel(static_cast<size_t>(D) * kKeyPanel);
     std::array<T, kRowBlock * kStats> st;
 #pragma omp for schedule(dynamic, 1)
     for (long item = 0; item < nitems; ++item) {
@@ -362,7 +409,7 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
       // out (B,T,C) row (b,i0), head h
       T* y = out + (static_cast<size_t>(b) * Tn + rb.i0) * C + static_cast<size_t>(h) * D;
       block_forward(y, static_cast<size_t>(C), st.data(), diag ? &item_diag[item * kAttentionDiagStats] : nullptr,
-                    tile.data(), rb, hv, spec, head_consts(spec, h, NH, D, head_scale));
+                    tile.data(), panel.data(), rb, hv, spec, head_consts(spec, h, NH, D, head_scale));
       // stats (B,NH,T,kStats)
       if (stats)
         std::copy(st.begin(), st.begin() + rb.rows() * kStats,
@@ -402,7 +449,7 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
   // the sums is fixed whatever the thread count.
 #pragma omp parallel if (score_work(B, Tn, C) > kMinParallelWork)
   {
-    BackwardTiles<T> tiles(static_cast<size_t>(kRowBlock) * Tn);
+    BackwardTiles<T> tiles(static_cast<size_t>(kRowBlock) * Tn, D);
 #pragma omp for schedule(dynamic, 1)
     for (int bh = 0; bh < B * NH; ++bh) {
       const int b = bh / NH, h = bh % NH;
