@@ -112,7 +112,7 @@ void add_text(CLI::App& data) {
     const TextToShardsResult r = text_to_shards(args->input, args->out_dir, args->opt);
     const uint64_t tokens = r.train_tokens + r.val_tokens;
     spdlog::info("{}: {} bytes in {} documents -> {} tokens ({:.4f} tokens/byte) in {:.2f} s ({:.1f} MB/s, {} threads)",
-                 args->input, r.bytes, r.train_documents + r.val_documents, tokens,
+                 args->input, r.bytes, r.documents, tokens,
                  static_cast<double>(tokens - r.train_documents - r.val_documents) / std::max<uint64_t>(r.bytes, 1),
                  r.encode_seconds, r.bytes / 1e6 / std::max(r.encode_seconds, 1e-9), omp_get_max_threads());
     spdlog::info("{} training tokens, {} validation tokens; vocabulary {} (set model.vocab_size to it), uint{} ids",

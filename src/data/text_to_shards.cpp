@@ -109,6 +109,7 @@ TextToShardsResult text_to_shards(const std::string& in_path, const std::string&
   TextToShardsResult result;
   std::vector<TextSpan> train_spans, val_spans;
   split_train_val(set, opt.val_fraction, in_path, train_spans, val_spans, result.bytes);
+  result.documents = set.docs.size();
   result.train_documents = train_spans.size();
   result.val_documents = val_spans.size();
   result.vocab_size = tok->vocab_size();

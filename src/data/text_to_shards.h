@@ -33,6 +33,7 @@ struct TextToShardsOptions {
 struct TextToShardsResult {
   uint64_t train_tokens = 0, val_tokens = 0;
   uint64_t bytes = 0;                             // document bytes encoded (separators excluded)
+  uint64_t documents = 0;
   uint64_t train_documents = 0, val_documents = 0;  // a document split by the cut counts in both
   uint32_t vocab_size = 0;
   int width = 2;               // bytes per token in the shards
