@@ -15,14 +15,11 @@ namespace gpt {
 namespace {
 
 // Pieces longer than this are merged every time (rare, and they would bloat
-// the cache); a cache over kMaxCacheEntries is dropped and refilled.
+// the cache); a cache over kMaxCacheEntries pieces or kMaxCacheWords words of
+// keys and ids (64 MiB) is dropped and refilled.
 constexpr size_t kMaxCachedPiece = 64;
 constexpr size_t kMaxCacheEntries = size_t{1} << 20;
-
-struct PieceCache {
-  uint64_t owner = 0;
-  std::unordered_map<std::string, std::vector<uint32_t>> ids;
-};
+constexpr size_t kMaxCacheWords = size_t{1} << 24;
 
 std::string printable(std::string_view bytes) {
   std::string s;
@@ -59,7 +56,7 @@ BpeTokenizer::BpeTokenizer(std::string spec, BpeVocab vocab, const std::string& 
       fail(source, ": byte ", b, " has no single-byte token");
     made_by[id] = -2;
   }
-  rules_.reserve(vocab_.merges.size());
+  rules_ = PairTable(vocab_.merges.size());
   for (size_t r = 0; r < vocab_.merges.size(); ++r) {
     const BpeMerge& m = vocab_.merges[r];
     for (uint32_t id : {m.left, m.right, m.result})
@@ -74,7 +71,7 @@ BpeTokenizer::BpeTokenizer(std::string spec, BpeVocab vocab, const std::string& 
       fail(source, ": merge ", r, " of ", printable(vocab_.tokens[m.left]), " and ", printable(vocab_.tokens[m.right]),
            " makes token ", m.result, " ", printable(vocab_.tokens[m.result]), ", not their concatenation");
     made_by[m.result] = static_cast<int64_t>(r);
-    if (!rules_.emplace((uint64_t{m.left} << 32) | m.right, Rule{static_cast<uint32_t>(r), m.result}).second)
+    if (!rules_.insert(m.left, m.right, Rule{static_cast<uint32_t>(r), m.result}))
       fail(source, ": merge ", r, " repeats the pair ", printable(vocab_.tokens[m.left]), " ",
            printable(vocab_.tokens[m.right]), " of an earlier merge");
   }
@@ -105,20 +102,19 @@ void BpeTokenizer::encode_piece_cached(std::string_view piece, std::vector<uint3
     return;
   }
   thread_local PieceCache cache;
-  if (cache.owner != instance_ || cache.ids.size() >= kMaxCacheEntries) {
-    cache.ids.clear();
+  if (cache.owner != instance_ || cache.size() >= kMaxCacheEntries || cache.arena_words() >= kMaxCacheWords) {
+    cache.clear();
     cache.owner = instance_;
   }
-  // Lookup by a reused key string avoids an allocation per piece.
-  thread_local std::string key;
-  key.assign(piece);
-  auto it = cache.ids.find(key);
-  if (it == cache.ids.end()) {
-    std::vector<uint32_t> ids;
-    encode_piece(piece, ids);
-    it = cache.ids.emplace(key, std::move(ids)).first;
+  const uint64_t hash = PieceCache::hash_of(piece);
+  uint32_t n = 0;
+  if (const uint32_t* ids = cache.find(piece, hash, n)) {
+    out.insert(out.end(), ids, ids + n);
+    return;
   }
-  out.insert(out.end(), it->second.begin(), it->second.end());
+  const size_t at = out.size();
+  encode_piece(piece, out);
+  cache.insert(piece, hash, out.data() + at, static_cast<uint32_t>(out.size() - at));
 }
 
 // GPT-2's bpe(): repeatedly merge the adjacent pair of lowest rank, all its

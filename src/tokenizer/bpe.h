@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "tokenizer/flat_tables.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer.h"
 
@@ -44,18 +44,13 @@ class BpeTokenizer final : public Tokenizer {
   void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
 
  private:
-  struct Rule {
-    uint32_t rank, result;
-  };
-  const Rule* find_rule(uint32_t left, uint32_t right) const {
-    const auto it = rules_.find((uint64_t{left} << 32) | right);
-    return it == rules_.end() ? nullptr : &it->second;
-  }
+  using Rule = PairTable::Value;
+  const Rule* find_rule(uint32_t left, uint32_t right) const { return rules_.find(left, right); }
   void encode_piece_cached(std::string_view piece, std::vector<uint32_t>& out) const;
 
   std::string spec_;
   BpeVocab vocab_;
-  std::unordered_map<uint64_t, Rule> rules_;  // (left << 32 | right) -> rank and result
+  PairTable rules_;  // (left, right) -> rank and result
   Pretokenizer pretokenizer_;
   uint64_t instance_ = 0;  // tells the per-thread piece caches of two tokenizers apart
 };
