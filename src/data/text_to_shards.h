@@ -10,6 +10,8 @@
 namespace gpt {
 
 // Byte-level tokenizer: ids 0..255 are bytes, 256 is end-of-text. Vocab 257.
+// (Kept for `gpt sample`; the same ids as make_tokenizer("byte") in
+// tokenizer/tokenizer.h, which new code uses.)
 struct ByteTokenizer {
   static constexpr int kEndOfText = 256;
   static constexpr int kVocabSize = 257;
