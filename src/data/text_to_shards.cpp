@@ -1,15 +1,22 @@
-// `gpt data text`: a text file becomes a validation shard (its last part) and
-// training shards (the rest), byte-tokenized, each part opened by end-of-text.
+// `gpt data text`: text files become a validation shard (their last part) and
+// training shards (the rest), with any tokenizer, each document (and each
+// part of a document the validation cut splits) opened by end-of-text.
 #include "data/text_to_shards.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "core/check.h"
+#include "data/documents.h"
 #include "data/shard.h"
+#include "tokenizer/parallel_encode.h"
+#include "tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
 
@@ -35,40 +42,6 @@ std::string ByteTokenizer::decode(const std::vector<int32_t>& ids) const {
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) fail("text file '", path, "': does not exist or is not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("text file '", path, "': cannot open");
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) fail("text file '", path, "': read failed");
-  std::string s = std::move(text).str();
-  if (s.empty()) fail("text file '", path, "': is empty");
-  return s;
-}
-
-// Where validation starts: the last val_fraction of the bytes, the cut moved
-// forward to just after the next newline so no line is split between train
-// and val. If the only newline left is the final byte, moving there would empty
-// the validation part, so the cut stays mid-line.
-uint64_t val_cut(const std::string& text, double val_fraction, const std::string& path) {
-  const uint64_t n = text.size();
-  const auto val_bytes = static_cast<uint64_t>(static_cast<double>(n) * val_fraction);
-  if (val_bytes == 0)
-    fail("text file '", path, "': val_fraction ", val_fraction, " of its ", n,
-         " bytes leaves the validation part empty; use a larger val_fraction or a longer text");
-  if (val_bytes >= n)
-    fail("text file '", path, "': val_fraction ", val_fraction, " of its ", n,
-         " bytes leaves the training part empty");
-  uint64_t cut = n - val_bytes;
-  if (text[cut - 1] != '\n') {
-    const size_t nl = text.find('\n', cut);
-    if (nl != std::string::npos && nl + 1 < n) cut = nl + 1;
-  }
-  return cut;
-}
-
 std::string dataset_name(const std::string& out_dir, const std::string& name) {
   if (!name.empty()) return name;
   // "data/kjv/" and "data/kjv" both name "kjv"; "." names the current folder.
@@ -86,54 +59,97 @@ std::string shard_path(const std::string& out_dir, const std::string& name, cons
   return (fs::path(out_dir) / file.str()).string();
 }
 
-// Tokens [a, b) of the stream [end-of-text] + text[begin, end).
-std::vector<uint32_t> document_slice(const ByteTokenizer& tok, const std::string& text, uint64_t begin,
-                                     uint64_t a, uint64_t b) {
-  std::vector<uint32_t> tokens;
-  tokens.reserve(b - a);
-  if (a == 0) tokens.push_back(ByteTokenizer::kEndOfText);
-  // stream position p >= 1 holds text byte begin + p - 1
-  const uint64_t from = begin + std::max<uint64_t>(a, 1) - 1, to = begin + b - 1;
-  const std::vector<uint32_t> bytes = tok.encode(text.substr(from, to - from));
-  tokens.insert(tokens.end(), bytes.begin(), bytes.end());
-  return tokens;
-}
-
 }  // namespace
+
+void split_train_val(const DocumentSet& set, double val_fraction, const std::string& path,
+                     std::vector<TextSpan>& train, std::vector<TextSpan>& val, uint64_t& bytes) {
+  uint64_t n = 0;
+  for (const auto& d : set.docs) n += d.end - d.begin;
+  bytes = n;
+  const auto val_bytes = static_cast<uint64_t>(static_cast<double>(n) * val_fraction);
+  if (val_bytes == 0)
+    fail("text file '", path, "': val_fraction ", val_fraction, " of its ", n,
+         " bytes leaves the validation part empty; use a larger val_fraction or a longer text");
+  if (val_bytes >= n)
+    fail("text file '", path, "': val_fraction ", val_fraction, " of its ", n,
+         " bytes leaves the training part empty");
+  const uint64_t cut = n - val_bytes;
+  uint64_t at = 0;  // document bytes before docs[k]
+  size_t k = 0;
+  while (k < set.docs.size() && at < cut) at += set.docs[k].end - set.docs[k].begin, ++k;
+  if (at >= cut && k < set.docs.size()) {
+    // The cut moves forward to a document boundary.
+    for (size_t i = 0; i < set.docs.size(); ++i)
+      (i < k ? train : val).push_back({set.docs[i].begin, set.docs[i].end, true});
+    return;
+  }
+  // The cut lies inside the last document.
+  const auto& last = set.docs.back();
+  const uint64_t last_len = last.end - last.begin;
+  uint64_t local = cut - (n - last_len);
+  const std::string_view doc(set.text.data() + last.begin, last_len);
+  if (doc[local - 1] != '\n') {
+    const size_t nl = doc.find('\n', local);
+    if (nl != std::string_view::npos && nl + 1 < last_len) local = nl + 1;
+  }
+  for (size_t i = 0; i + 1 < set.docs.size(); ++i) train.push_back({set.docs[i].begin, set.docs[i].end, true});
+  train.push_back({last.begin, last.begin + local, true});
+  val.push_back({last.begin + local, last.end, true});
+}
 
 TextToShardsResult text_to_shards(const std::string& in_path, const std::string& out_dir,
                                   const TextToShardsOptions& opt) {
-  if (opt.tokenizer != "byte") fail("tokenizer '", opt.tokenizer, "' is not supported (allowed: byte)");
   if (!(opt.val_fraction > 0.0 && opt.val_fraction < 1.0))
     fail("val_fraction ", opt.val_fraction, " must be in (0, 1), exclusive");
   if (opt.shard_tokens == 0) fail("shard_tokens must be > 0");
   const std::string name = dataset_name(out_dir, opt.name);
+  const std::unique_ptr<Tokenizer> tok = make_tokenizer(opt.tokenizer);
 
-  const std::string text = read_text(in_path);
-  const uint64_t cut = val_cut(text, opt.val_fraction, in_path);
+  const DocumentSet set = read_documents(in_path, opt.doc_sep);
+  TextToShardsResult result;
+  std::vector<TextSpan> train_spans, val_spans;
+  split_train_val(set, opt.val_fraction, in_path, train_spans, val_spans, result.bytes);
+  result.documents = set.docs.size();
+  result.train_documents = train_spans.size();
+  result.val_documents = val_spans.size();
+  result.vocab_size = tok->vocab_size();
+  result.width = tok->vocab_size() > 65536 ? 4 : 2;
 
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) fail("output folder '", out_dir, "': cannot create (", ec.message(), ")");
 
-  const ByteTokenizer tok;
-  constexpr int kWidth = 2;  // vocab 257 fits in uint16
-  TextToShardsResult result;
+  // Progress lines at every tenth of a long encode.
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t all = result.bytes;
+  uint64_t base = 0;  // bytes of the parts encoded before this one
+  int reported = 0;
+  const EncodeProgress progress = [&](uint64_t done, uint64_t) {
+    if (!opt.log_progress || all < (uint64_t{8} << 20)) return;
+    const uint64_t now = base + done;
+    if (now * 10 < static_cast<uint64_t>(reported + 1) * all) return;
+    reported = static_cast<int>(now * 10 / all);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    spdlog::info("encoding: {:3d}% of {:.1f} MB, {:.1f} MB/s", static_cast<int>(100 * now / all), all / 1e6,
+                 now / 1e6 / std::max(s, 1e-9));
+  };
+  const std::vector<uint32_t> val = encode_spans(*tok, set.text, val_spans, progress);
+  for (const auto& s : val_spans) base += s.end - s.begin;
+  const std::vector<uint32_t> train = encode_spans(*tok, set.text, train_spans, progress);
+  result.encode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // The validation part is one shard, as llm.c's scripts make it.
-  const uint64_t val_len = text.size() - cut + 1;
   result.files.push_back(shard_path(out_dir, name, "val", 0));
-  write_shard(result.files.back(), document_slice(tok, text, cut, 0, val_len), kWidth);
-  result.val_tokens = val_len;
+  write_shard(result.files.back(), val, result.width);
+  result.val_tokens = val.size();
 
-  const uint64_t train_len = cut + 1;
   int index = 1;
-  for (uint64_t a = 0; a < train_len; a += opt.shard_tokens, ++index) {
-    const uint64_t b = std::min(train_len, a + opt.shard_tokens);
+  for (uint64_t a = 0; a < train.size(); a += opt.shard_tokens, ++index) {
+    const uint64_t b = std::min<uint64_t>(train.size(), a + opt.shard_tokens);
     result.files.push_back(shard_path(out_dir, name, "train", index));
-    write_shard(result.files.back(), document_slice(tok, text, 0, a, b), kWidth);
+    write_shard(result.files.back(), std::vector<uint32_t>(train.begin() + a, train.begin() + b), result.width);
   }
-  result.train_tokens = train_len;
+  result.train_tokens = train.size();
   return result;
 }
 

@@ -4,14 +4,20 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <initializer_list>
+#include <sstream>
+#include <tuple>
 
 #include "core/check.h"
 #include "data/shard.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -181,6 +187,88 @@ TEST_F(TextToShardsTest, PartsMustNotBeEmpty) {
   const std::string in = write_text("abc");  // 10% of 3 bytes is no byte
   expect_error_with([&] { gpt::text_to_shards(in, (dir_ / "out").string(), opt); },
                     {in, "validation part empty"});
+}
+
+TEST_F(TextToShardsTest, ValidationIsWholeDocumentsWhenTheCutAllowsIt) {
+  // Documents "one\ntwo\n" (8 bytes), "three\n" (6), "four\n" (5): 19 bytes.
+  const std::string text = "one\ntwo\n\n\nthree\n  \nfour\n";
+  auto split = [&](double f) {
+    gpt::TextToShardsOptions opt;
+    opt.val_fraction = f;
+    opt.doc_sep = "blank";
+    const auto r = gpt::text_to_shards(write_text(text), (dir_ / "out").string(), opt);
+    const gpt::ByteTokenizer tok;
+    // End-of-text decodes to nothing with the old tokenizer; mark it.
+    std::string parts[2];
+    for (int i = 0; i < 2; ++i)
+      for (int32_t id : shard_tokens(r.files.at(i))) parts[i] += id == 256 ? std::string("|") : tok.decode({id});
+    return std::pair{parts[1], parts[0]};  // train, val
+  };
+  // 30% = 5 bytes: the cut point (byte 14) starts "four\n".
+  EXPECT_EQ(split(0.3), (std::pair<std::string, std::string>{"|one\ntwo\n|three\n", "|four\n"}));
+  // 40% = 7 bytes: the cut point (12) lies in "three\n"; moves forward to "four\n".
+  EXPECT_EQ(split(0.4), (std::pair<std::string, std::string>{"|one\ntwo\n|three\n", "|four\n"}));
+  // 60% = 11 bytes: cut point 8 is where "three\n" starts.
+  EXPECT_EQ(split(0.6), (std::pair<std::string, std::string>{"|one\ntwo\n", "|three\n|four\n"}));
+  // 20% = 3 bytes: the cut point (16) lies in the last document, which is cut
+  // (no newline to move to before its end) and both halves open with end-of-text.
+  EXPECT_EQ(split(0.2), (std::pair<std::string, std::string>{"|one\ntwo\n|three\n|fo", "|ur\n"}));
+}
+
+TEST_F(TextToShardsTest, Gpt2TokenizerShards) {
+  ASSERT_TRUE(gpt::test::have_gpt2_dir()) << gpt::test::gpt2_dir();
+  const std::string spec = "gpt2:" + gpt::test::gpt2_dir();
+  const auto tok = gpt::make_tokenizer(spec);
+  const std::string a = "In the beginning God created the heaven and the earth.\n", b = "Hello, world!\n";
+  const fs::path in = dir_ / "docs";
+  fs::create_directories(in);
+  std::ofstream(in / "1.txt") << a;
+  std::ofstream(in / "2.txt") << b;
+  gpt::TextToShardsOptions opt;
+  opt.tokenizer = spec;
+  opt.val_fraction = 0.25;  // 17 of 69 bytes: the cut point lies in a, moves to where b starts
+  const auto r = gpt::text_to_shards(in.string(), (dir_ / "out").string(), opt);
+  EXPECT_EQ(r.vocab_size, 50257u);
+  EXPECT_EQ(r.width, 2);
+  auto with_eot = [&](const std::string& t) {
+    std::vector<int32_t> ids{50256};
+    for (uint32_t id : tok->encode(t)) ids.push_back(static_cast<int32_t>(id));
+    return ids;
+  };
+  const gpt::TokenStream train(r.files.at(1), 50257), val(r.files.at(0), 50257);
+  std::vector<int32_t> t(train.size()), v(val.size());
+  train.read(0, t.size(), t.data());
+  val.read(0, v.size(), v.data());
+  EXPECT_EQ(t, with_eot(a));
+  EXPECT_EQ(v, with_eot(b));
+}
+
+TEST_F(TextToShardsTest, LargeVocabularyWritesUint32) {
+  // A vocabulary file of 65,300 merges, each of two bytes: every byte pair
+  // but 236, those of two lowercase letters last, so the last merge joins
+  // "z" and "z" into token 257 + 65,299 = 65,556.
+  std::vector<std::tuple<bool, int, int>> pairs;
+  for (int x = 0; x < 256; ++x)
+    for (int y = 0; y < 256; ++y) pairs.emplace_back(std::islower(x) && std::islower(y), x, y);
+  std::sort(pairs.begin(), pairs.end());
+  const int merges = 65300;
+  std::ostringstream v;
+  v << "gpt-bpe 1\npattern gpt2\nvocab_size " << 257 + merges << "\nmerges " << merges << "\n";
+  for (size_t i = pairs.size() - merges; i < pairs.size(); ++i)
+    v << std::get<1>(pairs[i]) << ' ' << std::get<2>(pairs[i]) << '\n';
+  const std::string vocab = (dir_ / "big.bpe").string();
+  std::ofstream(vocab) << v.str();
+  gpt::TextToShardsOptions opt;
+  opt.tokenizer = vocab;
+  opt.val_fraction = 0.5;
+  const std::string text = "zz\nzz\n";  // val is the second line
+  const auto r = gpt::text_to_shards(write_text(text), (dir_ / "out").string(), opt);
+  EXPECT_EQ(r.width, 4);
+  EXPECT_EQ(gpt::read_shard_header(r.files.at(1)).width, 4);
+  const gpt::TokenStream train(r.files.at(1), 257 + merges);
+  std::vector<int32_t> ids(train.size());
+  train.read(0, ids.size(), ids.data());
+  EXPECT_EQ(ids, (std::vector<int32_t>{256, 65556, 10}));
 }
 
 TEST_F(TextToShardsTest, UnknownTokenizer) {

@@ -1,0 +1,62 @@
+// Byte-level BPE: a vocabulary of byte strings built by ranked merges, applied
+// inside each pre-tokenised piece exactly as GPT-2's encoder.py applies them.
+// Both GPT-2's files (gpt2_vocab.cpp) and our own vocabulary files
+// (bpe_file.cpp) load into a BpeVocab; one encoder serves both.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tokenizer/flat_tables.h"
+#include "tokenizer/pretokenize.h"
+#include "tokenizer/tokenizer.h"
+
+namespace gpt {
+
+struct BpeMerge {
+  uint32_t left = 0, right = 0;  // the pair of ids merged
+  uint32_t result = 0;           // the id of their concatenation
+};
+
+struct BpeVocab {
+  std::vector<std::string> tokens;  // bytes of each id; the end-of-text id holds "<|endoftext|>"
+  std::array<uint32_t, 256> byte_id{};  // id of each single byte
+  std::vector<BpeMerge> merges;         // highest priority (rank 0) first
+  uint32_t end_of_text = 0;
+};
+
+class BpeTokenizer final : public Tokenizer {
+ public:
+  // Checks the vocabulary (ids in range, each pair merged once, the result's
+  // bytes the concatenation of the pair's); errors name `source`.
+  BpeTokenizer(std::string spec, BpeVocab vocab, const std::string& source);
+
+  const std::string& spec() const override { return spec_; }
+  uint32_t vocab_size() const override { return static_cast<uint32_t>(vocab_.tokens.size()); }
+  uint32_t end_of_text() const override { return vocab_.end_of_text; }
+  void encode_ordinary(std::string_view text, std::vector<uint32_t>& out) const override;
+  std::string_view token_bytes(uint32_t id) const override;
+
+  const BpeVocab& vocab() const { return vocab_; }
+  // The ids of one pre-tokenised piece (no cache): GPT-2's bpe() on ids.
+  void encode_piece(std::string_view piece, std::vector<uint32_t>& out) const;
+
+ private:
+  using Rule = PairTable::Value;
+  const Rule* find_rule(uint32_t left, uint32_t right) const { return rules_.find(left, right); }
+  void encode_piece_cached(std::string_view piece, std::vector<uint32_t>& out) const;
+
+  std::string spec_;
+  BpeVocab vocab_;
+  PairTable rules_;  // (left, right) -> rank and result
+  Pretokenizer pretokenizer_;
+  uint64_t instance_ = 0;  // tells the per-thread piece caches of two tokenizers apart
+};
+
+// Loaders (errors name the file and what is wrong).
+std::unique_ptr<BpeTokenizer> load_gpt2_tokenizer(const std::string& dir);
+std::unique_ptr<BpeTokenizer> load_bpe_file(const std::string& path);
+
+}  // namespace gpt

@@ -1,0 +1,139 @@
+// `gpt data encode|decode|train-tokenizer|text` through the binary: round
+// trips of bytes that are not UTF-8, a trained vocabulary used end to end,
+// and bad input (exit status 1 and a message naming the file and the fault).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <sys/wait.h>
+
+#include "data/shard.h"
+#include "tokenizer/tokenizer_test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+struct Result {
+  int status = -1;  // exit status; -1 if killed by a signal
+  std::string out;  // standard output only
+  std::string err;  // standard error
+};
+
+class DataCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gpt_data_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Result run(const std::string& args) {
+    const std::string err = (dir_ / "stderr.txt").string();
+    const std::string cmd = std::string(GPT_BINARY) + " " + args + " 2>" + err;
+    FILE* p = ::popen(cmd.c_str(), "r");
+    Result r;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int w = ::pclose(p);
+    r.status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
+    r.err = read(err);
+    return r;
+  }
+  static std::string read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  std::string write(const std::string& name, const std::string& content) {
+    const std::string p = (dir_ / name).string();
+    std::ofstream(p, std::ios::binary) << content;
+    return p;
+  }
+  static void expect_error(const Result& r, const std::vector<std::string>& needles) {
+    EXPECT_EQ(r.status, 1) << r.err;
+    for (const auto& s : needles) EXPECT_NE(r.err.find(s), std::string::npos) << "missing \"" << s << "\" in:\n" << r.err;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(DataCli, EncodeDecodeRoundTripAnyBytes) {
+  std::mt19937 rng(4);
+  std::string text;
+  for (int i = 0; i < 200; ++i) text += test::random_text(rng, 10) + "\n";
+  const std::string in = write("in.txt", text);
+  for (const std::string& spec : {std::string("byte"), "gpt2:" + test::gpt2_dir()}) {
+    const Result e = run("data encode --tokenizer " + spec + " " + in);
+    ASSERT_EQ(e.status, 0) << e.err;
+    EXPECT_NE(e.err.find("tokens/byte"), std::string::npos) << e.err;
+    const std::string ids = write("ids.txt", e.out);
+    const Result d = run("data decode --tokenizer " + spec + " " + ids);
+    ASSERT_EQ(d.status, 0) << d.err;
+    EXPECT_EQ(d.out, text) << spec;
+  }
+  // With --special, "<|endoftext|>" is the end-of-text id (GPT-2: 50256).
+  const Result s = run("data encode --special --tokenizer gpt2:" + test::gpt2_dir() + " " +
+                       write("s.txt", "Hello<|endoftext|>world"));
+  ASSERT_EQ(s.status, 0) << s.err;
+  EXPECT_EQ(s.out, "15496\n50256\n6894\n");
+}
+
+TEST_F(DataCli, TrainedVocabularyEndToEnd) {
+  std::string text;
+  for (int i = 0; i < 300; ++i) text += "In the beginning was the word, and the word was " + std::to_string(i) + ".\n";
+  const std::string corpus = write("corpus.txt", text), vocab = (dir_ / "v.bpe").string();
+  const Result t = run("data train-tokenizer " + corpus + " " + vocab + " --vocab-size 300 --val-fraction 0.1");
+  ASSERT_EQ(t.status, 0) << t.out << t.err;
+  EXPECT_NE(t.out.find("vocabulary 300"), std::string::npos) << t.out;
+  const Result s = run("data text " + corpus + " " + (dir_ / "ds").string() + " --tokenizer " + vocab +
+                       " --val-fraction 0.1");
+  ASSERT_EQ(s.status, 0) << s.out << s.err;
+  EXPECT_NE(s.out.find("vocabulary 300"), std::string::npos) << s.out;
+  // Decoding the shards gives the text back: end-of-text shows as "<|endoftext|>".
+  const Result train = run("data decode --tokenizer " + vocab + " " + (dir_ / "ds" / "ds_train_000001.bin").string());
+  const Result val = run("data decode --tokenizer " + vocab + " " + (dir_ / "ds" / "ds_val_000000.bin").string());
+  ASSERT_EQ(train.status, 0) << train.err;
+  ASSERT_EQ(val.status, 0) << val.err;
+  EXPECT_EQ(train.out + val.out, "<|endoftext|>" + text.substr(0, train.out.size() - 13) + "<|endoftext|>" +
+                                     text.substr(train.out.size() - 13));
+  EXPECT_LT(fs::file_size(dir_ / "ds" / "ds_train_000001.bin"), 1024 + text.size());  // fewer tokens than bytes
+}
+
+TEST_F(DataCli, BadInput) {
+  const std::string text = write("t.txt", "abc\ndef\n");
+  // Vocabulary files: missing, truncated, inconsistent.
+  const std::string missing = (dir_ / "missing.bpe").string();
+  expect_error(run("data encode --tokenizer " + missing + " " + text), {missing, "gpt2:DIR"});
+  const std::string cut = write("cut.bpe", "gpt-bpe 1\npattern gpt2\nvocab_size 260\nmerges 3\n97 98\n");
+  expect_error(run("data text " + text + " " + (dir_ / "o").string() + " --tokenizer " + cut),
+               {cut, "truncated"});
+  const std::string unknown = write("unknown.bpe", "gpt-bpe 1\npattern gpt2\nvocab_size 258\nmerges 1\n97 400\n");
+  expect_error(run("data encode --tokenizer " + unknown + " " + text), {unknown, "400", "unknown token"});
+  expect_error(run("data encode --tokenizer gpt2:" + (dir_ / "nope").string() + " " + text), {"nope", "not a folder"});
+  // Ids outside the vocabulary: as text, and in a shard.
+  expect_error(run("data decode --tokenizer byte " + write("ids.txt", "97\n98\n257\n")),
+               {"ids.txt", "line 3", "257", "outside the vocabulary"});
+  expect_error(run("data decode --tokenizer byte " + write("junk.txt", "97 x1\n")), {"junk.txt", "\"x1\""});
+  const std::string shard = (dir_ / "big_val_000000.bin").string();
+  write_shard(shard, {97, 98, 300}, 2);
+  expect_error(run("data decode --tokenizer byte " + shard), {shard, "300", "vocabulary"});
+  // Separators and sizes.
+  expect_error(run("data text " + text + " " + (dir_ / "o").string() + " --doc-sep lines"), {"--doc-sep", "blank"});
+  const Result small = run("data train-tokenizer " + text + " " + (dir_ / "v.bpe").string() + " --vocab-size 100");
+  EXPECT_NE(small.status, 0);
+  EXPECT_NE(small.err.find("--vocab-size"), std::string::npos) << small.err;
+  expect_error(run("data encode --tokenizer byte " + (dir_ / "none.txt").string()), {"none.txt", "cannot open"});
+}
+
+}  // namespace
+}  // namespace gpt
