@@ -8,7 +8,7 @@
 #include "cli/commands.h"
 #include "core/check.h"
 #include "data/rng.h"
-#include "data/text_to_shards.h"
+#include "tokenizer/tokenizer.h"
 #include "train/model_io.h"
 
 namespace gpt::cli {
@@ -23,6 +23,7 @@ struct SampleArgs {
   uint64_t seed = 42;
   int context = 0;
   int threads = 0;
+  std::string tokenizer = "byte";
 };
 
 // Draws the next token from logits: greedy at temperature 0, otherwise from
@@ -50,13 +51,14 @@ void run_sample(const SampleArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   LoadedModel lm = load_model(a.checkpoint);
   const ModelConfig& mc = lm.config.model;
-  GPT_CHECK(mc.vocab_size == ByteTokenizer::kVocabSize, "sample: this checkpoint has a vocabulary of ", mc.vocab_size,
-            " tokens; only the byte tokenizer (", ByteTokenizer::kVocabSize, ") can be decoded in this build");
+  const std::unique_ptr<Tokenizer> tok = make_tokenizer(a.tokenizer);
+  GPT_CHECK(static_cast<int64_t>(tok->vocab_size()) == mc.vocab_size, "sample: the checkpoint has a vocabulary of ",
+            mc.vocab_size, " tokens but tokenizer ", a.tokenizer, " has ", tok->vocab_size(),
+            "; pass the tokenizer the model was trained with (--tokenizer)");
   int window = a.context > 0 ? a.context : mc.context;
   if (mc.position == "learned") window = std::min(window, mc.position_rows());
-  ByteTokenizer tok;
-  std::vector<int32_t> ids = {ByteTokenizer::kEndOfText};
-  for (uint32_t id : tok.encode(a.prompt)) ids.push_back(static_cast<int32_t>(id));
+  std::vector<int32_t> ids = {static_cast<int32_t>(tok->end_of_text())};
+  for (uint32_t id : tok->encode(a.prompt)) ids.push_back(static_cast<int32_t>(id));
   Rng rng(a.seed);
   std::cout << a.prompt << std::flush;
   for (int n = 0; n < a.tokens; ++n) {
@@ -64,7 +66,7 @@ void run_sample(const SampleArgs& a) {
     const std::vector<float> logits = lm.model->next_token_logits(ids.data() + ids.size() - len, len);
     const int32_t next = pick_token(logits, a.temperature, a.top_k, rng);
     ids.push_back(next);
-    std::cout << tok.decode({next}) << std::flush;
+    std::cout << tok->token_bytes(static_cast<uint32_t>(next)) << std::flush;
   }
   std::cout << '\n';
 }
@@ -87,6 +89,8 @@ void add_sample(CLI::App& app) {
   cmd->add_option("--context", args->context,
                   "Tokens of history the model sees (default: the training context)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--tokenizer", args->tokenizer, std::string("Tokenizer of the model: ") + kTokenizerSpecHelp)
+      ->capture_default_str();
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->callback([args] { run_sample(*args); });
 }

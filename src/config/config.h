@@ -53,6 +53,7 @@ struct TrainConfig {
   int log_every = 10;
   int checkpoint_every = 0;   // 0: only at the end
   int threads = 0;            // OpenMP threads; 0 = all cores
+  std::string init_from;     // checkpoint or run dir whose matching tensors initialise a fresh run
 };
 
 struct EvalConfig {

@@ -99,6 +99,9 @@ std::vector<Key> make_keys() {
       {GPT_KEY(train, log_every), at_least(1), "steps between log lines"},
       {GPT_KEY(train, checkpoint_every), at_least(0), "steps between checkpoints; 0 = only at the end"},
       {GPT_KEY(train, threads), between(0, 1024), "OpenMP threads; 0 = all cores"},
+      {GPT_KEY(train, init_from), any(),
+       "checkpoint or run dir whose parameters of the same name and shape initialise a fresh run (fine-tuning); "
+       "\"\" = none"},
 
       {GPT_KEY(eval, multiples), increasing_list(1), "evaluated contexts, as multiples of model.context"},
       {GPT_KEY(eval, tokens), at_least(1), "validation tokens evaluated at each multiple"},

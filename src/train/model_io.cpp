@@ -107,6 +107,24 @@ void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, GPT<flo
   }
 }
 
+InitFromSummary init_from_checkpoint(GPT<float>& model, const std::string& path) {
+  const std::string file = resolve_checkpoint(path);
+  const Checkpoint ckpt = load_checkpoint(file);
+  InitFromSummary sum;
+  for (const ParamSpec& s : model.layout().specs) {
+    const std::string name = "param/" + s.name;
+    if (ckpt.has(name) && ckpt.tensor(name).shape == s.shape) {
+      model.backend().upload(model.params() + s.offset, ckpt.tensor(name).data.data(), s.numel());
+      sum.copied.push_back(s.name);
+    } else {
+      sum.kept.push_back(s.name);
+    }
+  }
+  GPT_CHECK(!sum.copied.empty(), "train.init_from: no parameter tensor of ", file,
+            " matches this model's names and shapes (different model width, depth or vocabulary?)");
+  return sum;
+}
+
 std::string checkpoint_path(const std::string& run_dir, int step) {
   char name[64];
   std::snprintf(name, sizeof name, "step_%08d.bin", step);

@@ -28,6 +28,16 @@ TrainProgress checkpoint_progress(const Checkpoint& ckpt, const std::string& pat
 // names it and both shapes.
 void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, GPT<float>& model, AdamW<float>* opt);
 
+// Copies into `model` every parameter tensor of the checkpoint (file or run
+// directory) that the model has with the same name and shape; the others keep
+// their values (e.g. wpe when a learned-position model is fine-tuned with
+// rope). Returns the names copied and the names left, for the log. Throws if
+// no tensor matches.
+struct InitFromSummary {
+  std::vector<std::string> copied, kept;
+};
+InitFromSummary init_from_checkpoint(GPT<float>& model, const std::string& path);
+
 // RUN_DIR/checkpoints/step_NNNNNNNN.bin
 std::string checkpoint_path(const std::string& run_dir, int step);
 // Writes the checkpoint, then points RUN_DIR/checkpoints/latest at it.

@@ -96,6 +96,13 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   TrainProgress progress;
   if (resume_checkpoint.empty()) {
     model.init(tc.seed);
+    if (!tc.init_from.empty()) {
+      const InitFromSummary init = init_from_checkpoint(model, tc.init_from);
+      std::string kept;
+      for (const auto& k : init.kept) kept += (kept.empty() ? "" : ", ") + k;
+      spdlog::info("initialised {} parameter tensors from {}; freshly initialised: {}", init.copied.size(),
+                   tc.init_from, kept.empty() ? "(none)" : kept);
+    }
   } else {
     const Checkpoint ckpt = load_checkpoint(resume_checkpoint);
     restore_checkpoint(ckpt, resume_checkpoint, model, &opt);

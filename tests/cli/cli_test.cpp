@@ -77,6 +77,13 @@ TEST_F(Cli, TrainsAndEvaluatesATinyModel) {
                {"eval.tokens", "one sequence at the largest multiple"});
   const Result s = run("sample " + (dir_ / "run").string() + " --prompt abc --tokens 5 --seed 1");
   EXPECT_EQ(s.status, 0) << s.output;
+  // A tokenizer whose vocabulary is not the model's is refused.
+  const std::string vocab = (dir_ / "v.txt").string();
+  ASSERT_EQ(run("data train-tokenizer " + (dir_ / "run" / "config.json").string() + " " + vocab + " --vocab-size 300")
+                .status,
+            0);
+  expect_error(run("sample " + (dir_ / "run").string() + " --tokenizer " + vocab + " --tokens 2"),
+               {"vocabulary of 257", "pass the tokenizer the model was trained with"});
   // A second fresh run into the same directory is refused (nothing overwritten).
   expect_error(run("train " + config()), {"already holds a training run", "--resume"});
 }

@@ -12,7 +12,10 @@
 #include <fstream>
 #include <regex>
 
+#include <nlohmann/json.hpp>
+
 #include "data/shard.h"
+#include "train/checkpoint.h"
 #include "util/llmc_model.h"
 
 namespace fs = std::filesystem;
@@ -133,6 +136,40 @@ TEST_F(ConvertCli, FineTunesAnImportedModelWithTrainResume) {
   const double tuned = printed_loss(r, &tokens);
   EXPECT_GT(tuned, 0);
   EXPECT_LT(tuned, reference_loss(2, 3) - 0.1);  // 20 steps on these very tokens lower their loss (4.17 -> 3.78)
+}
+
+// train.init_from: a converted (learned-position) model fine-tuned with RoPE,
+// the way to study extrapolation on a pretrained model. With a learning rate
+// of 1e-12, one step leaves the weights where init_from put them: the
+// imported ones, not a fresh initialisation.
+TEST_F(ConvertCli, FineTunesAnImportedModelWithRope) {
+  ASSERT_EQ(run("convert --from-llmc " + p("m.bin") + " " + p("c.ckpt")).status, 0);
+  nlohmann::json cfg = load_checkpoint(p("c.ckpt")).meta["config"];
+  cfg["model"]["position"] = "rope";
+  cfg["model"]["max_position"] = 0;
+  cfg["data"]["train"] = cfg["data"]["val"] = p("val_*.bin");
+  cfg["train"].update({{"steps", 1}, {"warmup_steps", 0}, {"batch_size", 2}, {"lr", 1e-12}, {"lr_min", 0}});
+  cfg["eval"].update({{"multiples", {1, 2}}, {"tokens", 16}});
+  cfg["run"]["dir"] = p("rope_ft");
+  cfg["train"]["init_from"] = p("c.ckpt");
+  std::ofstream(p("rope_ft.json")) << cfg.dump();
+  const Result r = run("train " + p("rope_ft.json"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("initialised 15 parameter tensors from"), std::string::npos) << r.output;
+  const Checkpoint imported = load_checkpoint(p("c.ckpt")), tuned = load_checkpoint(p("rope_ft/checkpoints/step_00000001.bin"));
+  EXPECT_FALSE(tuned.has("param/wpe")) << "rope has no position table";
+  for (const char* name : {"param/wte", "param/qkvw", "param/fcprojb", "param/lnfw"}) {
+    const auto& a = imported.tensor(name).data;
+    const auto& b = tuned.tensor(name).data;
+    ASSERT_EQ(a.size(), b.size()) << name;
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6) << name << "[" << i << "]";
+  }
+  // Nothing in common: a clear error.
+  nlohmann::json other = cfg;
+  other["model"]["n_embd"] = 2 * other["model"]["n_embd"].get<int>();
+  other["run"]["dir"] = p("other");
+  std::ofstream(p("other.json")) << other.dump();
+  expect_error(run("train " + p("other.json")), {"train.init_from", "no parameter tensor"});
 }
 
 TEST_F(ConvertCli, BadInputExitsWithAClearError) {
