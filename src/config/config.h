@@ -53,6 +53,7 @@ struct TrainConfig {
   int log_every = 10;
   int checkpoint_every = 0;   // 0: only at the end
   int threads = 0;            // OpenMP threads; 0 = all cores
+  int zero = 0;               // 1: ZeRO-1, AdamW moments sharded across ranks
 };
 
 struct EvalConfig {

@@ -99,6 +99,7 @@ std::vector<Key> make_keys() {
       {GPT_KEY(train, log_every), at_least(1), "steps between log lines"},
       {GPT_KEY(train, checkpoint_every), at_least(0), "steps between checkpoints; 0 = only at the end"},
       {GPT_KEY(train, threads), between(0, 1024), "OpenMP threads; 0 = all cores"},
+      {GPT_KEY(train, zero), between(0, 1), "ZeRO-1 with several ranks: 1 shards the AdamW moments across the ranks"},
 
       {GPT_KEY(eval, multiples), increasing_list(1), "evaluated contexts, as multiples of model.context"},
       {GPT_KEY(eval, tokens), at_least(1), "validation tokens evaluated at each multiple"},
