@@ -38,6 +38,9 @@ class AdamW {
   // The part of the flat buffer whose moments this rank holds (all of it
   // unless sharded).
   dist::Shard shard() const { return shard_; }
+  // This rank's moments (backend memory, shard().size() elements each).
+  T* m() { return m_.get(); }
+  T* v() { return v_.get(); }
   // The whole moments on the host, in the parameters' layout. Collective when
   // sharded (every rank must call it; every rank gets them).
   void download_moments(std::vector<T>& m, std::vector<T>& v);
