@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PACKAGES=(cmake g++ make libgtest-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libpcre2-dev pkg-config bible-kjv)
+PACKAGES=(cmake g++ make libgtest-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libpcre2-dev pkg-config bible-kjv libopenmpi-dev openmpi-bin)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "config/config.h"
+#include "dist/communicator.h"
 #ifdef GPT_HAVE_CUDA
 #include "kernels/cuda/device_info.h"
 #endif
@@ -27,6 +28,9 @@ void add_info(CLI::App& app) {
 #else
     std::cout << "cuda: not built (nvcc was not found at configure time)\n";
 #endif
+    std::cout << "mpi: " << (dist::built_with_mpi() ? "built in" : "not built (MPI was not found at configure time)")
+              << "; this process: " << dist::world().name() << ", rank " << dist::world().rank() << " of "
+              << dist::world().size() << "\n";
   });
 }
 

@@ -1,11 +1,13 @@
 // gpt: train small GPTs and measure how attention variants extrapolate.
 #include <cstdio>
 #include <exception>
+#include <memory>
 
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
 #include "core/check.h"
+#include "dist/communicator.h"
 
 int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
@@ -17,16 +19,17 @@ int main(int argc, char** argv) {
   gpt::cli::add_data(app);
   gpt::cli::add_info(app);
   gpt::cli::add_convert(app);
+  // MPI lives from here to the return (mpirun -np N gpt train ...).
+  std::unique_ptr<gpt::dist::Session> mpi;
   try {
+    mpi = std::make_unique<gpt::dist::Session>();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const gpt::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return gpt::dist::report_fatal_error(e.what());  // with ranks: ends them all
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return gpt::dist::report_fatal_error(e.what());
   }
   return gpt::cli::exit_status;
 }

@@ -54,6 +54,7 @@ struct TrainConfig {
   int checkpoint_every = 0;   // 0: only at the end
   int threads = 0;            // OpenMP threads; 0 = all cores
   std::string init_from;     // checkpoint or run dir whose matching tensors initialise a fresh run
+  int zero = 0;               // 1: ZeRO-1, AdamW moments sharded across ranks
 };
 
 struct EvalConfig {

@@ -42,18 +42,25 @@ std::vector<uint64_t> DataLoader::epoch_order(uint64_t epoch) const {
 // A batch that runs past the end of an epoch takes its remaining sequences
 // from the start of the next epoch's order; no sequence is dropped or repeated
 // within an epoch. The state is kept normalised: index < sequences_per_epoch.
-void DataLoader::next(int32_t* inputs, int32_t* targets) {
+void DataLoader::next(int32_t* inputs, int32_t* targets) { next_rows(inputs, targets, 0, B_); }
+
+void DataLoader::next_rows(int32_t* inputs, int32_t* targets, int row_begin, int row_end) {
+  GPT_CHECK(0 <= row_begin && row_begin <= row_end && row_end <= B_, "DataLoader: rows [", row_begin, ", ", row_end,
+            ") are not within the batch of B=", B_);
   const size_t T = static_cast<size_t>(T_);
   for (int b = 0; b < B_; ++b) {
     if (order_epoch_ != state_.epoch) {
       order_ = epoch_order(state_.epoch);
       order_epoch_ = state_.epoch;
     }
-    const uint64_t seq = order_[state_.index];
-    stream_.read(seq * T, T + 1, buf_.data());
-    // (B,T): row b holds tokens [seq*T, seq*T+T) as inputs, shifted by one as targets
-    std::copy(buf_.begin(), buf_.begin() + T, inputs + b * T);
-    std::copy(buf_.begin() + 1, buf_.end(), targets + b * T);
+    if (b >= row_begin && b < row_end) {
+      const uint64_t seq = order_[state_.index];
+      stream_.read(seq * T, T + 1, buf_.data());
+      // (rows,T): row b - row_begin holds tokens [seq*T, seq*T+T) as inputs, shifted by one as targets
+      const size_t row = static_cast<size_t>(b - row_begin);
+      std::copy(buf_.begin(), buf_.begin() + T, inputs + row * T);
+      std::copy(buf_.begin() + 1, buf_.end(), targets + row * T);
+    }
     if (++state_.index == nseq_) {
       state_.index = 0;
       ++state_.epoch;

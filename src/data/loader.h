@@ -28,6 +28,11 @@ class DataLoader {
   // that runs past the end of an epoch continues with the start of the next
   // epoch's order, so each epoch still yields every sequence exactly once.
   void next(int32_t* inputs, int32_t* targets);
+  // The rows [row_begin, row_end) of the batch next() would return (one
+  // rank's part of a global batch in data-parallel training), reading only
+  // those: inputs and targets hold (row_end - row_begin)*T ids. Advances B
+  // sequences like next().
+  void next_rows(int32_t* inputs, int32_t* targets, int row_begin, int row_end);
   uint64_t sequences_per_epoch() const { return nseq_; }
   // Sequence ids of the current epoch's order (for tests).
   std::vector<uint64_t> epoch_order(uint64_t epoch) const;

@@ -1,5 +1,6 @@
 #include "train/model_io.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -33,18 +34,17 @@ Checkpoint make_checkpoint(GPT<float>& model, AdamW<float>* opt, const Config& c
                // is a function of (seed, epoch), so this is the RNG state.
                {"loader", {{"seed", cfg.train.seed}, {"epoch", progress.loader.epoch}, {"index", progress.loader.index}}},
                {"adam_steps", opt ? opt->steps_taken() : 0}};
-  auto& be = model.backend();
-  auto add = [&](const std::string& prefix, const float* base) {
-    for (const ParamSpec& s : model.layout().specs) {
-      CheckpointTensor t{prefix + s.name, s.shape, std::vector<float>(s.numel())};
-      be.download(t.data.data(), base + s.offset, s.numel());
-      ckpt.tensors.push_back(std::move(t));
-    }
+  auto add = [&](const std::string& prefix, const std::vector<float>& host) {
+    for (const ParamSpec& s : model.layout().specs)
+      ckpt.tensors.push_back({prefix + s.name, s.shape,
+                              std::vector<float>(host.begin() + s.offset, host.begin() + s.offset + s.numel())});
   };
-  add("param/", model.params());
+  add("param/", model.get_params());
   if (opt) {
-    add("adam_m/", opt->m());
-    add("adam_v/", opt->v());
+    std::vector<float> m, v;
+    opt->download_moments(m, v);  // gathers the shards under ZeRO-1
+    add("adam_m/", m);
+    add("adam_v/", v);
   }
   return ckpt;
 }
@@ -89,16 +89,21 @@ void check_checkpoint_tensors(const Checkpoint& ckpt, const std::string& path, c
 }
 
 void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, GPT<float>& model, AdamW<float>* opt) {
-  auto& be = model.backend();
-  auto load = [&](const std::string& prefix, float* base) {
+  // Whole host copies in the flat layout, then one upload (each rank keeps
+  // its shard of the moments under ZeRO-1).
+  auto gather = [&](const std::string& prefix) {
     check_checkpoint_tensors(ckpt, path, model.layout(), prefix);
-    for (const ParamSpec& s : model.layout().specs)
-      be.upload(base + s.offset, ckpt.tensor(prefix + s.name).data.data(), s.numel());
+    std::vector<float> flat(model.num_params());
+    for (const ParamSpec& s : model.layout().specs) {
+      const std::vector<float>& d = ckpt.tensor(prefix + s.name).data;
+      std::copy(d.begin(), d.end(), flat.begin() + s.offset);
+    }
+    return flat;
   };
-  load("param/", model.params());
+  model.set_params(gather("param/"));
   if (opt) {
-    load("adam_m/", opt->m());
-    load("adam_v/", opt->v());
+    const std::vector<float> m = gather("adam_m/"), v = gather("adam_v/");
+    opt->upload_moments(m.data(), v.data());
     try {
       opt->set_steps_taken(ckpt.meta.value("adam_steps", 0L));
     } catch (const nlohmann::json::exception& e) {

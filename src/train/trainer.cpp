@@ -2,10 +2,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -16,6 +18,7 @@
 #include "core/files.h"
 #include "core/metrics.h"
 #include "data/loader.h"
+#include "dist/communicator.h"
 #include "eval/extrapolation.h"
 #include "model/gpt.h"
 #include "train/model_io.h"
@@ -30,17 +33,30 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted.store(true); }
 
-// Turns SIGINT into a flag for the lifetime of the guard (the training loop
-// and its final save), and restores the previous handler however the loop exits.
+// Turns SIGINT (and SIGUSR1, which mpirun forwards to every rank) into a
+// flag for the lifetime of the guard (the training loop and its final save),
+// and restores the previous handlers however the loop exits. With several
+// ranks SIGTERM too: mpirun turns a Ctrl-C into SIGTERM to every rank (then
+// SIGKILL after odls_base_sigkill_timeout seconds).
 class SigintGuard {
  public:
-  SigintGuard() : previous_(std::signal(SIGINT, on_sigint)) { g_interrupted = false; }
-  ~SigintGuard() { std::signal(SIGINT, previous_); }
+  explicit SigintGuard(bool term) : term_(term) {
+    g_interrupted = false;
+    previous_[0] = std::signal(SIGINT, on_sigint);
+    previous_[1] = std::signal(SIGUSR1, on_sigint);
+    if (term_) previous_[2] = std::signal(SIGTERM, on_sigint);
+  }
+  ~SigintGuard() {
+    std::signal(SIGINT, previous_[0]);
+    std::signal(SIGUSR1, previous_[1]);
+    if (term_) std::signal(SIGTERM, previous_[2]);
+  }
   SigintGuard(const SigintGuard&) = delete;
   SigintGuard& operator=(const SigintGuard&) = delete;
 
  private:
-  void (*previous_)(int);
+  bool term_;
+  void (*previous_[3])(int) = {};
 };
 
 std::string format_duration(double seconds) {
@@ -59,15 +75,38 @@ std::string first_nonfinite_grad(GPT<float>& model) {
   return "(none)";
 }
 
+// train.threads, or with 0 the OpenMP default, except that ranks sharing a
+// machine (mpirun -np N on one node) split its cores unless OMP_NUM_THREADS
+// says otherwise.
+void set_thread_count(int threads) {
+  if (threads > 0) {
+    omp_set_num_threads(threads);
+    return;
+  }
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  const int local_ranks = local ? std::atoi(local) : 1;
+  if (local_ranks > 1 && !std::getenv("OMP_NUM_THREADS"))
+    omp_set_num_threads(std::max(1, omp_get_num_procs() / local_ranks));
+}
+
 }  // namespace
 
 int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   GPT_CHECK(cfg.run.device == "cpu", "run.device \"", cfg.run.device,
             "\" is not available in this build yet; only \"cpu\" can train");
-  if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
+  // Data parallelism: every rank trains on rows [rank*Bl, (rank+1)*Bl) of each
+  // global micro-batch of B rows; gradients and losses are averaged across
+  // ranks; rank 0 alone logs, evaluates and writes files.
+  dist::Communicator& comm = dist::world();
+  const int nranks = comm.size(), rank = comm.rank();
+  const bool lead = rank == 0;
+  set_thread_count(cfg.train.threads);
   const ModelConfig& mc = cfg.model;
   const TrainConfig& tc = cfg.train;
   const int B = tc.batch_size, T = mc.context;
+  GPT_CHECK(B % nranks == 0, "train.batch_size ", B, " (the global batch) must be divisible by the number of ranks ",
+            nranks, "; each rank trains on batch_size / ranks sequences of every micro-batch");
+  const int Bl = B / nranks;
   check_eval_contexts(mc, cfg.eval, T);
 
   const std::string run_dir = cfg.run.dir;
@@ -81,17 +120,20 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   TokenStream val(cfg.data.val, mc.vocab_size);
   check_eval_feasible(val.size(), cfg.eval, T);
 
-  fs::create_directories(run_dir);
-  write_json_file((fs::path(run_dir) / "config.json").string(), config_to_json(cfg));
   // A fresh run starts a fresh log (a crashed attempt may have left one behind);
   // a resumed run appends. After a resume from an older checkpoint the steps
   // past it appear twice: readers take the last record of a step.
-  MetricsLog metrics((fs::path(run_dir) / "metrics.jsonl").string(), !resume_checkpoint.empty());
+  std::unique_ptr<MetricsLog> metrics;
+  if (lead) {
+    fs::create_directories(run_dir);
+    write_json_file((fs::path(run_dir) / "config.json").string(), config_to_json(cfg));
+    metrics = std::make_unique<MetricsLog>((fs::path(run_dir) / "metrics.jsonl").string(), !resume_checkpoint.empty());
+  }
 
   auto backend = make_cpu_backend<float>();
   const AttentionSpec attn = resolve_attention(cfg);
   GPT<float> model(mc, attn, *backend);
-  AdamW<float> opt(model, tc);
+  AdamW<float> opt(model, tc, &comm);
 
   TrainProgress progress;
   if (resume_checkpoint.empty()) {
@@ -115,28 +157,46 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   spdlog::info("attention: {}", attention_summary(cfg.attention, attn));
   spdlog::info("data: {} training tokens ({} sequences per epoch), {} validation tokens; {} threads",
                loader.stream().size(), loader.sequences_per_epoch(), val.size(), omp_get_max_threads());
+  if (nranks > 1) {
+    // Every rank initialised or loaded the same parameters; rank 0's copy is
+    // made everyone's so that nothing can start them apart.
+    comm.broadcast(model.params(), model.num_params(), 0);
+    spdlog::info("data parallel: {} ranks ({}), {} of the {} sequences of each micro-batch per rank{}", nranks,
+                 comm.name(), Bl, B, opt.sharded() ? ", ZeRO-1 (AdamW moments sharded)" : "");
+  }
 
+  // Collective (the moments are gathered under ZeRO-1); rank 0 writes, and
+  // the others wait for it.
   auto save = [&](const TrainProgress& p) {
     const Checkpoint ckpt = make_checkpoint(model, &opt, cfg, p);
-    save_run_checkpoint(run_dir, p.step, ckpt);
-    metrics.write({{"event", "checkpoint"}, {"step", p.step}, {"path", checkpoint_path(run_dir, p.step)}});
-    spdlog::info("checkpoint saved: {}", checkpoint_path(run_dir, p.step));
+    if (lead) {
+      save_run_checkpoint(run_dir, p.step, ckpt);
+      metrics->write({{"event", "checkpoint"}, {"step", p.step}, {"path", checkpoint_path(run_dir, p.step)}});
+      spdlog::info("checkpoint saved: {}", checkpoint_path(run_dir, p.step));
+    }
+    comm.barrier();
   };
+  // Rank 0 evaluates; the others wait (not on the final evaluation).
   auto evaluate = [&](int step, bool final) {
+    if (!lead) {
+      if (!final) comm.barrier();
+      return;
+    }
     ExtrapolationResult r = evaluate_extrapolation(model, val, cfg.eval, T, static_cast<int64_t>(B) * T);
     r.attention = attention_to_json(cfg.attention, attn);
     nlohmann::json j = r.to_json();
     j["step"] = step;
-    metrics.write({{"event", "eval"}, {"step", step}, {"results", j}});
+    metrics->write({{"event", "eval"}, {"step", step}, {"results", j}});
     if (final) {
       write_json_file((fs::path(run_dir) / "extrapolation.json").string(), j);
       spdlog::info("validation loss at multiples of the training context (step {}):\n{}", step, r.table());
       spdlog::info("attention diagnostics (mean over heads and rows, per layer):\n{}", r.diagnostics_table());
     }
+    if (!final) comm.barrier();
   };
 
-  auto sigint = std::make_unique<SigintGuard>();
-  std::vector<int32_t> inputs(static_cast<size_t>(B) * T), targets(inputs.size());
+  auto sigint = std::make_unique<SigintGuard>(nranks > 1);
+  std::vector<int32_t> inputs(static_cast<size_t>(Bl) * T), targets(inputs.size());
   const auto start = std::chrono::steady_clock::now();
   const int first_step = progress.step;
   int status = 0;
@@ -147,10 +207,19 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     model.zero_grad();
     double loss = 0;
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
-      loader.next(inputs.data(), targets.data());
-      loss += model.forward(inputs.data(), targets.data(), B, T) / tc.grad_accum;
-      model.backward(1.0 / tc.grad_accum);
+      loader.next_rows(inputs.data(), targets.data(), rank * Bl, (rank + 1) * Bl);
+      loss += model.forward(inputs.data(), targets.data(), Bl, T) / tc.grad_accum;
+      // Scaled by 1/ranks so that the sum across ranks is the gradient of the
+      // global mean loss (each rank's mean is over the same number of tokens).
+      model.backward(1.0 / (static_cast<double>(tc.grad_accum) * nranks));
     }
+    // The global mean loss, and whether any rank was interrupted (all ranks
+    // stop at the same step); the averaged gradients, before the norm.
+    double shared[2] = {loss, g_interrupted ? 1.0 : 0.0};
+    comm.allreduce_sum_host(shared, 2);
+    loss = shared[0] / nranks;
+    const bool interrupted = shared[1] > 0;
+    comm.allreduce_sum(model.grads(), model.num_params());
     const double norm = opt.clip(tc.grad_clip);
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       save(before);
@@ -166,17 +235,18 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double tok_s = static_cast<double>(B) * T * tc.grad_accum / dt;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    metrics.write({{"event", "train"}, {"step", progress.step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
-                   {"tokens_per_s", tok_s}, {"time_s", elapsed}});
+    if (lead)
+      metrics->write({{"event", "train"}, {"step", progress.step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
+                      {"tokens_per_s", tok_s}, {"time_s", elapsed}});
     if (progress.step % tc.log_every == 0 || progress.step == tc.steps || progress.step == first_step + 1) {
       const double eta = elapsed / (progress.step - first_step) * (tc.steps - progress.step);
       spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | ETA {}", progress.step,
                    tc.steps, loss, lr, norm, tok_s, format_duration(eta));
     }
-    if (g_interrupted) {
-      spdlog::warn("interrupted at step {}; saving a checkpoint", progress.step);
+    if (interrupted) {
+      if (lead) spdlog::warn("interrupted at step {}; saving a checkpoint", progress.step);
       save(progress);
-      spdlog::warn("resume with: gpt train --resume {}", run_dir);
+      if (lead) spdlog::warn("resume with: gpt train --resume {}", run_dir);
       status = kExitInterrupted;
       break;
     }
@@ -186,7 +256,10 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       save(progress);
   }
   if (status != 0) return status;
-  if (first_step < tc.steps || !fs::exists(checkpoint_path(run_dir, progress.step))) save(progress);
+  // Every rank takes the same decision (the file is rank 0's to check).
+  double need_save = first_step < tc.steps || (lead && !fs::exists(checkpoint_path(run_dir, progress.step)));
+  comm.allreduce_sum_host(&need_save, 1);
+  if (need_save > 0) save(progress);
   sigint.reset();  // the final evaluation can be interrupted like any program
   evaluate(progress.step, true);
   return 0;

@@ -250,3 +250,29 @@ TEST(RngTest, UniformAndNormalMoments) {
 }
 
 }  // namespace
+
+namespace {
+
+// The row slices of ranks put together are the whole batch, for every batch,
+// and advance the loader exactly like next().
+TEST_F(LoaderTest, RowSlicesOfRanksMakeTheWholeBatch) {
+  const std::string pattern = write_stream(kSeqs * kT + 1);
+  constexpr int B = 6;
+  gpt::DataLoader whole(pattern, 1000, B, kT, true, 5), r0(pattern, 1000, B, kT, true, 5),
+      r1(pattern, 1000, B, kT, true, 5);
+  std::vector<int32_t> in(B * kT), tg(B * kT), in_s(B * kT), tg_s(B * kT);
+  for (int batch = 0; batch < 15; ++batch) {  // crosses two epoch boundaries
+    whole.next(in.data(), tg.data());
+    r0.next_rows(in_s.data(), tg_s.data(), 0, 2);
+    r1.next_rows(in_s.data() + 2 * kT, tg_s.data() + 2 * kT, 2, B);
+    EXPECT_EQ(in, in_s) << "batch " << batch;
+    EXPECT_EQ(tg, tg_s) << "batch " << batch;
+    EXPECT_EQ(r0.state().epoch, whole.state().epoch);
+    EXPECT_EQ(r0.state().index, whole.state().index);
+    EXPECT_EQ(r1.state().index, whole.state().index);
+  }
+  EXPECT_THROW(r0.next_rows(in_s.data(), tg_s.data(), 4, B + 1), gpt::Error);
+  EXPECT_THROW(r0.next_rows(in_s.data(), tg_s.data(), 3, 2), gpt::Error);
+}
+
+}  // namespace

@@ -1,0 +1,81 @@
+// world(), the Session that brings MPI up and down, sharding arithmetic and
+// main()'s fatal-error path.
+#include "dist/communicator.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include <spdlog/spdlog.h>
+
+#include "core/check.h"
+#include "dist/impl.h"
+
+namespace gpt::dist {
+namespace {
+
+std::unique_ptr<Communicator> g_world;  // set while a Session lives under an MPI launcher
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : nullptr;
+}
+
+}  // namespace
+
+Shard shard_of(size_t n, int rank, int size) {
+  GPT_CHECK(size >= 1 && rank >= 0 && rank < size, "shard_of: rank ", rank, " of ", size);
+  const size_t base = n / size, extra = n % size, r = static_cast<size_t>(rank);
+  Shard s;
+  s.begin = r * base + (r < extra ? r : extra);
+  s.end = s.begin + base + (r < extra ? 1 : 0);
+  return s;
+}
+
+std::vector<size_t> shard_counts(size_t n, int size) {
+  std::vector<size_t> counts(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) counts[r] = shard_of(n, r, size).size();
+  return counts;
+}
+
+Communicator& world() { return g_world ? *g_world : single_process(); }
+
+bool launched_by_mpi() { return env("OMPI_COMM_WORLD_SIZE") || env("PMI_SIZE") || env("PMIX_RANK"); }
+
+bool built_with_mpi() {
+#if GPT_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+Session::Session() {
+  if (!launched_by_mpi()) return;
+#if GPT_HAVE_MPI
+  g_world = make_mpi_communicator();
+  if (g_world->rank() != 0) spdlog::set_level(spdlog::level::warn);
+#else
+  const char* size = env("OMPI_COMM_WORLD_SIZE") ? env("OMPI_COMM_WORLD_SIZE") : env("PMI_SIZE");
+  if (size && std::atoi(size) > 1)
+    fail("this process was launched as one of ", size,
+         " ranks by an MPI launcher, but this build of gpt has no MPI support (install libopenmpi-dev, "
+         "reconfigure with CMake and rebuild), so the ranks would run as independent copies");
+#endif
+}
+
+Session::~Session() { g_world.reset(); }
+
+int report_fatal_error(const char* message) {
+  Communicator& comm = world();
+  if (comm.size() == 1) {
+    std::fprintf(stderr, "error: %s\n", message);
+    return 1;
+  }
+  std::fprintf(stderr, "error: rank %d: %s\n", comm.rank(), message);
+  std::fflush(stderr);
+  comm.abort(1);
+  return 1;  // not reached
+}
+
+}  // namespace gpt::dist

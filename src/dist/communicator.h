@@ -1,0 +1,95 @@
+// Communication between the processes of a data-parallel run. One interface,
+// three implementations: a single process (every collective is a no-op),
+// MPI (CPU tensors; src/dist/mpi.cpp, compiled when CMake finds MPI) and,
+// with the CUDA backend, NCCL (GPU tensors, the NCCL unique id exchanged
+// through MPI; not written yet). The process-wide communicator comes from
+// world(); a Session in main() brings MPI up and down.
+//
+// Tensor collectives take backend memory (host memory for the CPU backend,
+// device memory for CUDA/NCCL), like the ops of Backend<T>; the *_host
+// collectives take host memory whatever the backend. Every collective must be
+// called by every rank in the same order.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace gpt::dist {
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "single process", "MPI (Open MPI v4.1.4)", ...
+  virtual std::string name() const = 0;
+
+  // ---- tensors (backend memory) ----
+  // data[i] = sum over ranks of data[i], on every rank.
+  virtual void allreduce_sum(float* data, size_t n) = 0;
+  virtual void allreduce_sum(double* data, size_t n) = 0;
+  // In place: buf holds sum(counts) elements; rank r contributes the
+  // counts[r] elements at offset counts[0] + ... + counts[r-1], and every rank
+  // ends up with all of them.
+  virtual void allgather(float* buf, const std::vector<size_t>& counts) = 0;
+  virtual void allgather(double* buf, const std::vector<size_t>& counts) = 0;
+  // Every rank's data becomes root's.
+  virtual void broadcast(float* data, size_t n, int root) = 0;
+
+  // ---- host scalars (flags, losses) ----
+  virtual void allreduce_sum_host(double* data, size_t n) = 0;
+
+  // Waits for every rank, without the collective time limit: for the ranks
+  // that wait while rank 0 evaluates or writes a checkpoint.
+  virtual void barrier() = 0;
+  // Ends every rank of the run with this exit status (MPI_Abort). Never returns.
+  [[noreturn]] virtual void abort(int status) = 0;
+};
+
+// The contiguous part [begin, end) of n elements that rank `rank` of `size`
+// owns when a flat buffer is sharded (ZeRO-1): sizes differ by at most one.
+struct Shard {
+  size_t begin = 0, end = 0;
+  size_t size() const { return end - begin; }
+};
+Shard shard_of(size_t n, int rank, int size);
+// Sizes of the shards of all ranks, in rank order (the counts of allgather).
+std::vector<size_t> shard_counts(size_t n, int size);
+
+// The communicator of this process: MPI when the process was launched by an
+// MPI launcher (mpirun, srun) and this build has MPI, else the single-process
+// one. Valid while a Session lives (the single-process one always).
+Communicator& world();
+
+// True when an MPI launcher started this process (OMPI_COMM_WORLD_SIZE,
+// PMI_SIZE or PMIX_RANK in the environment).
+bool launched_by_mpi();
+// Whether this build has MPI support (GPT_HAVE_MPI).
+bool built_with_mpi();
+
+// Initialises MPI for the lifetime of main() when launched by an MPI launcher,
+// and finalises it on destruction. Launched by mpirun into a build without
+// MPI, with more than one rank, it throws gpt::Error: N independent copies of
+// a run would overwrite each other's files. Ranks other than 0 log warnings
+// and errors only.
+class Session {
+ public:
+  Session();
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+};
+
+// main()'s error path: prints "error: MESSAGE" to stderr (with more than one
+// rank prefixed by "rank R: "), then, with more than one rank, ends every rank
+// with status 1 (the others may be waiting in a collective); with one rank it
+// returns 1.
+int report_fatal_error(const char* message);
+
+// Environment variable holding the collective time limit in seconds (MPI):
+// a rank that waits longer than this in one collective (another rank died or
+// hangs) exits with an error naming the collective. 0 disables the limit.
+constexpr const char* kTimeoutEnv = "GPT_DIST_TIMEOUT";
+constexpr double kDefaultTimeoutSeconds = 600;
+
+}  // namespace gpt::dist

@@ -1,0 +1,356 @@
+// Data-parallel training through mpirun on the gpt binary: 2 ranks with B/2
+// sequences each follow the loss trajectory of 1 rank with B (with and without
+// ZeRO-1), a 2-rank resume is bit-identical to an uninterrupted 2-rank run, a
+// killed or hung rank ends the run with an error, SIGUSR1 stops every rank at
+// the same step with a checkpoint. Skipped where mpirun or MPI support is
+// missing. Runs as root too (CI), with Open MPI's consent variables.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "data/shard.h"
+#include "dist/communicator.h"
+#include "train/checkpoint.h"
+
+extern char** environ;
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+// Relative tolerance of the loss trajectories of different rank counts. The
+// arithmetic differs only in the order of float32 sums: each rank sums the
+// gradient over its half of the rows and MPI adds the halves, where one rank
+// sums all rows at once (the per-token loss weights are identical). Those
+// rounding differences (~1e-7 relative per gradient element) enter the loss
+// through AdamW updates of size ~lr, so over 20 steps of these tiny models
+// the trajectories agree to ~1e-8 (measured); 1e-5 leaves a wide margin
+// while a real error (a dropped rank, a wrong scale, a shifted batch slice)
+// changes the loss at the first step by far more.
+constexpr double kRelTol = 1e-5;
+
+std::string find_mpirun() {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const fs::path p = fs::path(dir) / "mpirun";
+    if (!dir.empty() && ::access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  return "";
+}
+
+struct Result {
+  int status = -1;  // exit status; -1 if killed by a signal
+  std::string output;
+};
+
+Result run(const std::string& cmd) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  Result r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int w = ::pclose(p);
+  r.status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
+  return r;
+}
+
+// step -> loss; the last record of a step counts (a resumed run appends).
+std::map<int, double> train_losses(const fs::path& run_dir) {
+  std::map<int, double> losses;
+  std::ifstream in(run_dir / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["event"] == "train") losses[j["step"].get<int>()] = j["loss"].get<double>();
+  }
+  return losses;
+}
+
+size_t count_events(const fs::path& run_dir, const std::string& event) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  std::string line;
+  size_t n = 0;
+  while (std::getline(in, line)) n += nlohmann::json::parse(line)["event"] == event;
+  return n;
+}
+
+// Pid of the child of `parent` that MPI launched as `rank` (0 if none yet).
+pid_t rank_pid(pid_t parent, int rank) {
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    const size_t close = line.rfind(')');  // the command name may hold spaces
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid != parent) continue;
+    std::ifstream env(e.path() / "environ");
+    const std::string all((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    if (all.find("OMPI_COMM_WORLD_RANK=" + std::to_string(rank) + '\0') != std::string::npos)
+      return static_cast<pid_t>(std::stoi(name));
+  }
+  return 0;
+}
+
+class DataParallel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    mpirun_ = find_mpirun();
+    if (mpirun_.empty()) GTEST_SKIP() << "mpirun not found in PATH (install openmpi-bin: scripts/setup.sh)";
+    if (!dist::built_with_mpi()) GTEST_SKIP() << "gpt was built without MPI (install libopenmpi-dev, reconfigure)";
+    // Open MPI refuses to run as root without these (CI containers run as root);
+    // the shared-memory transport's single-copy mode needs ptrace rights that
+    // containers often lack.
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
+    dir_ = fs::temp_directory_path() /
+           ("gpt_dist_test_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+            std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "data");
+    // Pseudo-random bytes with some structure to learn (each token depends on
+    // the one before), 257-token vocabulary.
+    std::vector<uint32_t> tokens(20000);
+    uint64_t x = 12345;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      tokens[i] = static_cast<uint32_t>(i && (x >> 60) < 12 ? (tokens[i - 1] * 31 + 7) % 257 : (x >> 33) % 257);
+    }
+    write_shard((dir_ / "data" / "t_train_000001.bin").string(), tokens, 2);
+    write_shard((dir_ / "data" / "t_val_000000.bin").string(), tokens, 2);
+    std::ofstream(dir_ / "cfg.json")
+        << R"({"model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "context": 16},
+               "data": {"train": ")" << (dir_ / "data" / "t_train_*.bin").string()
+        << R"(", "val": ")" << (dir_ / "data" / "t_val_*.bin").string()
+        << R"("}, "train": {"batch_size": 8, "steps": 20, "warmup_steps": 2, "log_every": 100, "threads": 1},
+               "eval": {"multiples": [1], "tokens": 256}})";
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  std::string mpi(int ranks) const {
+    return mpirun_ + " --oversubscribe --bind-to none -np " + std::to_string(ranks) + " " + GPT_BINARY;
+  }
+  // `gpt train cfg.json` on `ranks` ranks (0: without mpirun) into RUN, with --set overrides.
+  Result train(int ranks, const std::string& run, const std::string& sets = "") const {
+    const std::string gpt = ranks == 0 ? std::string(GPT_BINARY) : mpi(ranks);
+    return ::gpt::run(gpt + " train " + (dir_ / "cfg.json").string() + " --set run.dir=" + (dir_ / run).string() +
+                      " " + sets);
+  }
+  // Starts `gpt train` on 2 ranks for a long run in the background; returns mpirun's pid.
+  pid_t start_long_run(const std::vector<std::string>& env = {}) {
+    std::vector<std::string> args = {mpirun_, "--oversubscribe", "--bind-to", "none", "-np", "2", GPT_BINARY,
+                                      "train", (dir_ / "cfg.json").string(), "--set", "run.dir=" + (dir_ / "long").string(),
+                                      "--set", "train.steps=1000000"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> envs(env);
+    for (char** e = environ; *e; ++e) envs.push_back(*e);
+    std::vector<char*> envp;
+    for (auto& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    log_ = (dir_ / "long.log").string();
+    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = 0;
+    EXPECT_EQ(posix_spawn(&pid, mpirun_.c_str(), &actions, nullptr, argv.data(), envp.data()), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    // Training has started on both ranks once steps appear in the metrics.
+    const auto metrics = dir_ / "long" / "metrics.jsonl";
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline && (!fs::exists(metrics) || fs::file_size(metrics) < 500))
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return pid;
+  }
+  // Waits up to `seconds` for pid; returns its wait status, or kills it and fails.
+  int wait_for(pid_t pid, int seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    int wstatus = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (::waitpid(pid, &wstatus, WNOHANG) == pid) return wstatus;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &wstatus, 0);
+    ADD_FAILURE() << "mpirun did not exit within " << seconds << " s:\n" << log();
+    return wstatus;
+  }
+  std::string log() const {
+    std::ifstream in(log_);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  }
+  // Loss trajectories a (reference) and b agree within kRelTol at every step.
+  static void expect_close(const std::map<int, double>& a, const std::map<int, double>& b, const char* what) {
+    ASSERT_EQ(a.size(), b.size()) << what;
+    double worst = 0;
+    for (const auto& [step, la] : a) {
+      const double lb = b.at(step), rel = std::abs(la - lb) / std::abs(la);
+      worst = std::max(worst, rel);
+      std::printf("[%s] step %2d: %.9f %.9f rel %.1e\n", what, step, la, lb, rel);
+      EXPECT_LE(rel, kRelTol) << what << " step " << step;
+    }
+    std::printf("[%s] max relative difference over %zu steps: %.2e (tolerance %.0e)\n", what, a.size(), worst,
+                kRelTol);
+  }
+
+  std::string mpirun_;
+  fs::path dir_;
+  std::string log_;
+};
+
+TEST_F(DataParallel, TwoRanksWithHalfTheBatchFollowOneRank) {
+  const Result one = train(0, "one");
+  ASSERT_EQ(one.status, 0) << one.output;
+  const Result two = train(2, "two");
+  ASSERT_EQ(two.status, 0) << two.output;
+  EXPECT_NE(two.output.find("data parallel: 2 ranks"), std::string::npos) << two.output;
+  EXPECT_NE(two.output.find("4 of the 8 sequences"), std::string::npos) << two.output;
+  // Only rank 0 logs and writes: one record per step, one final evaluation.
+  EXPECT_EQ(count_events(dir_ / "two", "train"), 20u);
+  EXPECT_EQ(count_events(dir_ / "two", "eval"), 1u);
+  EXPECT_EQ(count_events(dir_ / "two", "checkpoint"), 1u);
+  const auto l1 = train_losses(dir_ / "one"), l2 = train_losses(dir_ / "two");
+  ASSERT_EQ(l1.size(), 20u);
+  EXPECT_LT(l1.at(20), l1.at(1) - 0.1) << "the model should learn";
+  expect_close(l1, l2, "1 rank vs 2 ranks");
+}
+
+// ZeRO-1 with gradient accumulation: the same trajectory as one rank, and
+// exactly the plain 2-rank one (each update element is computed by one rank
+// with the same arithmetic, then copied by the all-gather).
+TEST_F(DataParallel, ZeroOneFollowsOneRankAndMatchesPlainDataParallel) {
+  const std::string accum = "--set train.grad_accum=2 --set train.batch_size=4";
+  const Result one = train(0, "one", accum);
+  ASSERT_EQ(one.status, 0) << one.output;
+  const Result zero = train(2, "zero", accum + " --set train.zero=1");
+  ASSERT_EQ(zero.status, 0) << zero.output;
+  EXPECT_NE(zero.output.find("ZeRO-1"), std::string::npos) << zero.output;
+  const Result plain = train(2, "plain", accum);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  expect_close(train_losses(dir_ / "one"), train_losses(dir_ / "zero"), "1 rank vs 2 ranks ZeRO-1");
+  EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
+}
+
+// A 2-rank ZeRO-1 run resumed from its step-10 checkpoint under 2 ranks ends
+// bit-identical to the uninterrupted run (losses and the final checkpoint,
+// gathered moments included); resumed with 1 rank it follows within kRelTol.
+TEST_F(DataParallel, ResumeUnderTwoRanksIsBitIdentical) {
+  const Result a = train(2, "a", "--set train.zero=1 --set train.checkpoint_every=10");
+  ASSERT_EQ(a.status, 0) << a.output;
+  for (const char* run : {"b", "c"}) {
+    fs::create_directories(dir_ / run / "checkpoints");
+    fs::copy_file(dir_ / "a" / "checkpoints" / "step_00000010.bin", dir_ / run / "checkpoints" / "step_00000010.bin");
+    std::ofstream(dir_ / run / "checkpoints" / "latest") << "step_00000010.bin\n";
+  }
+  const Result b = run(mpi(2) + " train --resume " + (dir_ / "b").string());
+  ASSERT_EQ(b.status, 0) << b.output;
+  EXPECT_NE(b.output.find("resumed from"), std::string::npos) << b.output;
+  const Result c = run(std::string(GPT_BINARY) + " train --resume " + (dir_ / "c").string());
+  ASSERT_EQ(c.status, 0) << c.output;
+
+  const auto la = train_losses(dir_ / "a"), lb = train_losses(dir_ / "b"), lc = train_losses(dir_ / "c");
+  ASSERT_EQ(la.size(), 20u);
+  ASSERT_EQ(lb.size(), 10u);
+  std::map<int, double> la_tail(la.find(11), la.end());
+  EXPECT_EQ(la_tail, lb);
+  expect_close(la_tail, lc, "2 ranks vs resumed with 1 rank");
+  const Checkpoint fa = load_checkpoint((dir_ / "a" / "checkpoints" / "step_00000020.bin").string());
+  const Checkpoint fb = load_checkpoint((dir_ / "b" / "checkpoints" / "step_00000020.bin").string());
+  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
+  for (size_t i = 0; i < fa.tensors.size(); ++i) EXPECT_EQ(fa.tensors[i].data, fb.tensors[i].data) << fa.tensors[i].name;
+  EXPECT_EQ(fa.meta["loader"], fb.meta["loader"]);
+  EXPECT_EQ(fa.meta["adam_steps"], fb.meta["adam_steps"]);
+}
+
+TEST_F(DataParallel, BatchNotDivisibleByRanksIsAnError) {
+  const Result r = train(2, "odd", "--set train.batch_size=5");
+  EXPECT_NE(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("train.batch_size 5 (the global batch) must be divisible by the number of ranks 2"),
+            std::string::npos)
+      << r.output;
+}
+
+// A rank killed with SIGKILL: mpirun ends the other rank and exits non-zero,
+// naming the rank.
+TEST_F(DataParallel, KilledRankEndsTheRun) {
+  const pid_t pid = start_long_run();
+  pid_t victim = 0;
+  for (int i = 0; i < 100 && !victim; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(20)))
+    victim = rank_pid(pid, 1);
+  ASSERT_NE(victim, 0) << log();
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const int w = wait_for(pid, 60);
+  ASSERT_TRUE(WIFEXITED(w)) << log();
+  EXPECT_NE(WEXITSTATUS(w), 0) << log();
+  // Open MPI 4 says "process rank 1 ... exited on signal 9 (Killed)".
+  const std::string out = log();
+  EXPECT_TRUE(out.find("signal 9") != std::string::npos || out.find("Killed") != std::string::npos) << out;
+}
+
+// A rank that hangs (stopped with SIGSTOP; mpirun sees nothing wrong): the
+// other rank gives up after GPT_DIST_TIMEOUT seconds in a collective.
+TEST_F(DataParallel, HungRankMakesTheOthersExitAfterTheTimeout) {
+  const pid_t pid = start_long_run({"GPT_DIST_TIMEOUT=2"});
+  pid_t victim = 0;
+  for (int i = 0; i < 100 && !victim; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(20)))
+    victim = rank_pid(pid, 1);
+  ASSERT_NE(victim, 0) << log();
+  ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+  const int w = wait_for(pid, 60);
+  ::kill(victim, SIGKILL);  // in case it survived
+  ASSERT_TRUE(WIFEXITED(w)) << log();
+  EXPECT_NE(WEXITSTATUS(w), 0) << log();
+  EXPECT_NE(log().find("error: rank 0 of 2: waited"), std::string::npos) << log();
+  EXPECT_NE(log().find("another rank died or hangs"), std::string::npos) << log();
+}
+
+// SIGUSR1 to mpirun (forwarded to every rank): all ranks stop at the same
+// step, rank 0 saves, exit status 130, and the run resumes.
+TEST_F(DataParallel, Sigusr1StopsEveryRankWithACheckpoint) {
+  const pid_t pid = start_long_run();
+  ASSERT_EQ(::kill(pid, SIGUSR1), 0);
+  const int w = wait_for(pid, 60);
+  ASSERT_TRUE(WIFEXITED(w)) << log();
+  EXPECT_EQ(WEXITSTATUS(w), 130) << log();
+  EXPECT_NE(log().find("checkpoint saved"), std::string::npos) << log();
+  std::ifstream latest(dir_ / "long" / "checkpoints" / "latest");
+  std::string name;
+  std::getline(latest, name);
+  ASSERT_EQ(name.size(), 17u) << name;
+  const int saved = std::stoi(name.substr(5, 8));
+  EXPECT_GT(saved, 0);
+  const Result r = run(mpi(2) + " train --resume " + (dir_ / "long").string() +
+                       " --set train.steps=" + std::to_string(saved + 2));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace gpt
