@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   gpt::cli::add_data(app);
   gpt::cli::add_info(app);
   gpt::cli::add_convert(app);
+  gpt::cli::add_bench(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
