@@ -83,21 +83,25 @@ void pack_a_panel(T* dst, MatView<T> a, int i0, int mr, int k0, int kc) {
   }
 }
 
-// ---- tile kernels: C[0..MR, 0..NR) += Apanel·Bpanel over kc --------------------
+// ---- tile kernels: C[0..MR, 0..NR) += A·Bpanel over kc --------------------------
+// A's element (i, k) is at ap[i*rsa + k*csa]: a packed panel (rsa = 1,
+// csa = MR) or, when A is row-major, the matrix itself (rsa = its row
+// stride, csa = 1), which saves the transposing copy into a panel.
 
 template <typename T>
 struct GenericTile {
   // 3×16 float accumulators are 12 of the 16 SSE2 registers of baseline
   // x86-64, and each broadcast of A feeds four vector multiplies.
   static constexpr int MR = 3, NR = 16;
-  static void run(int kc, const T* ap, const T* bp, T* c, size_t ldc) {
+  static void run(int kc, const T* ap, size_t rsa, size_t csa, const T* bp, T* c, size_t ldc) {
     T acc[MR][NR] = {};
     for (int k = 0; k < kc; ++k) {
-      const T* a = ap + static_cast<size_t>(k) * MR;
+      const T* a = ap + k * csa;
       const T* b = bp + static_cast<size_t>(k) * NR;
       for (int i = 0; i < MR; ++i) {
+        const T ai = a[i * rsa];
 #pragma omp simd
-        for (int j = 0; j < NR; ++j) acc[i][j] += a[i] * b[j];
+        for (int j = 0; j < NR; ++j) acc[i][j] += ai * b[j];
       }
     }
     for (int i = 0; i < MR; ++i)
@@ -108,8 +112,8 @@ struct GenericTile {
 struct Avx2Tile {
   // 12 accumulators + 2 B vectors + 1 broadcast of the 16 ymm registers.
   static constexpr int MR = 6, NR = 16;
-  __attribute__((target("avx2,fma"))) static void run(int kc, const float* ap, const float* bp, float* c,
-                                                       size_t ldc) {
+  __attribute__((target("avx2,fma"))) static void run(int kc, const float* ap, size_t rsa, size_t csa,
+                                                       const float* bp, float* c, size_t ldc) {
     __m256 c0[MR], c1[MR];
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
@@ -117,11 +121,11 @@ struct Avx2Tile {
       const __m256 b0 = _mm256_loadu_ps(bp), b1 = _mm256_loadu_ps(bp + 8);
 #pragma GCC unroll 8
       for (int i = 0; i < MR; ++i) {
-        const __m256 a = _mm256_broadcast_ss(ap + i);
+        const __m256 a = _mm256_broadcast_ss(ap + i * rsa);
         c0[i] = _mm256_fmadd_ps(a, b0, c0[i]);
         c1[i] = _mm256_fmadd_ps(a, b1, c1[i]);
       }
-      ap += MR;
+      ap += csa;
       bp += NR;
     }
 #pragma GCC unroll 8
@@ -137,8 +141,8 @@ struct Avx512Tile {
   // 16 accumulators of the 32 zmm registers; 2 vector loads and 8
   // broadcasts feed 16 FMAs per k.
   static constexpr int MR = 8, NR = 32;
-  __attribute__((target("avx512f"))) static void run(int kc, const float* ap, const float* bp, float* c,
-                                                     size_t ldc) {
+  __attribute__((target("avx512f"))) static void run(int kc, const float* ap, size_t rsa, size_t csa,
+                                                     const float* bp, float* c, size_t ldc) {
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();
@@ -146,11 +150,11 @@ struct Avx512Tile {
       const __m512 b0 = _mm512_loadu_ps(bp), b1 = _mm512_loadu_ps(bp + 16);
 #pragma GCC unroll 16
       for (int i = 0; i < MR; ++i) {
-        const __m512 a = _mm512_set1_ps(ap[i]);
+        const __m512 a = _mm512_set1_ps(ap[i * rsa]);
         c0[i] = _mm512_fmadd_ps(a, b0, c0[i]);
         c1[i] = _mm512_fmadd_ps(a, b1, c1[i]);
       }
-      ap += MR;
+      ap += csa;
       bp += NR;
     }
 #pragma GCC unroll 16
@@ -164,9 +168,10 @@ struct Avx512Tile {
 
 // ---- driver ------------------------------------------------------------------------
 
+// A 64-byte aligned array of n elements inside storage (grown, never shrunk).
 template <typename T>
 T* aligned_array(std::vector<T>& storage, size_t n) {
-  storage.resize(n + 64 / sizeof(T));
+  if (storage.size() < n + 64 / sizeof(T)) storage.resize(n + 64 / sizeof(T));
   auto addr = reinterpret_cast<uintptr_t>(storage.data());
   return reinterpret_cast<T*>((addr + 63) / 64 * 64);
 }
@@ -189,16 +194,20 @@ void gemm_rows(T* c, size_t ldc, MatView<T> a, MatView<T> b, int r0, int r1, int
         pack_b_panel<NR>(bpack + static_cast<size_t>(p) * kc * NR, b, k0, kc, j0 + p * NR, std::min(NR, nc - p * NR));
       for (int i0 = r0; i0 < r1; i0 += MR) {
         const int mr = std::min(MR, r1 - i0);
-        pack_a_panel<MR>(apack, a, i0, mr, k0, kc);
+        // Row-major A is read in place (whole row blocks); otherwise packed.
+        const bool in_place = a.col == 1 && mr == MR;
+        const T* ap = in_place ? a.p + i0 * a.row + k0 : apack;
+        const size_t rsa = in_place ? a.row : 1, csa = in_place ? 1 : MR;
+        if (!in_place) pack_a_panel<MR>(apack, a, i0, mr, k0, kc);
         for (int p = 0; p < npanels; ++p) {
           const int jp = j0 + p * NR, nr = std::min(NR, N - jp);
           const T* bp = bpack + static_cast<size_t>(p) * kc * NR;
           T* ct = c + static_cast<size_t>(i0) * ldc + jp;
           if (mr == MR && nr == NR) {
-            Tile::run(kc, apack, bp, ct, ldc);
+            Tile::run(kc, ap, rsa, csa, bp, ct, ldc);
           } else {
             std::fill(edge, edge + MR * NR, T(0));
-            Tile::run(kc, apack, bp, edge, NR);
+            Tile::run(kc, ap, rsa, csa, bp, edge, NR);
             for (int i = 0; i < mr; ++i)
               for (int j = 0; j < nr; ++j) ct[i * ldc + j] += edge[i * NR + j];
           }
@@ -222,7 +231,9 @@ void gemm_driver(T* c, size_t ldc, MatView<T> a, MatView<T> b, int M, int N, int
     const int b0 = static_cast<int>(static_cast<long>(mblocks) * tid / nth);
     const int b1 = static_cast<int>(static_cast<long>(mblocks) * (tid + 1) / nth);
     if (b0 < b1) {
-      std::vector<T> bstore, astore;
+      // Per-thread packing buffers, kept between calls (OpenMP reuses its
+      // threads): a fresh 512 KiB allocation per call cost page faults.
+      thread_local std::vector<T> bstore, astore;
       T* bpack = aligned_array(bstore, bsize);
       T* apack = aligned_array(astore, static_cast<size_t>(MR) * kKC);
       gemm_rows<Tile>(c, ldc, a, b, b0 * MR, std::min(M, b1 * MR), N, K, bpack, apack);
