@@ -41,7 +41,11 @@ GPT_VEC_CLONES void gelu_backward_range(float* dinp, const float* inp, const flo
     // s = sigmoid(2u) = 0.5 (1 + tanh u); 1 - tanh² u = 4 s (1 - s), so
     // d/dx [0.5 x (1 + tanh u)] = s + 2 x s (1 - s) k (1 + 3 a x²).
     const float s = 1.0f / (1.0f + vec_exp(-2.0f * k * (x + a * x * x * x)));
-    const float grad = s + 2.0f * x * s * (1.0f - s) * k * (1.0f + 3.0f * a * x * x);
+    // Past |x| = 100 the second term is below 1e-30 (s(1 - s) < e^-87); the
+    // clamp keeps x² finite there, where 0·inf would make a NaN.
+    float xc = x > -100.0f ? x : -100.0f;
+    xc = xc < 100.0f ? xc : 100.0f;
+    const float grad = s + 2.0f * xc * s * (1.0f - s) * k * (1.0f + 3.0f * a * xc * xc);
     dinp[i] += grad * dout[i];
   }
 }

@@ -344,7 +344,7 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   if (selected(opt, "train") || selected(opt, "eval")) bench_model(cfg, opt, t);
   if (selected(opt, "memory")) bench_memory(cfg, opt, t);
   if (selected(opt, "attention")) bench_attention(cfg, opt, out, peak);
-  out << "\ntotal " << Table::fmt("%.1f", seconds_since(start)) << " s, load average " << load_average()
+  out << "\ntotal " << Table::fmt("%.2f", seconds_since(start)) << " s, load average " << load_average()
       << " at end\n";
 }
 
