@@ -1,5 +1,6 @@
 #include "bench/bench.h"
 
+#include <malloc.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -252,7 +253,9 @@ void bench_memory(const Config& cfg, const BenchOptions& opt, Table& t) {
     const double sec = seconds_since(t0);
     const double peak = proc_status_mib("VmHWM:");
     std::string note = "peak RSS " + Table::fmt("%.1f", peak) + " MiB";
-    if (reset) note += ", +" + Table::fmt("%.1f", peak - before) + " MiB over the model before the pass";
+    if (reset)
+      note += ", +" + Table::fmt("%.1f", peak - before) + " MiB during the pass (" +
+              Table::fmt("%.1f", (peak - before) * 1024 / L) + " KiB/token)";
     else note += " (process high-water mark: /proc/self/clear_refs not writable)";
     t.measured("memory", what, sec, L, 2 * W * L + m.n_layer * attention_forward_flops(1, L, m.n_embd), note);
   }
@@ -311,6 +314,11 @@ const std::vector<std::string>& bench_parts() {
 }
 
 void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
+  // Every allocation past 256 KiB gets its own mapping and goes back to the
+  // system when freed. Without a fixed threshold glibc raises it after the
+  // first large free and serves later buffers from pages an earlier part
+  // left resident, which hides them from the peak-RSS figures.
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   for (const std::string& p : opt.parts)
     GPT_CHECK(std::find(bench_parts().begin(), bench_parts().end(), p) != bench_parts().end(), "bench: unknown part \"",
               p, "\"; valid: gemm, train, eval, attention, memory");
