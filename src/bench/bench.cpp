@@ -233,6 +233,12 @@ void bench_model(const Config& cfg, const BenchOptions& opt, Table& t) {
 }
 
 void bench_memory(const Config& cfg, const BenchOptions& opt, Table& t) {
+  // Free heap pages left resident by earlier parts would be reused without
+  // raising the RSS and hide buffers from the peak: from here on every
+  // allocation past 256 KiB gets its own mapping, and before each pass
+  // malloc_trim hands the heap's free pages back to the system. (Set here,
+  // not for the whole run: the timed parts should allocate as training does.)
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   const ModelConfig& m = cfg.model;
   const double W = matmul_weights(m);
   for (int mult : opt.memory_multiples) {
@@ -246,6 +252,7 @@ void bench_memory(const Config& cfg, const BenchOptions& opt, Table& t) {
     const auto inputs = random_tokens(L, m.vocab_size, 9), targets = random_tokens(L, m.vocab_size, 10);
     std::vector<float> losses;
     losses.reserve(L);
+    malloc_trim(0);
     const bool reset = reset_peak_rss();
     const double before = proc_status_mib("VmRSS:");
     const auto t0 = Clock::now();
@@ -314,11 +321,6 @@ const std::vector<std::string>& bench_parts() {
 }
 
 void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
-  // Every allocation past 256 KiB gets its own mapping and goes back to the
-  // system when freed. Without a fixed threshold glibc raises it after the
-  // first large free and serves later buffers from pages an earlier part
-  // left resident, which hides them from the peak-RSS figures.
-  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   for (const std::string& p : opt.parts)
     GPT_CHECK(std::find(bench_parts().begin(), bench_parts().end(), p) != bench_parts().end(), "bench: unknown part \"",
               p, "\"; valid: gemm, train, eval, attention, memory");
