@@ -59,7 +59,9 @@ void rotate_head(T* y, const T* x, const double* cs, const double* sn, int half,
   }
 }
 
-// Shared body of forward (R, write) and backward (Rᵀ, accumulate).
+// Shared body of forward (R, write) and backward (Rᵀ, accumulate). The
+// cos/sin of every position are computed once per call (Tn·D/2 of each) and
+// shared by the B sequences.
 template <typename T>
 void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, double theta, int pos0, double sign,
                 bool accumulate) {
@@ -67,23 +69,28 @@ void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, double theta
   const int D = C / NH, half = D / 2;
   const std::vector<double> inv_freq = inverse_frequencies(D, theta);
   const size_t C3 = 3 * static_cast<size_t>(C);
+  std::vector<double> cs(static_cast<size_t>(Tn) * half), sn(cs.size());
   // Tiny calls (gradient checks) run on one thread: a parallel region would
   // cost more than the work.
 #pragma omp parallel if (static_cast<double>(B) * Tn * C > kMinParallelWork)
   {
-    std::vector<double> cs(half), sn(half);
+#pragma omp for schedule(static)
+    for (int t = 0; t < Tn; ++t)
+      position_angles(cs.data() + static_cast<size_t>(t) * half, sn.data() + static_cast<size_t>(t) * half,
+                      inv_freq, static_cast<long>(pos0) + t);
 #pragma omp for schedule(static)
     for (long bt = 0; bt < static_cast<long>(B) * Tn; ++bt) {
-      const int t = static_cast<int>(bt % Tn);
-      position_angles(cs.data(), sn.data(), inv_freq, static_cast<long>(pos0) + t);
+      const size_t t = static_cast<size_t>(bt % Tn);
+      const double* c = cs.data() + t * half;
+      const double* s = sn.data() + t * half;
       // (B,T,3C) row bt: q heads at h*D, k heads at C + h*D, v at 2C..3C
       T* y = dst + bt * C3;
       const T* x = src + bt * C3;
       for (int h = 0; h < 2 * NH; ++h) {
         const size_t off = static_cast<size_t>(h) * D;  // q then k: contiguous 2C columns
-        rotate_head(y + off, x + off, cs.data(), sn.data(), half, sign, accumulate);
+        rotate_head(y + off, x + off, c, s, half, sign, accumulate);
       }
-      for (size_t c = 2 * static_cast<size_t>(C); c < C3; ++c) y[c] = accumulate ? y[c] + x[c] : x[c];
+      for (size_t col = 2 * static_cast<size_t>(C); col < C3; ++col) y[col] = accumulate ? y[col] + x[col] : x[col];
     }
   }
 }

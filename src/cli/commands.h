@@ -13,5 +13,6 @@ void add_sample(CLI::App& app);
 void add_data(CLI::App& app);
 void add_info(CLI::App& app);
 void add_convert(CLI::App& app);
+void add_bench(CLI::App& app);
 
 }  // namespace gpt::cli

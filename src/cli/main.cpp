@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   gpt::cli::add_data(app);
   gpt::cli::add_info(app);
   gpt::cli::add_convert(app);
+  gpt::cli::add_bench(app);
   // MPI lives from here to the return (mpirun -np N gpt train ...).
   std::unique_ptr<gpt::dist::Session> mpi;
   try {

@@ -1,7 +1,9 @@
 // GELU (tanh approximation): reference values, finite-difference gradient,
 // accumulation into dinp.
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <vector>
@@ -54,6 +56,57 @@ TEST(Gelu, BackwardAccumulates) {
   gpt::cpu::gelu_backward(fresh.data(), inp.data(), dout.data(), n);
   gpt::cpu::gelu_backward(acc.data(), inp.data(), dout.data(), n);
   for (size_t i = 0; i < n; ++i) EXPECT_NEAR(acc[i], start[i] + fresh[i], 1e-15);
+}
+
+// The float path evaluates x·sigmoid(2u) with its own exp: within a few
+// float ulps of the double formula everywhere, including the tails where
+// the clamps of the exp act, and bit-identical for any thread count
+// (element-wise).
+TEST(Gelu, FloatFastPathMatchesDoubleOverTheWholeRange) {
+  std::vector<double> x;
+  for (double v = -100.0; v <= 100.0; v += 0.0137) x.push_back(v);
+  for (double v : {-1e30, -1e5, -87.5, -10.0, -1e-30, 0.0, 1e-30, 10.0, 44.0, 1e5, 1e30}) x.push_back(v);
+  const size_t n = x.size();
+  const auto dout = random_vector(n, 6);
+  std::vector<double> y(n), dx(n, 0.0);
+  gpt::cpu::gelu_forward(y.data(), x.data(), n);
+  gpt::cpu::gelu_backward(dx.data(), x.data(), dout.data(), n);
+  std::vector<float> xf(x.begin(), x.end()), doutf(dout.begin(), dout.end()), yf(n), dxf(n, 0.0f);
+  gpt::cpu::gelu_forward(yf.data(), xf.data(), n);
+  gpt::cpu::gelu_backward(dxf.data(), xf.data(), doutf.data(), n);
+  double worst_y = 0, worst_dx = 0;
+  for (size_t i = 0; i < n; ++i) {
+    ASSERT_TRUE(std::isfinite(yf[i]) && std::isfinite(dxf[i])) << "x=" << x[i];
+    // Relative to max(1, |y|): the float input itself is rounded by ~6e-8.
+    const double xi = xf[i];
+    double yd = 0.5 * xi * (1.0 + std::tanh(0.79788456080286535588 * (xi + 0.044715 * xi * xi * xi)));
+    worst_y = std::max(worst_y, std::abs(yf[i] - yd) / std::max(1.0, std::abs(yd)));
+    worst_dx = std::max(worst_dx, std::abs(dxf[i] - dx[i]) / std::max(1.0, std::abs(dx[i])));
+  }
+  std::cout << "[float-vs-double] gelu forward max_err=" << worst_y << " backward max_err=" << worst_dx << "\n";
+  EXPECT_LT(worst_y, 1e-6);
+  EXPECT_LT(worst_dx, 1e-5);  // dout rounded to float, and the x³ term amplifies input rounding
+  // Far tails: exactly x on the right, a negligible negative on the left.
+  EXPECT_EQ(yf[n - 2], 1e5f);
+  EXPECT_LE(std::abs(yf[n - 10]), 1e-30f);
+}
+
+TEST(Gelu, FloatIsBitIdenticalForAnyThreadCount) {
+  constexpr size_t n = 100003;  // several parallel chunks and a ragged tail
+  const auto xd = random_vector(n, 7, -6.0, 6.0), dd = random_vector(n, 8);
+  const std::vector<float> x(xd.begin(), xd.end()), d(dd.begin(), dd.end());
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    std::vector<float> y(n), dx(n, 0.5f);
+    gpt::cpu::gelu_forward(y.data(), x.data(), n);
+    gpt::cpu::gelu_backward(dx.data(), x.data(), d.data(), n);
+    y.insert(y.end(), dx.begin(), dx.end());
+    return y;
+  };
+  const int saved = omp_get_max_threads();
+  const auto one = run(1), three = run(3);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(one, three);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
 #include "util/gradcheck.h"
 
 namespace {
@@ -163,6 +164,54 @@ TEST(Matmul, BackwardIsBitIdenticalForAnyThreadCount) {
   // EXPECT_EQ on floats is exact comparison: bit-identical (no NaNs here).
   EXPECT_EQ(one, two);
   EXPECT_EQ(one, three);
+}
+
+// Every float GEMM kernel this processor can run (the portable one always):
+// forward and backward against double at sizes with partial tiles and
+// several cache blocks, and bit-identical results for 1, 2 and 3 threads.
+TEST(Matmul, EveryFloatKernelIsCorrectAndThreadCountIndependent) {
+  constexpr int N = 301, C = 263, OC = 530;
+  const auto inp = random_vector(N * C, 17), weight = random_vector(OC * C, 18), bias = random_vector(OC, 19),
+             dout = random_vector(N * OC, 20);
+  std::vector<double> out(N * OC), dinp(N * C, 0.0), dw(OC * C, 0.0), db(OC, 0.0);
+  gpt::cpu::matmul_forward(out.data(), inp.data(), weight.data(), bias.data(), N, C, OC);
+  gpt::cpu::matmul_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), weight.data(), N, C, OC);
+  const auto inpf = to<float>(inp), weightf = to<float>(weight), biasf = to<float>(bias), doutf = to<float>(dout);
+
+  const gpt::cpu::GemmKernel saved_kernel = gpt::cpu::gemm_kernel();
+  const int saved_threads = omp_get_max_threads();
+  int tested = 0;
+  for (auto kernel : {gpt::cpu::GemmKernel::Generic, gpt::cpu::GemmKernel::Avx2, gpt::cpu::GemmKernel::Avx512}) {
+    if (!gpt::cpu::gemm_kernel_available(kernel)) {
+      std::cout << "[gemm] kernel " << gpt::cpu::gemm_kernel_name(kernel) << " not supported here, skipped\n";
+      continue;
+    }
+    ++tested;
+    gpt::cpu::set_gemm_kernel(kernel);
+    EXPECT_EQ(gpt::cpu::gemm_kernel(), kernel);
+    auto run = [&](int threads) {
+      omp_set_num_threads(threads);
+      std::vector<float> o(N * OC), dx(N * C, 0.0f), dwf(OC * C, 0.0f), dbf(OC, 0.0f);
+      gpt::cpu::matmul_forward(o.data(), inpf.data(), weightf.data(), biasf.data(), N, C, OC);
+      gpt::cpu::matmul_backward(dx.data(), dwf.data(), dbf.data(), doutf.data(), inpf.data(), weightf.data(), N, C,
+                                OC);
+      return std::vector<std::vector<float>>{o, dx, dwf, dbf};
+    };
+    const auto one = run(1), two = run(2), three = run(3);
+    const char* name = gpt::cpu::gemm_kernel_name(kernel);
+    EXPECT_EQ(one, two) << name;
+    EXPECT_EQ(one, three) << name;
+    const std::vector<double>* ref[] = {&out, &dinp, &dw, &db};
+    for (int t = 0; t < 4; ++t) {
+      double worst = 0;
+      for (size_t i = 0; i < ref[t]->size(); ++i)
+        worst = std::max(worst, std::abs(double(one[t][i]) - (*ref[t])[i]));
+      EXPECT_LT(worst, 1e-3) << name << " tensor " << t;
+    }
+  }
+  omp_set_num_threads(saved_threads);
+  gpt::cpu::set_gemm_kernel(saved_kernel);
+  EXPECT_GE(tested, 1);
 }
 
 }  // namespace

@@ -1,0 +1,361 @@
+#include "bench/bench.h"
+
+#include <malloc.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "backend/backend.h"
+#include "config/attention.h"
+#include "core/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
+#include "model/gpt.h"
+#include "train/optimizer.h"
+
+namespace gpt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Best (shortest) time of f over repetitions: after `warmup` untimed calls,
+// at least min_reps timed calls and more until min_seconds have passed. The
+// best time is the least disturbed by other processes on a shared machine.
+template <class F>
+double best_seconds(F&& f, double min_seconds, int min_reps = 2, int warmup = 1) {
+  for (int i = 0; i < warmup; ++i) f();
+  double best = std::numeric_limits<double>::infinity(), total = 0;
+  for (int reps = 0; reps < min_reps || total < min_seconds; ++reps) {
+    const auto t0 = Clock::now();
+    f();
+    const double dt = seconds_since(t0);
+    best = std::min(best, dt);
+    total += dt;
+  }
+  return best;
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+std::vector<int32_t> random_tokens(size_t n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> u(0, vocab - 1);
+  std::vector<int32_t> v(n);
+  for (int32_t& x : v) x = u(rng);
+  return v;
+}
+
+// ---- process memory (Linux /proc) -------------------------------------------
+// VmHWM (peak resident set) and VmRSS in MiB; -1 where /proc is unavailable.
+double proc_status_mib(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) {
+      std::istringstream s(line.substr(std::string(key).size() + 1));
+      double kib = -1;
+      s >> kib;
+      return kib / 1024.0;
+    }
+  return -1;
+}
+// Resets VmHWM to the current RSS ("5" to clear_refs, Linux >= 4.0).
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (!f) return false;
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  if (!(f >> a >> b >> c)) return "n/a";
+  return a + " " + b + " " + c;
+}
+
+// ---- table -----------------------------------------------------------------------
+class Table {
+ public:
+  explicit Table(std::ostream& out, double* peak) : out_(out), peak_(peak) {}
+  void header() {
+    row("part", "case", "ms", "tokens/s", "GFLOP/s", "of peak", "");
+    out_ << std::string(112, '-') << "\n";
+  }
+  // One measured row: seconds per call, tokens per call (0: not applicable),
+  // FLOPs per call.
+  void measured(const std::string& part, const std::string& what, double sec, double tokens, double flops,
+                const std::string& note = "") {
+    const double gflops = flops / sec / 1e9;
+    row(part, what, fmt("%.2f", sec * 1e3), tokens > 0 ? fmt("%.0f", tokens / sec) : "-", fmt("%.1f", gflops),
+        *peak_ > 0 ? fmt("%.0f%%", 100.0 * gflops / *peak_) : "-", note);
+  }
+  void row(const std::string& part, const std::string& what, const std::string& ms, const std::string& tok,
+           const std::string& gf, const std::string& ratio, const std::string& note) {
+    char buf[512];
+    std::snprintf(buf, sizeof buf, "%-9s %-36s %10s %10s %9s %8s  %s", part.c_str(), what.c_str(), ms.c_str(),
+                  tok.c_str(), gf.c_str(), ratio.c_str(), note.c_str());
+    std::string s(buf);
+    while (!s.empty() && s.back() == ' ') s.pop_back();
+    out_ << s << "\n" << std::flush;
+  }
+  static std::string fmt(const char* f, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+  }
+
+ private:
+  std::ostream& out_;
+  double* peak_;
+};
+
+bool selected(const BenchOptions& o, const std::string& part) {
+  return std::find(o.parts.begin(), o.parts.end(), part) != o.parts.end();
+}
+
+// Weights that take part in matrix multiplies: per block qkv (3C²), the
+// attention projection (C²), the MLP (8C²), and the tied LM head (V·C).
+// Biases, LayerNorms and the embedding lookup are not counted.
+double matmul_weights(const ModelConfig& m) {
+  const double C = m.n_embd;
+  return 12.0 * m.n_layer * C * C + static_cast<double>(m.vocab_size) * C;
+}
+
+// One causal attention forward over B sequences of Tn tokens, all heads:
+// q·k and the weighted sum of v, each 2·D FLOPs per (query, key) pair, over
+// the Tn(Tn+1)/2 pairs of the causal triangle: 2·2·B·NH·D·Tn(Tn+1)/2.
+double attention_forward_flops(double B, double Tn, double C) { return 2.0 * B * C * Tn * (Tn + 1); }
+
+// ---- parts ------------------------------------------------------------------------
+
+double square_gemm_seconds(int n, double min_seconds) {
+  const auto a = random_floats(static_cast<size_t>(n) * n, 1), w = random_floats(static_cast<size_t>(n) * n, 2);
+  std::vector<float> out(static_cast<size_t>(n) * n);
+  return best_seconds([&] { cpu::matmul_forward<float>(out.data(), a.data(), w.data(), nullptr, n, n, n); }, min_seconds);
+}
+
+void bench_gemm(const Config& cfg, const BenchOptions& opt, Table& t, double& peak) {
+  const ModelConfig& m = cfg.model;
+  const int N = cfg.train.batch_size * m.context, C = m.n_embd, Vp = m.padded_vocab();
+  struct Shape {
+    const char* name;
+    int in, out;
+  };
+  const Shape shapes[] = {{"qkv", C, 3 * C}, {"attproj", C, C}, {"fc", C, 4 * C}, {"fcproj", 4 * C, C},
+                          {"lm head", C, Vp}};
+  struct Row {
+    std::string what;
+    double sec, flops;
+  };
+  std::vector<Row> rows;
+  const double sq = square_gemm_seconds(opt.square, opt.min_seconds);
+  const double n = opt.square;
+  rows.push_back({"square " + std::to_string(opt.square) + "^3", sq, 2 * n * n * n});
+  for (const Shape& s : shapes) {
+    const auto x = random_floats(static_cast<size_t>(N) * s.in, 3), w = random_floats(size_t(s.out) * s.in, 4),
+               b = random_floats(s.out, 5), dy = random_floats(static_cast<size_t>(N) * s.out, 6);
+    std::vector<float> y(static_cast<size_t>(N) * s.out), dx(x.size()), dw(w.size()), db(b.size());
+    const double f = 2.0 * N * s.in * s.out;
+    const std::string dims = std::to_string(N) + "x" + std::to_string(s.in) + "->" + std::to_string(s.out);
+    rows.push_back({std::string(s.name) + " fwd " + dims,
+                    best_seconds([&] { cpu::matmul_forward(y.data(), x.data(), w.data(), b.data(), N, s.in, s.out); },
+                                 opt.min_seconds),
+                    f});
+    rows.push_back({std::string(s.name) + " bwd " + dims,
+                    best_seconds([&] {
+                      cpu::matmul_backward(dx.data(), dw.data(), db.data(), dy.data(), x.data(), w.data(), N, s.in,
+                                           s.out);
+                    }, opt.min_seconds),
+                    2 * f});
+  }
+  for (const Row& r : rows) peak = std::max(peak, r.flops / r.sec / 1e9);
+  for (const Row& r : rows) t.measured("gemm", r.what, r.sec, 0, r.flops);
+  t.row("peak", "best GEMM above", "", "", Table::fmt("%.1f", peak), "100%", "");
+}
+
+struct ModelBench {
+  std::unique_ptr<Backend<float>> backend = make_cpu_backend<float>();
+  std::unique_ptr<GPT<float>> model;
+  ModelBench(const Config& cfg, const AttentionSpec& attn) {
+    model = std::make_unique<GPT<float>>(cfg.model, attn, *backend);
+    model->init(cfg.train.seed);
+  }
+};
+
+void bench_model(const Config& cfg, const BenchOptions& opt, Table& t) {
+  const ModelConfig& m = cfg.model;
+  const int B = cfg.train.batch_size, Tn = m.context;
+  const double tokens = static_cast<double>(B) * Tn, W = matmul_weights(m);
+  const double attn = m.n_layer * attention_forward_flops(B, Tn, m.n_embd);
+  ModelBench mb(cfg, resolve_attention(cfg));
+  GPT<float>& model = *mb.model;
+  const auto inputs = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 7),
+             targets = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 8);
+  const std::string shape = "B=" + std::to_string(B) + " T=" + std::to_string(Tn);
+  if (selected(opt, "train")) {
+    AdamW<float> adamw(model, cfg.train);
+    auto step = [&] {
+      model.zero_grad();
+      model.forward(inputs.data(), targets.data(), B, Tn);
+      model.backward();
+      adamw.clip(cfg.train.grad_clip);
+      adamw.step(cfg.train.lr);
+    };
+    const double sec = best_seconds(step, 0.0, opt.steps);
+    t.measured("train", "step fwd+bwd+AdamW " + shape, sec, tokens, 6 * W * tokens + 3 * attn);
+  }
+  if (selected(opt, "eval")) {
+    std::vector<float> losses;
+    const double sec = best_seconds([&] { model.forward_losses(inputs.data(), targets.data(), B, Tn, losses); },
+                                    opt.min_seconds, 3);
+    t.measured("eval", "forward losses " + shape, sec, tokens, 2 * W * tokens + attn);
+  }
+}
+
+void bench_memory(const Config& cfg, const BenchOptions& opt, Table& t) {
+  // Free heap pages left resident by earlier parts would be reused without
+  // raising the RSS and hide buffers from the peak: from here on every
+  // allocation past 256 KiB gets its own mapping, and before each pass
+  // malloc_trim hands the heap's free pages back to the system. (Set here,
+  // not for the whole run: the timed parts should allocate as training does.)
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+  const ModelConfig& m = cfg.model;
+  const double W = matmul_weights(m);
+  for (int mult : opt.memory_multiples) {
+    const int L = mult * m.context;
+    const std::string what = "eval " + std::to_string(mult) + "x: 1 sequence of " + std::to_string(L);
+    if (m.position == "learned" && L > m.position_rows()) {
+      t.row("memory", what, "", "", "", "", "skipped: learned positions end at " + std::to_string(m.position_rows()));
+      continue;
+    }
+    ModelBench mb(cfg, resolve_attention(cfg));
+    const auto inputs = random_tokens(L, m.vocab_size, 9), targets = random_tokens(L, m.vocab_size, 10);
+    std::vector<float> losses;
+    losses.reserve(L);
+    malloc_trim(0);
+    const bool reset = reset_peak_rss();
+    const double before = proc_status_mib("VmRSS:");
+    const auto t0 = Clock::now();
+    mb.model->forward_losses(inputs.data(), targets.data(), 1, L, losses);
+    const double sec = seconds_since(t0);
+    const double peak = proc_status_mib("VmHWM:");
+    std::string note = "peak RSS " + Table::fmt("%.1f", peak) + " MiB";
+    if (reset)
+      note += ", +" + Table::fmt("%.1f", peak - before) + " MiB during the pass (" +
+              Table::fmt("%.1f", (peak - before) * 1024 / L) + " KiB/token)";
+    else note += " (process high-water mark: /proc/self/clear_refs not writable)";
+    t.measured("memory", what, sec, L, 2 * W * L + m.n_layer * attention_forward_flops(1, L, m.n_embd), note);
+  }
+}
+
+void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& out, double peak) {
+  const ModelConfig& m = cfg.model;
+  const int C = m.n_embd, NH = m.n_head;
+  std::vector<std::string> names = opt.presets;
+  if (names.empty())
+    for (const AttentionPreset& p : kAttentionPresets) names.push_back(p.name);
+  out << "\nattention forward+backward (cpu kernels), B=1, " << NH << " heads, C=" << C
+      << ": GFLOP/s and ratio to peak; FLOPs = 3 x 2*B*C*T(T+1) (forward: q.k and the weighted sum of v over the "
+         "causal half, 2*2*B*NH*D*T(T+1)/2; backward counted as 2x the forward)\n";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%-10s", "preset");
+  out << buf;
+  for (int Tn : opt.attention_contexts) {
+    std::snprintf(buf, sizeof buf, " %15s", ("T=" + std::to_string(Tn)).c_str());
+    out << buf;
+  }
+  out << "\n" << std::flush;
+  for (const std::string& name : names) {
+    AttentionConfig ac;  // the preset's own stages and constants
+    ac.preset = name;
+    AttentionSpec spec = resolve_attention(ac, m);
+    spec.alibi = m.position == "alibi";
+    std::snprintf(buf, sizeof buf, "%-10s", name.c_str());
+    out << buf << std::flush;
+    for (int Tn : opt.attention_contexts) {
+      const size_t n3 = static_cast<size_t>(Tn) * 3 * C, n1 = static_cast<size_t>(Tn) * C;
+      const auto qkv = random_floats(n3, 11), dout = random_floats(n1, 12, 0.01f);
+      const std::vector<float> scale(NH, 1.0f);
+      std::vector<float> y(n1), stats(static_cast<size_t>(NH) * Tn * spec.stats_per_row()), dqkv(n3), dscale(NH);
+      auto fb = [&] {
+        cpu::attention_forward(y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, spec, scale.data(), nullptr);
+        cpu::attention_backward(dqkv.data(), dscale.data(), dout.data(), y.data(), stats.data(), qkv.data(), 1, Tn, C,
+                                NH, spec, scale.data());
+      };
+      // Long contexts take seconds per call: one timed call, no warm-up.
+      const bool long_ctx = Tn >= 2048;
+      const double sec = best_seconds(fb, long_ctx ? 0.0 : opt.min_seconds, long_ctx ? 1 : 2, long_ctx ? 0 : 1);
+      const double gflops = 3 * attention_forward_flops(1, Tn, C) / sec / 1e9;
+      std::snprintf(buf, sizeof buf, " %8.1f %5.0f%%", gflops, peak > 0 ? 100 * gflops / peak : 0.0);
+      out << buf << std::flush;
+    }
+    out << "\n";
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& bench_parts() {
+  static const std::vector<std::string> parts = {"gemm", "train", "eval", "attention", "memory"};
+  return parts;
+}
+
+void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
+  for (const std::string& p : opt.parts)
+    GPT_CHECK(std::find(bench_parts().begin(), bench_parts().end(), p) != bench_parts().end(), "bench: unknown part \"",
+              p, "\"; valid: gemm, train, eval, attention, memory");
+  const ModelConfig& m = cfg.model;
+  const auto start = Clock::now();
+  const std::time_t now = std::time(nullptr);
+  char when[64];
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  out << "gpt bench " << (opt.config_name.empty() ? "(defaults)" : opt.config_name) << ": " << m.n_layer
+      << " layers, " << m.n_head << " heads, C=" << m.n_embd << ", V=" << m.vocab_size << ", T=" << m.context
+      << ", B=" << cfg.train.batch_size << " (" << cfg.train.batch_size * m.context << " tokens/step), "
+      << m.position << " positions, attention " << cfg.attention.preset << "\n";
+  out << "threads " << omp_get_max_threads() << " of " << omp_get_num_procs() << " processors, GEMM kernel "
+      << cpu::gemm_kernel_name(cpu::gemm_kernel()) << ", " << when << ", load average " << load_average()
+      << " at start\n";
+  out << "FLOPs: matmul weights N = 12*L*C^2 + V*C = " << Table::fmt("%.2f", matmul_weights(m) / 1e6)
+      << "M; per token 2N forward, 6N training; plus attention 2*B*C*T(T+1) per layer forward, 2x that "
+         "backward. Times: best of repeated runs.\n\n";
+
+  double peak = 0;
+  Table t(out, &peak);
+  t.header();
+  if (selected(opt, "gemm")) {
+    bench_gemm(cfg, opt, t, peak);
+  } else {
+    // The ratios need a peak: the square GEMM alone.
+    const double n = opt.square;
+    peak = 2 * n * n * n / square_gemm_seconds(opt.square, opt.min_seconds) / 1e9;
+    t.row("peak", "square " + std::to_string(opt.square) + "^3 GEMM", "", "", Table::fmt("%.1f", peak), "100%", "");
+  }
+  if (selected(opt, "train") || selected(opt, "eval")) bench_model(cfg, opt, t);
+  if (selected(opt, "memory")) bench_memory(cfg, opt, t);
+  if (selected(opt, "attention")) bench_attention(cfg, opt, out, peak);
+  out << "\ntotal " << Table::fmt("%.2f", seconds_since(start)) << " s, load average " << load_average()
+      << " at end\n";
+}
+
+}  // namespace gpt

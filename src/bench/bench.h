@@ -1,0 +1,40 @@
+// `gpt bench`: how close training and evaluation come to the machine's
+// float32 matrix-multiply peak. One run measures
+//   gemm       the GEMM the trainer uses, at the trainer's linear-layer
+//              shapes (forward and backward) and at a large square size;
+//              the best of these is "peak";
+//   train      a full training step (forward, backward, clip, AdamW);
+//   eval       forward-only evaluation (per-position losses) of the same batch;
+//   attention  each attention preset's forward+backward at T = 256…4096;
+//   memory     peak RSS of evaluating one sequence of 1×, 4×, 16× the context;
+// and prints time, tokens/s, GFLOP/s and the ratio to peak. A benchmark, not
+// a test: nothing here asserts a speed.
+#pragma once
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "config/config.h"
+
+namespace gpt {
+
+struct BenchOptions {
+  std::vector<std::string> parts = {"gemm", "train", "eval", "attention", "memory"};
+  std::vector<int> attention_contexts = {256, 512, 1024, 2048, 4096};
+  std::vector<std::string> presets;  // empty: every preset of kernels/attention_spec.h
+  std::vector<int> memory_multiples = {1, 4, 16};
+  int square = 2048;         // size of the square GEMM
+  int steps = 3;             // timed training steps (after one warm-up step)
+  double min_seconds = 0.5;  // each other measurement repeats until this much time has passed
+  std::string config_name;   // shown in the header
+};
+
+// Valid part names, for the CLI's check.
+const std::vector<std::string>& bench_parts();
+
+// Runs the selected parts for cfg (model, train.batch_size, attention
+// preset for train/eval) with the current OpenMP thread count and writes the
+// table to out.
+void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out);
+
+}  // namespace gpt

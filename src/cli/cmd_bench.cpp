@@ -1,0 +1,111 @@
+#include <omp.h>
+
+#include <iostream>
+#include <sstream>
+
+#include "bench/bench.h"
+#include "cli/commands.h"
+#include "core/check.h"
+#include "kernels/attention_spec.h"
+#include "kernels/cpu/gemm.h"
+
+namespace gpt::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string only;
+  int threads = 0;
+  std::string contexts;
+  std::string presets;
+  std::string kernel;
+  int steps = 3;
+  int square = 2048;
+  double min_seconds = 0.5;
+};
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+std::vector<int> parse_ints(const std::string& s, const char* option) {
+  std::vector<int> out;
+  for (const std::string& item : split_list(s)) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    GPT_CHECK(used == item.size() && v > 0, "bench ", option, ": \"", item,
+              "\" is not a positive integer (give a comma-separated list, e.g. 256,1024)");
+    out.push_back(v);
+  }
+  GPT_CHECK(!out.empty(), "bench ", option, ": give at least one value");
+  return out;
+}
+
+}  // namespace
+
+void add_bench(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Measure GEMM peak, training step, evaluation, attention and eval memory; print GFLOP/s and % of peak");
+  cmd->add_option("config", args->config, "JSON config (model, train.batch_size, attention); default: the defaults")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--set", args->overrides, "Override a config key, e.g. --set train.batch_size=32 (repeatable)")
+      ->type_name("KEY=VALUE");
+  cmd->add_option("--only", args->only, "Comma-separated parts: gemm,train,eval,attention,memory (default: all)")
+      ->type_name("PARTS");
+  cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->add_option("--contexts", args->contexts, "Attention contexts (default 256,512,1024,2048,4096)")
+      ->type_name("T,T,...");
+  cmd->add_option("--presets", args->presets, "Attention presets (default: all)")->type_name("NAME,...");
+  cmd->add_option("--gemm-kernel", args->kernel, "GEMM kernel: auto, generic, avx2, avx512 (default auto)");
+  cmd->add_option("--steps", args->steps, "Timed training steps, after one warm-up (default 3)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--square", args->square, "Size n of the square n^3 GEMM (default 2048)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--min-seconds", args->min_seconds, "Repeat each short measurement for at least this long (0.5)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->callback([args] {
+    const Config cfg = load_config(args->config, args->overrides);
+    BenchOptions opt;
+    opt.config_name = args->config;
+    if (!args->only.empty()) opt.parts = split_list(args->only);
+    if (!args->contexts.empty()) opt.attention_contexts = parse_ints(args->contexts, "--contexts");
+    if (!args->presets.empty()) {
+      opt.presets = split_list(args->presets);
+      for (const std::string& p : opt.presets) {
+        bool known = false;
+        for (const AttentionPreset& a : kAttentionPresets) known = known || p == a.name;
+        GPT_CHECK(known, "bench --presets: unknown attention preset \"", p, "\"");
+      }
+    }
+    if (!args->kernel.empty()) {
+      bool found = false;
+      for (auto k : {cpu::GemmKernel::Auto, cpu::GemmKernel::Generic, cpu::GemmKernel::Avx2, cpu::GemmKernel::Avx512})
+        if (args->kernel == cpu::gemm_kernel_name(k)) {
+          cpu::set_gemm_kernel(k);
+          found = true;
+        }
+      GPT_CHECK(found, "bench --gemm-kernel: \"", args->kernel, "\" is not a kernel; valid: auto, generic, avx2, avx512");
+    }
+    opt.steps = args->steps;
+    opt.square = args->square;
+    opt.min_seconds = args->min_seconds;
+    if (args->threads > 0) omp_set_num_threads(args->threads);
+    else if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
+    run_bench(cfg, opt, std::cout);
+  });
+}
+
+}  // namespace gpt::cli
