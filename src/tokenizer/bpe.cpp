@@ -21,22 +21,24 @@ constexpr size_t kMaxCachedPiece = 64;
 constexpr size_t kMaxCacheEntries = size_t{1} << 20;
 constexpr size_t kMaxCacheWords = size_t{1} << 24;
 
-std::string printable(std::string_view bytes) {
-  std::string s;
+std::string printable(std::string_view bytes) { return quote_bytes(bytes, '\''); }
+
+}  // namespace
+
+std::string quote_bytes(std::string_view bytes, char quote) {
+  static const char* hex = "0123456789abcdef";
+  std::string s(1, quote);
   for (unsigned char c : bytes) {
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'') {
+    if (c >= 0x20 && c < 0x7f && c != quote && c != '\\') {
       s.push_back(static_cast<char>(c));
     } else {
-      static const char* hex = "0123456789abcdef";
       s += "\\x";
       s.push_back(hex[c >> 4]);
       s.push_back(hex[c & 15]);
     }
   }
-  return "'" + s + "'";
+  return s + quote;
 }
-
-}  // namespace
 
 BpeTokenizer::BpeTokenizer(std::string spec, BpeVocab vocab, const std::string& source)
     : spec_(std::move(spec)), vocab_(std::move(vocab)) {

@@ -57,6 +57,9 @@ class BpeTokenizer final : public Tokenizer {
 
 // Loaders (errors name the file and what is wrong).
 std::unique_ptr<BpeTokenizer> load_gpt2_tokenizer(const std::string& dir);
+// bytes between two `quote` characters, printable ASCII as is, everything
+// else (and the quote and '\\') as \xHH: for error messages and file comments.
+std::string quote_bytes(std::string_view bytes, char quote);
 std::unique_ptr<BpeTokenizer> load_bpe_file(const std::string& path);
 
 }  // namespace gpt

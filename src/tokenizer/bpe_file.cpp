@@ -23,20 +23,7 @@ constexpr const char* kMagic = "gpt-bpe 1";
 
 // The bytes of a token for the comment of its line: printable ASCII as is,
 // everything else (and '"', '\\') as \xHH.
-std::string escaped(std::string_view bytes) {
-  std::string s = "\"";
-  for (unsigned char c : bytes) {
-    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
-      s.push_back(static_cast<char>(c));
-    } else {
-      static const char* hex = "0123456789abcdef";
-      s += "\\x";
-      s.push_back(hex[c >> 4]);
-      s.push_back(hex[c & 15]);
-    }
-  }
-  return s + "\"";
-}
+std::string escaped(std::string_view bytes) { return quote_bytes(bytes, '"'); }
 
 // Splits "key value" lines; the value parsed as a non-negative integer.
 bool parse_uint(std::string_view s, uint64_t& v) {

@@ -14,6 +14,7 @@
 #include "config/attention.h"
 #include "data/shard.h"
 #include "train/trainer.h"
+#include "util/metrics_log.h"
 
 namespace fs = std::filesystem;
 
@@ -60,13 +61,7 @@ TEST_P(PresetConfig, TrainsWithFiniteDecreasingLoss) {
                                   "train.log_every=1", "eval.multiples=[1,2]", "eval.tokens=512"});
   EXPECT_EQ(cfg.attention.preset, GetParam());
   ASSERT_EQ(run_training(cfg, ""), 0);
-  std::map<int, double> losses;
-  std::ifstream in(dir / "run" / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["event"] == "train") losses[j["step"].get<int>()] = j["loss"].get<double>();
-  }
+  std::map<int, double> losses = test::train_losses(dir / "run");
   ASSERT_EQ(losses.size(), 12u);
   for (const auto& [step, l] : losses) EXPECT_TRUE(std::isfinite(l)) << "step " << step;
   const double first = (losses[1] + losses[2]) / 2, last = (losses[11] + losses[12]) / 2;

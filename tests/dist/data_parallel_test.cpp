@@ -26,6 +26,8 @@
 #include "data/shard.h"
 #include "dist/communicator.h"
 #include "train/checkpoint.h"
+#include "util/metrics_log.h"
+#include "util/run_binary.h"
 
 extern char** environ;
 namespace fs = std::filesystem;
@@ -55,33 +57,10 @@ std::string find_mpirun() {
   return "";
 }
 
-struct Result {
-  int status = -1;  // exit status; -1 if killed by a signal
-  std::string output;
-};
+using test::Result;
+using test::run_command;
+using test::train_losses;
 
-Result run(const std::string& cmd) {
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  Result r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int w = ::pclose(p);
-  r.status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
-  return r;
-}
-
-// step -> loss; the last record of a step counts (a resumed run appends).
-std::map<int, double> train_losses(const fs::path& run_dir) {
-  std::map<int, double> losses;
-  std::ifstream in(run_dir / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["event"] == "train") losses[j["step"].get<int>()] = j["loss"].get<double>();
-  }
-  return losses;
-}
 
 size_t count_events(const fs::path& run_dir, const std::string& event) {
   std::ifstream in(run_dir / "metrics.jsonl");
@@ -158,7 +137,7 @@ class DataParallel : public ::testing::Test {
   // `gpt train cfg.json` on `ranks` ranks (0: without mpirun) into RUN, with --set overrides.
   Result train(int ranks, const std::string& run, const std::string& sets = "") const {
     const std::string gpt = ranks == 0 ? std::string(GPT_BINARY) : mpi(ranks);
-    return ::gpt::run(gpt + " train " + (dir_ / "cfg.json").string() + " --set run.dir=" + (dir_ / run).string() +
+    return run_command(gpt + " train " + (dir_ / "cfg.json").string() + " --set run.dir=" + (dir_ / run).string() +
                       " " + sets);
   }
   // Starts `gpt train` on 2 ranks for a long run in the background; returns mpirun's pid.
@@ -269,10 +248,10 @@ TEST_F(DataParallel, ResumeUnderTwoRanksIsBitIdentical) {
     fs::copy_file(dir_ / "a" / "checkpoints" / "step_00000010.bin", dir_ / run / "checkpoints" / "step_00000010.bin");
     std::ofstream(dir_ / run / "checkpoints" / "latest") << "step_00000010.bin\n";
   }
-  const Result b = run(mpi(2) + " train --resume " + (dir_ / "b").string());
+  const Result b = run_command(mpi(2) + " train --resume " + (dir_ / "b").string());
   ASSERT_EQ(b.status, 0) << b.output;
   EXPECT_NE(b.output.find("resumed from"), std::string::npos) << b.output;
-  const Result c = run(std::string(GPT_BINARY) + " train --resume " + (dir_ / "c").string());
+  const Result c = run_command(std::string(GPT_BINARY) + " train --resume " + (dir_ / "c").string());
   ASSERT_EQ(c.status, 0) << c.output;
 
   const auto la = train_losses(dir_ / "a"), lb = train_losses(dir_ / "b"), lc = train_losses(dir_ / "c");
@@ -346,7 +325,7 @@ TEST_F(DataParallel, Sigusr1StopsEveryRankWithACheckpoint) {
   ASSERT_EQ(name.size(), 17u) << name;
   const int saved = std::stoi(name.substr(5, 8));
   EXPECT_GT(saved, 0);
-  const Result r = run(mpi(2) + " train --resume " + (dir_ / "long").string() +
+  const Result r = run_command(mpi(2) + " train --resume " + (dir_ / "long").string() +
                        " --set train.steps=" + std::to_string(saved + 2));
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;

@@ -11,11 +11,14 @@
 #include "data/text_to_shards.h"
 #include "train/model_io.h"
 #include "train/trainer.h"
+#include "util/metrics_log.h"
 
 namespace fs = std::filesystem;
 
 namespace gpt {
 namespace {
+
+using test::train_losses;
 
 fs::path temp_dir(const std::string& name) {
   fs::path p = fs::temp_directory_path() / ("gpt_trainer_test_" + name + "_" + std::to_string(::getpid()));
@@ -59,16 +62,6 @@ Config tiny_run(const fs::path& dir, const std::string& text) {
   return c;
 }
 
-std::map<int, double> train_losses(const fs::path& run_dir) {
-  std::map<int, double> losses;
-  std::ifstream in(run_dir / "metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto j = nlohmann::json::parse(line);
-    if (j["event"] == "train") losses[j["step"].get<int>()] = j["loss"].get<double>();
-  }
-  return losses;
-}
 
 TEST(Trainer, ResumeIsBitIdenticalToAnUninterruptedRun) {
   const fs::path dir = temp_dir("resume");

@@ -1,5 +1,5 @@
-// Runs the gpt binary built with the tests (GPT_BINARY) and captures its
-// exit status and combined stdout/stderr.
+// Runs the gpt binary built with the tests (GPT_BINARY), or any command
+// line, and captures its exit status and combined stdout/stderr.
 #pragma once
 #include <sys/wait.h>
 
@@ -13,8 +13,9 @@ struct Result {
   std::string output;
 };
 
-inline Result run(const std::string& args) {
-  const std::string cmd = std::string(GPT_BINARY) + " " + args + " 2>&1";
+// Any shell command line (e.g. mpirun ... gpt ...), stderr merged into stdout.
+inline Result run_command(const std::string& command) {
+  const std::string cmd = command + " 2>&1";
   FILE* p = ::popen(cmd.c_str(), "r");
   Result r;
   if (!p) return r;
@@ -25,5 +26,8 @@ inline Result run(const std::string& args) {
   r.status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
   return r;
 }
+
+// The gpt binary with these arguments.
+inline Result run(const std::string& args) { return run_command(std::string(GPT_BINARY) + " " + args); }
 
 }  // namespace gpt::test
