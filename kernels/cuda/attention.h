@@ -1,0 +1,26 @@
+// Fused causal self-attention on the GPU for every stage combination of
+// kernels/attention_spec.h: the contract the CUDA backend calls. Same
+// layouts and meaning as gpt::cpu::attention_forward/backward
+// (kernels/cpu/cpu_kernels.h) so that parity tests compare them directly,
+// statistics included. Compiled only when nvcc is found.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "kernels/attention_spec.h"
+
+namespace gpt::cuda {
+
+// All pointers are device memory. qkv (B,T,3C); out (B,T,C); stats
+// (B,NH,T,AttentionSpec::kStatsPerRow) or null (inference); head_scale (NH)
+// for the ssmax scale, ignored otherwise; diag (NH, kAttentionDiagStats)
+// device doubles accumulated (+=) when non-null. No T×T buffer.
+void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
+                       const AttentionSpec& spec, const float* head_scale, double* diag, cudaStream_t stream);
+
+// dqkv (B,T,3C) += gradient; dhead_scale (NH) += dL/ds_h (ssmax only, may be
+// null otherwise); from dout (B,T,C) and the forward's out and stats.
+void attention_backward(float* dqkv, float* dhead_scale, const float* dout, const float* out, const float* stats,
+                        const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                        const float* head_scale, cudaStream_t stream);
+
+}  // namespace gpt::cuda
