@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "bench/cuda_attention_bench.h"
 #include "config/attention.h"
 #include "core/check.h"
 #include "kernels/cpu/cpu_kernels.h"
@@ -316,14 +317,14 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
 }  // namespace
 
 const std::vector<std::string>& bench_parts() {
-  static const std::vector<std::string> parts = {"gemm", "train", "eval", "attention", "memory"};
+  static const std::vector<std::string> parts = {"gemm", "train", "eval", "attention", "memory", "cuda-attention"};
   return parts;
 }
 
 void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   for (const std::string& p : opt.parts)
     GPT_CHECK(std::find(bench_parts().begin(), bench_parts().end(), p) != bench_parts().end(), "bench: unknown part \"",
-              p, "\"; valid: gemm, train, eval, attention, memory");
+              p, "\"; valid: gemm, train, eval, attention, memory, cuda-attention");
   const ModelConfig& m = cfg.model;
   const auto start = Clock::now();
   const std::time_t now = std::time(nullptr);
@@ -345,7 +346,7 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   t.header();
   if (selected(opt, "gemm")) {
     bench_gemm(cfg, opt, t, peak);
-  } else {
+  } else if (opt.parts != std::vector<std::string>{"cuda-attention"}) {
     // The ratios need a peak: the square GEMM alone.
     const double n = opt.square;
     peak = 2 * n * n * n / square_gemm_seconds(opt.square, opt.min_seconds) / 1e9;
@@ -354,6 +355,11 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   if (selected(opt, "train") || selected(opt, "eval")) bench_model(cfg, opt, t);
   if (selected(opt, "memory")) bench_memory(cfg, opt, t);
   if (selected(opt, "attention")) bench_attention(cfg, opt, out, peak);
+  if (selected(opt, "cuda-attention")) {
+    CudaAttentionBenchOptions copt;
+    copt.presets = opt.presets;
+    run_cuda_attention_bench(copt, out);
+  }
   out << "\ntotal " << Table::fmt("%.2f", seconds_since(start)) << " s, load average " << load_average()
       << " at end\n";
 }

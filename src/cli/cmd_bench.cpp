@@ -63,7 +63,9 @@ void add_bench(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--set", args->overrides, "Override a config key, e.g. --set train.batch_size=32 (repeatable)")
       ->type_name("KEY=VALUE");
-  cmd->add_option("--only", args->only, "Comma-separated parts: gemm,train,eval,attention,memory (default: all)")
+  cmd->add_option("--only", args->only,
+                  "Comma-separated parts: gemm,train,eval,attention,memory,cuda-attention "
+                  "(default: all but cuda-attention)")
       ->type_name("PARTS");
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::PositiveNumber);
   cmd->add_option("--contexts", args->contexts, "Attention contexts (default 256,512,1024,2048,4096)")

@@ -1,0 +1,779 @@
+// Fused causal self-attention on the GPU (float32) for every stage
+// combination of kernels/attention_spec.h: the contract of attention.h, with
+// the layouts, per-row statistics (shift, Z, max a, Σr) and diagnostics of
+// the CPU kernel (kernels/cpu/attention.cpp), so that the two compare directly.
+//
+// FlashAttention-style: a thread block owns a tile of rows of one (b,h) and
+// streams the other side through shared memory in tiles; nothing T×T is ever
+// stored. The stage math (λ_i, φ, normalisation, sharpening and their
+// derivatives) is attn:: of attention_spec.h; this file only orders the loops.
+//
+// Threads: a row (query or key) belongs to a group of L = max(1, D/32)
+// consecutive lanes of one warp; each lane holds D/L of the row's channels as
+// float4 chunks (chunk c of the row belongs to lane c % L, so the lanes of a
+// group read neighbouring 16-byte words of a shared row: no bank conflicts)
+// and dot products are finished with shuffles inside the group. Loops over
+// the other side run the same number of times in every lane of a block (the
+// causal mask only decides whether a term is used), so shuffles and barriers
+// are never divergent.
+//
+// Kernels:
+//   forward   query rows; one pass (running maximum for exp + l1, plain sums
+//             for bounded φ or no l1), or two passes under sharpening (pass 1:
+//             shift, Z, max a; pass 2: r and the weighted sum, Σr).
+//   diag      query rows; recomputes w from the stats (as the backward does)
+//             and accumulates the per-head diagnostics (evaluation only).
+//   dq        query rows; D_i = dy_i·y_i and, under sharpening, a first pass for
+//             S_i = Σ_j a_ij h_ij; then dq_i and the ssmax scale's gradient.
+//             Saves D_i, S_i for:
+//   dkdv      key rows (FlashAttention-2's key-major backward): dk_j, dv_j
+//             summed over the query tiles in registers, no atomics.
+//   normalize / normalize_backward: the cosine score's L2 normalisation of q
+//             and k into a (B,T,2C) copy, and the projection of its gradient
+//             onto the sphere's tangent (as the CPU kernel does).
+//
+// Templates: head size D (16, 32, 64, 128: register arrays) × positivity φ
+// (the element-wise inner loops). Everything else (score, scale, bias, ALiBi,
+// normalisation, sharpening) is a run-time value that is uniform across a
+// block, so its branches cost little and the file compiles in reasonable
+// time.
+#include "kernels/cuda/attention.h"
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/check.h"
+
+namespace gpt::cuda {
+
+namespace {
+
+constexpr int kStats = AttentionSpec::kStatsPerRow;
+constexpr int kRowsPerBlock = 64;  // query rows per block (forward, diag, dq)
+constexpr int kKeyTile = 32;       // keys per shared tile (forward, diag, dq)
+constexpr int kKeysPerBlock = 64;  // key rows per block (dkdv)
+constexpr int kQueryTile = 32;     // query rows per shared tile (dkdv)
+
+// Channel layout of one row across its group of lanes.
+template <int D>
+struct Geom {
+  static_assert(D % 16 == 0, "head size must be a multiple of 16");
+  static constexpr int L = D >= 32 ? D / 32 : 1;  // lanes per row (1, 2 or 4)
+  static constexpr int D4 = D / 4;                // float4 chunks per row
+  static constexpr int NC = D4 / L;               // chunks per lane
+  static constexpr int kRowThreads = kRowsPerBlock * L;
+  static constexpr int kKeyThreads = kKeysPerBlock * L;
+};
+
+// ---- small helpers ---------------------------------------------------------------------
+__device__ __forceinline__ float dot4(float4 a, float4 b) {
+  return a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+}
+__device__ __forceinline__ void axpy4(float4& y, float a, float4 x) {
+  y.x += a * x.x;
+  y.y += a * x.y;
+  y.z += a * x.z;
+  y.w += a * x.w;
+}
+__device__ __forceinline__ void scale4(float4& y, float a) {
+  y.x *= a;
+  y.y *= a;
+  y.z *= a;
+  y.w *= a;
+}
+
+// Sum over the L lanes of a group (all lanes of the warp must call it).
+template <int L>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int o = L / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+// Adds v (summed over the warp) to *dst: one atomic per warp.
+__device__ __forceinline__ void warp_atomic_add(double* dst, double v) {
+  v = warp_sum(v);
+  if ((threadIdx.x & 31) == 0) atomicAdd(dst, v);
+}
+
+// A row slice: the lane's chunks of a D-wide row, in registers.
+template <int D>
+struct Slice {
+  float4 c[Geom<D>::NC];
+
+  __device__ void zero() {
+#pragma unroll
+    for (int k = 0; k < Geom<D>::NC; ++k) c[k] = make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  // row: D floats in global memory, 16-byte aligned; zeros when !ok.
+  __device__ void load(const float* row, int lane, bool ok) {
+    const float4* r4 = reinterpret_cast<const float4*>(row);
+#pragma unroll
+    for (int k = 0; k < Geom<D>::NC; ++k) c[k] = ok ? r4[lane + k * Geom<D>::L] : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+  // row += this slice.
+  __device__ void add_to(float* row, int lane) const {
+    float4* r4 = reinterpret_cast<float4*>(row);
+#pragma unroll
+    for (int k = 0; k < Geom<D>::NC; ++k) {
+      float4 v = r4[lane + k * Geom<D>::L];
+      v.x += c[k].x;
+      v.y += c[k].y;
+      v.z += c[k].z;
+      v.w += c[k].w;
+      r4[lane + k * Geom<D>::L] = v;
+    }
+  }
+  __device__ void store(float* row, int lane, float scale) const {
+    float4* r4 = reinterpret_cast<float4*>(row);
+#pragma unroll
+    for (int k = 0; k < Geom<D>::NC; ++k) {
+      float4 v = c[k];
+      scale4(v, scale);
+      r4[lane + k * Geom<D>::L] = v;
+    }
+  }
+  // Partial dot with a shared row (D4 chunks); group_sum finishes it.
+  __device__ float partial_dot(const float4* srow, int lane) const {
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < Geom<D>::NC; ++k) s += dot4(c[k], srow[lane + k * Geom<D>::L]);
+    return s;
+  }
+  __device__ float dot(const float4* srow, int lane) const { return group_sum<Geom<D>::L>(partial_dot(srow, lane)); }
+  // this += a * shared row
+  __device__ void axpy(float a, const float4* srow, int lane) {
+#pragma unroll
+    for (int k = 0; k < Geom<D>::NC; ++k) axpy4(c[k], a, srow[lane + k * Geom<D>::L]);
+  }
+  __device__ void scale(float a) {
+#pragma unroll
+    for (int k = 0; k < Geom<D>::NC; ++k) scale4(c[k], a);
+  }
+};
+
+// Rows t0..t0+n-1 of one head (row t at base + t*stride, D floats) into
+// shared memory as n×D4 float4; rows past T are zero.
+template <int D>
+__device__ void load_tile(float4* dst, const float* base, size_t stride, int t0, int n, int T) {
+  constexpr int D4 = Geom<D>::D4;
+  for (int e = threadIdx.x; e < n * D4; e += blockDim.x) {
+    const int r = e / D4, c = e % D4, t = t0 + r;
+    dst[e] = t < T ? reinterpret_cast<const float4*>(base + static_cast<size_t>(t) * stride)[c]
+                   : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}
+
+// The constants of stages 1–2 for row i (1-based) of head h, exactly as the
+// CPU kernel rounds them: lf = float(λ_i·f) for the logits, and λ_i, f
+// separately for the backward's dσ = λ_i·f·dx.
+struct RowConsts {
+  float lf, lambda, f, bias, slope;
+};
+__device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int h, int NH, const float* head_scale) {
+  const double factor = attn::score_factor(s, D);
+  const double hs = head_scale ? static_cast<double>(head_scale[h]) : 1.0;
+  const double lambda = attn::row_scale(s, i, D, hs);
+  RowConsts rc;
+  rc.lf = static_cast<float>(lambda * factor);
+  rc.lambda = static_cast<float>(lambda);
+  rc.f = static_cast<float>(factor);
+  rc.bias = static_cast<float>(s.bias);
+  rc.slope = s.alibi ? static_cast<float>(attn::alibi_slope(h, NH)) : 0.f;
+  return rc;
+}
+// x_ij = λ f (q_i·k_j) + bias − slope (i − j), with i0, j 0-based.
+__device__ __forceinline__ float logit(float lf, float bias, float slope, float qk, int i0, int j) {
+  return slope != 0.f ? lf * qk + bias - slope * static_cast<float>(i0 - j) : lf * qk + bias;
+}
+
+// The spec with the template's φ written in, so that attn:: functions that
+// switch on s.positivity fold to the one case.
+template <Positivity PHI>
+__device__ __forceinline__ AttentionSpec spec_with(const AttentionSpec& in) {
+  AttentionSpec s = in;
+  s.positivity = PHI;
+  return s;
+}
+
+// ---- arguments -----------------------------------------------------------------------
+// Row t of head h of sequence b of a (B,T,·) tensor starts at
+// ptr + (b*T + t)*stride + h*D. q and k share a stride (3C in qkv, 2C in the
+// cosine copy), v has its own; out, dout are (B,T,C).
+struct Inputs {
+  const float* q;
+  const float* k;
+  const float* v;
+  size_t qk_stride, v_stride;
+  int T, NH;
+  AttentionSpec spec;
+  const float* head_scale;
+};
+
+__device__ __forceinline__ size_t row_offset(int b, int t, int T, size_t stride, int h, int D) {
+  return (static_cast<size_t>(b) * T + t) * stride + static_cast<size_t>(h) * D;
+}
+
+// ---- forward ---------------------------------------------------------------------------
+// grid (query tiles, B*NH), block kRowsPerBlock*L threads. Writes out, and
+// stats (when non-null) as the CPU kernel's row_weights does.
+template <int D, Positivity PHI>
+__global__ void __launch_bounds__(Geom<D>::kRowThreads)
+    forward_kernel(Inputs in, float* out, float* stats) {
+  using G = Geom<D>;
+  __shared__ float4 ks[kKeyTile * G::D4], vs[kKeyTile * G::D4];
+  const AttentionSpec s = spec_with<PHI>(in.spec);
+  const int T = in.T, NH = in.NH, C = NH * D;
+  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;  // longest rows first
+  const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
+  const bool row_ok = i0 < T;
+  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale);
+  const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
+  const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
+  Slice<D> q, acc;
+  q.load(in.q + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
+  acc.zero();
+
+  const bool shifted = attn::shifted(s), two_pass = s.sharpened();
+  const int n_keys = min(T, q0 + kRowsPerBlock);  // keys seen by any row of the block
+  // Pass 1: shift (running maximum when shifted), Z and max u; without
+  // sharpening also Σ u v, rescaled whenever the maximum grows.
+  float m = shifted ? -INFINITY : 0.f, z = 0.f, umax = 0.f;
+  for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
+    __syncthreads();
+    load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
+    if (!two_pass) load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
+    __syncthreads();
+    float x[kKeyTile];
+    float tmax = -INFINITY;
+#pragma unroll
+    for (int jj = 0; jj < kKeyTile; ++jj) {
+      x[jj] = logit(rc.lf, rc.bias, rc.slope, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
+      if (row_ok && j0 + jj <= i0) tmax = fmaxf(tmax, x[jj]);
+    }
+    if (shifted && tmax > m) {  // online softmax: rescale what was summed under the old maximum
+      const float corr = expf(m - tmax);
+      z *= corr;
+      umax *= corr;
+      if (!two_pass) acc.scale(corr);
+      m = tmax;
+    }
+#pragma unroll
+    for (int jj = 0; jj < kKeyTile; ++jj) {
+      const bool valid = row_ok && j0 + jj <= i0;
+      const float u = valid ? attn::positivity(PHI, x[jj] - m) : 0.f;
+      z += u;
+      umax = fmaxf(umax, u);
+      if (!two_pass) acc.axpy(u, vs + jj * G::D4, lane);
+    }
+  }
+  float st[kStats] = {shifted ? m : 0.f, z, umax * attn::inv_norm(s, z), 0.f};
+  float y_scale = attn::inv_norm(s, z);
+
+  if (two_pass) {
+    // Pass 2: w = r/Σr for a sharpened row (r = relu(i·a − o)^p scaled by
+    // t_max), w = a for a row where no t is positive.
+    const attn::Row<float> row = attn::row_from_stats(s, i, st);
+    float R = 0.f;
+    for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
+      __syncthreads();
+      load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
+      load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
+      __syncthreads();
+#pragma unroll 4
+      for (int jj = 0; jj < kKeyTile; ++jj) {
+        const float x = logit(rc.lf, rc.bias, rc.slope, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
+        float e = 0.f;
+        if (row_ok && j0 + jj <= i0) {
+          const float a = row.a(s, x);
+          e = row.sharpen ? attn::sharpen_value(row.i * a - row.offset, row.t_max, row.p) : a;
+        }
+        R += e;
+        acc.axpy(e, vs + jj * G::D4, lane);
+      }
+    }
+    st[3] = row.sharpen ? R : 0.f;
+    y_scale = row.sharpen ? 1.f / R : 1.f;  // R >= 1: the largest t contributes 1
+  }
+  if (!row_ok) return;
+  acc.store(out + row_offset(b, i0, T, C, h, D), lane, y_scale);
+  if (stats && lane == 0)
+    for (int k = 0; k < kStats; ++k) stats[(static_cast<size_t>(bh) * T + i0) * kStats + k] = st[k];
+}
+
+// ---- diagnostics -----------------------------------------------------------------------
+// Same grid as the forward. Per row (as the CPU's row_diagnostics): mass Σw,
+// entropy of w/mass, share of the first key, share of the last N keys; per
+// head diag[h*5 + ·] += the sums over rows, and the row count.
+template <int D, Positivity PHI>
+__global__ void __launch_bounds__(Geom<D>::kRowThreads)
+    diag_kernel(Inputs in, const float* stats, double* diag) {
+  using G = Geom<D>;
+  __shared__ float4 ks[kKeyTile * G::D4];
+  const AttentionSpec s = spec_with<PHI>(in.spec);
+  const int T = in.T, NH = in.NH;
+  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
+  const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
+  const bool row_ok = i0 < T;
+  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale);
+  const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
+  Slice<D> q;
+  q.load(in.q + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
+  float st[kStats] = {0.f, 1.f, 0.f, 0.f};
+  if (row_ok)
+    for (int k = 0; k < kStats; ++k) st[k] = stats[(static_cast<size_t>(bh) * T + i0) * kStats + k];
+  const attn::Row<float> row = attn::row_from_stats(s, i, st);
+  const int N = s.trained_context;
+  const int first_recent = N > 0 ? max(0, i - N) : 0;  // the row has i keys
+
+  double mass = 0, wlogw = 0, recent = 0, w0 = 0;
+  const int n_keys = min(T, q0 + kRowsPerBlock);
+  for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
+    __syncthreads();
+    load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
+    __syncthreads();
+#pragma unroll 4
+    for (int jj = 0; jj < kKeyTile; ++jj) {
+      const int j = j0 + jj;
+      const float x = logit(rc.lf, rc.bias, rc.slope, q.dot(ks + jj * G::D4, lane), i0, j);
+      if (row_ok && j <= i0) {
+        const double w = row.w_from_a(row.a(s, x));
+        mass += w;
+        if (w > 0) wlogw += w * log(w);
+        if (j >= first_recent) recent += w;
+        if (j == 0) w0 = w;
+      }
+    }
+  }
+  const bool lead = row_ok && lane == 0;
+  double e = 0, sink = 0, rec = 0;
+  if (lead && mass > 0) {
+    e = log(mass) - wlogw / mass;
+    sink = w0 / mass;
+    rec = recent / mass;
+  }
+  double* d = diag + static_cast<size_t>(h) * kAttentionDiagStats;
+  warp_atomic_add(d + 0, e);
+  warp_atomic_add(d + 1, sink);
+  warp_atomic_add(d + 2, rec);
+  warp_atomic_add(d + 3, lead ? mass : 0.0);
+  warp_atomic_add(d + 4, lead ? 1.0 : 0.0);
+}
+
+// ---- backward ----------------------------------------------------------------------------
+// g_ij = dy_i·v_j, D_i = Σ_j w_ij g_ij = dy_i·y_i, h_ij = dL/da_ij, S_i = Σ_j a_ij h_ij
+// (= D_i without sharpening), dx_ij = φ'(x)(h − S)/Z, dσ_ij = λ_i f dx_ij.
+struct Grads {
+  const float* out;   // (B,T,C)
+  const float* dout;  // (B,T,C)
+  const float* stats;
+  float* dq;  // dq and dk share dqk_stride
+  float* dk;
+  float* dv;
+  size_t dqk_stride, dv_stride;
+  float* row_ds;  // (B,NH,T,2): D_i, S_i, written by dq_kernel for dkdv_kernel
+  double* dhead;  // (NH) Σ dλ/ds Σ σ dx, ssmax only
+};
+
+// grid (query tiles, B*NH), block kRowsPerBlock*L threads.
+template <int D, Positivity PHI>
+__global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Grads gr) {
+  using G = Geom<D>;
+  __shared__ float4 ks[kKeyTile * G::D4], vs[kKeyTile * G::D4];
+  const AttentionSpec s = spec_with<PHI>(in.spec);
+  const int T = in.T, NH = in.NH, C = NH * D;
+  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
+  const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
+  const bool row_ok = i0 < T;
+  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale);
+  const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
+  const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
+  Slice<D> q, dy, acc;
+  q.load(in.q + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
+  dy.load(gr.dout + row_offset(b, i0, T, C, h, D), lane, row_ok);
+  float Di;
+  {
+    Slice<D> y;
+    y.load(gr.out + row_offset(b, i0, T, C, h, D), lane, row_ok);
+    float p = 0.f;
+#pragma unroll
+    for (int k = 0; k < G::NC; ++k) p += dot4(dy.c[k], y.c[k]);
+    Di = group_sum<G::L>(p);
+  }
+  float st[kStats] = {0.f, 1.f, 0.f, 0.f};
+  if (row_ok)
+    for (int k = 0; k < kStats; ++k) st[k] = gr.stats[(static_cast<size_t>(bh) * T + i0) * kStats + k];
+  const attn::Row<float> row = attn::row_from_stats(s, i, st);
+  const int n_keys = min(T, q0 + kRowsPerBlock);
+
+  float S = Di;
+  if (s.sharpened()) {  // S_i = Σ_j a_ij h_ij needs a pass of its own
+    float sum = 0.f;
+    for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
+      __syncthreads();
+      load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
+      load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
+      __syncthreads();
+#pragma unroll 4
+      for (int jj = 0; jj < kKeyTile; ++jj) {
+        const float qk = q.dot(ks + jj * G::D4, lane), g = dy.dot(vs + jj * G::D4, lane);
+        if (row_ok && row.sharpen && j0 + jj <= i0) {
+          const float x = logit(rc.lf, rc.bias, rc.slope, qk, i0, j0 + jj);
+          const float a = row.a(s, x), w = row.w_from_a(a);
+          sum += a * attn::grad_a(row, a, w, g, Di);
+        }
+      }
+    }
+    if (row.sharpen) S = sum;
+  }
+
+  const bool learned = s.learned_scale();
+  double sigma_dx = 0;
+  acc.zero();
+  for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
+    __syncthreads();
+    load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
+    load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
+    __syncthreads();
+#pragma unroll 4
+    for (int jj = 0; jj < kKeyTile; ++jj) {
+      const float qk = q.dot(ks + jj * G::D4, lane), g = dy.dot(vs + jj * G::D4, lane);
+      if (row_ok && j0 + jj <= i0) {
+        const float x = logit(rc.lf, rc.bias, rc.slope, qk, i0, j0 + jj);
+        const float a = row.a(s, x), w = row.w_from_a(a);
+        const float dx = attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Di), S);
+        if (learned) sigma_dx += static_cast<double>(rc.f * qk * dx);
+        acc.axpy(rc.lambda * rc.f * dx, ks + jj * G::D4, lane);
+      }
+    }
+  }
+  if (learned)
+    warp_atomic_add(gr.dhead + h, row_ok && lane == 0 ? attn::row_scale_grad(s, i) * sigma_dx : 0.0);
+  if (!row_ok) return;
+  acc.add_to(gr.dq + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
+  if (lane == 0) {
+    gr.row_ds[(static_cast<size_t>(bh) * T + i0) * 2] = Di;
+    gr.row_ds[(static_cast<size_t>(bh) * T + i0) * 2 + 1] = S;
+  }
+}
+
+// grid (key tiles, B*NH), block kKeysPerBlock*L threads: dk_j, dv_j over the
+// query rows i >= j, streamed through shared memory with their statistics.
+template <int D, Positivity PHI>
+__global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, Grads gr) {
+  using G = Geom<D>;
+  __shared__ float4 qs[kQueryTile * G::D4], dys[kQueryTile * G::D4];
+  // attn::Row has default member initialisers, which __shared__ variables
+  // may not have: raw storage.
+  __shared__ alignas(attn::Row<float>) unsigned char rows_raw[kQueryTile * sizeof(attn::Row<float>)];
+  __shared__ float lfs[kQueryTile], lambdas[kQueryTile], Dis[kQueryTile], Ss[kQueryTile];
+  attn::Row<float>* rows = reinterpret_cast<attn::Row<float>*>(rows_raw);
+
+  const AttentionSpec s = spec_with<PHI>(in.spec);
+  const int T = in.T, NH = in.NH, C = NH * D;
+  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+  const int k0 = (gridDim.x - 1 - blockIdx.x) * kKeysPerBlock;  // most query rows first
+  const int lane = threadIdx.x % G::L, j = k0 + threadIdx.x / G::L;
+  const bool key_ok = j < T;
+  const RowConsts rc0 = row_consts(s, 1, D, h, NH, in.head_scale);  // f, bias, slope (per head)
+  const float* qbase = in.q + row_offset(b, 0, T, in.qk_stride, h, D);
+  const float* dybase = gr.dout + row_offset(b, 0, T, C, h, D);
+  Slice<D> k, v, dk, dv;
+  k.load(in.k + row_offset(b, j, T, in.qk_stride, h, D), lane, key_ok);
+  v.load(in.v + row_offset(b, j, T, in.v_stride, h, D), lane, key_ok);
+  dk.zero();
+  dv.zero();
+
+  for (int q0 = k0 / kQueryTile * kQueryTile; q0 < T; q0 += kQueryTile) {
+    __syncthreads();
+    load_tile<D>(qs, qbase, in.qk_stride, q0, kQueryTile, T);
+    load_tile<D>(dys, dybase, C, q0, kQueryTile, T);
+    for (int r = threadIdx.x; r < kQueryTile; r += blockDim.x) {
+      const int i0 = q0 + r;
+      float st[kStats] = {0.f, 1.f, 0.f, 0.f};
+      float Di = 0.f, S = 0.f;
+      if (i0 < T) {
+        const size_t row = static_cast<size_t>(bh) * T + i0;
+        for (int c = 0; c < kStats; ++c) st[c] = gr.stats[row * kStats + c];
+        Di = gr.row_ds[row * 2];
+        S = gr.row_ds[row * 2 + 1];
+      }
+      const RowConsts rc = row_consts(s, i0 + 1, D, h, NH, in.head_scale);
+      rows[r] = attn::row_from_stats(s, i0 + 1, st);
+      lfs[r] = rc.lf;
+      lambdas[r] = rc.lambda;
+      Dis[r] = Di;
+      Ss[r] = S;
+    }
+    __syncthreads();
+#pragma unroll 4
+    for (int r = 0; r < kQueryTile; ++r) {
+      const int i0 = q0 + r;
+      const float qk = k.dot(qs + r * G::D4, lane), g = v.dot(dys + r * G::D4, lane);
+      if (key_ok && i0 < T && j <= i0) {
+        const attn::Row<float> row = rows[r];
+        const float x = logit(lfs[r], rc0.bias, rc0.slope, qk, i0, j);
+        const float a = row.a(s, x), w = row.w_from_a(a);
+        const float dx = attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Dis[r]), Ss[r]);
+        dv.axpy(w, dys + r * G::D4, lane);
+        dk.axpy(lambdas[r] * rc0.f * dx, qs + r * G::D4, lane);
+      }
+    }
+  }
+  if (!key_ok) return;
+  dk.add_to(gr.dk + row_offset(b, j, T, gr.dqk_stride, h, D), lane);
+  dv.add_to(gr.dv + row_offset(b, j, T, gr.dv_stride, h, D), lane);
+}
+
+// ---- cosine scores ----------------------------------------------------------------------
+// One thread per (row, q|k, head): dst (rows, 2C) = q̂, k̂ of qkv (rows, 3C),
+// with the CPU kernel's rounding (norm in double, then 1/norm in float).
+__device__ __forceinline__ float inv_head_norm(const float* x, int D) {
+  float ss = 0.f;
+  for (int d = 0; d < D; ++d) ss += x[d] * x[d];
+  return 1.f / static_cast<float>(sqrt(static_cast<double>(ss) + attn::kNormEps * attn::kNormEps));
+}
+
+__global__ void normalize_kernel(float* dst, const float* qkv, size_t rows, int C, int NH) {
+  const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= rows * 2 * NH) return;
+  const int D = C / NH, h = static_cast<int>(idx % NH), part = static_cast<int>(idx / NH % 2);
+  const size_t r = idx / (2 * NH);
+  const float* x = qkv + r * 3 * C + part * C + h * D;
+  float* o = dst + r * 2 * C + part * C + h * D;
+  const float inv = inv_head_norm(x, D);
+  for (int d = 0; d < D; ++d) o[d] = x[d] * inv;
+}
+
+// dqkv (q and k parts) += (dx̂ − (dx̂·x̂) x̂) / ‖x‖ for dhat (rows, 2C) = dL/d(x̂).
+__global__ void normalize_backward_kernel(float* dqkv, const float* dhat, const float* qkv, size_t rows, int C,
+                                          int NH) {
+  const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= rows * 2 * NH) return;
+  const int D = C / NH, h = static_cast<int>(idx % NH), part = static_cast<int>(idx / NH % 2);
+  const size_t r = idx / (2 * NH);
+  const float* x = qkv + r * 3 * C + part * C + h * D;
+  const float* g = dhat + r * 2 * C + part * C + h * D;
+  float* o = dqkv + r * 3 * C + part * C + h * D;
+  const float inv = inv_head_norm(x, D);
+  float gx = 0.f;  // dx̂·x̂
+  for (int d = 0; d < D; ++d) gx += g[d] * x[d] * inv;
+  for (int d = 0; d < D; ++d) o[d] += (g[d] - gx * x[d] * inv) * inv;
+}
+
+__global__ void add_head_scale_grad_kernel(float* dhead_scale, const double* acc, int NH) {
+  const int h = blockIdx.x * blockDim.x + threadIdx.x;
+  if (h < NH) dhead_scale[h] += static_cast<float>(acc[h]);
+}
+
+// ---- host side -----------------------------------------------------------------------------
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("attention (CUDA): ", what, " failed: ", cudaGetErrorString(e));
+}
+void check_launch(const char* kernel) { check_cuda(cudaGetLastError(), kernel); }
+
+// Stream-ordered scratch memory, freed on the same stream.
+class Scratch {
+ public:
+  Scratch(size_t bytes, cudaStream_t stream, const char* what) : stream_(stream) {
+    if (bytes > 0) check_cuda(cudaMallocAsync(&p_, bytes, stream), what);
+  }
+  ~Scratch() {
+    if (p_) cudaFreeAsync(p_, stream_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+  cudaStream_t stream_;
+};
+
+constexpr int kHeadSizes[] = {16, 32, 64, 128};
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale) {
+  GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, fn, ": B, T, C, NH must be positive, got B=", B, " T=", Tn,
+            " C=", C, " NH=", NH);
+  GPT_CHECK(C % NH == 0, fn, ": C=", C, " must be a multiple of NH=", NH);
+  const int D = C / NH;
+  bool supported = false;
+  for (int d : kHeadSizes) supported = supported || d == D;
+  GPT_CHECK(supported, fn, ": head size C/NH = ", D, " is not supported by the CUDA attention kernels; supported: 16, 32, 64, 128");
+  GPT_CHECK(static_cast<long>(B) * NH <= 65535, fn, ": B*NH = ", static_cast<long>(B) * NH,
+            " exceeds the CUDA grid limit of 65535");
+  GPT_CHECK(spec.p >= 0 && std::isfinite(spec.p), fn, ": sharpening exponent p must be >= 0, got ", spec.p);
+  GPT_CHECK(spec.normalize != Normalize::Fixed || spec.norm_const > 0, fn,
+            ": the fixed normalisation constant must be > 0, got ", spec.norm_const);
+  GPT_CHECK(!spec.learned_scale() || has_head_scale, fn, ": the ssmax scale needs the per-head scales s_h");
+  const int phi = static_cast<int>(spec.positivity), score = static_cast<int>(spec.score),
+            scale = static_cast<int>(spec.scale), norm = static_cast<int>(spec.normalize);
+  GPT_CHECK(phi >= 0 && phi < kPositivityCount && score >= 0 && score < kScoreCount && scale >= 0 &&
+                scale < kScaleCount && norm >= 0 && norm < kNormalizeCount,
+            fn, ": invalid attention stage value");
+}
+
+// Calls f(integral_constant<int, D>, integral_constant<Positivity, φ>) for the
+// run-time head size and φ: the one place the kernels are instantiated.
+template <typename F>
+void dispatch(int D, Positivity phi, F&& f) {
+  auto by_phi = [&](auto d) {
+    using P = Positivity;
+    switch (phi) {
+      case P::Exp:
+        return f(d, std::integral_constant<P, P::Exp>{});
+      case P::Softplus:
+        return f(d, std::integral_constant<P, P::Softplus>{});
+      case P::Sigmoid:
+        return f(d, std::integral_constant<P, P::Sigmoid>{});
+      case P::Relu:
+        return f(d, std::integral_constant<P, P::Relu>{});
+    }
+    fail("attention (CUDA): invalid positivity ", static_cast<int>(phi));
+  };
+  switch (D) {
+    case 16:
+      return by_phi(std::integral_constant<int, 16>{});
+    case 32:
+      return by_phi(std::integral_constant<int, 32>{});
+    case 64:
+      return by_phi(std::integral_constant<int, 64>{});
+    case 128:
+      return by_phi(std::integral_constant<int, 128>{});
+  }
+  fail("attention (CUDA): head size ", D, " is not supported; supported: 16, 32, 64, 128");
+}
+
+int tiles(int n, int tile) { return (n + tile - 1) / tile; }
+
+size_t elementwise_blocks(size_t n, int threads) { return (n + threads - 1) / threads; }
+
+// q, k for the kernels: qkv itself, or (cosine) a normalised copy of q and k
+// in norm (B,T,2C), which must then hold B*T*2C floats.
+Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                   const float* head_scale, cudaStream_t stream) {
+  Inputs in;
+  if (norm) {
+    const size_t rows = static_cast<size_t>(B) * Tn;
+    const int threads = 256;
+    normalize_kernel<<<elementwise_blocks(rows * 2 * NH, threads), threads, 0, stream>>>(norm, qkv, rows, C, NH);
+    check_launch("normalize_kernel launch");
+    in.q = norm;
+    in.k = norm + C;
+    in.qk_stride = 2 * static_cast<size_t>(C);
+  } else {
+    in.q = qkv;
+    in.k = qkv + C;
+    in.qk_stride = 3 * static_cast<size_t>(C);
+  }
+  in.v = qkv + 2 * static_cast<size_t>(C);
+  in.v_stride = 3 * static_cast<size_t>(C);
+  in.T = Tn;
+  in.NH = NH;
+  in.spec = spec;
+  in.head_scale = spec.learned_scale() ? head_scale : nullptr;
+  return in;
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
+                       const AttentionSpec& spec, const float* head_scale, double* diag, cudaStream_t stream) {
+  check_args("cuda::attention_forward", B, Tn, C, NH, spec, head_scale != nullptr);
+  GPT_CHECK(out && qkv, "cuda::attention_forward: out and qkv must be non-null");
+  GPT_CHECK(aligned16(out) && aligned16(qkv), "cuda::attention_forward: out and qkv must be 16-byte aligned");
+  const int D = C / NH;
+  const size_t rows = static_cast<size_t>(B) * Tn;
+  const bool cosine = spec.score == Score::Cosine;
+  Scratch norm(cosine ? rows * 2 * C * sizeof(float) : 0, stream, "cudaMallocAsync of the cosine q/k copy");
+  // The diagnostics recompute w from the statistics: keep them when the caller does not.
+  Scratch own_stats(diag && !stats ? static_cast<size_t>(B) * NH * Tn * kStats * sizeof(float) : 0, stream,
+                    "cudaMallocAsync of the attention statistics");
+  if (!stats) stats = own_stats.as<float>();
+  const Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head_scale, stream);
+  const dim3 grid(tiles(Tn, kRowsPerBlock), B * NH);
+  dispatch(D, spec.positivity, [&](auto d, auto phi) {
+    constexpr int kD = decltype(d)::value;
+    constexpr Positivity kPhi = decltype(phi)::value;
+    forward_kernel<kD, kPhi><<<grid, Geom<kD>::kRowThreads, 0, stream>>>(in, out, stats);
+    check_launch("forward_kernel launch");
+    if (diag) {
+      diag_kernel<kD, kPhi><<<grid, Geom<kD>::kRowThreads, 0, stream>>>(in, stats, diag);
+      check_launch("diag_kernel launch");
+    }
+  });
+}
+
+void attention_backward(float* dqkv, float* dhead_scale, const float* dout, const float* out, const float* stats,
+                        const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                        const float* head_scale, cudaStream_t stream) {
+  check_args("cuda::attention_backward", B, Tn, C, NH, spec, head_scale != nullptr);
+  GPT_CHECK(stats != nullptr, "cuda::attention_backward: the forward's stats are required");
+  GPT_CHECK(!spec.learned_scale() || dhead_scale != nullptr, "cuda::attention_backward: ssmax needs dhead_scale");
+  GPT_CHECK(dqkv && dout && out && qkv, "cuda::attention_backward: dqkv, dout, out and qkv must be non-null");
+  GPT_CHECK(aligned16(dqkv) && aligned16(dout) && aligned16(out) && aligned16(qkv),
+            "cuda::attention_backward: dqkv, dout, out and qkv must be 16-byte aligned");
+  const int D = C / NH;
+  const size_t rows = static_cast<size_t>(B) * Tn;
+  const bool cosine = spec.score == Score::Cosine, learned = spec.learned_scale();
+  Scratch norm(cosine ? rows * 2 * C * sizeof(float) : 0, stream, "cudaMallocAsync of the cosine q/k copy");
+  Scratch dhat(cosine ? rows * 2 * C * sizeof(float) : 0, stream, "cudaMallocAsync of the cosine q/k gradient");
+  Scratch row_ds(static_cast<size_t>(B) * NH * Tn * 2 * sizeof(float), stream,
+                 "cudaMallocAsync of the backward's row sums");
+  Scratch dhead(learned ? NH * sizeof(double) : 0, stream, "cudaMallocAsync of the head-scale gradient");
+  const Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head_scale, stream);
+
+  Grads gr;
+  gr.out = out;
+  gr.dout = dout;
+  gr.stats = stats;
+  if (cosine) {  // dq̂, dk̂ first; projected onto the tangent and added to dqkv at the end
+    check_cuda(cudaMemsetAsync(dhat.as<float>(), 0, rows * 2 * C * sizeof(float), stream), "cudaMemsetAsync");
+    gr.dq = dhat.as<float>();
+    gr.dk = dhat.as<float>() + C;
+    gr.dqk_stride = 2 * static_cast<size_t>(C);
+  } else {
+    gr.dq = dqkv;
+    gr.dk = dqkv + C;
+    gr.dqk_stride = 3 * static_cast<size_t>(C);
+  }
+  gr.dv = dqkv + 2 * static_cast<size_t>(C);
+  gr.dv_stride = 3 * static_cast<size_t>(C);
+  gr.row_ds = row_ds.as<float>();
+  gr.dhead = dhead.as<double>();
+  if (learned) check_cuda(cudaMemsetAsync(gr.dhead, 0, NH * sizeof(double), stream), "cudaMemsetAsync");
+
+  dispatch(D, spec.positivity, [&](auto d, auto phi) {
+    constexpr int kD = decltype(d)::value;
+    constexpr Positivity kPhi = decltype(phi)::value;
+    dq_kernel<kD, kPhi><<<dim3(tiles(Tn, kRowsPerBlock), B * NH), Geom<kD>::kRowThreads, 0, stream>>>(in, gr);
+    check_launch("dq_kernel launch");
+    dkdv_kernel<kD, kPhi><<<dim3(tiles(Tn, kKeysPerBlock), B * NH), Geom<kD>::kKeyThreads, 0, stream>>>(in, gr);
+    check_launch("dkdv_kernel launch");
+  });
+  if (cosine) {
+    const int threads = 256;
+    normalize_backward_kernel<<<elementwise_blocks(rows * 2 * NH, threads), threads, 0, stream>>>(
+        dqkv, dhat.as<float>(), qkv, rows, C, NH);
+    check_launch("normalize_backward_kernel launch");
+  }
+  if (learned) {
+    add_head_scale_grad_kernel<<<tiles(NH, 128), 128, 0, stream>>>(dhead_scale, gr.dhead, NH);
+    check_launch("add_head_scale_grad_kernel launch");
+  }
+}
+
+}  // namespace gpt::cuda

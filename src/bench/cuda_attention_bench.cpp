@@ -1,0 +1,151 @@
+// See cuda_attention_bench.h. Times are measured with CUDA events on the
+// default stream: the best of repeated calls after one warm-up call.
+#include "bench/cuda_attention_bench.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <random>
+
+#include "config/attention.h"
+#include "core/check.h"
+#include "kernels/attention_spec.h"
+
+#ifdef GPT_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/attention.h"
+#endif
+
+namespace gpt {
+
+#ifndef GPT_HAVE_CUDA
+
+void run_cuda_attention_bench(const CudaAttentionBenchOptions&, std::ostream&) {
+  fail("bench cuda-attention: this build has no CUDA (nvcc was not found when it was configured)");
+}
+
+#else
+
+namespace {
+
+void check_cuda(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) fail("bench cuda-attention: ", what, " failed: ", cudaGetErrorString(e));
+}
+
+// A device buffer of n floats, filled with uniform values in [-scale, scale].
+class DeviceFloats {
+ public:
+  DeviceFloats(size_t n, uint32_t seed, float scale) {
+    check_cuda(cudaMalloc(&p_, n * sizeof(float)), "cudaMalloc");
+    if (scale == 0.f) {
+      check_cuda(cudaMemset(p_, 0, n * sizeof(float)), "cudaMemset");
+      return;
+    }
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-scale, scale);
+    std::vector<float> h(n);
+    for (float& x : h) x = u(rng);
+    check_cuda(cudaMemcpy(p_, h.data(), n * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+  }
+  ~DeviceFloats() { cudaFree(p_); }
+  DeviceFloats(const DeviceFloats&) = delete;
+  DeviceFloats& operator=(const DeviceFloats&) = delete;
+  float* get() const { return p_; }
+
+ private:
+  float* p_ = nullptr;
+};
+
+// Best seconds of f (which enqueues work on the default stream) over
+// repetitions: one warm-up call, then at least 3 timed calls and more until
+// min_seconds have passed.
+template <class F>
+double best_gpu_seconds(F&& f, double min_seconds) {
+  cudaEvent_t start, stop;
+  check_cuda(cudaEventCreate(&start), "cudaEventCreate");
+  check_cuda(cudaEventCreate(&stop), "cudaEventCreate");
+  f();
+  check_cuda(cudaDeviceSynchronize(), "warm-up call");
+  double best = std::numeric_limits<double>::infinity(), total = 0;
+  for (int reps = 0; reps < 3 || total < min_seconds; ++reps) {
+    check_cuda(cudaEventRecord(start), "cudaEventRecord");
+    f();
+    check_cuda(cudaEventRecord(stop), "cudaEventRecord");
+    check_cuda(cudaEventSynchronize(stop), "timed call");
+    float ms = 0;
+    check_cuda(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+    best = std::min(best, ms * 1e-3);
+    total += ms * 1e-3;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
+}
+
+}  // namespace
+
+void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream& out) {
+  int devices = 0;
+  const cudaError_t e = cudaGetDeviceCount(&devices);
+  GPT_CHECK(e == cudaSuccess && devices > 0, "bench cuda-attention: no CUDA device (",
+            e == cudaSuccess ? "none visible" : cudaGetErrorString(e), ")");
+  cudaDeviceProp prop{};
+  check_cuda(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+  const int C = opt.n_embd, NH = opt.n_head;
+  std::vector<std::string> names = opt.presets;
+  if (names.empty())
+    for (const AttentionPreset& p : kAttentionPresets) names.push_back(p.name);
+  // softmax first: the other rows are relative to it.
+  std::stable_partition(names.begin(), names.end(), [](const std::string& n) { return n == "softmax"; });
+
+  out << "\nattention on " << prop.name << " (cuda kernels, float32), " << opt.tokens << " tokens per call (B = "
+      << opt.tokens << "/T), " << NH << " heads, C=" << C << ", trained context N=" << opt.trained_context
+      << "\nFLOPs: forward 2*B*C*T(T+1) (q.k and the weighted sum of v over the causal half); forward+backward "
+         "3x that. \"x softmax\": time relative to the softmax preset at the same T.\n";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-10s %6s %3s %10s %8s %12s %8s %10s\n", "preset", "T", "B", "fwd ms", "TFLOP/s",
+                "fwd+bwd ms", "TFLOP/s", "x softmax");
+  out << buf << std::string(74, '-') << "\n" << std::flush;
+
+  ModelConfig m;
+  m.context = opt.trained_context;
+  m.n_embd = C;
+  m.n_head = NH;
+  std::vector<double> softmax_fb(opt.contexts.size(), 0.0);
+  for (const std::string& name : names) {
+    AttentionConfig ac;
+    ac.preset = name;
+    const AttentionSpec spec = resolve_attention(ac, m);
+    for (size_t ci = 0; ci < opt.contexts.size(); ++ci) {
+      const int Tn = opt.contexts[ci], B = std::max(1, opt.tokens / Tn);
+      const size_t n1 = static_cast<size_t>(B) * Tn * C;
+      DeviceFloats qkv(3 * n1, 11, 1.0f), dout(n1, 12, 0.01f), y(n1, 0, 0.f), dqkv(3 * n1, 0, 0.f),
+          stats(static_cast<size_t>(B) * NH * Tn * AttentionSpec::kStatsPerRow, 0, 0.f), scale(NH, 0, 0.f),
+          dscale(NH, 0, 0.f);
+      const std::vector<float> s_h(NH, static_cast<float>(attn::ssmax_init(opt.trained_context)));
+      check_cuda(cudaMemcpy(scale.get(), s_h.data(), NH * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+      auto fwd = [&] {
+        cuda::attention_forward(y.get(), stats.get(), qkv.get(), B, Tn, C, NH, spec, scale.get(), nullptr, nullptr);
+      };
+      auto fb = [&] {
+        fwd();
+        cuda::attention_backward(dqkv.get(), dscale.get(), dout.get(), y.get(), stats.get(), qkv.get(), B, Tn, C, NH,
+                                 spec, scale.get(), nullptr);
+      };
+      const double f_sec = best_gpu_seconds(fwd, opt.min_seconds), fb_sec = best_gpu_seconds(fb, opt.min_seconds);
+      const double flops = 2.0 * B * C * static_cast<double>(Tn) * (Tn + 1);
+      if (name == "softmax") softmax_fb[ci] = fb_sec;
+      char ratio[32] = "-";
+      if (softmax_fb[ci] > 0) std::snprintf(ratio, sizeof ratio, "%.2f", fb_sec / softmax_fb[ci]);
+      std::snprintf(buf, sizeof buf, "%-10s %6d %3d %10.3f %8.2f %12.3f %8.2f %10s\n", name.c_str(), Tn, B,
+                    f_sec * 1e3, flops / f_sec / 1e12, fb_sec * 1e3, 3 * flops / fb_sec / 1e12, ratio);
+      out << buf << std::flush;
+    }
+  }
+  out << "cuDNN fused attention is not compared: not implemented (needs the cuDNN graph API).\n";
+}
+
+#endif  // GPT_HAVE_CUDA
+
+}  // namespace gpt

@@ -1,0 +1,330 @@
+// The CUDA attention kernels (kernels/cuda/attention.cu) against the CPU
+// kernel on the same random inputs: every preset of kernels/attention_spec.h
+// and the stage combinations that exercise the kernel's separate paths
+// (online maximum, bounded φ without a maximum, the two-pass re-weighting,
+// cosine normalisation, ALiBi, all-zero relu rows, uniform rows under
+// re-weighting), at head sizes 16, 32, 64, 128 and T not a multiple of the
+// tiles, up to T = 2048. Compared: out, the four statistics per row, the
+// diagnostics, dqkv (accumulated onto non-zero values) and dhead_scale.
+//
+// Without a CUDA device (this build machine, CI) the parity tests skip; the
+// argument checks run everywhere, since they fail before any CUDA call.
+// Without GPT_HAVE_CUDA (nvcc not found) the file compiles to nothing.
+#ifdef GPT_HAVE_CUDA
+
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "config/attention.h"
+#include "core/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cuda/attention.h"
+#include "util/gradcheck.h"
+
+namespace gpt::cuda {
+namespace {
+
+constexpr int kStats = AttentionSpec::kStatsPerRow;
+
+bool have_device() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+void cuda_ok(cudaError_t e, const char* what) { ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e); }
+
+// A device copy of a host vector, freed on scope exit.
+template <typename T>
+class DeviceVec {
+ public:
+  explicit DeviceVec(const std::vector<T>& h) : n_(h.size()) {
+    cuda_ok(cudaMalloc(&p_, std::max<size_t>(n_, 1) * sizeof(T)), "cudaMalloc");
+    if (n_) cuda_ok(cudaMemcpy(p_, h.data(), n_ * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  }
+  ~DeviceVec() { cudaFree(p_); }
+  DeviceVec(const DeviceVec&) = delete;
+  DeviceVec& operator=(const DeviceVec&) = delete;
+  T* get() const { return p_; }
+  std::vector<T> host() const {
+    std::vector<T> h(n_);
+    if (n_) cuda_ok(cudaMemcpy(h.data(), p_, n_ * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+    return h;
+  }
+
+ private:
+  T* p_ = nullptr;
+  size_t n_;
+};
+
+struct Case {
+  std::string name;
+  AttentionSpec spec;
+  int B, T, C, NH;
+  // Largest |GPU − CPU| allowed, relative to the largest magnitude of the
+  // compared quantity (per statistic column for the stats).
+  double tol = 1e-4;
+  // Inputs: q rows drawn from [-1,1]·q_scale; "negative" makes every other
+  // query row's scores all negative (q < 0, k > 0: relu rows of zeros);
+  // "zero_q" sets every third query row to 0 (uniform rows).
+  double q_scale = 1.0;
+  bool negative = false;
+  bool zero_q = false;
+};
+
+AttentionSpec preset_spec(const std::string& name, int N, void (*edit)(AttentionConfig&) = nullptr) {
+  AttentionConfig a;
+  a.preset = name;
+  if (edit) edit(a);
+  ModelConfig m;
+  m.context = N;
+  return resolve_attention(a, m);
+}
+
+std::vector<float> uniform(size_t n, uint64_t seed, double lo, double hi) {
+  const std::vector<double> d = gpt::test::random_vector(n, seed, lo, hi);
+  return std::vector<float>(d.begin(), d.end());
+}
+
+std::vector<float> make_qkv(const Case& c, uint64_t seed) {
+  const size_t rows = static_cast<size_t>(c.B) * c.T;
+  std::vector<float> qkv = uniform(rows * 3 * c.C, seed, -1, 1);
+  for (size_t r = 0; r < rows; ++r) {
+    float* q = &qkv[r * 3 * c.C];
+    const int t = static_cast<int>(r % c.T);
+    for (int x = 0; x < c.C; ++x) {
+      q[x] *= static_cast<float>(c.q_scale);
+      if (c.negative) {
+        q[c.C + x] = std::fabs(q[c.C + x]) + 0.05f;                   // k > 0
+        if (t % 2 == 0) q[x] = -std::fabs(q[x]) - 0.05f;             // q < 0: every score < 0
+      }
+      if (c.zero_q && t % 3 == 1) q[x] = 0.f;
+    }
+  }
+  return qkv;
+}
+
+double max_abs(const std::vector<float>& v, size_t start = 0, size_t step = 1) {
+  double m = 0;
+  for (size_t i = start; i < v.size(); i += step) m = std::max(m, std::fabs(static_cast<double>(v[i])));
+  return m;
+}
+
+// max |a − b| / max(max |b|, floor) over elements start, start+step, …
+double rel_diff(const std::vector<float>& a, const std::vector<float>& b, size_t start = 0, size_t step = 1,
+                double floor = 1e-6) {
+  double worst = 0;
+  for (size_t i = start; i < a.size(); i += step)
+    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - static_cast<double>(b[i])));
+  return worst / std::max(max_abs(b, start, step), floor);
+}
+
+void run_case(const Case& c) {
+  SCOPED_TRACE(c.name + " B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " C=" + std::to_string(c.C) +
+               " NH=" + std::to_string(c.NH));
+  const size_t n3 = static_cast<size_t>(c.B) * c.T * 3 * c.C, n1 = static_cast<size_t>(c.B) * c.T * c.C;
+  const size_t ns = static_cast<size_t>(c.B) * c.NH * c.T * kStats, nd = static_cast<size_t>(c.NH) * kAttentionDiagStats;
+  const std::vector<float> qkv = make_qkv(c, 1), dout = uniform(n1, 2, -1, 1);
+  // Start values of the accumulated outputs: the kernels must add to them.
+  const std::vector<float> dqkv0 = uniform(n3, 3, -1e-3, 1e-3);
+  std::vector<float> head_scale(c.NH), dhead0(c.NH, 0.25f);
+  for (int h = 0; h < c.NH; ++h)
+    head_scale[h] = static_cast<float>(attn::ssmax_init(c.spec.trained_context) * (1.0 + 0.2 * h));
+  const std::vector<double> diag0(nd, 0.5);
+
+  // CPU
+  std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0;
+  std::vector<double> diag_c = diag0;
+  cpu::attention_forward(out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec, head_scale.data(),
+                         diag_c.data());
+  cpu::attention_backward(dqkv_c.data(), dhead_c.data(), dout.data(), out_c.data(), stats_c.data(), qkv.data(), c.B,
+                          c.T, c.C, c.NH, c.spec, head_scale.data());
+
+  // GPU
+  DeviceVec<float> d_qkv(qkv), d_dout(dout), d_out(std::vector<float>(n1, 0.f)), d_stats(std::vector<float>(ns, 0.f)),
+      d_dqkv(dqkv0), d_hs(head_scale), d_dhead(dhead0);
+  DeviceVec<double> d_diag(diag0);
+  attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, d_hs.get(), d_diag.get(),
+                    nullptr);
+  attention_backward(d_dqkv.get(), d_dhead.get(), d_dout.get(), d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T,
+                     c.C, c.NH, c.spec, d_hs.get(), nullptr);
+  cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  const std::vector<float> out_g = d_out.host(), stats_g = d_stats.host(), dqkv_g = d_dqkv.host(),
+                           dhead_g = d_dhead.host();
+  const std::vector<double> diag_g = d_diag.host();
+
+  EXPECT_LE(rel_diff(out_g, out_c), c.tol) << "out";
+  const char* stat_names[kStats] = {"shift", "Z", "a_max", "R"};
+  for (int k = 0; k < kStats; ++k) EXPECT_LE(rel_diff(stats_g, stats_c, k, kStats), c.tol) << "stats " << stat_names[k];
+  // Diagnostics: sums over rows of quantities of size ~1 (entropy ~ln T):
+  // each relative to its own magnitude.
+  for (size_t k = 0; k < nd; ++k)
+    EXPECT_LE(std::fabs(diag_g[k] - diag_c[k]), c.tol * std::max(1.0, std::fabs(diag_c[k])))
+        << "diag head " << k / kAttentionDiagStats << " stat " << k % kAttentionDiagStats;
+  EXPECT_LE(rel_diff(dqkv_g, dqkv_c), c.tol) << "dqkv";
+  if (c.spec.learned_scale()) EXPECT_LE(rel_diff(dhead_g, dhead_c), c.tol) << "dhead_scale";
+  EXPECT_GT(max_abs(out_c), 0.0) << "the case should produce some output";
+}
+
+// Trained context 32: every case runs past N, where the i-dependent scales
+// keep changing.
+constexpr int kN = 32;
+
+// float32, ~1e-4 of the largest magnitude: rounding differs between the two
+// kernels only in the order of sums (dot products of D terms, row sums of up
+// to T terms, the online maximum's rescaling).
+constexpr double kTol = 1e-4;
+// Re-weighting with p: the weights are (t/t_max)^p, so a relative rounding
+// difference ε in a (and t = i·a − 1, which cancels when i·a ~ 1) becomes
+// ~p·ε·i·a/t in w: p = 15 needs a looser bound.
+constexpr double kTolSharp = 2e-3;
+
+class CudaAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(CudaAttention, EveryPresetHeadSize32) {
+  for (const AttentionPreset& p : kAttentionPresets) {
+    const AttentionSpec s = preset_spec(p.name, kN);
+    run_case({p.name, s, 2, 77, 64, 2, s.sharpened() ? kTolSharp : kTol});
+  }
+}
+
+TEST_F(CudaAttention, EveryPresetHeadSize64) {
+  for (const AttentionPreset& p : kAttentionPresets) {
+    const AttentionSpec s = preset_spec(p.name, kN);
+    run_case({p.name, s, 1, 130, 128, 2, s.sharpened() ? kTolSharp : kTol});
+  }
+}
+
+TEST_F(CudaAttention, HeadSizes16And128) {
+  run_case({"softmax D=16", preset_spec("softmax", kN), 2, 45, 64, 4, kTol});
+  run_case({"lssar D=16", preset_spec("lssar", kN), 1, 45, 32, 2, kTolSharp});
+  run_case({"ssmax D=128", preset_spec("ssmax", kN), 1, 100, 256, 2, kTol});
+  run_case({"lssar D=128", preset_spec("lssar", kN), 1, 100, 256, 2, kTolSharp});
+}
+
+TEST_F(CudaAttention, StageCombinations) {
+  run_case({"cosine+infoscale", preset_spec("cosine", kN, [](AttentionConfig& a) { a.scale = "infoscale"; }), 2, 70,
+            64, 2, kTol});
+  run_case({"lssa p=15 offset_rows=5",
+            preset_spec("lssa", kN, [](AttentionConfig& a) { a.p = 15, a.offset_rows = 5; }), 2, 70, 64, 2,
+            kTolSharp});
+  run_case({"softmax+reweight15", preset_spec("softmax", kN, [](AttentionConfig& a) { a.p = 15; }), 1, 90, 64, 2,
+            kTolSharp});
+  run_case({"sigmoid+l1+reweight",
+            preset_spec("sigmoid", kN, [](AttentionConfig& a) { a.normalize = "l1", a.p = 15; }), 1, 90, 64, 2,
+            kTolSharp});
+  run_case({"ssmax+softplus+reweight4",
+            preset_spec("ssmax", kN, [](AttentionConfig& a) { a.positivity = "softplus", a.p = 4; }), 1, 90, 64, 2,
+            kTolSharp});
+  run_case({"lssa-no-l1", preset_spec("lssa", kN, [](AttentionConfig& a) { a.normalize = "none"; }), 1, 90, 64, 2,
+            kTol});
+  run_case({"fixed scale", preset_spec("softmax", kN, [](AttentionConfig& a) { a.scale = "fixed", a.scale_value = 0.7; }),
+            1, 90, 64, 2, kTol});
+  run_case({"lssa+exp", preset_spec("lssa", kN, [](AttentionConfig& a) { a.positivity = "exp"; }), 1, 90, 64, 2,
+            kTol});
+  run_case({"logn sharp scores", preset_spec("logn", kN), 1, 90, 64, 2, kTol, 4.0});
+}
+
+TEST_F(CudaAttention, Alibi) {
+  for (const char* name : {"softmax", "lssar", "sigmoid"}) {
+    AttentionSpec s = preset_spec(name, kN);
+    s.alibi = true;
+    // NH = 3 (not a power of two) exercises the interleaved slopes.
+    run_case({std::string(name) + "+alibi", s, 2, 66, 96, 3, s.sharpened() ? kTolSharp : kTol});
+  }
+}
+
+TEST_F(CudaAttention, ReluAllNegativeRows) {
+  Case c{"relu all-negative rows", preset_spec("relu", kN), 2, 75, 64, 2, kTol};
+  c.negative = true;
+  run_case(c);
+  c.name = "relu+l1 all-negative rows";
+  c.spec = preset_spec("relu", kN, [](AttentionConfig& a) { a.normalize = "l1"; });
+  run_case(c);
+}
+
+TEST_F(CudaAttention, UniformRowsUnderReweighting) {
+  Case c{"lssar uniform rows", preset_spec("lssar", kN), 1, 80, 64, 2, kTolSharp};
+  c.zero_q = true;
+  run_case(c);
+  c.name = "softmax+reweight uniform rows";
+  c.spec = preset_spec("softmax", kN, [](AttentionConfig& a) { a.p = 15; });
+  run_case(c);
+}
+
+TEST_F(CudaAttention, LongContext) {
+  // T = 2048: many key tiles, the online maximum moving across them, and
+  // re-weighting rows of up to 2048 keys (t reaches ~2047).
+  run_case({"lssar T=2048", preset_spec("lssar", 1024), 1, 2048, 64, 1, kTolSharp});
+  run_case({"softmax T=1500", preset_spec("softmax", 1024), 1, 1500, 64, 1, kTol});
+}
+
+TEST_F(CudaAttention, InferenceWithoutStatsStillGivesDiagnostics) {
+  // stats == nullptr: the diagnostics use scratch statistics of their own.
+  const AttentionSpec s = preset_spec("lssar", kN);
+  const int B = 1, T = 50, C = 64, NH = 2;
+  const std::vector<float> qkv = uniform(static_cast<size_t>(B) * T * 3 * C, 5, -1, 1);
+  std::vector<float> out_c(static_cast<size_t>(B) * T * C);
+  std::vector<double> diag_c(NH * kAttentionDiagStats, 0.0);
+  cpu::attention_forward(out_c.data(), static_cast<float*>(nullptr), qkv.data(), B, T, C, NH, s,
+                         static_cast<const float*>(nullptr), diag_c.data());
+  DeviceVec<float> d_qkv(qkv), d_out(std::vector<float>(out_c.size(), 0.f));
+  DeviceVec<double> d_diag(std::vector<double>(diag_c.size(), 0.0));
+  attention_forward(d_out.get(), nullptr, d_qkv.get(), B, T, C, NH, s, nullptr, d_diag.get(), nullptr);
+  cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  EXPECT_LE(rel_diff(d_out.host(), out_c), kTolSharp);
+  const std::vector<double> diag_g = d_diag.host();
+  for (size_t k = 0; k < diag_c.size(); ++k) EXPECT_NEAR(diag_g[k], diag_c[k], kTolSharp * std::max(1.0, diag_c[k]));
+  EXPECT_EQ(diag_g[4], T);  // rows counted
+}
+
+// ---- argument checks: these fail before any CUDA call, so they run without a GPU ----
+TEST(CudaAttentionArgs, UnsupportedHeadSizeNamesTheSupportedOnes) {
+  const AttentionSpec s = preset_spec("softmax", kN);
+  try {
+    attention_forward(nullptr, nullptr, nullptr, 1, 8, 48, 2, s, nullptr, nullptr, nullptr);  // D = 24
+    FAIL() << "expected gpt::Error";
+  } catch (const gpt::Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("head size"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("16, 32, 64, 128"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 48, 2, s, nullptr,
+                                  nullptr),
+               gpt::Error);
+}
+
+TEST(CudaAttentionArgs, BadShapesAndSpecs) {
+  const AttentionSpec softmax = preset_spec("softmax", kN);
+  EXPECT_THROW(attention_forward(nullptr, nullptr, nullptr, 0, 8, 64, 2, softmax, nullptr, nullptr, nullptr),
+               gpt::Error);
+  EXPECT_THROW(attention_forward(nullptr, nullptr, nullptr, 1, 8, 64, 3, softmax, nullptr, nullptr, nullptr),
+               gpt::Error);  // C % NH != 0
+  EXPECT_THROW(attention_forward(nullptr, nullptr, nullptr, 1, 8, 64, 2, preset_spec("ssmax", kN), nullptr, nullptr,
+                                 nullptr),
+               gpt::Error);  // ssmax without s_h
+  AttentionSpec neg_p = softmax;
+  neg_p.p = -1;
+  EXPECT_THROW(attention_forward(nullptr, nullptr, nullptr, 1, 8, 64, 2, neg_p, nullptr, nullptr, nullptr), gpt::Error);
+  AttentionSpec zero_c = preset_spec("relu", kN);
+  zero_c.norm_const = 0;
+  EXPECT_THROW(attention_forward(nullptr, nullptr, nullptr, 1, 8, 64, 2, zero_c, nullptr, nullptr, nullptr), gpt::Error);
+  // The backward needs the forward's statistics.
+  EXPECT_THROW(attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 64, 2, softmax, nullptr,
+                                  nullptr),
+               gpt::Error);
+}
+
+}  // namespace
+}  // namespace gpt::cuda
+
+#endif  // GPT_HAVE_CUDA
