@@ -472,8 +472,9 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
   using G = Geom<D>;
   __shared__ float4 qs[kQueryTile * G::D4], dys[kQueryTile * G::D4];
   // attn::Row has default member initialisers, which __shared__ variables
-  // may not have: raw storage.
-  __shared__ alignas(attn::Row<float>) unsigned char rows_raw[kQueryTile * sizeof(attn::Row<float>)];
+  // may not have: raw storage (float4: 16-byte aligned).
+  static_assert(alignof(attn::Row<float>) <= alignof(float4), "Row storage alignment");
+  __shared__ float4 rows_raw[(kQueryTile * sizeof(attn::Row<float>) + sizeof(float4) - 1) / sizeof(float4)];
   __shared__ float lfs[kQueryTile], lambdas[kQueryTile], Dis[kQueryTile], Ss[kQueryTile];
   attn::Row<float>* rows = reinterpret_cast<attn::Row<float>*>(rows_raw);
 

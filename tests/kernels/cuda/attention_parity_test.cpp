@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -157,6 +158,14 @@ void run_case(const Case& c) {
                            dhead_g = d_dhead.host();
   const std::vector<double> diag_g = d_diag.host();
 
+  // The measured errors, for the record (as the gradient checks print theirs).
+  double stats_err = 0, diag_err = 0;
+  for (int k = 0; k < kStats; ++k) stats_err = std::max(stats_err, rel_diff(stats_g, stats_c, k, kStats));
+  for (size_t k = 0; k < nd; ++k)
+    diag_err = std::max(diag_err, std::fabs(diag_g[k] - diag_c[k]) / std::max(1.0, std::fabs(diag_c[k])));
+  std::cout << "[parity] " << c.name << " T=" << c.T << " D=" << c.C / c.NH << " out=" << rel_diff(out_g, out_c)
+            << " stats=" << stats_err << " diag=" << diag_err << " dqkv=" << rel_diff(dqkv_g, dqkv_c)
+            << " dhead=" << (c.spec.learned_scale() ? rel_diff(dhead_g, dhead_c) : 0.0) << " (tol " << c.tol << ")\n";
   EXPECT_LE(rel_diff(out_g, out_c), c.tol) << "out";
   const char* stat_names[kStats] = {"shift", "Z", "a_max", "R"};
   for (int k = 0; k < kStats; ++k) EXPECT_LE(rel_diff(stats_g, stats_c, k, kStats), c.tol) << "stats " << stat_names[k];
@@ -166,7 +175,9 @@ void run_case(const Case& c) {
     EXPECT_LE(std::fabs(diag_g[k] - diag_c[k]), c.tol * std::max(1.0, std::fabs(diag_c[k])))
         << "diag head " << k / kAttentionDiagStats << " stat " << k % kAttentionDiagStats;
   EXPECT_LE(rel_diff(dqkv_g, dqkv_c), c.tol) << "dqkv";
-  if (c.spec.learned_scale()) EXPECT_LE(rel_diff(dhead_g, dhead_c), c.tol) << "dhead_scale";
+  if (c.spec.learned_scale()) {
+    EXPECT_LE(rel_diff(dhead_g, dhead_c), c.tol) << "dhead_scale";
+  }
   EXPECT_GT(max_abs(out_c), 0.0) << "the case should produce some output";
 }
 
