@@ -245,6 +245,16 @@ TEST_F(CudaAttention, StageCombinations) {
   run_case({"logn sharp scores", preset_spec("logn", kN), 1, 90, 64, 2, kTol, 4.0});
 }
 
+TEST_F(CudaAttention, ShortSequences) {
+  // T = 1 (one key per row, a single partial tile) and T = 3 (every row
+  // within offset_rows of the re-weighting).
+  for (int T : {1, 3}) {
+    run_case({"softmax", preset_spec("softmax", kN), 2, T, 64, 2, kTol});
+    run_case({"lssar", preset_spec("lssar", kN), 2, T, 64, 2, kTolSharp});
+    run_case({"ssmax", preset_spec("ssmax", kN), 2, T, 64, 2, kTol});
+  }
+}
+
 TEST_F(CudaAttention, Alibi) {
   for (const char* name : {"softmax", "lssar", "sigmoid"}) {
     AttentionSpec s = preset_spec(name, kN);
