@@ -13,7 +13,9 @@
 #include "core/metrics.h"
 #include "data/shard.h"
 #include "eval/extrapolation.h"
+#include "eval/passkey.h"
 #include "eval/shard_loss.h"
+#include "tokenizer/tokenizer.h"
 #include "train/model_io.h"
 
 namespace fs = std::filesystem;
@@ -29,6 +31,12 @@ struct EvalArgs {
   std::string out;
   int threads = 0;
   AttentionOverride attention;
+  std::string task = "loss";
+  // --task passkey
+  std::vector<double> depths;
+  int samples = 0;
+  int digits = 0;
+  std::string tokenizer;
   // Mean loss on shards, batched as llm.c does (any of the three selects it).
   int context = 0;
   int batch = 0;
@@ -77,9 +85,55 @@ void run_shard_loss(const EvalArgs& a, LoadedModel& lm) {
   }
 }
 
+// `gpt eval CKPT --task passkey`: exact-match retrieval per multiple and depth.
+void run_passkey(const EvalArgs& a, LoadedModel& lm) {
+  GPT_CHECK(!a.shard_loss_mode(), "eval: --task passkey does not take --context, --batch or --batches");
+  const Config& rc = lm.config;
+  PasskeyEvalConfig pc;
+  pc.multiples = a.multiples.empty() ? rc.eval.multiples : a.multiples;
+  for (int m : pc.multiples) GPT_CHECK(m >= 1, "eval: --multiples must be >= 1, got ", m);
+  if (!a.depths.empty()) pc.depths = a.depths;
+  for (double d : pc.depths) GPT_CHECK(d >= 0 && d <= 1, "eval: --passkey-depths must lie in [0, 1], got ", d);
+  if (a.samples > 0) pc.samples = a.samples;
+  pc.digits = a.digits > 0 ? a.digits : rc.data.passkey_digits;
+  Config check = rc;
+  check.eval.multiples = pc.multiples;
+  check_eval_contexts(check.model, check.eval, rc.model.context);
+  const std::string tok_spec = a.tokenizer.empty() ? rc.data.tokenizer : a.tokenizer;
+  const auto tok = make_tokenizer(tok_spec);
+  const std::string pattern = a.data.empty() ? rc.data.val : a.data;
+  const TokenStream val(pattern, rc.model.vocab_size);
+  spdlog::info("passkey retrieval of {} (step {}) on {}: {} digits, {} prompts per cell, tokenizer {}", lm.path,
+               lm.progress.step, pattern, pc.digits, pc.samples, tok_spec);
+  spdlog::info("attention: {}{}", attention_summary(rc.attention, lm.model->attention()),
+               a.attention.empty() ? "" : " (override at evaluation)");
+  const PasskeyResult r = evaluate_passkey(*lm.model, val, *tok, pc, rc.model.context,
+                                           static_cast<int64_t>(rc.train.batch_size) * rc.model.context);
+  nlohmann::json j = r.to_json();
+  j["checkpoint"] = lm.path;
+  j["step"] = lm.progress.step;
+  j["data"] = pattern;
+  j["tokenizer"] = tok_spec;
+  j["attention"] = attention_to_json(rc.attention, lm.model->attention());
+  j["attention"]["override"] = !a.attention.empty();
+  std::string out = a.out;
+  if (out.empty()) {
+    const fs::path run = run_dir_of(lm.path);
+    const std::string name = "passkey_" + fs::path(lm.path).stem().string() + ".json";
+    out = (run.empty() ? fs::path(lm.path).parent_path() / name : run / "eval" / name).string();
+  }
+  if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
+  write_json_file(out, j);
+  std::cout << r.table();
+  spdlog::info("results written to {}", out);
+}
+
 void run_eval(const EvalArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   LoadedModel lm = load_model(a.checkpoint, a.attention);
+  if (a.task == "passkey") return run_passkey(a, lm);
+  GPT_CHECK(a.depths.empty() && a.samples == 0 && a.digits == 0 && a.tokenizer.empty(),
+            "eval: --passkey-depths, --passkey-samples, --passkey-digits and --tokenizer belong to --task passkey");
   if (a.shard_loss_mode()) return run_shard_loss(a, lm);
   // --multiples and --tokens are checked by the config schema's own rules.
   Config cfg = lm.config;
@@ -148,6 +202,21 @@ void add_eval(CLI::App& app) {
                   "Mean-loss mode: batches K (default: every full batch of the shards; more wraps around as in llm.c)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--task", args->task,
+                  "loss: validation loss at each multiple (default); passkey: exact-match retrieval of a hidden "
+                  "key per multiple and depth (docs/results.md)")
+      ->check(CLI::IsMember({"loss", "passkey"}));
+  cmd->add_option("--passkey-depths", args->depths,
+                  "Passkey: depths of the key in the prompt, 0 = start, 1 = just before the question "
+                  "(default 0,0.25,0.5,0.75,1)")
+      ->delimiter(',');
+  cmd->add_option("--passkey-samples", args->samples, "Passkey: prompts per (multiple, depth) cell (default 20)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--passkey-digits", args->digits, "Passkey: digits of the key (default: the run's data.passkey_digits)")
+      ->check(CLI::Range(1, 32));
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  std::string("Passkey: tokenizer of the model (default: the run's data.tokenizer): ") +
+                      kTokenizerSpecHelp);
   cmd->callback([args] { run_eval(*args); });
 }
 

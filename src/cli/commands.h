@@ -14,5 +14,6 @@ void add_data(CLI::App& app);
 void add_info(CLI::App& app);
 void add_convert(CLI::App& app);
 void add_bench(CLI::App& app);
+void add_sweep(CLI::App& app);
 
 }  // namespace gpt::cli

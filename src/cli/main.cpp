@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   gpt::cli::add_info(app);
   gpt::cli::add_convert(app);
   gpt::cli::add_bench(app);
+  gpt::cli::add_sweep(app);
   // MPI lives from here to the return (mpirun -np N gpt train ...).
   std::unique_ptr<gpt::dist::Session> mpi;
   try {

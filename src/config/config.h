@@ -35,6 +35,9 @@ struct DataConfig {
   std::string train = "data/kjv/kjv_train_*.bin";  // glob pattern of training shards
   std::string val = "data/kjv/kjv_val_*.bin";      // glob pattern of validation shards
   std::string order = "shuffle";                   // "sequential" | "shuffle"
+  std::string tokenizer = "byte";                  // tokenizer of the shards (passkey text, sampling)
+  double passkey_fraction = 0.0;                   // share of training sequences made passkey examples
+  int passkey_digits = 5;                          // digits of the passkey (training and eval --task passkey)
 };
 
 struct TrainConfig {

@@ -83,6 +83,11 @@ std::vector<Key> make_keys() {
       {GPT_KEY(data, train), non_empty(), "glob pattern of the training shards"},
       {GPT_KEY(data, val), non_empty(), "glob pattern of the validation shards"},
       {GPT_KEY(data, order), one_of({"sequential", "shuffle"}), "order of training sequences"},
+      {GPT_KEY(data, tokenizer), non_empty(),
+       "tokenizer of the shards: byte, gpt2:DIR or a vocabulary file (passkey text, gpt sample)"},
+      {GPT_KEY(data, passkey_fraction), between(0, 1),
+       "share of training sequences replaced by passkey-retrieval examples built from their own text"},
+      {GPT_KEY(data, passkey_digits), between(1, 32), "digits of the passkey (training examples and eval)"},
 
       {GPT_KEY(train, batch_size), at_least(1), "sequences B per micro-batch"},
       {GPT_KEY(train, grad_accum), at_least(1), "micro-batches per optimizer step"},

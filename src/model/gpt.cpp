@@ -1,5 +1,6 @@
 #include "model/gpt.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/check.h"
@@ -247,6 +248,28 @@ void GPT<T>::backward(double loss_scale) {
 template <typename T>
 void GPT<T>::forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<T>& losses) {
   losses_pass(tokens, targets, B, Tn, false, losses);
+}
+
+template <typename T>
+void GPT<T>::forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax) {
+  const size_t N = static_cast<size_t>(B) * Tn;
+  check_tokens(tokens, N, "input token");
+  Activations<T>& a = activations(B, Tn, false);
+  be_.upload_tokens(a.tokens.get(), tokens, N);
+  forward_trunk(a);
+  const size_t Vp = cfg_.padded_vocab();
+  // Rows come down in chunks so host memory stays small at large vocabularies.
+  constexpr size_t kChunk = 256;
+  std::vector<T> logits(std::min(N, kChunk) * Vp);
+  argmax.resize(N);
+  for (size_t n0 = 0; n0 < N; n0 += kChunk) {
+    const size_t rows = std::min(kChunk, N - n0);
+    be_.download(logits.data(), a.logits.get() + n0 * Vp, rows * Vp);
+    for (size_t n = 0; n < rows; ++n) {
+      const T* row = logits.data() + n * Vp;
+      argmax[n0 + n] = static_cast<int32_t>(std::max_element(row, row + cfg_.vocab_size) - row);
+    }
+  }
 }
 
 template <typename T>

@@ -52,6 +52,9 @@ class GPT {
   // Inference: per-position losses (host, B*Tn) without keeping per-layer
   // activations. Used by evaluation at long contexts.
   void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<T>& losses);
+  // Inference: the most likely next token at every position (B*Tn ids; ties
+  // go to the lower id), over the real vocabulary.
+  void forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax);
   // Inference: logits (first V entries) of the last position of one sequence.
   std::vector<T> next_token_logits(const int32_t* tokens, int Tn);
 

@@ -18,6 +18,8 @@
 #include "core/files.h"
 #include "core/metrics.h"
 #include "data/loader.h"
+#include "eval/passkey.h"
+#include "tokenizer/tokenizer.h"
 #include "dist/communicator.h"
 #include "eval/extrapolation.h"
 #include "model/gpt.h"
@@ -119,6 +121,18 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   DataLoader loader(cfg.data.train, mc.vocab_size, B, T, cfg.data.order == "shuffle", tc.seed);
   TokenStream val(cfg.data.val, mc.vocab_size);
   check_eval_feasible(val.size(), cfg.eval, T);
+  // Passkey examples mixed into training (data.passkey_fraction).
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<PasskeyMixer> passkey;
+  if (cfg.data.passkey_fraction > 0) {
+    tokenizer = make_tokenizer(cfg.data.tokenizer);
+    GPT_CHECK(static_cast<int64_t>(tokenizer->vocab_size()) <= mc.vocab_size, "data.tokenizer ", cfg.data.tokenizer,
+              " has ", tokenizer->vocab_size(), " ids, more than model.vocab_size ", mc.vocab_size);
+    passkey = std::make_unique<PasskeyMixer>(*tokenizer, cfg.data.passkey_digits, cfg.data.passkey_fraction, tc.seed);
+    PasskeyBuilder probe(*tokenizer, cfg.data.passkey_digits);
+    GPT_CHECK(T + 1 > probe.overhead(), "data.passkey_fraction > 0 needs model.context > ", probe.overhead() - 1,
+              " to hold a ", cfg.data.passkey_digits, "-digit passkey example; got ", T);
+  }
 
   // A fresh run starts a fresh log (a crashed attempt may have left one behind);
   // a resumed run appends. After a resume from an older checkpoint the steps
@@ -157,6 +171,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   spdlog::info("attention: {}", attention_summary(cfg.attention, attn));
   spdlog::info("data: {} training tokens ({} sequences per epoch), {} validation tokens; {} threads",
                loader.stream().size(), loader.sequences_per_epoch(), val.size(), omp_get_max_threads());
+  if (passkey)
+    spdlog::info("data: {:.0f}% of training sequences become {}-digit passkey examples ({} tokenizer)",
+                 100 * cfg.data.passkey_fraction, cfg.data.passkey_digits, cfg.data.tokenizer);
   if (nranks > 1) {
     // Every rank initialised or loaded the same parameters; rank 0's copy is
     // made everyone's so that nothing can start them apart.
@@ -208,6 +225,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     double loss = 0;
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
       loader.next_rows(inputs.data(), targets.data(), rank * Bl, (rank + 1) * Bl);
+      if (passkey)
+        passkey->apply(inputs.data(), targets.data(), Bl, T, rank * Bl,
+                       static_cast<uint64_t>(progress.step) * tc.grad_accum + micro);
       loss += model.forward(inputs.data(), targets.data(), Bl, T) / tc.grad_accum;
       // Scaled by 1/ranks so that the sum across ranks is the gradient of the
       // global mean loss (each rank's mean is over the same number of tokens).

@@ -79,5 +79,28 @@ std::vector<std::string> preset_names() {
 INSTANTIATE_TEST_SUITE_P(Presets, PresetConfig, ::testing::ValuesIn(preset_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
+// The GPU-scale configs (configs/gpt2_fineweb/): valid, GPT-2 small at
+// T = 1024, and identical but for the attention block and run directory.
+TEST(Gpt2FinewebConfigs, ValidAndDifferOnlyInAttention) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(kConfigs / "gpt2_fineweb")) files.push_back(e.path());
+  ASSERT_GE(files.size(), 5u);
+  nlohmann::json first;
+  for (const auto& f : files) {
+    const Config c = load_config(f.string());
+    EXPECT_EQ(c.model.n_layer, 12) << f;
+    EXPECT_EQ(c.model.n_embd, 768) << f;
+    EXPECT_EQ(c.model.context, 1024) << f;
+    EXPECT_EQ(c.model.position, "rope") << f;
+    EXPECT_EQ(c.run.device, "cuda") << f;
+    EXPECT_EQ(c.run.dir, "runs/gpt2_fineweb/" + f.stem().string()) << f;
+    nlohmann::json j = read_json(f);
+    j.erase("attention");
+    j["run"].erase("dir");
+    if (first.is_null()) first = j;
+    EXPECT_EQ(j, first) << f;
+  }
+}
+
 }  // namespace
 }  // namespace gpt

@@ -1,0 +1,601 @@
+#include "sweep/sweep.h"
+
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "config/config.h"
+#include "core/check.h"
+#include "core/files.h"
+
+extern char** environ;
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+using nlohmann::json;
+
+// ---- parsing ------------------------------------------------------------------
+
+void check_keys(const json& j, const std::string& where, const std::set<std::string>& allowed,
+                const std::string& file) {
+  GPT_CHECK(j.is_object(), file, ": ", where, " must be a JSON object");
+  for (const auto& [k, v] : j.items()) {
+    if (allowed.count(k)) continue;
+    std::string valid;
+    for (const auto& a : allowed) valid += (valid.empty() ? "" : ", ") + a;
+    fail(file, ": unknown key \"", where.empty() ? k : where + "." + k, "\"; valid keys: ", valid);
+  }
+}
+
+template <typename V>
+V get_as(const json& j, const std::string& key, const std::string& where, const std::string& file, V fallback) {
+  if (!j.contains(key)) return fallback;
+  try {
+    return j.at(key).get<V>();
+  } catch (const json::exception&) {
+    fail(file, ": \"", where, key, "\" has the wrong type (", j.at(key).dump(), ")");
+  }
+}
+
+void check_name(const std::string& name, const std::string& what, const std::string& file) {
+  static const std::regex plain("[A-Za-z0-9_.+-]+");
+  GPT_CHECK(std::regex_match(name, plain), file, ": ", what, " name \"", name,
+            "\" must be non-empty and use only letters, digits and _ . + -");
+}
+
+// ---- subprocesses -------------------------------------------------------------
+
+std::string quoted(const std::vector<std::string>& argv) {
+  std::string s;
+  for (const auto& a : argv) {
+    const bool plain = a.find_first_of(" \t\"'$\\*?;&|<>()") == std::string::npos && !a.empty();
+    s += (s.empty() ? "" : " ") + (plain ? a : "'" + a + "'");
+  }
+  return s;
+}
+
+// Starts argv with the parent's stdout/stderr and SIGINT at its default
+// disposition (the sweep itself ignores SIGINT while jobs run: Ctrl-C reaches
+// the whole process group, each child saves and exits 130, and the sweep
+// then stops).
+pid_t spawn_child(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t defaults;
+  sigemptyset(&defaults);
+  sigaddset(&defaults, SIGINT);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = 0;
+  const int err = posix_spawn(&pid, args[0], nullptr, &attr, args.data(), environ);
+  posix_spawnattr_destroy(&attr);
+  GPT_CHECK(err == 0, "sweep: cannot start ", args[0], ": ", std::strerror(err));
+  return pid;
+}
+
+// Waits for any child; returns its pid and exit status (128+signal if killed).
+std::pair<pid_t, int> wait_child() {
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, 0)) < 0 && errno == EINTR) {
+  }
+  GPT_CHECK(pid > 0, "sweep: waitpid failed: ", std::strerror(errno));
+  if (WIFEXITED(status)) return {pid, WEXITSTATUS(status)};
+  if (WIFSIGNALED(status)) return {pid, 128 + WTERMSIG(status)};
+  return {pid, 1};
+}
+
+// ---- reading results ----------------------------------------------------------
+
+std::optional<json> read_json_if(const fs::path& p) {
+  if (!fs::exists(p)) return std::nullopt;
+  std::ifstream in(p);
+  try {
+    return json::parse(in);
+  } catch (const json::exception& e) {
+    spdlog::warn("sweep: {} is not valid JSON ({}); treated as missing", p.string(), e.what());
+    return std::nullopt;
+  }
+}
+
+struct Stat {
+  double mean = NAN, sd = NAN, min = NAN, max = NAN;
+  int n = 0;
+};
+
+Stat stat_of(const std::vector<double>& xs) {
+  Stat s;
+  std::vector<double> v;
+  for (double x : xs)
+    if (std::isfinite(x)) v.push_back(x);
+  s.n = static_cast<int>(v.size());
+  if (v.empty()) return s;
+  double sum = 0;
+  for (double x : v) sum += x;
+  s.mean = sum / s.n;
+  s.min = *std::min_element(v.begin(), v.end());
+  s.max = *std::max_element(v.begin(), v.end());
+  if (s.n > 1) {
+    double ss = 0;
+    for (double x : v) ss += (x - s.mean) * (x - s.mean);
+    s.sd = std::sqrt(ss / (s.n - 1));
+  }
+  return s;
+}
+
+std::string fmt(double x, int prec = 4) {
+  if (!std::isfinite(x)) return "–";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.*f", prec, x);
+  return b;
+}
+
+std::string fmt_stat(const Stat& s) {
+  if (s.n == 0) return "–";
+  return s.n > 1 ? fmt(s.mean) + " ± " + fmt(s.sd, 3) : fmt(s.mean);
+}
+
+double num(const json& j) { return j.is_number() ? j.get<double>() : NAN; }
+
+// One variant of the summary: a trained run or an evaluation of one.
+struct Variant {
+  std::string name, kind, run;
+  std::vector<int> seeds;
+  std::vector<json> results;  // per finished seed
+  std::vector<int> missing;   // seeds without a result
+};
+
+double layer_mean(const json& row, const char* key) {
+  const json& layers = row.at("attention_diagnostics");
+  if (!layers.is_array() || layers.empty()) return NAN;
+  double s = 0;
+  for (const auto& l : layers) s += num(l.at(key));
+  return s / layers.size();
+}
+
+}  // namespace
+
+// ---- plan ---------------------------------------------------------------------
+
+const SweepRun& SweepPlan::run(const std::string& name) const {
+  for (const auto& r : runs)
+    if (r.name == name) return r;
+  fail("sweep: no run named \"", name, "\"");
+}
+
+std::string SweepPlan::run_dir(const std::string& run, int seed) const {
+  return (fs::path(dir) / run / ("seed" + std::to_string(seed))).string();
+}
+
+SweepPlan load_sweep(const std::string& path) {
+  std::ifstream in(path);
+  GPT_CHECK(in, "sweep: cannot open ", path);
+  json j;
+  try {
+    j = json::parse(in, nullptr, true, true);
+  } catch (const json::exception& e) {
+    fail("sweep: ", path, " is not valid JSON: ", e.what());
+  }
+  SweepPlan p;
+  p.file = path;
+  check_keys(j, "", {"dir", "base", "set", "seeds", "runs", "evals", "passkey", "plot"}, path);
+  p.dir = get_as<std::string>(j, "dir", "", path, p.dir);
+  GPT_CHECK(j.contains("base"), path, ": \"base\" (the config every run starts from) is required");
+  p.base = get_as<std::string>(j, "base", "", path, "");
+  p.set = get_as<std::vector<std::string>>(j, "set", "", path, {});
+  p.seeds = get_as<std::vector<int>>(j, "seeds", "", path, p.seeds);
+  GPT_CHECK(!p.seeds.empty(), path, ": \"seeds\" must not be empty");
+  GPT_CHECK(j.contains("runs") && j["runs"].is_array() && !j["runs"].empty(), path,
+            ": \"runs\" must be a non-empty array of {name, set, seeds, passkey}");
+  std::set<std::string> names;
+  for (const auto& r : j["runs"]) {
+    check_keys(r, "runs[]", {"name", "set", "seeds", "passkey"}, path);
+    SweepRun run;
+    run.name = get_as<std::string>(r, "name", "runs[].", path, "");
+    check_name(run.name, "run", path);
+    GPT_CHECK(names.insert(run.name).second, path, ": two runs or evals are named \"", run.name, "\"");
+    run.set = get_as<std::vector<std::string>>(r, "set", "runs[].", path, {});
+    run.seeds = get_as<std::vector<int>>(r, "seeds", "runs[].", path, p.seeds);
+    GPT_CHECK(!run.seeds.empty(), path, ": run \"", run.name, "\" has no seeds");
+    run.passkey = get_as<bool>(r, "passkey", "runs[].", path, false);
+    // The overrides must make a valid config (fails now, not an hour in).
+    std::vector<std::string> sets = p.set;
+    sets.insert(sets.end(), run.set.begin(), run.set.end());
+    try {
+      load_config(p.base, sets);
+    } catch (const Error& e) {
+      fail(path, ": run \"", run.name, "\": ", e.what());
+    }
+    p.runs.push_back(run);
+  }
+  if (j.contains("evals")) {
+    GPT_CHECK(j["evals"].is_array(), path, ": \"evals\" must be an array");
+    for (const auto& e : j["evals"]) {
+      check_keys(e, "evals[]", {"name", "run", "attention", "set"}, path);
+      SweepEval ev;
+      ev.name = get_as<std::string>(e, "name", "evals[].", path, "");
+      check_name(ev.name, "eval", path);
+      GPT_CHECK(names.insert(ev.name).second, path, ": two runs or evals are named \"", ev.name, "\"");
+      ev.run = get_as<std::string>(e, "run", "evals[].", path, "");
+      GPT_CHECK(std::any_of(p.runs.begin(), p.runs.end(), [&](const SweepRun& r) { return r.name == ev.run; }), path,
+                ": eval \"", ev.name, "\" names run \"", ev.run, "\", which the sweep does not train");
+      ev.attention = get_as<std::string>(e, "attention", "evals[].", path, "");
+      ev.set = get_as<std::vector<std::string>>(e, "set", "evals[].", path, {});
+      GPT_CHECK(!ev.attention.empty() || !ev.set.empty(), path, ": eval \"", ev.name,
+                "\" changes nothing; give \"attention\" or \"set\"");
+      p.evals.push_back(ev);
+    }
+  }
+  if (j.contains("passkey")) {
+    const json& pk = j["passkey"];
+    check_keys(pk, "passkey", {"depths", "samples"}, path);
+    p.passkey_depths = get_as<std::vector<double>>(pk, "depths", "passkey.", path, p.passkey_depths);
+    p.passkey_samples = get_as<int>(pk, "samples", "passkey.", path, p.passkey_samples);
+    GPT_CHECK(!p.passkey_depths.empty() && p.passkey_samples >= 1, path,
+              ": passkey needs at least one depth and samples >= 1");
+    for (double d : p.passkey_depths) GPT_CHECK(d >= 0 && d <= 1, path, ": passkey depths must lie in [0, 1]");
+  }
+  if (j.contains("plot")) {
+    check_keys(j["plot"], "plot", {"profile"}, path);
+    p.profile_variants = get_as<std::vector<std::string>>(j["plot"], "profile", "plot.", path, {});
+    for (const auto& v : p.profile_variants)
+      GPT_CHECK(names.count(v), path, ": plot.profile names \"", v, "\", which is no run or eval of the sweep");
+  }
+  return p;
+}
+
+// ---- running ------------------------------------------------------------------
+
+int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int parallel) {
+  GPT_CHECK(parallel >= 1, "sweep: --jobs must be >= 1, got ", parallel);
+  struct Job {
+    std::string what;
+    std::vector<std::string> argv;
+    fs::path done;
+  };
+  std::vector<Job> jobs;
+  // Evaluations use the run config's thread count (train.threads; 0 = all).
+  auto threads_of = [&](const SweepRun& r) {
+    std::vector<std::string> sets = plan.set;
+    sets.insert(sets.end(), r.set.begin(), r.set.end());
+    return std::to_string(load_config(plan.base, sets).train.threads);
+  };
+  for (const auto& r : plan.runs)
+    for (int seed : r.seeds) {
+      const std::string dir = plan.run_dir(r.name, seed);
+      Job job{"train " + r.name + " seed " + std::to_string(seed), {gpt, "train"}, fs::path(dir) / "extrapolation.json"};
+      if (fs::exists(fs::path(dir) / "checkpoints" / "latest")) {
+        job.argv.insert(job.argv.end(), {"--resume", dir});
+      } else {
+        job.argv.push_back(plan.base);
+        std::vector<std::string> sets = plan.set;
+        sets.insert(sets.end(), r.set.begin(), r.set.end());
+        sets.push_back("train.seed=" + std::to_string(seed));
+        sets.push_back("run.dir=" + dir);
+        for (const auto& s : sets) job.argv.insert(job.argv.end(), {"--set", s});
+      }
+      jobs.push_back(job);
+    }
+  for (const auto& e : plan.evals)
+    for (int seed : plan.run(e.run).seeds) {
+      const std::string dir = plan.run_dir(e.run, seed);
+      Job job{"eval " + e.name + " seed " + std::to_string(seed),
+              {gpt, "eval", dir, "--threads", threads_of(plan.run(e.run))},
+              fs::path(dir) / "eval" / (e.name + ".json")};
+      if (!e.attention.empty()) job.argv.insert(job.argv.end(), {"--attention", e.attention});
+      for (const auto& s : e.set) job.argv.insert(job.argv.end(), {"--attention-set", s});
+      job.argv.insert(job.argv.end(), {"--out", job.done.string()});
+      jobs.push_back(job);
+    }
+  std::string depths;
+  for (double d : plan.passkey_depths) depths += (depths.empty() ? "" : ",") + fmt(d, 3);
+  for (const auto& r : plan.runs)
+    if (r.passkey)
+      for (int seed : r.seeds) {
+        const std::string dir = plan.run_dir(r.name, seed);
+        const fs::path out = fs::path(dir) / "eval" / "passkey.json";
+        jobs.push_back({"passkey " + r.name + " seed " + std::to_string(seed),
+                        {gpt, "eval", dir, "--threads", threads_of(r), "--task", "passkey", "--passkey-depths", depths, "--passkey-samples",
+                         std::to_string(plan.passkey_samples), "--out", out.string()},
+                        out});
+      }
+
+  // Trainings first, then the evaluations that read their checkpoints; up to
+  // `parallel` jobs at once within each phase.
+  int failed = 0, skipped = 0;
+  bool interrupted = false;
+  struct sigaction ignore {}, old {};
+  ignore.sa_handler = SIG_IGN;
+  if (!dry_run) sigaction(SIGINT, &ignore, &old);
+  std::map<pid_t, size_t> running;
+  auto reap = [&] {
+    const auto [pid, rc] = wait_child();
+    const auto it = running.find(pid);
+    if (it == running.end()) return;
+    const Job& job = jobs[it->second];
+    running.erase(it);
+    if (rc == 130 || rc == 128 + SIGINT) {
+      spdlog::warn("sweep: {} was interrupted; run the same command again to resume", job.what);
+      interrupted = true;
+    } else if (rc != 0) {
+      spdlog::error("sweep: {} failed (exit status {}); its variant is reported as missing", job.what, rc);
+      ++failed;
+    } else {
+      spdlog::info("sweep: {} finished", job.what);
+    }
+  };
+  for (int phase : {0, 1}) {
+    for (size_t i = 0; i < jobs.size() && !interrupted; ++i) {
+      const Job& job = jobs[i];
+      if ((job.what.rfind("train ", 0) == 0) != (phase == 0)) continue;
+      if (fs::exists(job.done)) {
+        ++skipped;
+        spdlog::info("sweep [{}/{}] {}: done ({} exists), skipped", i + 1, jobs.size(), job.what,
+                     job.done.string());
+        continue;
+      }
+      if (dry_run) {
+        spdlog::info("sweep [{}/{}] {}: {}", i + 1, jobs.size(), job.what, quoted(job.argv));
+        continue;
+      }
+      while (static_cast<int>(running.size()) >= parallel && !interrupted) reap();
+      if (interrupted) break;
+      spdlog::info("sweep [{}/{}] {}: {}", i + 1, jobs.size(), job.what, quoted(job.argv));
+      running[spawn_child(job.argv)] = i;
+    }
+    while (!running.empty()) reap();
+    if (interrupted) break;
+  }
+  if (!dry_run) sigaction(SIGINT, &old, nullptr);
+  if (interrupted) return 130;
+  spdlog::info("sweep: {} jobs, {} already done, {} failed", jobs.size(), skipped, failed);
+  return failed > 0 ? 1 : 0;
+}
+
+// ---- summary ------------------------------------------------------------------
+
+std::string summarize_sweep(const SweepPlan& plan) {
+  std::vector<Variant> vars;
+  for (const auto& r : plan.runs) {
+    Variant v{r.name, "trained", r.name, r.seeds, {}, {}};
+    for (int s : r.seeds) {
+      auto j = read_json_if(fs::path(plan.run_dir(r.name, s)) / "extrapolation.json");
+      if (j) v.results.push_back(*j);
+      else v.missing.push_back(s);
+    }
+    vars.push_back(v);
+  }
+  for (const auto& e : plan.evals) {
+    std::string how = e.attention.empty() ? "" : "--attention " + e.attention;
+    for (const auto& s : e.set) how += (how.empty() ? "" : " ") + std::string("--attention-set ") + s;
+    Variant v{e.name, "eval of " + e.run + ": " + how, e.run, plan.run(e.run).seeds, {}, {}};
+    for (int s : v.seeds) {
+      auto j = read_json_if(fs::path(plan.run_dir(e.run, s)) / "eval" / (e.name + ".json"));
+      if (j) v.results.push_back(*j);
+      else v.missing.push_back(s);
+    }
+    vars.push_back(v);
+  }
+  // The multiples: those of the first result found.
+  std::vector<int> multiples;
+  int trained_context = 0;
+  for (const auto& v : vars)
+    if (!v.results.empty()) {
+      for (const auto& row : v.results[0].at("multiples")) multiples.push_back(row.at("multiple").get<int>());
+      trained_context = v.results[0].at("trained_context").get<int>();
+      break;
+    }
+  GPT_CHECK(!multiples.empty(), "sweep: no finished results under ", plan.dir, "; run the sweep first");
+  auto row_of = [&](const json& res, int m) -> const json* {
+    for (const auto& row : res.at("multiples"))
+      if (row.at("multiple").get<int>() == m) return &row;
+    return nullptr;
+  };
+  auto stat_at = [&](const Variant& v, int m, const char* key) {
+    std::vector<double> xs;
+    for (const auto& res : v.results)
+      if (const json* row = row_of(res, m)) xs.push_back(std::string(key) == "sink" || std::string(key) == "entropy"
+                                                             ? layer_mean(*row, key)
+                                                             : num(row->at(key)));
+    return stat_of(xs);
+  };
+  const int mmax = multiples.back();
+
+  const fs::path out = fs::path(plan.dir) / "summary";
+  fs::create_directories(out);
+  std::ostringstream md;
+  md << "## Validation loss by context (mean ± sample sd over seeds; T = " << trained_context << ")\n\n"
+     << "| variant | how | seeds |";
+  for (int m : multiples) md << " " << m << "× |";
+  md << " " << mmax << "× past T | " << mmax << "× − 1× |\n|---|---|---|";
+  for (size_t i = 0; i < multiples.size() + 2; ++i) md << "---|";
+  md << "\n";
+  json summary = {{"trained_context", trained_context}, {"multiples", multiples}, {"variants", json::array()}};
+  for (const auto& v : vars) {
+    md << "| `" << v.name << "` | " << v.kind << " | " << v.results.size();
+    if (!v.missing.empty()) md << " (" << v.missing.size() << " missing)";
+    md << " |";
+    json jv = {{"name", v.name}, {"kind", v.kind}, {"seeds", v.results.size()}, {"missing_seeds", v.missing},
+               {"multiples", json::array()}};
+    for (int m : multiples) {
+      const Stat s = stat_at(v, m, "loss");
+      md << " " << fmt_stat(s) << " |";
+      jv["multiples"].push_back({{"multiple", m}, {"loss_mean", s.n ? json(s.mean) : json(nullptr)},
+                                 {"loss_sd", std::isfinite(s.sd) ? json(s.sd) : json(nullptr)},
+                                 {"loss_min", s.n ? json(s.min) : json(nullptr)},
+                                 {"loss_max", s.n ? json(s.max) : json(nullptr)},
+                                 {"past_train_mean", json(stat_at(v, m, "loss_past_train").mean)},
+                                 {"sink", json(stat_at(v, m, "sink").mean)},
+                                 {"entropy", json(stat_at(v, m, "entropy").mean)}});
+    }
+    md << " " << fmt_stat(stat_at(v, mmax, "loss_past_train")) << " | "
+       << fmt(stat_at(v, mmax, "loss").mean - stat_at(v, multiples.front(), "loss").mean) << " |\n";
+    summary["variants"].push_back(jv);
+  }
+
+  md << "\n## Attention diagnostics (mean over layers, heads, rows and seeds)\n\n| variant |";
+  for (int m : multiples) md << " sink " << m << "× |";
+  for (int m : multiples) md << " entropy " << m << "× |";
+  md << "\n|---|";
+  for (size_t i = 0; i < 2 * multiples.size(); ++i) md << "---|";
+  md << "\n";
+  for (const auto& v : vars) {
+    md << "| `" << v.name << "` |";
+    for (int m : multiples) md << " " << fmt(stat_at(v, m, "sink").mean, 3) << " |";
+    for (int m : multiples) md << " " << fmt(stat_at(v, m, "entropy").mean, 2) << " |";
+    md << "\n";
+  }
+
+  // Data files for gnuplot: one index block per variant.
+  std::ofstream loss_dat(out / "loss.dat"), diag_dat(out / "diagnostics.dat"), prof_dat(out / "profile.dat");
+  std::vector<std::string> plotted, profiled;
+  for (const auto& v : vars) {
+    if (v.results.empty()) continue;
+    plotted.push_back(v.name);
+    loss_dat << "# " << v.name << ": multiple mean min max\n";
+    diag_dat << "# " << v.name << ": multiple sink entropy\n";
+    for (int m : multiples) {
+      const Stat s = stat_at(v, m, "loss");
+      loss_dat << m << " " << s.mean << " " << s.min << " " << s.max << "\n";
+      diag_dat << m << " " << stat_at(v, m, "sink").mean << " " << stat_at(v, m, "entropy").mean << "\n";
+    }
+    loss_dat << "\n\n";
+    diag_dat << "\n\n";
+    const bool want = plan.profile_variants.empty() ? v.kind == "trained"
+                                                    : std::count(plan.profile_variants.begin(),
+                                                                 plan.profile_variants.end(), v.name) > 0;
+    if (!want) continue;
+    profiled.push_back(v.name);
+    prof_dat << "# " << v.name << " at " << mmax << "x: bucket-centre-position mean-loss\n";
+    const json* first = row_of(v.results[0], mmax);
+    const size_t nb = first ? first->at("profile").size() : 0;
+    for (size_t k = 0; k < nb; ++k) {
+      std::vector<double> xs;
+      for (const auto& res : v.results)
+        if (const json* row = row_of(res, mmax)) xs.push_back(num(row->at("profile")[k].at("loss")));
+      const json& b = first->at("profile")[k];
+      prof_dat << 0.5 * (b.at("start").get<double>() + b.at("end").get<double>()) << " " << stat_of(xs).mean << "\n";
+    }
+    prof_dat << "\n\n";
+  }
+
+  // Passkey grids: exact match, mean over seeds.
+  std::vector<std::string> passkey_runs;
+  for (const auto& r : plan.runs) {
+    if (!r.passkey) continue;
+    std::vector<json> res;
+    for (int s : r.seeds)
+      if (auto j = read_json_if(fs::path(plan.run_dir(r.name, s)) / "eval" / "passkey.json")) res.push_back(*j);
+    if (res.empty()) {
+      md << "\n(passkey results of `" << r.name << "` are missing)\n";
+      continue;
+    }
+    passkey_runs.push_back(r.name);
+    const json& rows = res[0].at("multiples");
+    md << "\n## Passkey retrieval, `" << r.name << "`: exact match (" << res.size() << " seed(s) × "
+       << res[0].at("samples").get<int>() << " prompts per cell, " << res[0].at("digits").get<int>()
+       << " digits)\n\n| depth |";
+    for (const auto& row : rows) md << " " << row.at("multiple").get<int>() << "× |";
+    md << "\n|---|";
+    for (size_t i = 0; i < rows.size(); ++i) md << "---|";
+    md << "\n";
+    std::ofstream grid(out / ("passkey_" + r.name + ".dat"));
+    grid << "# column index of the multiple, depth, exact match (mean over seeds)\n";
+    const size_t nd = rows[0].at("depths").size();
+    json jr = {{"run", r.name}, {"seeds", res.size()}, {"grid", json::array()}};
+    for (size_t d = 0; d < nd; ++d) {
+      const double depth = num(rows[0].at("depths")[d].at("depth"));
+      md << "| " << fmt(depth, 2) << " |";
+      for (size_t i = 0; i < rows.size(); ++i) {
+        std::vector<double> xs;
+        for (const auto& rr : res) xs.push_back(num(rr.at("multiples")[i].at("depths")[d].at("exact")));
+        const double e = stat_of(xs).mean;
+        md << " " << fmt(e, 2) << " |";
+        grid << i << " " << depth << " " << e << "\n";
+        jr["grid"].push_back({{"multiple", rows[i].at("multiple")}, {"depth", depth}, {"exact", e}});
+      }
+      grid << "\n";
+    }
+    summary["passkey"].push_back(jr);
+  }
+
+  // gnuplot script; the PNGs are drawn when gnuplot is installed.
+  std::ostringstream gp;
+  gp << "# Written by gpt sweep; run from this folder: gnuplot plots.gp\n"
+     << "set terminal pngcairo size 1100,700 font ',11'\nset grid\nset key outside right\n"
+     << "set logscale x 2\nset xtics (";
+  for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << multiples[i];
+  gp << ")\nset xlabel 'evaluation context / training context (T = " << trained_context << ")'\n"
+     << "set output 'loss_vs_context.png'\nset ylabel 'validation loss (nats/token)'\n"
+     << "set title 'Validation loss past the training context (band: min-max over seeds)'\nplot \\\n";
+  for (size_t i = 0; i < plotted.size(); ++i)
+    gp << "  'loss.dat' index " << i << " using 1:3:4 with filledcurves fs transparent solid 0.15 lc " << i + 1
+       << " notitle, 'loss.dat' index " << i << " using 1:2 with linespoints lw 2 lc " << i + 1 << " title '"
+       << plotted[i] << "'" << (i + 1 < plotted.size() ? ", \\\n" : "\n");
+  gp << "set output 'diagnostics.png'\nset multiplot layout 1,2 title 'Attention diagnostics (mean over layers, "
+        "heads and rows)'\nset key off\nset ylabel 'sink share (weight on the first key)'\nset title ''\nplot \\\n";
+  for (size_t i = 0; i < plotted.size(); ++i)
+    gp << "  'diagnostics.dat' index " << i << " using 1:2 with linespoints lw 2 lc " << i + 1 << " title '"
+       << plotted[i] << "'" << (i + 1 < plotted.size() ? ", \\\n" : "\n");
+  gp << "set key outside right\nset ylabel 'entropy of the weights (nats)'\nplot \\\n";
+  for (size_t i = 0; i < plotted.size(); ++i)
+    gp << "  'diagnostics.dat' index " << i << " using 1:3 with linespoints lw 2 lc " << i + 1 << " title '"
+       << plotted[i] << "'" << (i + 1 < plotted.size() ? ", \\\n" : "\n");
+  gp << "unset multiplot\n";
+  if (!profiled.empty()) {
+    gp << "set output 'profile.png'\nunset logscale x\nset xtics auto\nset key outside right\n"
+       << "set xlabel 'position in the " << mmax * trained_context << "-token window'\n"
+       << "set ylabel 'mean loss in the bucket (nats/token)'\nset title 'Loss by position at " << mmax
+       << "x the training context (dashed: T)'\nset arrow 1 from " << trained_context
+       << ", graph 0 to " << trained_context << ", graph 1 nohead dt 2\nplot \\\n";
+    for (size_t i = 0; i < profiled.size(); ++i)
+      gp << "  'profile.dat' index " << i << " using 1:2 with linespoints lw 2 title '" << profiled[i] << "'"
+         << (i + 1 < profiled.size() ? ", \\\n" : "\n");
+    gp << "unset arrow 1\n";
+  }
+  if (!passkey_runs.empty()) {
+    gp << "set output 'passkey.png'\nunset logscale x\nset multiplot layout 1," << passkey_runs.size()
+       << " title 'Passkey retrieval: exact match by depth and context'\nset cbrange [0:1]\n"
+       << "set palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\nset xlabel 'context'\n"
+       << "set ylabel 'depth of the key'\nunset key\nset xtics (";
+    for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << i;
+    gp << ")\n";
+    for (const auto& r : passkey_runs)
+      gp << "set title '" << r << "'\nplot 'passkey_" << r << ".dat' using 1:2:3 with image, '' using 1:2:"
+         << "(sprintf('%.2f', $3)) with labels\n";
+    gp << "unset multiplot\n";
+  }
+  write_file_atomic((out / "plots.gp").string(), gp.str());
+  write_json_file((out / "summary.json").string(), summary);
+  write_file_atomic((out / "results.md").string(), md.str());
+  const std::string cmd = "cd '" + out.string() + "' && gnuplot plots.gp";
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    if (std::system(cmd.c_str()) == 0) spdlog::info("sweep: plots drawn in {}", out.string());
+    else spdlog::warn("sweep: gnuplot failed on {}/plots.gp", out.string());
+  } else {
+    spdlog::warn("sweep: gnuplot is not installed (apt-get install gnuplot-nox); the plot script is {}/plots.gp",
+                 out.string());
+  }
+  return md.str();
+}
+
+}  // namespace gpt

@@ -1,0 +1,76 @@
+// `gpt sweep SWEEP.json`: trains one model per variant (and seed) on the same
+// data, shape and steps, runs the training-free evaluations and the passkey
+// task on chosen runs, then writes one summary: a markdown table, data files
+// and gnuplot plots. Every job is a `gpt` subprocess whose result file marks
+// it done, so a re-run skips finished work and resumes an interrupted sweep.
+//
+// The sweep file (every key is checked; unknown keys are errors):
+// {
+//   "dir": "runs/sweep",                    // where runs and the summary go
+//   "base": "configs/sweep/base.json",      // config every run starts from
+//   "set": ["train.steps=600"],             // overrides for every run
+//   "seeds": [1],                           // default seeds of a run
+//   "runs": [{"name": "softmax", "set": ["attention.preset=softmax"],
+//             "seeds": [1, 2, 3], "passkey": true}, ...],
+//   "evals": [{"name": "softmax+logn", "run": "softmax",
+//              "attention": "logn", "set": ["scale=logn"]}, ...],
+//   "passkey": {"depths": [0, 0.5, 1], "samples": 20},
+//   "plot": {"profile": ["softmax", "lssar_p15"]}   // variants of the per-position plot
+// }
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace gpt {
+
+struct SweepRun {
+  std::string name;
+  std::vector<std::string> set;  // config overrides (section.key=value)
+  std::vector<int> seeds;
+  bool passkey = false;
+};
+
+// A training-free evaluation of a trained run's checkpoints (every seed).
+struct SweepEval {
+  std::string name;
+  std::string run;
+  std::string attention;          // gpt eval --attention (may be empty)
+  std::vector<std::string> set;   // gpt eval --attention-set
+};
+
+struct SweepPlan {
+  std::string file;  // the sweep file, for messages
+  std::string dir = "runs/sweep";
+  std::string base;
+  std::vector<std::string> set;
+  std::vector<int> seeds = {1};
+  std::vector<SweepRun> runs;
+  std::vector<SweepEval> evals;
+  std::vector<double> passkey_depths = {0.0, 0.25, 0.5, 0.75, 1.0};
+  int passkey_samples = 20;
+  std::vector<std::string> profile_variants;  // empty: every trained run
+
+  const SweepRun& run(const std::string& name) const;
+  std::string run_dir(const std::string& run, int seed) const;
+};
+
+// Parses and checks a sweep file (names unique and plain, evals name a run,
+// the base config loads with every run's overrides). Throws gpt::Error
+// naming the file and key.
+SweepPlan load_sweep(const std::string& path);
+
+// Runs every unfinished job with the gpt binary at `gpt_binary`, up to
+// `parallel` at a time (all trainings first, then the evaluations); `dry_run`
+// only prints the commands. Returns 0, 130 when a job was interrupted
+// (the sweep stops once the running jobs have saved), or 1 when some job
+// failed (the others still run).
+int run_sweep(const SweepPlan& plan, const std::string& gpt_binary, bool dry_run, int parallel = 1);
+
+// Reads every finished result and writes DIR/summary/{results.md,
+// summary.json, *.dat, plots.gp}, then the PNGs when gnuplot is installed.
+// Returns results.md's text. Missing results are listed, not invented.
+std::string summarize_sweep(const SweepPlan& plan);
+
+}  // namespace gpt

@@ -1,0 +1,119 @@
+// gpt sweep: the sweep file's checks, and a tiny end-to-end sweep through the
+// binary (train, training-free eval, passkey, summary; a re-run skips all).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+#include "data/shard.h"
+#include "sweep/sweep.h"
+#include "util/run_binary.h"
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+class Sweep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("gpt_sweep_test_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+            std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "data");
+    std::vector<uint32_t> tokens(8000);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>('a' + (i * 7919) % 26);
+    write_shard((dir_ / "data" / "t_train_000001.bin").string(), tokens, 2);
+    write_shard((dir_ / "data" / "t_val_000000.bin").string(), tokens, 2);
+    std::ofstream(dir_ / "base.json") << R"({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "context": 40},
+        "data": {"train": ")" << (dir_ / "data" / "t_train_*.bin").string()
+                                      << R"(", "val": ")" << (dir_ / "data" / "t_val_*.bin").string()
+                                      << R"(", "passkey_fraction": 0.2},
+        "train": {"batch_size": 2, "steps": 3, "warmup_steps": 1, "threads": 1},
+        "eval": {"multiples": [1, 2], "tokens": 160}})";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string sweep_file(const std::string& body) {
+    const std::string path = (dir_ / ("sweep" + std::to_string(n_++) + ".json")).string();
+    std::ofstream(path) << "{\"dir\": \"" << (dir_ / "out").string() << "\", \"base\": \""
+                        << (dir_ / "base.json").string() << "\", " << body << "}";
+    return path;
+  }
+  void expect_load_error(const std::string& body, const std::string& needle) {
+    try {
+      load_sweep(sweep_file(body));
+      ADD_FAILURE() << "no error for " << body;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  }
+
+  fs::path dir_;
+  int n_ = 0;
+};
+
+TEST_F(Sweep, FileErrorsNameTheProblem) {
+  expect_load_error(R"("runs": [{"name": "a"}], "colour": 1)", "unknown key \"colour\"");
+  expect_load_error(R"("runs": [{"name": "a", "sed": [1]}])", "unknown key \"runs[].sed\"");
+  expect_load_error(R"("runs": [{"name": "a"}, {"name": "a"}])", "two runs or evals are named \"a\"");
+  expect_load_error(R"("runs": [{"name": "a b"}])", "only letters, digits");
+  expect_load_error(R"("runs": [{"name": "a"}], "evals": [{"name": "e", "run": "zz", "attention": "logn"}])",
+                    "names run \"zz\"");
+  expect_load_error(R"("runs": [{"name": "a"}], "evals": [{"name": "e", "run": "a"}])", "changes nothing");
+  expect_load_error(R"("runs": [{"name": "a", "set": ["attention.preset=nope"]}])", "run \"a\"");
+  expect_load_error(R"("runs": [])", "\"runs\" must be a non-empty array");
+  expect_load_error(R"("runs": [{"name": "a"}], "passkey": {"depths": [2]})", "depths must lie in [0, 1]");
+  expect_load_error(R"("runs": [{"name": "a"}], "plot": {"profile": ["b"]})", "plot.profile names \"b\"");
+}
+
+TEST_F(Sweep, TrainsEvaluatesSummarisesAndSkipsFinishedJobs) {
+  const std::string file = sweep_file(R"(
+      "runs": [{"name": "softmax", "set": ["attention.preset=softmax"], "seeds": [1, 2], "passkey": true},
+               {"name": "lssa", "set": ["attention.preset=lssa"]}],
+      "evals": [{"name": "softmax+logn", "run": "softmax", "attention": "logn"}],
+      "passkey": {"depths": [0, 1], "samples": 2})");
+  const auto first = test::run("sweep " + file);
+  ASSERT_EQ(first.status, 0) << first.output;
+  for (const std::string run : {"softmax/seed1", "softmax/seed2", "lssa/seed1"})
+    EXPECT_TRUE(fs::exists(dir_ / "out" / run / "extrapolation.json")) << run;
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "softmax" / "seed2" / "eval" / "softmax+logn.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "softmax" / "seed1" / "eval" / "passkey.json"));
+  // 3 trainings + 2 evals + 2 passkey evaluations; a second run does none.
+  const auto again = test::run("sweep " + file);
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_NE(again.output.find("7 jobs, 7 already done, 0 failed"), std::string::npos) << again.output;
+  EXPECT_EQ(again.output.find("train softmax seed 1: /"), std::string::npos) << again.output;
+
+  const fs::path sum = dir_ / "out" / "summary";
+  std::ifstream in(sum / "summary.json");
+  const auto j = nlohmann::json::parse(in);
+  ASSERT_EQ(j["variants"].size(), 3u);
+  EXPECT_EQ(j["variants"][0]["name"], "softmax");
+  EXPECT_EQ(j["variants"][0]["seeds"], 2);
+  EXPECT_EQ(j["variants"][2]["name"], "softmax+logn");
+  EXPECT_TRUE(j["variants"][0]["multiples"][1]["loss_mean"].is_number());
+  EXPECT_EQ(j["passkey"][0]["grid"].size(), 4u);  // 2 multiples x 2 depths
+  std::ifstream md(sum / "results.md");
+  const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  for (const std::string s : {"`softmax`", "`lssa`", "`softmax+logn`", "Passkey retrieval, `softmax`", "± "})
+    EXPECT_NE(text.find(s), std::string::npos) << s << " missing in\n" << text;
+  for (const std::string f : {"loss.dat", "diagnostics.dat", "profile.dat", "passkey_softmax.dat", "plots.gp"})
+    EXPECT_TRUE(fs::exists(sum / f)) << f;
+  // A failed job is reported, and the rest still runs: the summary marks it.
+  fs::remove(dir_ / "out" / "lssa" / "seed1" / "extrapolation.json");
+  fs::remove_all(dir_ / "out" / "lssa" / "seed1" / "checkpoints");
+  fs::remove(dir_ / "data" / "t_train_000001.bin");
+  const auto broken = test::run("sweep " + file);
+  EXPECT_EQ(broken.status, 1) << broken.output;
+  EXPECT_NE(broken.output.find("train lssa seed 1 failed"), std::string::npos) << broken.output;
+  EXPECT_NE(broken.output.find("| `lssa` | trained | 0 (1 missing) |"), std::string::npos) << broken.output;
+}
+
+}  // namespace
+}  // namespace gpt
