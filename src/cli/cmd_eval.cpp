@@ -28,6 +28,7 @@ struct EvalArgs {
   std::string data;
   std::string out;
   int threads = 0;
+  std::string device = "cpu";
   AttentionOverride attention;
   // Mean loss on shards, batched as llm.c does (any of the three selects it).
   int context = 0;
@@ -79,7 +80,7 @@ void run_shard_loss(const EvalArgs& a, LoadedModel& lm) {
 
 void run_eval(const EvalArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  LoadedModel lm = load_model(a.checkpoint, a.attention);
+  LoadedModel lm = load_model(a.checkpoint, a.attention, a.device);
   if (a.shard_loss_mode()) return run_shard_loss(a, lm);
   // --multiples and --tokens are checked by the config schema's own rules.
   Config cfg = lm.config;
@@ -148,6 +149,8 @@ void add_eval(CLI::App& app) {
                   "Mean-loss mode: batches K (default: every full batch of the shards; more wraps around as in llm.c)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device, "Compute backend: cpu or cuda (default cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([args] { run_eval(*args); });
 }
 
