@@ -85,7 +85,7 @@ summary="$passed passed, $skipped skipped, $nfailed failed ($(elapsed "$t0"); fi
 if [ $rc -eq 0 ] && [ "$skipped" = 0 ]; then row "CUDA parity tests" ok "$summary"
 else
   failed "CUDA parity tests" "$summary; log $logs/tests.log"
-  grep -E '^\[  (FAILED|SKIPPED) \] [A-Za-z]' "$logs/tests.log" | sed 's/^/    /' | head -20
+  grep -E '^\[  (FAILED|SKIPPED) \] [A-Za-z]' "$logs/tests.log" | grep -v ' ms)$' | sed 's/^/    /' | head -20
 fi
 
 # ---- 3. short training run on cuda (and a few cpu steps to compare) ----------------------
@@ -102,12 +102,13 @@ loss_at() {  # loss_at RUN_DIR STEP
 }
 if "$gpt" data text "$data/corpus.txt" "$data" --tokenizer byte --val-fraction 0.1 --name text >"$logs/data.log" 2>&1 &&
    "$gpt" train configs/quickstart.json "${train_common[@]}" --set run.device=cuda --set train.steps="$train_steps" \
+     --set train.warmup_steps=$((train_steps / 10)) \
      --set "run.dir=$build/check/runs/cuda" >"$logs/train_cuda.log" 2>&1; then
   first=$(loss_at "$build/check/runs/cuda" 1)
   last=$(loss_at "$build/check/runs/cuda" "$train_steps")
   toks=$(grep -oP '\| \K[0-9]+(?= tok/s)' "$logs/train_cuda.log" | tail -1)
   row "train quickstart on cuda" ok "$train_steps steps: loss $first -> $last, $toks tok/s ($(elapsed "$t0"))"
-  if "$gpt" train configs/quickstart.json "${train_common[@]}" --set run.device=cpu --set train.steps=20 \
+  if "$gpt" train configs/quickstart.json "${train_common[@]}" --set run.device=cpu --set train.steps=20 --set train.warmup_steps=2 \
        --set train.log_every=10 --set "run.dir=$build/check/runs/cpu" >"$logs/train_cpu.log" 2>&1; then
     # Same seed and data order: the first step is the same computation on both.
     c1=$(loss_at "$build/check/runs/cpu" 1)
@@ -120,7 +121,7 @@ if "$gpt" data text "$data/corpus.txt" "$data" --tokenizer byte --val-fraction 0
   fi
 else
   failed "train quickstart on cuda" "log $logs/train_cuda.log"
-  tail -5 "$logs/train_cuda.log" "$logs/data.log" | sed 's/^/    /'
+  tail -n 5 "$logs/data.log" "$logs/train_cuda.log" | sed 's/^/    /'
 fi
 
 # ---- 4. benchmark: GPT-2 small, T = 1024 -------------------------------------------------
