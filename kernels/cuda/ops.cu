@@ -141,24 +141,26 @@ __global__ void bias_add_kernel(float* out, const float* bias, int OC, size_t to
   GPT_GRID_STRIDE(i, total) out[i] += bias[i % OC];
 }
 
-// ---- GELU, tanh form (as the double CPU path) -------------------------------------------
+// ---- GELU: 0.5 x (1 + tanh u) = x·sigmoid(2u), u = k (x + a x³), as the float
+// CPU path (no 1 + tanh cancellation for negative x) ------------------------------------
 constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 constexpr float kCubic = 0.044715f;
 
 __global__ void gelu_forward_kernel(float* out, const float* inp, size_t n) {
   GPT_GRID_STRIDE(i, n) {
     const float x = inp[i];
-    out[i] = 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * (x + kCubic * x * x * x)));
+    out[i] = x / (1.0f + expf(-2.0f * kSqrt2OverPi * (x + kCubic * x * x * x)));
   }
 }
 
 __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
   GPT_GRID_STRIDE(i, n) {
     const float x = inp[i];
-    const float th = tanhf(kSqrt2OverPi * (x + kCubic * x * x * x));
-    // Past |x| = 100, 1 - th² is 0 and the clamp keeps x² finite (no 0·inf).
+    // s = sigmoid(2u); d/dx [x s] = s + 2 x s (1 - s) k (1 + 3 a x²). Past
+    // |x| = 100, s (1 - s) is 0 and the clamp keeps x² finite (no 0·inf).
+    const float s = 1.0f / (1.0f + expf(-2.0f * kSqrt2OverPi * (x + kCubic * x * x * x)));
     const float xc = fminf(fmaxf(x, -100.f), 100.f);
-    const float grad = 0.5f * (1.0f + th) + 0.5f * xc * (1.0f - th * th) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * xc * xc);
+    const float grad = s + 2.0f * xc * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * xc * xc);
     dinp[i] += grad * dout[i];
   }
 }

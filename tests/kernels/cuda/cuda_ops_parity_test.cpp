@@ -10,7 +10,7 @@
 // i.e. relative to the entry with the tensor's mean magnitude as a floor so
 // that entries near zero are not held to a relative bound:
 //   element-wise ops (encoder, residual, add, scale, AdamW, RoPE)   1e-5
-//   GELU (tanhf vs the CPU's exp-based form)                          1e-5
+//   GELU (expf vs the CPU's vectorised exp)                          1e-5
 //   row reductions (LayerNorm, cross-entropy: tree vs sequential sums) 1e-5 fwd, 1e-4 bwd
 //   GEMM-based (matmul fwd/bwd; the bias and LayerNorm parameter
 //   gradients summed over rows)                                       1e-4
