@@ -169,7 +169,7 @@ bool cuda_device_present(std::string* why) {
   const cudaError_t st = cudaGetDeviceCount(&count);
   if (st != cudaSuccess) {
     if (why) *why = cudaGetErrorString(st);
-    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    cudaGetLastError();  // reset the runtime's last-error state so later calls start clean
     return false;
   }
   if (count == 0) {
