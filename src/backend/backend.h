@@ -18,6 +18,9 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // Waits until every op issued so far has finished (asynchronous backends;
+  // a no-op on the CPU). Only timing needs it: download() already waits.
+  virtual void synchronize() {}
 
   // ---- memory (zero-initialised) ----
   virtual T* alloc(size_t n) = 0;
@@ -60,6 +63,23 @@ class Backend {
 // The CPU backend (kernels/cpu), for float or double.
 template <typename T>
 std::unique_ptr<Backend<T>> make_cpu_backend();
+
+// The float backend of run.device: "cpu" or "cuda" (kernels/cuda, float32;
+// GEMMs in strict float32 unless GPT_CUDA_TF32=1 allows TF32). Throws
+// gpt::Error naming run.device and the valid choices when the binary was built
+// without CUDA or no CUDA device is present. (Training in double, for
+// gradient checks, is CPU only: make_cpu_backend<double>.)
+std::unique_ptr<Backend<float>> make_backend(const std::string& device);
+
+// Whether make_backend("cuda") can work here; otherwise *why says why
+// ("built without CUDA", the driver's message, "no device visible").
+bool cuda_available(std::string* why = nullptr);
+
+// GPT_CUDA_TF32: unset, "" or "0" = strict float32 GEMMs; "1" = TF32 allowed.
+bool cuda_tf32_from_env();
+
+// Name of CUDA device 0 (e.g. "NVIDIA H200"); empty without CUDA or a device.
+std::string cuda_device_name();
 
 // Owning buffer of backend memory.
 template <typename Elem, typename T>

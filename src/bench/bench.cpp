@@ -195,9 +195,10 @@ void bench_gemm(const Config& cfg, const BenchOptions& opt, Table& t, double& pe
 }
 
 struct ModelBench {
-  std::unique_ptr<Backend<float>> backend = make_cpu_backend<float>();
+  std::unique_ptr<Backend<float>> backend;
   std::unique_ptr<GPT<float>> model;
-  ModelBench(const Config& cfg, const AttentionSpec& attn) {
+  ModelBench(const Config& cfg, const AttentionSpec& attn, const std::string& device = "cpu") {
+    backend = make_backend(device);
     model = std::make_unique<GPT<float>>(cfg.model, attn, *backend);
     model->init(cfg.train.seed);
   }
@@ -208,7 +209,7 @@ void bench_model(const Config& cfg, const BenchOptions& opt, Table& t) {
   const int B = cfg.train.batch_size, Tn = m.context;
   const double tokens = static_cast<double>(B) * Tn, W = matmul_weights(m);
   const double attn = m.n_layer * attention_forward_flops(B, Tn, m.n_embd);
-  ModelBench mb(cfg, resolve_attention(cfg));
+  ModelBench mb(cfg, resolve_attention(cfg), opt.device);
   GPT<float>& model = *mb.model;
   const auto inputs = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 7),
              targets = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 8);
@@ -221,6 +222,7 @@ void bench_model(const Config& cfg, const BenchOptions& opt, Table& t) {
       model.backward();
       adamw.clip(cfg.train.grad_clip);
       adamw.step(cfg.train.lr);
+      model.backend().synchronize();  // asynchronous backends: the step is done when its ops are
     };
     const double sec = best_seconds(step, 0.0, opt.steps);
     t.measured("train", "step fwd+bwd+AdamW " + shape, sec, tokens, 6 * W * tokens + 3 * attn);
@@ -314,7 +316,115 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
   }
 }
 
+// ---- cuda ----------------------------------------------------------------------------
+// Square n^3 GEMM through the backend (device buffers), best of repeats.
+double backend_square_gemm_seconds(Backend<float>& be, int n, double min_seconds) {
+  const size_t nn = static_cast<size_t>(n) * n;
+  Buffer<float> a(be, nn), w(be, nn), out(be, nn);
+  const auto ha = random_floats(nn, 1), hw = random_floats(nn, 2);
+  be.upload(a.get(), ha.data(), nn);
+  be.upload(w.get(), hw.data(), nn);
+  return best_seconds([&] {
+    be.matmul_forward(out.get(), a.get(), w.get(), nullptr, n, n, n);
+    be.synchronize();
+  }, min_seconds, 3);
+}
+
+void run_bench_cuda(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
+  const ModelConfig& m = cfg.model;
+  std::unique_ptr<Backend<float>> probe = make_backend("cuda");  // a clear error without a device
+  const std::string name = cuda_device_name();
+  const bool tf32 = cuda_tf32_from_env();
+  const GpuPeak* known = cuda_peak(name);
+  double peak = 0, bf16 = 0;  // TFLOP/s
+  std::string peak_src;
+  if (opt.peak_tflops > 0) {
+    peak = opt.peak_tflops;
+    peak_src = "--peak-tflops";
+  } else if (known) {
+    peak = tf32 ? known->tf32 : known->fp32;
+    bf16 = known->bf16;
+    peak_src = std::string("data sheet of ") + known->match;
+  }
+  out << "gpt bench --device cuda " << (opt.config_name.empty() ? "(defaults)" : opt.config_name) << ": "
+      << m.n_layer << " layers, " << m.n_head << " heads, C=" << m.n_embd << ", V=" << m.vocab_size
+      << ", T=" << m.context << ", B=" << cfg.train.batch_size << " (" << cfg.train.batch_size * m.context
+      << " tokens/step), " << m.position << " positions, attention " << cfg.attention.preset << "\n";
+  out << "device " << name << ", backend " << probe->name() << ": float32 weights and activations, GEMMs "
+      << (tf32 ? "with TF32 tensor cores (GPT_CUDA_TF32=1)" : "in strict float32 (GPT_CUDA_TF32=0)")
+      << "; bf16 mixed precision is not implemented\n";
+  if (peak > 0)
+    out << "MFU against the " << (tf32 ? "TF32" : "float32") << " peak " << Table::fmt("%.1f", peak)
+        << " TFLOP/s (" << peak_src << ")"
+        << (bf16 > 0 ? "; the last column is against the bf16 dense peak " + Table::fmt("%.0f", bf16) + " TFLOP/s" : "")
+        << "\n";
+  else
+    out << "MFU: no peak known for \"" << name << "\" (give --peak-tflops)\n";
+  out << "FLOPs: matmul weights N = 12*L*C^2 + V*C = " << Table::fmt("%.2f", matmul_weights(m) / 1e6)
+      << "M; per token 2N forward, 6N training; plus attention 2*B*C*T(T+1) per layer forward, 2x that "
+         "backward. Times: best of repeated runs, synchronised.\n\n";
+  probe.reset();
+
+  double peak_gflops = peak * 1e3;
+  Table t(out, &peak_gflops);
+  t.header();
+  auto note = [&](double flops, double sec) {
+    return bf16 > 0 ? "of bf16 peak " + Table::fmt("%.1f%%", 100.0 * flops / sec / 1e12 / bf16) : std::string();
+  };
+  if (selected(opt, "gemm")) {
+    std::unique_ptr<Backend<float>> be = make_backend("cuda");
+    const double n = opt.square, sec = backend_square_gemm_seconds(*be, opt.square, opt.min_seconds);
+    t.measured("gemm", "square " + std::to_string(opt.square) + "^3", sec, 0, 2 * n * n * n,
+               note(2 * n * n * n, sec));
+  }
+  if (selected(opt, "train") || selected(opt, "eval")) {
+    const int B = cfg.train.batch_size, Tn = m.context;
+    const double tokens = static_cast<double>(B) * Tn, W = matmul_weights(m);
+    const double attn = m.n_layer * attention_forward_flops(B, Tn, m.n_embd);
+    ModelBench mb(cfg, resolve_attention(cfg), "cuda");
+    GPT<float>& model = *mb.model;
+    const auto inputs = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 7),
+               targets = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 8);
+    const std::string shape = "B=" + std::to_string(B) + " T=" + std::to_string(Tn);
+    if (selected(opt, "train")) {
+      AdamW<float> adamw(model, cfg.train);
+      auto step = [&] {
+        model.zero_grad();
+        model.forward(inputs.data(), targets.data(), B, Tn);
+        model.backward();
+        adamw.clip(cfg.train.grad_clip);
+        adamw.step(cfg.train.lr);
+        model.backend().synchronize();
+      };
+      const double sec = best_seconds(step, 0.0, opt.steps), flops = 6 * W * tokens + 3 * attn;
+      t.measured("train", "step fwd+bwd+AdamW " + shape, sec, tokens, flops, note(flops, sec));
+    }
+    if (selected(opt, "eval")) {
+      std::vector<float> losses;
+      const double sec = best_seconds([&] { model.forward_losses(inputs.data(), targets.data(), B, Tn, losses); },
+                                      opt.min_seconds, 3);
+      const double flops = 2 * W * tokens + attn;
+      t.measured("eval", "forward losses " + shape, sec, tokens, flops, note(flops, sec));
+    }
+  }
+  for (const char* part : {"attention", "memory"})
+    if (selected(opt, part)) t.row(part, "(cpu only)", "", "", "", "", "skipped on cuda");
+  out << "(GFLOP/s above; \"of peak\" is the MFU)\n";
+}
+
 }  // namespace
+
+const GpuPeak* cuda_peak(const std::string& device_name) {
+  // NVIDIA data sheets, dense (without sparsity); more specific names first.
+  static const GpuPeak table[] = {
+      {"H200 NVL", 835.0, 417.5, 60.0},  {"H200", 989.4, 494.7, 66.9},  {"H100 PCIe", 756.5, 378.0, 51.2},
+      {"H100 NVL", 835.0, 417.5, 60.0},  {"H100", 989.4, 494.7, 66.9},  {"A100", 312.0, 156.0, 19.5},
+      {"L40S", 362.1, 183.0, 91.6},
+  };
+  for (const GpuPeak& p : table)
+    if (device_name.find(p.match) != std::string::npos) return &p;
+  return nullptr;
+}
 
 const std::vector<std::string>& bench_parts() {
   static const std::vector<std::string> parts = {"gemm", "train", "eval", "attention", "memory", "cuda-attention"};
@@ -325,6 +435,17 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   for (const std::string& p : opt.parts)
     GPT_CHECK(std::find(bench_parts().begin(), bench_parts().end(), p) != bench_parts().end(), "bench: unknown part \"",
               p, "\"; valid: gemm, train, eval, attention, memory, cuda-attention");
+  GPT_CHECK(opt.device == "cpu" || opt.device == "cuda", "bench --device: \"", opt.device, "\"; valid: cpu, cuda");
+  if (opt.device == "cuda") {
+    // On the GPU, "attention" means the fused CUDA kernels too.
+    run_bench_cuda(cfg, opt, out);
+    if (selected(opt, "attention") || selected(opt, "cuda-attention")) {
+      CudaAttentionBenchOptions copt;
+      copt.presets = opt.presets;
+      run_cuda_attention_bench(copt, out);
+    }
+    return;
+  }
   const ModelConfig& m = cfg.model;
   const auto start = Clock::now();
   const std::time_t now = std::time(nullptr);

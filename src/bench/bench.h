@@ -11,6 +11,11 @@
 //              preset at T = 1K…16K (bench/cuda_attention_bench.h);
 // and prints time, tokens/s, GFLOP/s and the ratio to peak. A benchmark, not
 // a test: nothing here asserts a speed.
+//
+// With device "cuda" the parts are gemm (a square GEMM through the backend),
+// train and eval, run on the CUDA backend; the ratio is the MFU against the
+// GPU's data-sheet peak (cuda_peak): the float32 or TF32 peak, as the GEMMs
+// run (GPT_CUDA_TF32), with the bf16 peak beside it.
 #pragma once
 #include <ostream>
 #include <string>
@@ -29,7 +34,17 @@ struct BenchOptions {
   int steps = 3;             // timed training steps (after one warm-up step)
   double min_seconds = 0.5;  // each other measurement repeats until this much time has passed
   std::string config_name;   // shown in the header
+  std::string device = "cpu";  // cpu or cuda
+  double peak_tflops = 0;      // cuda: override of the peak table (TFLOP/s); 0 = by device name
 };
+
+// Dense data-sheet peaks of a GPU, TFLOP/s (no sparsity).
+struct GpuPeak {
+  const char* match;  // substring of the device name
+  double bf16, tf32, fp32;
+};
+// The entry whose `match` the device name contains, or null.
+const GpuPeak* cuda_peak(const std::string& device_name);
 
 // Valid part names, for the CLI's check.
 const std::vector<std::string>& bench_parts();

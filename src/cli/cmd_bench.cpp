@@ -24,6 +24,8 @@ struct BenchArgs {
   int steps = 3;
   int square = 2048;
   double min_seconds = 0.5;
+  std::string device = "cpu";
+  double peak_tflops = 0;
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -78,6 +80,12 @@ void add_bench(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--min-seconds", args->min_seconds, "Repeat each short measurement for at least this long (0.5)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device,
+                  "cpu or cuda (cuda: gemm, train and eval on the GPU, MFU against its peak; default cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--peak-tflops", args->peak_tflops,
+                  "cuda: peak TFLOP/s for the MFU (default: from the device name, float32 or TF32 as the GEMMs run)")
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([args] {
     const Config cfg = load_config(args->config, args->overrides);
     BenchOptions opt;
@@ -104,6 +112,8 @@ void add_bench(CLI::App& app) {
     opt.steps = args->steps;
     opt.square = args->square;
     opt.min_seconds = args->min_seconds;
+    opt.device = args->device;
+    opt.peak_tflops = args->peak_tflops;
     if (args->threads > 0) omp_set_num_threads(args->threads);
     else if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
     run_bench(cfg, opt, std::cout);

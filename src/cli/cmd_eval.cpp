@@ -30,6 +30,7 @@ struct EvalArgs {
   std::string data;
   std::string out;
   int threads = 0;
+  std::string device = "cpu";
   AttentionOverride attention;
   std::string task = "loss";
   // --task passkey
@@ -130,7 +131,7 @@ void run_passkey(const EvalArgs& a, LoadedModel& lm) {
 
 void run_eval(const EvalArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  LoadedModel lm = load_model(a.checkpoint, a.attention);
+  LoadedModel lm = load_model(a.checkpoint, a.attention, a.device);
   if (a.task == "passkey") return run_passkey(a, lm);
   GPT_CHECK(a.depths.empty() && a.samples == 0 && a.digits == 0 && a.tokenizer.empty(),
             "eval: --passkey-depths, --passkey-samples, --passkey-digits and --tokenizer belong to --task passkey");
@@ -217,6 +218,8 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--tokenizer", args->tokenizer,
                   std::string("Passkey: tokenizer of the model (default: the run's data.tokenizer): ") +
                       kTokenizerSpecHelp);
+  cmd->add_option("--device", args->device, "Compute backend: cpu or cuda (default cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([args] { run_eval(*args); });
 }
 

@@ -23,6 +23,7 @@ struct SampleArgs {
   uint64_t seed = 42;
   int context = 0;
   int threads = 0;
+  std::string device = "cpu";
   std::string tokenizer = "byte";
 };
 
@@ -49,7 +50,7 @@ int32_t pick_token(std::vector<float> logits, double temperature, int top_k, Rng
 
 void run_sample(const SampleArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  LoadedModel lm = load_model(a.checkpoint);
+  LoadedModel lm = load_model(a.checkpoint, {}, a.device);
   const ModelConfig& mc = lm.config.model;
   const std::unique_ptr<Tokenizer> tok = make_tokenizer(a.tokenizer);
   GPT_CHECK(static_cast<int64_t>(tok->vocab_size()) == mc.vocab_size, "sample: the checkpoint has a vocabulary of ",
@@ -92,6 +93,8 @@ void add_sample(CLI::App& app) {
   cmd->add_option("--tokenizer", args->tokenizer, std::string("Tokenizer of the model: ") + kTokenizerSpecHelp)
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", args->device, "Compute backend: cpu or cuda (default cpu)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->callback([args] { run_sample(*args); });
 }
 

@@ -89,7 +89,7 @@ struct AttentionConfig {
 
 struct RunConfig {
   std::string dir = "runs/default";  // run directory
-  std::string device = "cpu";        // "cpu" ("cuda" arrives with the CUDA backend)
+  std::string device = "cpu";        // "cpu" or "cuda" (make_backend, src/backend/backend.h)
 };
 
 struct Config {

@@ -160,7 +160,7 @@ std::string resolve_checkpoint(const std::string& p) {
 
 namespace gpt {
 
-LoadedModel load_model(const std::string& path, const AttentionOverride& attention) {
+LoadedModel load_model(const std::string& path, const AttentionOverride& attention, const std::string& device) {
   LoadedModel m;
   m.path = resolve_checkpoint(path);
   const Checkpoint ckpt = load_checkpoint(m.path);
@@ -184,7 +184,8 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
     spec = wanted_spec;
   }
   check_checkpoint_tensors(ckpt, m.path, ParamLayout(m.config.model, spec), "param/");
-  m.backend = make_cpu_backend<float>();
+  m.config.run.device = device;
+  m.backend = make_backend(device);
   m.model = std::make_unique<GPT<float>>(m.config.model, spec, *m.backend);
   restore_checkpoint(ckpt, m.path, *m.model, nullptr);
   return m;

@@ -70,7 +70,10 @@ struct AttentionOverride {
 
 // path: a checkpoint file or a run directory. A non-empty override that is
 // incompatible with the trained variant is refused with the reason;
-// config.attention holds the variant in use.
-LoadedModel load_model(const std::string& path, const AttentionOverride& attention = {});
+// config.attention holds the variant in use. device: "cpu" or "cuda"
+// (make_backend; the checkpoint's own run.device is not used, so a model
+// trained on a GPU evaluates anywhere); config.run.device is set to it.
+LoadedModel load_model(const std::string& path, const AttentionOverride& attention = {},
+                       const std::string& device = "cpu");
 
 }  // namespace gpt

@@ -94,8 +94,6 @@ void set_thread_count(int threads) {
 }  // namespace
 
 int run_training(const Config& cfg, const std::string& resume_checkpoint) {
-  GPT_CHECK(cfg.run.device == "cpu", "run.device \"", cfg.run.device,
-            "\" is not available in this build yet; only \"cpu\" can train");
   // Data parallelism: every rank trains on rows [rank*Bl, (rank+1)*Bl) of each
   // global micro-batch of B rows; gradients and losses are averaged across
   // ranks; rank 0 alone logs, evaluates and writes files.
@@ -110,6 +108,10 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
             nranks, "; each rank trains on batch_size / ranks sequences of every micro-batch");
   const int Bl = B / nranks;
   check_eval_contexts(mc, cfg.eval, T);
+  // The device first: a missing GPU fails before anything is read or written.
+  GPT_CHECK(cfg.run.device == "cpu" || nranks == 1, "run.device \"", cfg.run.device, "\" trains in one process (",
+            nranks, " ranks here); multi-process training is CPU only; valid with several ranks: cpu");
+  auto backend = make_backend(cfg.run.device);
 
   const std::string run_dir = cfg.run.dir;
   if (resume_checkpoint.empty())
@@ -144,7 +146,6 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     metrics = std::make_unique<MetricsLog>((fs::path(run_dir) / "metrics.jsonl").string(), !resume_checkpoint.empty());
   }
 
-  auto backend = make_cpu_backend<float>();
   const AttentionSpec attn = resolve_attention(cfg);
   GPT<float> model(mc, attn, *backend);
   AdamW<float> opt(model, tc, &comm);
@@ -169,6 +170,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   spdlog::info("model: {} layers, {} heads, {} channels, context {}, {} positions, {:.3f}M parameters", mc.n_layer,
                mc.n_head, mc.n_embd, T, mc.position, model.num_params() / 1e6);
   spdlog::info("attention: {}", attention_summary(cfg.attention, attn));
+  if (cfg.run.device == "cuda") spdlog::info("device: {} on {}", backend->name(), cuda_device_name());
   spdlog::info("data: {} training tokens ({} sequences per epoch), {} validation tokens; {} threads",
                loader.stream().size(), loader.sequences_per_epoch(), val.size(), omp_get_max_threads());
   if (passkey)

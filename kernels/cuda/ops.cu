@@ -1,0 +1,355 @@
+// The element-wise and per-row kernels of the CUDA backend: embedding,
+// LayerNorm, bias, GELU, residual/accumulate/scale, sum of squares, RoPE,
+// AdamW. Written for clarity: grid-stride loops, one warp per LayerNorm row,
+// column blocks for the sums over rows. Contracts: kernels/cuda/cuda_kernels.h.
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/reduce.cuh"
+
+namespace gpt::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr float kLayerNormEps = 1e-5f;  // as kernels/cpu/layernorm.cpp
+
+#define GPT_GRID_STRIDE(i, n) \
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
+
+// ---- embedding ----------------------------------------------------------------------
+__global__ void encoder_forward_kernel(float* out, const int32_t* tokens, const float* wte, const float* wpe, int Tn,
+                                       int C, size_t total) {
+  GPT_GRID_STRIDE(i, total) {
+    const size_t bt = i / C, c = i % C;
+    float v = wte[size_t(tokens[bt]) * C + c];
+    if (wpe) v += wpe[(bt % Tn) * C + c];
+    out[i] = v;
+  }
+}
+
+// dwte[tokens[bt], c] += dout[bt, c]: repeated tokens collide, hence atomicAdd.
+__global__ void encoder_backward_wte_kernel(float* dwte, const float* dout, const int32_t* tokens, int C,
+                                            size_t total) {
+  GPT_GRID_STRIDE(i, total) {
+    const size_t bt = i / C, c = i % C;
+    atomicAdd(dwte + size_t(tokens[bt]) * C + c, dout[i]);
+  }
+}
+
+// dwpe[t, c] += Σ_b dout[b, t, c]: one thread per (t, c), b in order.
+__global__ void encoder_backward_wpe_kernel(float* dwpe, const float* dout, int B, int Tn, int C) {
+  const size_t total = size_t(Tn) * C;
+  GPT_GRID_STRIDE(i, total) {
+    float s = 0.f;
+    for (int b = 0; b < B; ++b) s += dout[size_t(b) * total + i];
+    dwpe[i] += s;
+  }
+}
+
+// ---- LayerNorm: one warp per row ----------------------------------------------------
+__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                                         const float* b, int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;  // the whole warp leaves together
+  const float* x = inp + size_t(row) * C;
+  float* y = out + size_t(row) * C;
+  float s = 0.f;
+  for (int c = lane; c < C; c += 32) s += x[c];
+  const float m = warp_sum(s) / C;
+  float v = 0.f;  // two passes, as the CPU kernel: no E[x²] - E[x]² cancellation
+  for (int c = lane; c < C; c += 32) v += (x[c] - m) * (x[c] - m);
+  const float r = 1.0f / sqrtf(warp_sum(v) / C + kLayerNormEps);
+  for (int c = lane; c < C; c += 32) y[c] = (x[c] - m) * r * w[c] + b[c];
+  if (lane == 0) {
+    if (mean) mean[row] = m;
+    if (rstd) rstd[row] = r;
+  }
+}
+
+// dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w.
+__global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, const float* inp, const float* w,
+                                                const float* mean, const float* rstd, int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const float* x = inp + size_t(row) * C;
+  const float* dy = dout + size_t(row) * C;
+  float* dx = dinp + size_t(row) * C;
+  const float m = mean[row], r = rstd[row];
+  float g_sum = 0.f, gx_sum = 0.f;
+  for (int c = lane; c < C; c += 32) {
+    const float g = dy[c] * w[c];
+    g_sum += g;
+    gx_sum += g * (x[c] - m) * r;
+  }
+  const float g_mean = warp_sum(g_sum) / C, gx_mean = warp_sum(gx_sum) / C;
+  for (int c = lane; c < C; c += 32) {
+    const float xhat = (x[c] - m) * r;
+    dx[c] += r * (dy[c] * w[c] - g_mean - xhat * gx_mean);
+  }
+}
+
+// Column sums over rows, shared by the LayerNorm parameters and the bias
+// gradient. Block (32, 8): threadIdx.x is the column within a block of 32,
+// threadIdx.y and blockIdx.y stride over the rows; the 8 partial sums of a
+// column are added in shared memory and the block adds its total with
+// atomicAdd (gridDim.y blocks per column).
+constexpr int kColRows = 8;
+unsigned row_blocks(int N) { return static_cast<unsigned>(std::min(64, std::max(1, N / 256))); }
+
+__global__ void layernorm_backward_params_kernel(float* dw, float* db, const float* dout, const float* inp,
+                                                 const float* mean, const float* rstd, int N, int C) {
+  __shared__ float sw[kColRows][33], sb[kColRows][33];
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  float aw = 0.f, ab = 0.f;
+  if (c < C)
+    for (int n = blockIdx.y * kColRows + threadIdx.y; n < N; n += gridDim.y * kColRows) {
+      const float dy = dout[size_t(n) * C + c];
+      aw += dy * (inp[size_t(n) * C + c] - mean[n]) * rstd[n];
+      ab += dy;
+    }
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    for (int k = 1; k < kColRows; ++k) {
+      aw += sw[k][threadIdx.x];
+      ab += sb[k][threadIdx.x];
+    }
+    atomicAdd(dw + c, aw);
+    atomicAdd(db + c, ab);
+  }
+}
+
+__global__ void bias_backward_kernel(float* dbias, const float* dout, int N, int OC) {
+  __shared__ float sb[kColRows][33];
+  const int o = blockIdx.x * 32 + threadIdx.x;
+  float acc = 0.f;
+  if (o < OC)
+    for (int n = blockIdx.y * kColRows + threadIdx.y; n < N; n += gridDim.y * kColRows) acc += dout[size_t(n) * OC + o];
+  sb[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && o < OC) {
+    for (int k = 1; k < kColRows; ++k) acc += sb[k][threadIdx.x];
+    atomicAdd(dbias + o, acc);
+  }
+}
+
+__global__ void bias_add_kernel(float* out, const float* bias, int OC, size_t total) {
+  GPT_GRID_STRIDE(i, total) out[i] += bias[i % OC];
+}
+
+// ---- GELU: 0.5 x (1 + tanh u) = x·sigmoid(2u), u = k (x + a x³), as the float
+// CPU path (no 1 + tanh cancellation for negative x) ------------------------------------
+constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+constexpr float kCubic = 0.044715f;
+
+__global__ void gelu_forward_kernel(float* out, const float* inp, size_t n) {
+  GPT_GRID_STRIDE(i, n) {
+    const float x = inp[i];
+    out[i] = x / (1.0f + expf(-2.0f * kSqrt2OverPi * (x + kCubic * x * x * x)));
+  }
+}
+
+__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
+  GPT_GRID_STRIDE(i, n) {
+    const float x = inp[i];
+    // s = sigmoid(2u); d/dx [x s] = s + 2 x s (1 - s) k (1 + 3 a x²). Past
+    // |x| = 100, s (1 - s) is 0 and the clamp keeps x² finite (no 0·inf).
+    const float s = 1.0f / (1.0f + expf(-2.0f * kSqrt2OverPi * (x + kCubic * x * x * x)));
+    const float xc = fminf(fmaxf(x, -100.f), 100.f);
+    const float grad = s + 2.0f * xc * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kCubic * xc * xc);
+    dinp[i] += grad * dout[i];
+  }
+}
+
+// ---- element-wise --------------------------------------------------------------------------
+__global__ void residual_kernel(float* out, const float* a, const float* b, size_t n) {
+  GPT_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+}
+__global__ void add_kernel(float* dst, const float* src, size_t n) {
+  GPT_GRID_STRIDE(i, n) dst[i] += src[i];
+}
+__global__ void scale_kernel(float* x, float s, size_t n) {
+  GPT_GRID_STRIDE(i, n) x[i] *= s;
+}
+__global__ void sum_squares_kernel(double* partial, const float* x, size_t n) {
+  double s = 0.0;
+  GPT_GRID_STRIDE(i, n) s += double(x[i]) * double(x[i]);
+  s = block_sum(s);
+  if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+// ---- RoPE: one thread per output element of (B,T,3C) -------------------------------------
+// sign +1 applies R, -1 its transpose; accumulate adds into dst.
+__global__ void rope_kernel(float* dst, const float* src, int Tn, int C, int NH, double theta, int pos0, double sign,
+                            bool accumulate, size_t total) {
+  const size_t C3 = 3 * size_t(C);
+  const int D = C / NH, half = D / 2;
+  GPT_GRID_STRIDE(i, total) {
+    const size_t bt = i / C3, col = i % C3;
+    float y;
+    if (col >= 2 * size_t(C)) {
+      y = src[i];  // v passes through
+    } else {
+      const int j = static_cast<int>(col % D), k = j < half ? j : j - half;  // pair (k, k + half)
+      const float* x = src + bt * C3 + (col - j);                          // this head's D values
+      const double a = double(pos0 + static_cast<long>(bt % Tn)) * pow(theta, -2.0 * k / D);
+      double sn, cs;
+      sincos(a, &sn, &cs);
+      sn *= sign;
+      const double x1 = x[k], x2 = x[k + half];
+      y = static_cast<float>(j < half ? x1 * cs - x2 * sn : x1 * sn + x2 * cs);
+    }
+    dst[i] = accumulate ? dst[i] + y : y;
+  }
+}
+
+// ---- AdamW ---------------------------------------------------------------------------------
+__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, size_t n, float b1, float b2,
+                             float one_m_b1, float one_m_b2, float inv_c1, float inv_c2, float lr, float eps,
+                             float wd) {
+  GPT_GRID_STRIDE(i, n) {
+    const float g = grad[i];
+    const float mi = b1 * m[i] + one_m_b1 * g;
+    const float vi = b2 * v[i] + one_m_b2 * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float mhat = mi * inv_c1, vhat = vi * inv_c2;
+    param[i] -= lr * (mhat / (sqrtf(vhat) + eps) + wd * param[i]);
+  }
+}
+
+unsigned warp_rows_grid(int N) { return static_cast<unsigned>((N + kThreads / 32 - 1) / (kThreads / 32)); }
+
+}  // namespace
+
+void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int Tn, int C,
+                     cudaStream_t stream) {
+  const size_t total = size_t(B) * Tn * C;
+  if (total == 0) return;
+  encoder_forward_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(out, tokens, wte, wpe, Tn, C, total);
+  GPT_CUDA_CHECK_LAUNCH("encoder_forward_kernel");
+}
+
+void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int Tn, int C,
+                      cudaStream_t stream) {
+  const size_t total = size_t(B) * Tn * C;
+  if (total == 0) return;
+  encoder_backward_wte_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(dwte, dout, tokens, C, total);
+  GPT_CUDA_CHECK_LAUNCH("encoder_backward_wte_kernel");
+  if (dwpe) {
+    encoder_backward_wpe_kernel<<<grid_for(size_t(Tn) * C, kThreads), kThreads, 0, stream>>>(dwpe, dout, B, Tn, C);
+    GPT_CUDA_CHECK_LAUNCH("encoder_backward_wpe_kernel");
+  }
+}
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                       int N, int C, cudaStream_t stream) {
+  if (N <= 0) return;
+  layernorm_forward_kernel<<<warp_rows_grid(N), kThreads, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, C);
+  GPT_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
+  if (N <= 0) return;
+  layernorm_backward_input_kernel<<<warp_rows_grid(N), kThreads, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, N,
+                                                                               C);
+  GPT_CUDA_CHECK_LAUNCH("layernorm_backward_input_kernel");
+  const dim3 grid((C + 31) / 32, row_blocks(N)), block(32, kColRows);
+  layernorm_backward_params_kernel<<<grid, block, 0, stream>>>(dweight, dbias, dout, inp, mean, rstd, N, C);
+  GPT_CUDA_CHECK_LAUNCH("layernorm_backward_params_kernel");
+}
+
+void bias_add(float* out, const float* bias, int N, int OC, cudaStream_t stream) {
+  const size_t total = size_t(N) * OC;
+  if (total == 0) return;
+  bias_add_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(out, bias, OC, total);
+  GPT_CUDA_CHECK_LAUNCH("bias_add_kernel");
+}
+
+void bias_backward(float* dbias, const float* dout, int N, int OC, cudaStream_t stream) {
+  if (N <= 0 || OC <= 0) return;
+  const dim3 grid((OC + 31) / 32, row_blocks(N)), block(32, kColRows);
+  bias_backward_kernel<<<grid, block, 0, stream>>>(dbias, dout, N, OC);
+  GPT_CUDA_CHECK_LAUNCH("bias_backward_kernel");
+}
+
+void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  gelu_forward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, inp, n);
+  GPT_CUDA_CHECK_LAUNCH("gelu_forward_kernel");
+}
+
+void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  gelu_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, n);
+  GPT_CUDA_CHECK_LAUNCH("gelu_backward_kernel");
+}
+
+void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  residual_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, a, b, n);
+  GPT_CUDA_CHECK_LAUNCH("residual_kernel");
+}
+
+void add_inplace(float* dst, const float* src, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  add_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(dst, src, n);
+  GPT_CUDA_CHECK_LAUNCH("add_kernel");
+}
+
+void scale_inplace(float* x, float s, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  scale_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, s, n);
+  GPT_CUDA_CHECK_LAUNCH("scale_kernel");
+}
+
+void sum_squares_partials(double* partial, const float* x, size_t n, cudaStream_t stream) {
+  // Always kSumSquaresBlocks blocks (empty ones write 0), so the caller can
+  // add a fixed number of partials.
+  sum_squares_kernel<<<kSumSquaresBlocks, kThreads, 0, stream>>>(partial, x, n);
+  GPT_CUDA_CHECK_LAUNCH("sum_squares_kernel");
+}
+
+namespace {
+void rope_apply(float* dst, const float* src, int B, int Tn, int C, int NH, double theta, int pos0, double sign,
+                bool accumulate, cudaStream_t stream) {
+  GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "rope: B, T, C, NH must be positive, got B=", B, " T=", Tn,
+            " C=", C, " NH=", NH);
+  GPT_CHECK(C % NH == 0 && (C / NH) % 2 == 0, "rope: the head size C/NH must be an even integer, got C=", C,
+            " NH=", NH);
+  GPT_CHECK(theta > 0.0, "rope: theta must be positive, got ", theta);
+  const size_t total = size_t(B) * Tn * 3 * C;
+  rope_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(dst, src, Tn, C, NH, theta, pos0, sign, accumulate,
+                                                                  total);
+  GPT_CUDA_CHECK_LAUNCH("rope_kernel");
+}
+}  // namespace
+
+void rope_forward(float* out, const float* inp, int B, int Tn, int C, int NH, double theta, int pos0,
+                  cudaStream_t stream) {
+  rope_apply(out, inp, B, Tn, C, NH, theta, pos0, +1.0, false, stream);
+}
+
+void rope_backward(float* dinp, const float* dout, int B, int Tn, int C, int NH, double theta, int pos0,
+                   cudaStream_t stream) {
+  rope_apply(dinp, dout, B, Tn, C, NH, theta, pos0, -1.0, true, stream);
+}
+
+void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, double lr, double beta1,
+                  double beta2, double eps, double weight_decay, long t, cudaStream_t stream) {
+  GPT_CHECK(t >= 1, "adamw_update: step t must be >= 1 (1-based, for bias correction), got ", t);
+  if (n == 0) return;
+  const float inv_c1 = float(1.0 / (1.0 - std::pow(beta1, double(t))));
+  const float inv_c2 = float(1.0 / (1.0 - std::pow(beta2, double(t))));
+  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(param, grad, m, v, n, float(beta1), float(beta2),
+                                                               float(1.0 - beta1), float(1.0 - beta2), inv_c1, inv_c2,
+                                                               float(lr), float(eps), float(weight_decay));
+  GPT_CUDA_CHECK_LAUNCH("adamw_kernel");
+}
+
+}  // namespace gpt::cuda

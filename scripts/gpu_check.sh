@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# One check of the CUDA backend on a GPU machine that has CUDA (nvcc, cuBLAS),
+# CMake and a C++ compiler but none of our Debian packages and no network:
+#   1. configure and build (Release, CUDA on, MPI off) against the packages
+#      unpacked by scripts/fetch_gpu_deps.sh into third_party/deb/;
+#   2. run every CUDA parity test (gtest filter GPU_TEST_FILTER, default *Cuda*);
+#   3. train the quickstart model on cuda for a few hundred steps (data: the
+#      repository's own text, byte tokens) and a few steps on cpu, and compare
+#      their first losses;
+#   4. run `gpt bench --device cuda` on GPT-2 small (configs/gpt2_small_cuda.json),
+#      float32 and TF32;
+# then print a compact table. About 5-8 minutes on an H200 machine with 16 cores.
+# Logs go to build-gpu/check/. Exit status 0 only if every step passed.
+#
+# usage: scripts/gpu_check.sh            (see docs/gpu.md)
+# env:   DEPS=third_party/deb  BUILD=build-gpu  JOBS=$(nproc)  CUDA_ARCH=90
+#        GPU_TEST_FILTER='*Cuda*'  TRAIN_STEPS=300  BENCH_STEPS=3
+set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+deps=$(realpath -m "${DEPS:-third_party/deb}")
+build=${BUILD:-build-gpu}
+jobs=${JOBS:-$(nproc)}
+arch=${CUDA_ARCH:-90}
+filter=${GPU_TEST_FILTER:-*Cuda*}
+train_steps=${TRAIN_STEPS:-300}
+bench_steps=${BENCH_STEPS:-3}
+logs=$build/check
+start=$(date +%s)
+
+declare -a rows=()
+status=0
+row() { rows+=("$(printf '%-28s %-8s %s' "$1" "$2" "$3")"); }
+failed() { status=1; row "$1" FAIL "$2"; }
+elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
+
+# ---- 0. tools and dependencies ------------------------------------------------------
+if ! command -v nvcc >/dev/null; then
+  for d in /usr/local/cuda/bin /usr/local/cuda-*/bin; do [ -x "$d/nvcc" ] && export PATH="$d:$PATH" && break; done
+fi
+command -v nvcc >/dev/null || { echo "error: nvcc not found (PATH or /usr/local/cuda/bin)" >&2; exit 1; }
+command -v cmake >/dev/null || { echo "error: cmake not found" >&2; exit 1; }
+[ -d "$deps/usr/include/nlohmann" ] || {
+  echo "error: $deps holds no unpacked dependencies; run scripts/fetch_gpu_deps.sh on a Debian machine with" \
+       "network first and bring the folder along (docs/gpu.md)" >&2
+  exit 1
+}
+libdir=$deps/usr/lib/x86_64-linux-gnu
+# spdlog's shared library needs fmt's at run time (also when gtest lists the
+# tests during the build); the executables' RUNPATH covers only their own.
+export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+mkdir -p "$logs"
+echo "== gpu_check: $(nvcc --version | tail -1), $(cmake --version | head -1), $jobs jobs, deps $deps"
+
+# ---- 1. configure + build --------------------------------------------------------------
+t0=$(date +%s)
+if cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_MPI=OFF \
+     -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+     -DCMAKE_PREFIX_PATH="$deps/usr" -DCMAKE_LIBRARY_PATH="$libdir" -DCMAKE_INCLUDE_PATH="$deps/usr/include" \
+     -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
+     -Dnlohmann_json_DIR="$deps/usr/share/cmake/nlohmann_json" -DCLI11_DIR="$deps/usr/share/cmake/CLI11" \
+     -Dspdlog_DIR="$libdir/cmake/spdlog" -Dfmt_DIR="$libdir/cmake/fmt" -DGTest_DIR="$libdir/cmake/GTest" \
+     >"$logs/configure.log" 2>&1 &&
+   cmake --build "$build" -j"$jobs" --target gpt gpt_tests >"$logs/build.log" 2>&1; then
+  row "build (CUDA sm_$arch)" ok "$(elapsed "$t0"), log $logs/build.log"
+else
+  failed "build (CUDA sm_$arch)" "see $logs/configure.log, $logs/build.log"
+  tail -30 "$logs/build.log" "$logs/configure.log" 2>/dev/null
+  printf '%s\n' "${rows[@]}"
+  exit 1
+fi
+gpt=$build/gpt
+"$gpt" info | tee "$logs/info.log"
+device=$(grep -m1 '^cuda:0' "$logs/info.log" | sed 's/^cuda:0 //; s/,.*//')
+[ -n "$device" ] || failed "cuda device" "gpt info sees none: $(grep -A1 '^cuda:' "$logs/info.log" | tail -1)"
+
+# ---- 2. parity tests -------------------------------------------------------------------
+t0=$(date +%s)
+"$build/gpt_tests" --gtest_filter="$filter" >"$logs/tests.log" 2>&1
+rc=$?
+passed=$(grep -oP '^\[  PASSED  \] \K[0-9]+' "$logs/tests.log" || echo 0)
+skipped=$(grep -oP '^\[  SKIPPED \] \K[0-9]+(?= test)' "$logs/tests.log" || echo 0)
+nfailed=$(grep -oP '^\[  FAILED  \] \K[0-9]+(?= test)' "$logs/tests.log" || echo 0)
+summary="$passed passed, $skipped skipped, $nfailed failed ($(elapsed "$t0"); filter $filter)"
+if [ $rc -eq 0 ] && [ "$skipped" = 0 ]; then row "CUDA parity tests" ok "$summary"
+else
+  failed "CUDA parity tests" "$summary; log $logs/tests.log"
+  grep -E '^\[  (FAILED|SKIPPED) \] [A-Za-z]' "$logs/tests.log" | grep -v ' ms)$' | sed 's/^/    /' | head -20
+fi
+
+# ---- 3. short training run on cuda (and a few cpu steps to compare) ----------------------
+t0=$(date +%s)
+data=$build/check/data
+rm -rf "$data" "$build/check/runs"
+mkdir -p "$data"
+find README.md docs src kernels tests scripts -type f \( -name '*.md' -o -name '*.cpp' -o -name '*.h' -o -name '*.cu' \
+  -o -name '*.sh' \) -print0 2>/dev/null | sort -z | xargs -0 cat >"$data/corpus.txt"
+train_common=(--set "data.train=$data/text_train_*.bin" --set "data.val=$data/text_val_*.bin"
+  --set eval.tokens=16384 --set "eval.multiples=[1,2,4]" --set train.log_every=50)
+loss_at() {  # loss_at RUN_DIR STEP
+  grep "\"event\":\"train\"" "$1/metrics.jsonl" | grep "\"step\":$2," | tail -1 | sed 's/.*"loss":\([^,}]*\).*/\1/'
+}
+if "$gpt" data text "$data/corpus.txt" "$data" --tokenizer byte --val-fraction 0.1 --name text >"$logs/data.log" 2>&1 &&
+   "$gpt" train configs/quickstart.json "${train_common[@]}" --set run.device=cuda --set train.steps="$train_steps" \
+     --set train.warmup_steps=$((train_steps / 10)) \
+     --set "run.dir=$build/check/runs/cuda" >"$logs/train_cuda.log" 2>&1; then
+  first=$(loss_at "$build/check/runs/cuda" 1)
+  last=$(loss_at "$build/check/runs/cuda" "$train_steps")
+  toks=$(grep -oP '\| \K[0-9]+(?= tok/s)' "$logs/train_cuda.log" | tail -1)
+  row "train quickstart on cuda" ok "$train_steps steps: loss $first -> $last, $toks tok/s ($(elapsed "$t0"))"
+  if "$gpt" train configs/quickstart.json "${train_common[@]}" --set run.device=cpu --set train.steps=20 --set train.warmup_steps=2 \
+       --set train.log_every=10 --set "run.dir=$build/check/runs/cpu" >"$logs/train_cpu.log" 2>&1; then
+    # Same seed and data order: the first step is the same computation on both.
+    c1=$(loss_at "$build/check/runs/cpu" 1)
+    cmp=$(awk -v a="$first" -v b="$c1" 'BEGIN { d = a - b; if (d < 0) d = -d; r = d / b;
+                                              printf "%s %.2e", (r < 1e-4 ? "ok" : "FAIL"), r }')
+    [ "${cmp%% *}" = ok ] || status=1
+    row "step-1 loss cuda vs cpu" "${cmp%% *}" "cuda $first, cpu $c1, relative difference ${cmp#* }"
+  else
+    failed "train quickstart on cpu" "log $logs/train_cpu.log"
+  fi
+else
+  failed "train quickstart on cuda" "log $logs/train_cuda.log"
+  tail -n 5 "$logs/data.log" "$logs/train_cuda.log" | sed 's/^/    /'
+fi
+
+# ---- 4. benchmark: GPT-2 small, T = 1024 -------------------------------------------------
+bench_row() {  # bench_row LABEL LOG
+  local line
+  line=$(grep -E '^train ' "$2" | head -1)
+  if [ -n "$line" ]; then
+    # Table columns of src/bench/bench.cpp: tokens/s 59-68, GFLOP/s 70-78, "of peak" 80-87, note 90-.
+    row "$1" ok "$(echo "$line" | cut -c59-68 | tr -d ' ') tok/s, $(echo "$line" | cut -c70-78 | tr -d ' ') GFLOP/s, MFU $(echo "$line" | cut -c80-87 | tr -d ' ') $(echo "$line" | cut -c90-)"
+  else failed "$1" "log $2"; fi
+}
+t0=$(date +%s)
+GPT_CUDA_TF32=0 timeout 300 "$gpt" bench configs/gpt2_small_cuda.json --device cuda --only gemm,train,eval \
+  --steps "$bench_steps" --min-seconds 0.2 >"$logs/bench_fp32.log" 2>&1
+bench_row "bench GPT-2 small fp32" "$logs/bench_fp32.log"
+GPT_CUDA_TF32=1 timeout 300 "$gpt" bench configs/gpt2_small_cuda.json --device cuda --only train \
+  --steps "$bench_steps" --min-seconds 0.2 >"$logs/bench_tf32.log" 2>&1
+bench_row "bench GPT-2 small tf32" "$logs/bench_tf32.log"
+cat "$logs/bench_fp32.log"
+
+# ---- table -------------------------------------------------------------------------------
+echo
+echo "== gpu_check on ${device:-no device} ($(elapsed "$start") total; logs in $logs)"
+printf '%-28s %-8s %s\n' check result details
+printf '%s\n' "${rows[@]}"
+exit $status

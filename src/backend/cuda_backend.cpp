@@ -1,0 +1,196 @@
+// Backend<float> over the CUDA kernels (kernels/cuda/): device memory from
+// cudaMalloc, every op on the default stream, GEMMs through cuBLASLt. float32
+// only; bf16 mixed precision is not done. Compiled only when nvcc was found
+// (GPT_HAVE_CUDA); make_backend("cuda") refuses otherwise.
+#ifdef GPT_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "backend/backend.h"
+#include "core/check.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_kernels.h"
+
+namespace gpt {
+namespace {
+
+// The device's cudaMalloc'd pointer, at least 256 bytes (a zero-size
+// buffer still gets a distinct, valid pointer), zeroed.
+void* device_zeroed(size_t bytes) {
+  void* p = nullptr;
+  const size_t n = bytes < 256 ? 256 : bytes;
+  GPT_CUDA_CHECK(cudaMalloc(&p, n));
+  const cudaError_t st = cudaMemset(p, 0, n);
+  if (st != cudaSuccess) {
+    cudaFree(p);
+    GPT_CUDA_CHECK(st);
+  }
+  return p;
+}
+
+// Frees without throwing (called from destructors); a failure is logged.
+void device_free(void* p) {
+  const cudaError_t st = cudaFree(p);
+  if (st != cudaSuccess) spdlog::warn("cudaFree failed: {}", cudaGetErrorString(st));
+}
+
+class CudaBackend final : public Backend<float> {
+ public:
+  explicit CudaBackend(bool tf32) : matmul_(tf32) {
+    sum_partials_ = static_cast<double*>(device_zeroed(sizeof(double) * cuda::kSumSquaresBlocks));
+  }
+  ~CudaBackend() override {
+    device_free(sum_partials_);
+    if (diag_) device_free(diag_);
+  }
+  std::string name() const override { return matmul_.tf32() ? "cuda (tf32)" : "cuda"; }
+  void synchronize() override { GPT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+
+  float* alloc(size_t n) override { return static_cast<float*>(device_zeroed(n * sizeof(float))); }
+  void release(float* p) override { device_free(p); }
+  int32_t* alloc_tokens(size_t n) override { return static_cast<int32_t*>(device_zeroed(n * sizeof(int32_t))); }
+  void release_tokens(int32_t* p) override { device_free(p); }
+  void upload(float* dst, const float* host, size_t n) override {
+    GPT_CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  void download(float* host, const float* src, size_t n) override {
+    GPT_CUDA_CHECK(cudaMemcpy(host, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+  void upload_tokens(int32_t* dst, const int32_t* host, size_t n) override {
+    GPT_CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(int32_t), cudaMemcpyHostToDevice));
+  }
+  void zero(float* p, size_t n) override { GPT_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), stream_)); }
+
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int Tn,
+                       int C) override {
+    cuda::encoder_forward(out, tokens, wte, wpe, B, Tn, C, stream_);
+  }
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int Tn,
+                        int C) override {
+    cuda::encoder_backward(dwte, dwpe, dout, tokens, B, Tn, C, stream_);
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N,
+                         int C) override {
+    cuda::layernorm_forward(out, mean, rstd, inp, w, b, N, C, stream_);
+  }
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                          const float* mean, const float* rstd, int N, int C) override {
+    cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, stream_);
+  }
+  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int C,
+                      int OC) override {
+    matmul_.forward(out, inp, w, bias, N, C, OC, stream_);
+  }
+  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                       int N, int C, int OC) override {
+    matmul_.backward(dinp, dw, dbias, dout, inp, w, N, C, OC, stream_);
+  }
+  void gelu_forward(float* out, const float* inp, size_t n) override { cuda::gelu_forward(out, inp, n, stream_); }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
+    cuda::gelu_backward(dinp, inp, dout, n, stream_);
+  }
+  void residual_forward(float* out, const float* a, const float* b, size_t n) override {
+    cuda::residual_forward(out, a, b, n, stream_);
+  }
+  void add_inplace(float* dst, const float* src, size_t n) override { cuda::add_inplace(dst, src, n, stream_); }
+  double sum_squares(const float* x, size_t n) override {
+    cuda::sum_squares_partials(sum_partials_, x, n, stream_);
+    std::vector<double> partial(cuda::kSumSquaresBlocks);
+    GPT_CUDA_CHECK(cudaMemcpy(partial.data(), sum_partials_, partial.size() * sizeof(double), cudaMemcpyDeviceToHost));
+    double total = 0.0;
+    for (double p : partial) total += p;
+    return total;
+  }
+  void scale_inplace(float* x, float s, size_t n) override { cuda::scale_inplace(x, s, n, stream_); }
+  void rope_forward(float* out, const float* inp, int B, int Tn, int C, int NH, double theta, int pos0) override {
+    cuda::rope_forward(out, inp, B, Tn, C, NH, theta, pos0, stream_);
+  }
+  void rope_backward(float* dinp, const float* dout, int B, int Tn, int C, int NH, double theta, int pos0) override {
+    cuda::rope_backward(dinp, dout, B, Tn, C, NH, theta, pos0, stream_);
+  }
+  // diag (host doubles, NH × kAttentionDiagStats) += what the kernel adds to a
+  // zeroed device copy.
+  void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
+                         const AttentionSpec& spec, const float* head_scale, double* diag) override {
+    const size_t ndiag = static_cast<size_t>(NH) * kAttentionDiagStats;
+    double* ddiag = nullptr;
+    if (diag) {
+      if (diag_size_ < ndiag) {
+        if (diag_) device_free(diag_);
+        diag_ = nullptr;
+        diag_ = static_cast<double*>(device_zeroed(ndiag * sizeof(double)));
+        diag_size_ = ndiag;
+      }
+      ddiag = diag_;
+      GPT_CUDA_CHECK(cudaMemsetAsync(ddiag, 0, ndiag * sizeof(double), stream_));
+    }
+    cuda::attention_forward(out, stats, qkv, B, Tn, C, NH, spec, head_scale, ddiag, stream_);
+    if (diag) {
+      std::vector<double> host(ndiag);
+      GPT_CUDA_CHECK(cudaMemcpy(host.data(), ddiag, ndiag * sizeof(double), cudaMemcpyDeviceToHost));
+      for (size_t i = 0; i < ndiag; ++i) diag[i] += host[i];
+    }
+  }
+  void attention_backward(float* dqkv, float* dhead_scale, const float* dout, const float* out, const float* stats,
+                          const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                          const float* head_scale) override {
+    cuda::attention_backward(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale, stream_);
+  }
+  void crossentropy_forward(float* losses, const float* logits, const int32_t* targets, int N, int V,
+                            int Vp) override {
+    cuda::crossentropy_forward(losses, logits, targets, N, V, Vp, stream_);
+  }
+  void crossentropy_backward(float* dlogits, const float* logits, const int32_t* targets, const float* dloss, int N,
+                             int V, int Vp) override {
+    cuda::crossentropy_backward(dlogits, logits, targets, dloss, N, V, Vp, stream_);
+  }
+  void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, double lr, double beta1,
+                    double beta2, double eps, double weight_decay, long t) override {
+    cuda::adamw_update(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, stream_);
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;  // the legacy default stream: cudaMemcpy orders with it
+  cuda::Matmul matmul_;
+  double* sum_partials_ = nullptr;  // kSumSquaresBlocks doubles
+  double* diag_ = nullptr;          // attention diagnostics scratch
+  size_t diag_size_ = 0;
+};
+
+}  // namespace
+
+bool cuda_device_present(std::string* why) {
+  int count = 0;
+  const cudaError_t st = cudaGetDeviceCount(&count);
+  if (st != cudaSuccess) {
+    if (why) *why = cudaGetErrorString(st);
+    cudaGetLastError();  // reset the runtime's last-error state so later calls start clean
+    return false;
+  }
+  if (count == 0) {
+    if (why) *why = "no device visible";
+    return false;
+  }
+  return true;
+}
+
+std::string cuda_device_name() {
+  cudaDeviceProp prop{};
+  if (!cuda_device_present(nullptr) || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "";
+  return prop.name;
+}
+
+std::unique_ptr<Backend<float>> make_cuda_backend(bool tf32) {
+  std::string why;
+  if (!cuda_device_present(&why)) fail("run.device \"cuda\": no CUDA device (", why, "); valid: cpu");
+  GPT_CUDA_CHECK(cudaSetDevice(0));
+  return std::make_unique<CudaBackend>(tf32);
+}
+
+}  // namespace gpt
+#endif  // GPT_HAVE_CUDA
