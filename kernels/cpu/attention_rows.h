@@ -13,7 +13,8 @@
 //             AVX2+FMA and baseline x86-64; `isa` picks one (the float kernel
 //             passes the active GEMM kernel, so GPT_GEMM_KERNEL and
 //             set_gemm_kernel choose both). Sums run in kRowLanes partial
-//             sums added in a fixed order, so every ISA gives the same bits.
+//             sums added in a fixed order; the instruction sets agree up to
+//             float rounding (the compiler vectorises each differently).
 //             Rows must have room for n rounded up to kRowLanes (the entries
 //             past n are read and overwritten, never used).
 #pragma once
