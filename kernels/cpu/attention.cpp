@@ -10,7 +10,12 @@
 //   g_ij = dy_i·v_j,  D_i = Σ_j w_ij g_ij = dy_i·y_i,
 //   h_ij = dL/da_ij (sharpening's backward, or g),  S_i = Σ_j a_ij h_ij (l1),
 //   dx_ij = φ'(x_ij)·(h_ij − S_i)/Z_i,  dσ_ij = λ_i dx_ij,  ds_h += Σ σ dx · dλ/ds.
-// Cosine scores run the same loops on an L2-normalised copy of q and k and
+// Per row block (kRowBlock query rows) the scores σ = Q·Kᵀ and the weighted
+// sum Y = W·V are GEMMs (kernels/cpu/gemm.h) on the block's panels, the
+// backward's four products likewise; the stages in between run row by row
+// (kernels/cpu/attention_rows.h: vectorised for float). Both passes work on
+// a head-major copy of qkv (and the backward on head-major gradients, added
+// into dqkv at the end). Cosine scores normalise q and k in that copy and
 // project the gradients back onto the sphere's tangent at the end.
 #include "kernels/cpu/cpu_kernels.h"
 
@@ -42,8 +47,11 @@ constexpr double kMinParallelWork = 1 << 16;
 // Multiply-adds of one score pass: B·NH·T(T+1)/2·D.
 double score_work(int B, int Tn, int C) { return 0.5 * B * static_cast<double>(Tn) * (Tn + 1) * C; }
 
-// One (b,h) slice of qkv (B,T,3C): row t of q, k, v starts at
-// base + t*stride (+ C for k, + 2C for v); D = head size.
+// One (b,h) slice of q, k, v: row t of q, k, v at q + t*stride (k, v
+// likewise); D = head size. The kernels read a head-major copy (to_heads),
+// where each head's rows are contiguous (stride D): in qkv's own layout a
+// head's consecutive rows lie 3C scalars (6 KiB at C = 512) apart, one page
+// per row, and the panel GEMMs spent their time on TLB misses at long T.
 template <typename T>
 struct HeadView {
   T* q;
@@ -52,15 +60,21 @@ struct HeadView {
   size_t stride;
   int D;
 
-  HeadView(T* qkv, int b, int h, int Tn, int C, int NH) : stride(3 * static_cast<size_t>(C)), D(C / NH) {
-    q = qkv + static_cast<size_t>(b) * Tn * stride + static_cast<size_t>(h) * D;
-    k = q + C;
-    v = q + 2 * static_cast<size_t>(C);
+  // Slice (b,h) of a head-major buffer (B,NH,3,T,D).
+  HeadView(T* heads, int b, int h, int Tn, int NH, int D_) : stride(D_), D(D_) {
+    q = heads + (static_cast<size_t>(b) * NH + h) * 3 * Tn * D;
+    k = q + static_cast<size_t>(Tn) * D;
+    v = k + static_cast<size_t>(Tn) * D;
   }
   T* q_row(int t) const { return q + t * stride; }
   T* k_row(int t) const { return k + t * stride; }
   T* v_row(int t) const { return v + t * stride; }
 };
+
+// Offset of (b, h, part, t) in the head-major buffer.
+inline size_t head_offset(int b, int h, int part, int t, int Tn, int NH, int D) {
+  return (((static_cast<size_t>(b) * NH + h) * 3 + part) * Tn + t) * D;
+}
 
 void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale) {
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "attention: B, T, C, NH must be positive, got B=", B,
@@ -86,22 +100,45 @@ T head_norm(const T* x, int D) {
   return static_cast<T>(std::sqrt(static_cast<double>(dot(x, x, D)) + attn::kNormEps * attn::kNormEps));
 }
 
-// out = qkv with every head of q and k normalised (v copied).
+// heads (B,NH,3,T,D) = qkv (B,T,3C) rearranged head-major; with normalize,
+// every head of q and k L2-normalised (cosine scores), v copied.
 template <typename T>
-void normalize_qk(T* out, const T* qkv, int B, int Tn, int C, int NH) {
+void to_heads(T* heads, const T* qkv, int B, int Tn, int C, int NH, bool normalize) {
   const int D = C / NH;
-  const size_t rows = static_cast<size_t>(B) * Tn;
+  const long rows = static_cast<long>(B) * Tn;
 #pragma omp parallel for if (rows * C > (1 << 16))
-  for (size_t r = 0; r < rows; ++r) {
+  for (long r = 0; r < rows; ++r) {
+    const int b = static_cast<int>(r / Tn), t = static_cast<int>(r % Tn);
     const T* in = qkv + r * 3 * C;
-    T* o = out + r * 3 * C;
-    for (int part = 0; part < 2; ++part)
+    for (int part = 0; part < 3; ++part)
       for (int h = 0; h < NH; ++h) {
         const T* x = in + part * C + h * D;
-        const T inv = T(1) / head_norm(x, D);
-        for (int d = 0; d < D; ++d) o[part * C + h * D + d] = x[d] * inv;
+        T* o = heads + head_offset(b, h, part, t, Tn, NH, D);
+        if (normalize && part < 2) {
+          const T inv = T(1) / head_norm(x, D);
+          for (int d = 0; d < D; ++d) o[d] = x[d] * inv;
+        } else {
+          std::copy(x, x + D, o);
+        }
       }
-    std::copy(in + 2 * C, in + 3 * C, o + 2 * C);
+  }
+}
+
+// dqkv (B,T,3C) += dheads (B,NH,3,T,D).
+template <typename T>
+void add_from_heads(T* dqkv, const T* dheads, int B, int Tn, int C, int NH) {
+  const int D = C / NH;
+  const long rows = static_cast<long>(B) * Tn;
+#pragma omp parallel for if (rows * C > (1 << 16))
+  for (long r = 0; r < rows; ++r) {
+    const int b = static_cast<int>(r / Tn), t = static_cast<int>(r % Tn);
+    T* out = dqkv + r * 3 * C;
+    for (int part = 0; part < 3; ++part)
+      for (int h = 0; h < NH; ++h) {
+        const T* g = dheads + head_offset(b, h, part, t, Tn, NH, D);
+        T* o = out + part * C + h * D;
+        for (int d = 0; d < D; ++d) o[d] += g[d];
+      }
   }
 }
 
@@ -297,12 +334,8 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
                        const T* head_scale, double* diag) {
   check_args(B, Tn, C, NH, spec, head_scale != nullptr);
   const int D = C / NH;
-  std::vector<T> normalized;
-  if (spec.score == Score::Cosine) {
-    normalized.resize(static_cast<size_t>(B) * Tn * 3 * C);
-    normalize_qk(normalized.data(), qkv, B, Tn, C, NH);
-    qkv = normalized.data();
-  }
+  std::vector<T> heads(static_cast<size_t>(B) * Tn * 3 * C);
+  to_heads(heads.data(), qkv, B, Tn, C, NH, spec.score == Score::Cosine);
   const int nblocks = (Tn + kRowBlock - 1) / kRowBlock;
   const GemmKernel isa = gemm_kernel();
   const long nitems = static_cast<long>(B) * NH * nblocks;
@@ -319,7 +352,7 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
       const int blk = nblocks - 1 - static_cast<int>(item % nblocks);
       const int bh = static_cast<int>(item / nblocks);
       const int b = bh / NH, h = bh % NH;
-      const HeadView<const T> hv(qkv, b, h, Tn, C, NH);
+      const HeadView<const T> hv(heads.data(), b, h, Tn, NH, D);
       const RowBlock<T> rb{blk * kRowBlock, std::min(Tn, (blk + 1) * kRowBlock), tile_ld(Tn)};
       // out (B,T,C) row (b,i0), head h
       T* y = out + (static_cast<size_t>(b) * Tn + rb.i0) * C + static_cast<size_t>(h) * D;
@@ -346,17 +379,9 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
   GPT_CHECK(stats != nullptr, "attention_backward: the forward's stats are required");
   GPT_CHECK(!spec.learned_scale() || dhead_scale != nullptr, "attention_backward: ssmax needs dhead_scale");
   const int D = C / NH;
-  const T* qkv_in = qkv;
-  std::vector<T> normalized, dhat;
-  T* dst = dqkv;
-  if (spec.score == Score::Cosine) {
-    const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
-    normalized.resize(n);
-    normalize_qk(normalized.data(), qkv, B, Tn, C, NH);
-    qkv = normalized.data();
-    dhat.assign(n, T(0));
-    dst = dhat.data();
-  }
+  const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
+  std::vector<T> heads(n), dheads(n, T(0));
+  to_heads(heads.data(), qkv, B, Tn, C, NH, spec.score == Score::Cosine);
   std::vector<double> dhead(static_cast<size_t>(B) * NH, 0.0);
   const GemmKernel isa = gemm_kernel();
 
@@ -369,8 +394,8 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
 #pragma omp for schedule(dynamic, 1)
     for (int bh = 0; bh < B * NH; ++bh) {
       const int b = bh / NH, h = bh % NH;
-      const HeadView<const T> hv(qkv, b, h, Tn, C, NH);
-      const HeadView<T> dhv(dst, b, h, Tn, C, NH);
+      const HeadView<const T> hv(heads.data(), b, h, Tn, NH, D);
+      const HeadView<T> dhv(dheads.data(), b, h, Tn, NH, D);
       const HeadConsts hc = head_consts(spec, h, NH, D, head_scale);
       for (int i0 = 0; i0 < Tn; i0 += kRowBlock) {
         const RowBlock<T> rb{i0, std::min(Tn, i0 + kRowBlock), tile_ld(Tn)};
@@ -382,7 +407,13 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
       }
     }
   }
-  if (spec.score == Score::Cosine) normalize_qk_backward(dqkv, dhat.data(), qkv_in, B, Tn, C, NH);
+  if (spec.score == Score::Cosine) {
+    std::vector<T> dhat(n, T(0));  // dL/d(normalised q, k) and dL/dv, in qkv's layout
+    add_from_heads(dhat.data(), dheads.data(), B, Tn, C, NH);
+    normalize_qk_backward(dqkv, dhat.data(), qkv, B, Tn, C, NH);
+  } else {
+    add_from_heads(dqkv, dheads.data(), B, Tn, C, NH);
+  }
   if (spec.learned_scale())
     for (int h = 0; h < NH; ++h) {
       double sum = 0;
