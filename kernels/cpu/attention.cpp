@@ -33,10 +33,13 @@ namespace gpt::cpu {
 
 namespace {
 
-// Query rows per block: each k_j, v_j row read serves this many queries
-// (a tile of kRowBlock·T scores per thread stays in L2 up to T ~ 4096), and
-// the forward's work items are small enough to balance the triangular cost.
-constexpr int kRowBlock = 32;
+// Query rows per block: each k_j, v_j row read (and packed by the GEMM)
+// serves this many queries, and the forward's work items stay small enough
+// to balance the triangular cost. 64 measured 10–20% faster than 32 at
+// T = 4096 and equal at T = 256 (docs/performance.md); a multiple of both
+// GEMM tiles' row counts (8 and 6 would need 48: the AVX2 tile runs one
+// partial 4-row tile per block).
+constexpr int kRowBlock = 64;
 constexpr int kStats = AttentionSpec::kStatsPerRow;
 
 // Below this many score multiply-adds a call runs on one thread: starting a
