@@ -36,9 +36,7 @@ namespace {
 // Query rows per block: each k_j, v_j row read (and packed by the GEMM)
 // serves this many queries, and the forward's work items stay small enough
 // to balance the triangular cost. 64 measured 10–20% faster than 32 at
-// T = 4096 and equal at T = 256 (docs/performance.md); a multiple of both
-// GEMM tiles' row counts (8 and 6 would need 48: the AVX2 tile runs one
-// partial 4-row tile per block).
+// T = 4096 and equal at T = 256 (docs/performance.md).
 constexpr int kRowBlock = 64;
 constexpr int kStats = AttentionSpec::kStatsPerRow;
 
