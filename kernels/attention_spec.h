@@ -287,12 +287,16 @@ template <typename T>
 GPT_HD inline T grad_a(const Row<T>& r, T a_val, T w, T g, T D) {
   return r.sharpen ? r.i * sharpen_grad(w, r.i * a_val - r.offset, g, D, r.p) : g;
 }
+// The same with u = φ(x − shift) already known (kernels that kept it).
+// φ'·(1/Z) is formed first: it is at most ~a <= 1 where Z is a sum of tiny
+// φ values (saturated sigmoid rows), while (h − S)/Z would overflow.
+template <typename T>
+GPT_HD inline T grad_x_u(const AttentionSpec& s, const Row<T>& r, T x, T u, T h, T S) {
+  return positivity_grad(s.positivity, x - r.shift, u) * r.inv_z * (s.normalize == Normalize::L1 ? h - S : h);
+}
 template <typename T>
 GPT_HD inline T grad_x(const AttentionSpec& s, const Row<T>& r, T x, T h, T S) {
-  const T xs = x - r.shift;
-  const T u = positivity(s.positivity, xs);
-  const T du = (s.normalize == Normalize::L1 ? h - S : h) * r.inv_z;
-  return positivity_grad(s.positivity, xs, u) * du;
+  return grad_x_u(s, r, x, r.u(s, x), h, S);
 }
 
 }  // namespace attn

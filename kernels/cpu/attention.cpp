@@ -10,25 +10,34 @@
 //   g_ij = dy_i·v_j,  D_i = Σ_j w_ij g_ij = dy_i·y_i,
 //   h_ij = dL/da_ij (sharpening's backward, or g),  S_i = Σ_j a_ij h_ij (l1),
 //   dx_ij = φ'(x_ij)·(h_ij − S_i)/Z_i,  dσ_ij = λ_i dx_ij,  ds_h += Σ σ dx · dλ/ds.
-// Cosine scores run the same loops on an L2-normalised copy of q and k and
+// Per row block (kRowBlock query rows) the scores σ = Q·Kᵀ and the weighted
+// sum Y = W·V are GEMMs (kernels/cpu/gemm.h) on the block's panels, the
+// backward's four products likewise; the stages in between run row by row
+// (kernels/cpu/attention_rows.h: vectorised for float). Both passes work on
+// a head-major copy of qkv (and the backward on head-major gradients, added
+// into dqkv at the end). Cosine scores normalise q and k in that copy and
 // project the gradients back onto the sphere's tangent at the end.
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu/attention_rows.h"
+#include "kernels/cpu/gemm.h"
 
 namespace gpt::cpu {
 
 namespace {
 
-// Query rows per block: each k_j, v_j row read serves this many queries
-// (a tile of kRowBlock·T scores per thread stays in L2 up to T ~ 4096), and
-// the forward's work items are small enough to balance the triangular cost.
-constexpr int kRowBlock = 32;
+// Query rows per block: each k_j, v_j row read (and packed by the GEMM)
+// serves this many queries, and the forward's work items stay small enough
+// to balance the triangular cost. 64 measured 10–20% faster than 32 at
+// T = 4096 and equal at T = 256 (docs/performance.md).
+constexpr int kRowBlock = 64;
 constexpr int kStats = AttentionSpec::kStatsPerRow;
 
 // Below this many score multiply-adds a call runs on one thread: starting a
@@ -39,8 +48,11 @@ constexpr double kMinParallelWork = 1 << 16;
 // Multiply-adds of one score pass: B·NH·T(T+1)/2·D.
 double score_work(int B, int Tn, int C) { return 0.5 * B * static_cast<double>(Tn) * (Tn + 1) * C; }
 
-// One (b,h) slice of qkv (B,T,3C): row t of q, k, v starts at
-// base + t*stride (+ C for k, + 2C for v); D = head size.
+// One (b,h) slice of q, k, v: row t of q, k, v at q + t*stride (k, v
+// likewise); D = head size. The kernels read a head-major copy (to_heads),
+// where each head's rows are contiguous (stride D): in qkv's own layout a
+// head's consecutive rows lie 3C scalars (6 KiB at C = 512) apart, one page
+// per row, and the panel GEMMs spent their time on TLB misses at long T.
 template <typename T>
 struct HeadView {
   T* q;
@@ -49,15 +61,21 @@ struct HeadView {
   size_t stride;
   int D;
 
-  HeadView(T* qkv, int b, int h, int Tn, int C, int NH) : stride(3 * static_cast<size_t>(C)), D(C / NH) {
-    q = qkv + static_cast<size_t>(b) * Tn * stride + static_cast<size_t>(h) * D;
-    k = q + C;
-    v = q + 2 * static_cast<size_t>(C);
+  // Slice (b,h) of a head-major buffer (B,NH,3,T,D).
+  HeadView(T* heads, int b, int h, int Tn, int NH, int D_) : stride(D_), D(D_) {
+    q = heads + (static_cast<size_t>(b) * NH + h) * 3 * Tn * D;
+    k = q + static_cast<size_t>(Tn) * D;
+    v = k + static_cast<size_t>(Tn) * D;
   }
   T* q_row(int t) const { return q + t * stride; }
   T* k_row(int t) const { return k + t * stride; }
   T* v_row(int t) const { return v + t * stride; }
 };
+
+// Offset of (b, h, part, t) in the head-major buffer.
+inline size_t head_offset(int b, int h, int part, int t, int Tn, int NH, int D) {
+  return (((static_cast<size_t>(b) * NH + h) * 3 + part) * Tn + t) * D;
+}
 
 void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale) {
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "attention: B, T, C, NH must be positive, got B=", B,
@@ -77,35 +95,51 @@ inline T dot(const T* a, const T* b, int n) {
   return s;
 }
 
-// y += a * x
-template <typename T>
-inline void axpy(T* y, T a, const T* x, int n) {
-#pragma omp simd
-  for (int d = 0; d < n; ++d) y[d] += a * x[d];
-}
-
 // ---- cosine scores: q̂ = q / sqrt(‖q‖² + eps²) per head --------------------------------
 template <typename T>
 T head_norm(const T* x, int D) {
   return static_cast<T>(std::sqrt(static_cast<double>(dot(x, x, D)) + attn::kNormEps * attn::kNormEps));
 }
 
-// out = qkv with every head of q and k normalised (v copied).
+// heads (B,NH,3,T,D) = qkv (B,T,3C) rearranged head-major; with normalize,
+// every head of q and k L2-normalised (cosine scores), v copied.
 template <typename T>
-void normalize_qk(T* out, const T* qkv, int B, int Tn, int C, int NH) {
+void to_heads(T* heads, const T* qkv, int B, int Tn, int C, int NH, bool normalize) {
   const int D = C / NH;
-  const size_t rows = static_cast<size_t>(B) * Tn;
+  const long rows = static_cast<long>(B) * Tn;
 #pragma omp parallel for if (rows * C > (1 << 16))
-  for (size_t r = 0; r < rows; ++r) {
+  for (long r = 0; r < rows; ++r) {
+    const int b = static_cast<int>(r / Tn), t = static_cast<int>(r % Tn);
     const T* in = qkv + r * 3 * C;
-    T* o = out + r * 3 * C;
-    for (int part = 0; part < 2; ++part)
+    for (int part = 0; part < 3; ++part)
       for (int h = 0; h < NH; ++h) {
         const T* x = in + part * C + h * D;
-        const T inv = T(1) / head_norm(x, D);
-        for (int d = 0; d < D; ++d) o[part * C + h * D + d] = x[d] * inv;
+        T* o = heads + head_offset(b, h, part, t, Tn, NH, D);
+        if (normalize && part < 2) {
+          const T inv = T(1) / head_norm(x, D);
+          for (int d = 0; d < D; ++d) o[d] = x[d] * inv;
+        } else {
+          std::copy(x, x + D, o);
+        }
       }
-    std::copy(in + 2 * C, in + 3 * C, o + 2 * C);
+  }
+}
+
+// dqkv (B,T,3C) += dheads (B,NH,3,T,D).
+template <typename T>
+void add_from_heads(T* dqkv, const T* dheads, int B, int Tn, int C, int NH) {
+  const int D = C / NH;
+  const long rows = static_cast<long>(B) * Tn;
+#pragma omp parallel for if (rows * C > (1 << 16))
+  for (long r = 0; r < rows; ++r) {
+    const int b = static_cast<int>(r / Tn), t = static_cast<int>(r % Tn);
+    T* out = dqkv + r * 3 * C;
+    for (int part = 0; part < 3; ++part)
+      for (int h = 0; h < NH; ++h) {
+        const T* g = dheads + head_offset(b, h, part, t, Tn, NH, D);
+        T* o = out + part * C + h * D;
+        for (int d = 0; d < D; ++d) o[d] += g[d];
+      }
   }
 }
 
@@ -133,76 +167,28 @@ void normalize_qk_backward(T* dqkv, const T* dhat, const T* qkv, int B, int Tn, 
 }
 
 // ---- one block of query rows -------------------------------------------------------------
-// Rows i0..i1-1 (0-based) of one (b,h) slice; row r of a tile (Tn scalars)
-// belongs to query i0 + r, whose keys are 0..i0+r.
+// Rows i0..i1-1 (0-based) of one (b,h) slice; row r of a tile (ld scalars,
+// Tn rounded up to whole vector blocks) belongs to query i0 + r, whose keys
+// are 0..i0+r.
 template <typename T>
 struct RowBlock {
-  int i0, i1, Tn;
+  int i0, i1;
+  size_t ld;
   int rows() const { return i1 - i0; }
-  int keys(int r) const { return i0 + r + 1; }                 // causal: j <= i
-  int first_row(int j) const { return std::max(0, j - i0); }   // first row that sees key j
-  T* row(T* tile, int r) const { return tile + static_cast<size_t>(r) * Tn; }
+  int keys(int r) const { return i0 + r + 1; }  // causal: j <= i
+  T* row(T* tile, int r) const { return tile + static_cast<size_t>(r) * ld; }
 };
 
-// Keys per panel of the two products of a block (scores and the weighted
-// sum): a panel of K (transposed, D×kKeyPanel) or of V (kKeyPanel×D) stays
-// in L1 while the block's rows sweep it, and the innermost loops run over
-// contiguous keys or channels, which the compiler vectorises.
-constexpr int kKeyPanel = 32;
-// Channels per chunk of an output row in the weighted sum.
-constexpr int kChanChunk = 16;
+size_t tile_ld(int Tn) { return static_cast<size_t>(attn_rows::padded_keys(Tn)); }
 
-// tile row r, j < keys(r): q_i·k_j (before the score factor). panel: scratch
-// of D·kKeyPanel scalars.
+// tile row r, j < i1: q_i·k_j (before the score factor), one GEMM over the
+// block's rows and all keys up to the block's last row; the entries past
+// the causal limit (j > i, only in the last 32 columns) are masked later.
 template <typename T>
-void block_scores(T* tile, T* panel, const RowBlock<T>& rb, const HeadView<const T>& hv) {
-  const int D = hv.D;
-  for (int j0 = 0; j0 < rb.i1; j0 += kKeyPanel) {
-    const int nj = std::min(kKeyPanel, rb.i1 - j0);
-    for (int jj = 0; jj < kKeyPanel; ++jj) {  // K[j0..j0+nj) transposed, zero-padded
-      const T* k = jj < nj ? hv.k_row(j0 + jj) : nullptr;
-      for (int d = 0; d < D; ++d) panel[d * kKeyPanel + jj] = k ? k[d] : T(0);
-    }
-    for (int r = rb.first_row(j0); r < rb.rows(); ++r) {
-      const T* q = hv.q_row(rb.i0 + r);
-      T acc[kKeyPanel] = {};
-      for (int d = 0; d < D; ++d) {
-        const T qd = q[d];
-        const T* p = panel + d * kKeyPanel;
-#pragma omp simd
-        for (int jj = 0; jj < kKeyPanel; ++jj) acc[jj] += qd * p[jj];
-      }
-      const int n = std::min(nj, rb.keys(r) - j0);  // causal: keys j <= i only
-      std::copy(acc, acc + n, rb.row(tile, r) + j0);
-    }
-  }
-}
-
-// y_r = Σ_j w_rj v_j for the block's rows (y rows y_stride apart, D wide).
-template <typename T>
-void block_weighted_sum(T* y, size_t y_stride, T* tile, const RowBlock<T>& rb, const HeadView<const T>& hv) {
-  const int D = hv.D;
-  for (int r = 0; r < rb.rows(); ++r) std::fill(y + r * y_stride, y + r * y_stride + D, T(0));
-  for (int j0 = 0; j0 < rb.i1; j0 += kKeyPanel) {
-    for (int r = rb.first_row(j0); r < rb.rows(); ++r) {
-      const int n = std::min(kKeyPanel, rb.keys(r) - j0);
-      const T* w = rb.row(tile, r) + j0;
-      T* yr = y + r * y_stride;
-      int d0 = 0;
-      for (; d0 + kChanChunk <= D; d0 += kChanChunk) {  // full chunks: acc stays in registers
-        T acc[kChanChunk];
-        for (int dd = 0; dd < kChanChunk; ++dd) acc[dd] = yr[d0 + dd];
-        for (int jj = 0; jj < n; ++jj) {
-          const T wj = w[jj];
-          const T* v = hv.v_row(j0 + jj) + d0;
-#pragma omp simd
-          for (int dd = 0; dd < kChanChunk; ++dd) acc[dd] += wj * v[dd];
-        }
-        for (int dd = 0; dd < kChanChunk; ++dd) yr[d0 + dd] = acc[dd];
-      }
-      for (int jj = 0; d0 < D && jj < n; ++jj) axpy(yr + d0, w[jj], hv.v_row(j0 + jj) + d0, D - d0);
-    }
-  }
+void block_scores(T* tile, const RowBlock<T>& rb, const HeadView<const T>& hv) {
+  for (int r = 0; r < rb.rows(); ++r) std::fill(rb.row(tile, r), rb.row(tile, r) + rb.i1, T(0));
+  gemm_accumulate_serial(tile, rb.ld, MatView<T>{hv.q_row(rb.i0), hv.stride, 1}, MatView<T>{hv.k, 1, hv.stride},
+                         rb.rows(), rb.i1, hv.D);
 }
 
 // The per-row constants of stage 2 for one (b,h) slice.
@@ -214,43 +200,35 @@ struct HeadConsts {
   int D;
 };
 
-// x_j = λ f (q·k_j) + bias − slope (i − j), in place over one row of n keys.
+// x_j = λ_i f σ_j + bias − slope (i − j) of row i (1-based) as the row functions take it.
 template <typename T>
-void row_logits(T* row, int n, int i, const AttentionSpec& s, const HeadConsts& hc) {
-  const T lf = static_cast<T>(attn::row_scale(s, i, hc.D, hc.head_scale) * hc.factor);
-  const T bias = static_cast<T>(hc.bias), slope = static_cast<T>(hc.slope);
-  if (slope != T(0)) {
-    for (int j = 0; j < n; ++j) row[j] = lf * row[j] + bias - slope * static_cast<T>(i - 1 - j);
-  } else {
-    for (int j = 0; j < n; ++j) row[j] = lf * row[j] + bias;
-  }
+attn_rows::RowArgs<T> row_args(int i, const AttentionSpec& s, const HeadConsts& hc) {
+  return {i, i, static_cast<T>(attn::row_scale(s, i, hc.D, hc.head_scale) * hc.factor), static_cast<T>(hc.bias),
+          static_cast<T>(hc.slope)};
 }
 
-// Stages 3–5 in place over one row of logits x: leaves the final weights w
-// and writes the row's statistics (shift, Z, max a, Σr) to st.
+// The row functions: vectorised for float, scalar (attn:: directly) for double.
+void forward_row(GemmKernel isa, float* row, const attn_rows::RowArgs<float>& a, const AttentionSpec& s, float* st) {
+  attn_rows::forward_row_vec(isa, row, a, s, st);
+}
+void forward_row(GemmKernel, double* row, const attn_rows::RowArgs<double>& a, const AttentionSpec& s, double* st) {
+  attn_rows::forward_row_scalar(row, a, s, st);
+}
+void backward_weights_row(GemmKernel isa, const float* qk, float* u, float* w, const attn_rows::RowArgs<float>& a,
+                          const AttentionSpec& s, const attn::Row<float>& r) {
+  attn_rows::backward_weights_row_vec(isa, qk, u, w, a, s, r);
+}
+void backward_weights_row(GemmKernel, const double* qk, double* u, double* w, const attn_rows::RowArgs<double>& a,
+                          const AttentionSpec& s, const attn::Row<double>& r) {
+  attn_rows::backward_weights_row_scalar(qk, u, w, a, s, r);
+}
 template <typename T>
-void row_weights(T* row, int n, int i, const AttentionSpec& s, T* st) {
-  T shift = 0;
-  if (attn::shifted(s)) {
-    shift = row[0];
-    for (int j = 1; j < n; ++j) shift = std::max(shift, row[j]);
-  }
-  T z = 0;
-  for (int j = 0; j < n; ++j) z += (row[j] = attn::positivity(s.positivity, row[j] - shift));
-  const T inv_z = attn::inv_norm(s, z);
-  T a_max = 0;
-  for (int j = 0; j < n; ++j) a_max = std::max(a_max, row[j] *= inv_z);
-  st[0] = shift;
-  st[1] = z;
-  st[2] = a_max;
-  st[3] = 0;
-  const attn::Row<T> r = attn::row_from_stats(s, i, st);
-  if (!s.sharpened() || r.t_max <= T(0)) return;  // w = a (a uniform row under re-weighting keeps a)
-  T sum = 0;
-  for (int j = 0; j < n; ++j) sum += (row[j] = attn::sharpen_value(r.i * row[j] - r.offset, r.t_max, r.p));
-  st[3] = sum;
-  const T inv = T(1) / sum;  // sum >= 1: the largest t contributes (t/t_max)^p = 1
-  for (int j = 0; j < n; ++j) row[j] *= inv;
+double backward_grad_row(GemmKernel isa, const T* qk, const T* u, const T* w, T* g, const attn_rows::RowArgs<T>& a,
+                         const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f, bool want) {
+  if constexpr (std::is_same_v<T, float>)
+    return attn_rows::backward_grad_row_vec(isa, qk, u, w, g, a, s, r, D, lambda_f, f, want);
+  else
+    return attn_rows::backward_grad_row_scalar(qk, u, w, g, a, s, r, D, lambda_f, f, want);
 }
 
 // Adds one row's diagnostics to acc[kAttentionDiagStats].
@@ -274,99 +252,73 @@ void row_diagnostics(double* acc, const T* w, int n, int N) {
 }
 
 // Forward of one row block: y rows (D wide, y_stride apart), stats rows
-// (kStats each), optional diagnostics.
+// (kStats each), optional diagnostics. Scores and the weighted sum
+// y = W·V are GEMMs (kernels/cpu/gemm.h) on the block's panels.
 template <typename T>
-void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, T* panel, const RowBlock<T>& rb,
-                   const HeadView<const T>& hv, const AttentionSpec& s, const HeadConsts& hc) {
-  block_scores(tile, panel, rb, hv);
+void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, const RowBlock<T>& rb,
+                   const HeadView<const T>& hv, const AttentionSpec& s, const HeadConsts& hc, GemmKernel isa) {
+  block_scores(tile, rb, hv);
   for (int r = 0; r < rb.rows(); ++r) {
     T* row = rb.row(tile, r);
-    const int i = rb.i0 + r + 1;
-    row_logits(row, rb.keys(r), i, s, hc);
-    row_weights(row, rb.keys(r), i, s, st + r * kStats);
-    if (diag) row_diagnostics(diag, row, rb.keys(r), s.trained_context);
+    const int n = rb.keys(r);
+    forward_row(isa, row, row_args<T>(rb.i0 + r + 1, s, hc), s, st + r * kStats);
+    if (diag) row_diagnostics(diag, row, n, s.trained_context);
+    std::fill(row + n, row + rb.i1, T(0));  // the causal mask
   }
-  block_weighted_sum(y, y_stride, tile, rb, hv);
+  for (int r = 0; r < rb.rows(); ++r) std::fill(y + r * y_stride, y + r * y_stride + hv.D, T(0));
+  gemm_accumulate_serial(y, y_stride, MatView<T>{tile, rb.ld, 1}, MatView<T>{hv.v, hv.stride, 1}, rb.rows(), hv.D,
+                         rb.i1);
 }
 
 // Per-thread tiles of the backward pass.
 template <typename T>
 struct BackwardTiles {
-  std::vector<T> qk, x, w, g;  // q·k then dσ; logits x; weights w; g then h
-  std::vector<T> panel;        // block_scores' scratch
-  BackwardTiles(size_t n, int D) : qk(n), x(n), w(n), g(n), panel(static_cast<size_t>(D) * kKeyPanel) {}
+  std::vector<T> qk, u, w, g;  // σ = q·k; φ values u; weights w; g = dL/dw, then h, then dL/dσ
+  explicit BackwardTiles(size_t n) : qk(n), u(n), w(n), g(n) {}
 };
 
 // Backward of one row block: accumulates into dq_i (its rows), dk_j, dv_j
-// (j < i1) of the same head and returns Σ_i dλ_i/ds_h Σ_j σ_ij dx_ij.
+// (j < i1) of the same head and returns Σ_i dλ_i/ds_h Σ_j σ_ij dx_ij. The
+// four products (g = dY·Vᵀ, dV += Wᵀ·dY, dQ += dS·K, dK += dSᵀ·Q) are GEMMs;
+// φ is evaluated once per element (u is kept for the derivative).
 template <typename T>
 double block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_stride, const T* st,
                       BackwardTiles<T>& tl, const RowBlock<T>& rb, const HeadView<const T>& hv,
-                      const AttentionSpec& s, const HeadConsts& hc) {
-  const int D = hv.D;
+                      const AttentionSpec& s, const HeadConsts& hc, GemmKernel isa) {
+  const int D = hv.D, R = rb.rows();
+  const size_t ld = rb.ld;
+  T *qk = tl.qk.data(), *u = tl.u.data(), *w = tl.w.data(), *g = tl.g.data();
   std::array<T, kRowBlock> Di;
   std::array<attn::Row<T>, kRowBlock> rows;
-  block_scores(tl.qk.data(), tl.panel.data(), rb, hv);
-  for (int r = 0; r < rb.rows(); ++r) {
-    const int n = rb.keys(r), i = rb.i0 + r + 1;
-    const T* qk = rb.row(tl.qk.data(), r);
-    T* x = rb.row(tl.x.data(), r);
-    T* w = rb.row(tl.w.data(), r);
-    std::copy(qk, qk + n, x);
-    row_logits(x, n, i, s, hc);
+  block_scores(qk, rb, hv);
+  for (int r = 0; r < R; ++r) {
+    const int i = rb.i0 + r + 1, n = rb.keys(r);
     rows[r] = attn::row_from_stats(s, i, st + r * kStats);
-    for (int j = 0; j < n; ++j) w[j] = rows[r].w_from_a(rows[r].a(s, x[j]));
+    backward_weights_row(isa, rb.row(qk, r), rb.row(u, r), rb.row(w, r), row_args<T>(i, s, hc), s, rows[r]);
+    std::fill(rb.row(w, r) + n, rb.row(w, r) + rb.i1, T(0));  // the causal mask
     Di[r] = dot(dy + r * y_stride, y + r * y_stride, D);
+    std::fill(rb.row(g, r), rb.row(g, r) + rb.i1, T(0));
   }
-  // g_ij = dy_i·v_j, dv_j += w_ij dy_i
-  for (int j = 0; j < rb.i1; ++j) {
-    const T* v = hv.v_row(j);
-    T* dv = dhv.v_row(j);
-    for (int r = rb.first_row(j); r < rb.rows(); ++r) {
-      const T* dyr = dy + r * y_stride;
-      axpy(dv, rb.row(tl.w.data(), r)[j], dyr, D);
-      rb.row(tl.g.data(), r)[j] = dot(dyr, v, D);
-    }
-  }
-  // Per row: h, S, dx, and dσ = λ f dx into the qk tile.
+  // g_ij = dy_i·v_j; dv_j += Σ_i w_ij dy_i
+  gemm_accumulate_serial(g, ld, MatView<T>{dy, y_stride, 1}, MatView<T>{hv.v, 1, hv.stride}, R, rb.i1, D);
+  gemm_accumulate_serial(dhv.v, dhv.stride, MatView<T>{w, 1, ld}, MatView<T>{dy, y_stride, 1}, rb.i1, D, R);
+  // Per row: h, S, dx, and dσ = λ f dx into g.
   double dhead = 0;
-  for (int r = 0; r < rb.rows(); ++r) {
-    const int n = rb.keys(r), i = rb.i0 + r + 1;
-    const attn::Row<T>& row = rows[r];
-    T* qk = rb.row(tl.qk.data(), r);
-    const T* x = rb.row(tl.x.data(), r);
-    const T* w = rb.row(tl.w.data(), r);
-    T* g = rb.row(tl.g.data(), r);
-    T S = 0;
-    if (row.sharpen) {
-      for (int j = 0; j < n; ++j) {
-        const T a = row.a(s, x[j]);
-        g[j] = attn::grad_a(row, a, w[j], g[j], Di[r]);
-        S += a * g[j];
-      }
-    } else {
-      S = Di[r];  // w = a, h = g: Σ a h = Σ w g
-    }
+  const T f = static_cast<T>(hc.factor);
+  for (int r = 0; r < R; ++r) {
+    const int i = rb.i0 + r + 1, n = rb.keys(r);
     const T lambda = static_cast<T>(attn::row_scale(s, i, hc.D, hc.head_scale));
-    const T f = static_cast<T>(hc.factor);
-    double sigma_dx = 0;
-    for (int j = 0; j < n; ++j) {
-      const T dx = attn::grad_x(s, row, x[j], g[j], S);
-      sigma_dx += static_cast<double>(f * qk[j] * dx);
-      qk[j] = lambda * f * dx;
-    }
+    const double sigma_dx = backward_grad_row(isa, rb.row(qk, r), rb.row(u, r), rb.row(w, r), rb.row(g, r),
+                                              row_args<T>(i, s, hc), s, rows[r], Di[r], lambda * f, f,
+                                              s.learned_scale());
+    std::fill(rb.row(g, r) + n, rb.row(g, r) + rb.i1, T(0));
     dhead += attn::row_scale_grad(s, i) * sigma_dx;
   }
-  // Through q_i·k_j.
-  for (int j = 0; j < rb.i1; ++j) {
-    const T* k = hv.k_row(j);
-    T* dk = dhv.k_row(j);
-    for (int r = rb.first_row(j); r < rb.rows(); ++r) {
-      const T g = rb.row(tl.qk.data(), r)[j];
-      axpy(dk, g, hv.q_row(rb.i0 + r), D);
-      axpy(dhv.q_row(rb.i0 + r), g, k, D);
-    }
-  }
+  // Through σ_ij = q_i·k_j: dq_i += Σ_j dσ_ij k_j, dk_j += Σ_i dσ_ij q_i.
+  gemm_accumulate_serial(dhv.q_row(rb.i0), dhv.stride, MatView<T>{g, ld, 1}, MatView<T>{hv.k, hv.stride, 1}, R, D,
+                         rb.i1);
+  gemm_accumulate_serial(dhv.k, dhv.stride, MatView<T>{g, 1, ld}, MatView<T>{hv.q_row(rb.i0), hv.stride, 1}, rb.i1,
+                         D, R);
   return dhead;
 }
 
@@ -383,20 +335,17 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
                        const T* head_scale, double* diag) {
   check_args(B, Tn, C, NH, spec, head_scale != nullptr);
   const int D = C / NH;
-  std::vector<T> normalized;
-  if (spec.score == Score::Cosine) {
-    normalized.resize(static_cast<size_t>(B) * Tn * 3 * C);
-    normalize_qk(normalized.data(), qkv, B, Tn, C, NH);
-    qkv = normalized.data();
-  }
+  std::vector<T> heads(static_cast<size_t>(B) * Tn * 3 * C);
+  to_heads(heads.data(), qkv, B, Tn, C, NH, spec.score == Score::Cosine);
   const int nblocks = (Tn + kRowBlock - 1) / kRowBlock;
+  const GemmKernel isa = gemm_kernel();
   const long nitems = static_cast<long>(B) * NH * nblocks;
   // Diagnostics per work item, summed in a fixed order afterwards.
   std::vector<double> item_diag(diag ? nitems * kAttentionDiagStats : 0, 0.0);
 
 #pragma omp parallel if (score_work(B, Tn, C) > kMinParallelWork)
   {
-    std::vector<T> tile(static_cast<size_t>(kRowBlock) * Tn), panel(static_cast<size_t>(D) * kKeyPanel);
+    std::vector<T> tile(static_cast<size_t>(kRowBlock) * tile_ld(Tn));
     std::array<T, kRowBlock * kStats> st;
 #pragma omp for schedule(dynamic, 1)
     for (long item = 0; item < nitems; ++item) {
@@ -404,12 +353,12 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
       const int blk = nblocks - 1 - static_cast<int>(item % nblocks);
       const int bh = static_cast<int>(item / nblocks);
       const int b = bh / NH, h = bh % NH;
-      const HeadView<const T> hv(qkv, b, h, Tn, C, NH);
-      const RowBlock<T> rb{blk * kRowBlock, std::min(Tn, (blk + 1) * kRowBlock), Tn};
+      const HeadView<const T> hv(heads.data(), b, h, Tn, NH, D);
+      const RowBlock<T> rb{blk * kRowBlock, std::min(Tn, (blk + 1) * kRowBlock), tile_ld(Tn)};
       // out (B,T,C) row (b,i0), head h
       T* y = out + (static_cast<size_t>(b) * Tn + rb.i0) * C + static_cast<size_t>(h) * D;
       block_forward(y, static_cast<size_t>(C), st.data(), diag ? &item_diag[item * kAttentionDiagStats] : nullptr,
-                    tile.data(), panel.data(), rb, hv, spec, head_consts(spec, h, NH, D, head_scale));
+                    tile.data(), rb, hv, spec, head_consts(spec, h, NH, D, head_scale), isa);
       // stats (B,NH,T,kStats)
       if (stats)
         std::copy(st.begin(), st.begin() + rb.rows() * kStats,
@@ -431,41 +380,41 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
   GPT_CHECK(stats != nullptr, "attention_backward: the forward's stats are required");
   GPT_CHECK(!spec.learned_scale() || dhead_scale != nullptr, "attention_backward: ssmax needs dhead_scale");
   const int D = C / NH;
-  const T* qkv_in = qkv;
-  std::vector<T> normalized, dhat;
-  T* dst = dqkv;
-  if (spec.score == Score::Cosine) {
-    const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
-    normalized.resize(n);
-    normalize_qk(normalized.data(), qkv, B, Tn, C, NH);
-    qkv = normalized.data();
-    dhat.assign(n, T(0));
-    dst = dhat.data();
-  }
+  const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
+  std::vector<T> heads(n), dheads(n, T(0));
+  to_heads(heads.data(), qkv, B, Tn, C, NH, spec.score == Score::Cosine);
   std::vector<double> dhead(static_cast<size_t>(B) * NH, 0.0);
+  const GemmKernel isa = gemm_kernel();
 
   // dk_j and dv_j collect terms from every row i >= j, so a work item is a
   // whole (b,h) slice: its dqkv columns belong to it alone, and the order of
   // the sums is fixed whatever the thread count.
 #pragma omp parallel if (score_work(B, Tn, C) > kMinParallelWork)
   {
-    BackwardTiles<T> tiles(static_cast<size_t>(kRowBlock) * Tn, D);
+    BackwardTiles<T> tiles(static_cast<size_t>(kRowBlock) * tile_ld(Tn));
 #pragma omp for schedule(dynamic, 1)
     for (int bh = 0; bh < B * NH; ++bh) {
       const int b = bh / NH, h = bh % NH;
-      const HeadView<const T> hv(qkv, b, h, Tn, C, NH);
-      const HeadView<T> dhv(dst, b, h, Tn, C, NH);
+      const HeadView<const T> hv(heads.data(), b, h, Tn, NH, D);
+      const HeadView<T> dhv(dheads.data(), b, h, Tn, NH, D);
       const HeadConsts hc = head_consts(spec, h, NH, D, head_scale);
       for (int i0 = 0; i0 < Tn; i0 += kRowBlock) {
-        const RowBlock<T> rb{i0, std::min(Tn, i0 + kRowBlock), Tn};
+        const RowBlock<T> rb{i0, std::min(Tn, i0 + kRowBlock), tile_ld(Tn)};
         // dout, out (B,T,C) row (b,i0), head h; stats (B,NH,T,kStats)
         const size_t row = (static_cast<size_t>(b) * Tn + i0) * C + static_cast<size_t>(h) * D;
         const T* st = stats + (static_cast<size_t>(bh) * Tn + i0) * kStats;
-        dhead[bh] += block_backward(dhv, dout + row, out + row, static_cast<size_t>(C), st, tiles, rb, hv, spec, hc);
+        dhead[bh] += block_backward(dhv, dout + row, out + row, static_cast<size_t>(C), st, tiles, rb, hv, spec, hc,
+                                    isa);
       }
     }
   }
-  if (spec.score == Score::Cosine) normalize_qk_backward(dqkv, dhat.data(), qkv_in, B, Tn, C, NH);
+  if (spec.score == Score::Cosine) {
+    std::vector<T> dhat(n, T(0));  // dL/d(normalised q, k) and dL/dv, in qkv's layout
+    add_from_heads(dhat.data(), dheads.data(), B, Tn, C, NH);
+    normalize_qk_backward(dqkv, dhat.data(), qkv, B, Tn, C, NH);
+  } else {
+    add_from_heads(dqkv, dheads.data(), B, Tn, C, NH);
+  }
   if (spec.learned_scale())
     for (int h = 0; h < NH; ++h) {
       double sum = 0;

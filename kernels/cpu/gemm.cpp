@@ -217,12 +217,24 @@ void gemm_rows(T* c, size_t ldc, MatView<T> a, MatView<T> b, int r0, int r1, int
   }
 }
 
+// gemm_rows with the calling thread's packing buffers, kept between calls
+// (OpenMP reuses its threads): a fresh 512 KiB allocation per call cost page
+// faults.
+template <class Tile, typename T>
+void gemm_rows_buffered(T* c, size_t ldc, MatView<T> a, MatView<T> b, int r0, int r1, int N, int K) {
+  constexpr int MR = Tile::MR, NR = Tile::NR;
+  const size_t bsize = static_cast<size_t>((std::min(N, kNC) + NR - 1) / NR) * kKC * NR;
+  thread_local std::vector<T> bstore, astore;
+  T* bpack = aligned_array(bstore, bsize);
+  T* apack = aligned_array(astore, static_cast<size_t>(MR) * kKC);
+  gemm_rows<Tile>(c, ldc, a, b, r0, r1, N, K, bpack, apack);
+}
+
 template <class Tile, typename T>
 void gemm_driver(T* c, size_t ldc, MatView<T> a, MatView<T> b, int M, int N, int K) {
   constexpr int MR = Tile::MR, NR = Tile::NR;
   static_assert(kNC % NR == 0, "column blocks hold whole panels");
   if (M <= 0 || N <= 0 || K <= 0) return;
-  const size_t bsize = static_cast<size_t>((std::min(N, kNC) + NR - 1) / NR) * kKC * NR;
   const int mblocks = (M + MR - 1) / MR;
 #pragma omp parallel if (size_t(M) * N * K >= kMinParallelWork)
   {
@@ -230,15 +242,14 @@ void gemm_driver(T* c, size_t ldc, MatView<T> a, MatView<T> b, int M, int N, int
     const int nth = omp_get_num_threads(), tid = omp_get_thread_num();
     const int b0 = static_cast<int>(static_cast<long>(mblocks) * tid / nth);
     const int b1 = static_cast<int>(static_cast<long>(mblocks) * (tid + 1) / nth);
-    if (b0 < b1) {
-      // Per-thread packing buffers, kept between calls (OpenMP reuses its
-      // threads): a fresh 512 KiB allocation per call cost page faults.
-      thread_local std::vector<T> bstore, astore;
-      T* bpack = aligned_array(bstore, bsize);
-      T* apack = aligned_array(astore, static_cast<size_t>(MR) * kKC);
-      gemm_rows<Tile>(c, ldc, a, b, b0 * MR, std::min(M, b1 * MR), N, K, bpack, apack);
-    }
+    if (b0 < b1) gemm_rows_buffered<Tile>(c, ldc, a, b, b0 * MR, std::min(M, b1 * MR), N, K);
   }
+}
+
+template <class Tile, typename T>
+void gemm_serial(T* c, size_t ldc, MatView<T> a, MatView<T> b, int M, int N, int K) {
+  if (M <= 0 || N <= 0 || K <= 0) return;
+  gemm_rows_buffered<Tile>(c, ldc, a, b, 0, M, N, K);
 }
 
 // ---- selection ------------------------------------------------------------------------
@@ -322,6 +333,21 @@ void gemm_accumulate(float* c, size_t ldc, MatView<float> a, MatView<float> b, i
 
 void gemm_accumulate(double* c, size_t ldc, MatView<double> a, MatView<double> b, int M, int N, int K) {
   gemm_driver<GenericTile<double>>(c, ldc, a, b, M, N, K);
+}
+
+void gemm_accumulate_serial(float* c, size_t ldc, MatView<float> a, MatView<float> b, int M, int N, int K) {
+  switch (active().load(std::memory_order_relaxed)) {
+    case GemmKernel::Avx512:
+      return gemm_serial<Avx512Tile>(c, ldc, a, b, M, N, K);
+    case GemmKernel::Avx2:
+      return gemm_serial<Avx2Tile>(c, ldc, a, b, M, N, K);
+    default:
+      return gemm_serial<GenericTile<float>>(c, ldc, a, b, M, N, K);
+  }
+}
+
+void gemm_accumulate_serial(double* c, size_t ldc, MatView<double> a, MatView<double> b, int M, int N, int K) {
+  gemm_serial<GenericTile<double>>(c, ldc, a, b, M, N, K);
 }
 
 }  // namespace gpt::cpu

@@ -21,6 +21,10 @@ struct MatView {
 // C (M,N), row-major with leading dimension ldc, += A (M,K) · B (K,N).
 void gemm_accumulate(float* c, size_t ldc, MatView<float> a, MatView<float> b, int M, int N, int K);
 void gemm_accumulate(double* c, size_t ldc, MatView<double> a, MatView<double> b, int M, int N, int K);
+// The same product on the calling thread only, for kernels that parallelise
+// their own outer loop (the attention kernel multiplies per-thread panels).
+void gemm_accumulate_serial(float* c, size_t ldc, MatView<float> a, MatView<float> b, int M, int N, int K);
+void gemm_accumulate_serial(double* c, size_t ldc, MatView<double> a, MatView<double> b, int M, int N, int K);
 
 // The float kernels. Auto picks the fastest the processor supports; the
 // environment variable GPT_GEMM_KERNEL (generic, avx2, avx512) overrides the

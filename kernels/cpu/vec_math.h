@@ -42,4 +42,34 @@ inline float vec_exp(float x) {
   return p * std::bit_cast<float>((ni + 127) << 23);
 }
 
+// ln x for positive normal float x, within a few ulp (no special cases: zero,
+// negative, denormal and non-finite x give meaningless values, so callers
+// select those away). x = 2^e·m with m in [sqrt(1/2), sqrt(2)); with
+// s = (m − 1)/(m + 1), ln m = 2·atanh s = 2s(1 + s²/3 + s⁴/5 + …) to s⁸/9
+// (|s| <= 0.172, truncation error < 1e-9 relative).
+inline float vec_log(float x) {
+  const int32_t bits = std::bit_cast<int32_t>(x);
+  const int32_t e = (bits - 0x3f3504f3) >> 23;  // 0x3f3504f3 = sqrt(1/2)
+  const float m = std::bit_cast<float>(bits - static_cast<int32_t>(static_cast<uint32_t>(e) << 23));
+  const float f = m - 1.0f;  // exact
+  const float s = f / (2.0f + f);
+  const float s2 = s * s;
+  float p = 1.0f / 9.0f;
+  p = p * s2 + 1.0f / 7.0f;
+  p = p * s2 + 1.0f / 5.0f;
+  p = p * s2 + 1.0f / 3.0f;
+  p = p * s2 + 1.0f;
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440054690583e-4f;
+  const float ef = static_cast<float>(e);
+  return ef * kLn2Hi + (2.0f * s * p + ef * kLn2Lo);
+}
+
+// ln(1 + y) for y >= 0 (finite), accurate also for tiny y: with u = 1 + y
+// rounded, ln(1 + y) = ln u · y / (u − 1) corrects the rounding of u.
+inline float vec_log1p(float y) {
+  const float u = 1.0f + y;
+  const float d = u - 1.0f;
+  return d == 0.0f ? y : vec_log(u) * (y / d);
+}
+
 }  // namespace gpt::cpu

@@ -277,42 +277,47 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
   std::vector<std::string> names = opt.presets;
   if (names.empty())
     for (const AttentionPreset& p : kAttentionPresets) names.push_back(p.name);
-  out << "\nattention forward+backward (cpu kernels), B=1, " << NH << " heads, C=" << C
-      << ": GFLOP/s and ratio to peak; FLOPs = 3 x 2*B*C*T(T+1) (forward: q.k and the weighted sum of v over the "
-         "causal half, 2*2*B*NH*D*T(T+1)/2; backward counted as 2x the forward)\n";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%-10s", "preset");
-  out << buf;
-  for (int Tn : opt.attention_contexts) {
-    std::snprintf(buf, sizeof buf, " %15s", ("T=" + std::to_string(Tn)).c_str());
+  // Two tables: the forward alone (evaluation), then forward+backward (training).
+  for (const bool with_backward : {false, true}) {
+    out << "\nattention " << (with_backward ? "forward+backward" : "forward") << " (cpu kernels), B=1, " << NH
+        << " heads, C=" << C << ": GFLOP/s and ratio to peak; FLOPs = " << (with_backward ? "3 x " : "")
+        << "2*B*C*T(T+1) (forward: q.k and the weighted sum of v over the causal half, 2*2*B*NH*D*T(T+1)/2"
+        << (with_backward ? "; backward counted as 2x the forward)\n" : ")\n");
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%-10s", "preset");
     out << buf;
-  }
-  out << "\n" << std::flush;
-  for (const std::string& name : names) {
-    AttentionConfig ac;  // the preset's own stages and constants
-    ac.preset = name;
-    AttentionSpec spec = resolve_attention(ac, m);
-    spec.alibi = m.position == "alibi";
-    std::snprintf(buf, sizeof buf, "%-10s", name.c_str());
-    out << buf << std::flush;
     for (int Tn : opt.attention_contexts) {
-      const size_t n3 = static_cast<size_t>(Tn) * 3 * C, n1 = static_cast<size_t>(Tn) * C;
-      const auto qkv = random_floats(n3, 11), dout = random_floats(n1, 12, 0.01f);
-      const std::vector<float> scale(NH, 1.0f);
-      std::vector<float> y(n1), stats(static_cast<size_t>(NH) * Tn * spec.stats_per_row()), dqkv(n3), dscale(NH);
-      auto fb = [&] {
-        cpu::attention_forward(y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, spec, scale.data(), nullptr);
-        cpu::attention_backward(dqkv.data(), dscale.data(), dout.data(), y.data(), stats.data(), qkv.data(), 1, Tn, C,
-                                NH, spec, scale.data());
-      };
-      // Long contexts take seconds per call: one timed call, no warm-up.
-      const bool long_ctx = Tn >= 2048;
-      const double sec = best_seconds(fb, long_ctx ? 0.0 : opt.min_seconds, long_ctx ? 1 : 2, long_ctx ? 0 : 1);
-      const double gflops = 3 * attention_forward_flops(1, Tn, C) / sec / 1e9;
-      std::snprintf(buf, sizeof buf, " %8.1f %5.0f%%", gflops, peak > 0 ? 100 * gflops / peak : 0.0);
-      out << buf << std::flush;
+      std::snprintf(buf, sizeof buf, " %15s", ("T=" + std::to_string(Tn)).c_str());
+      out << buf;
     }
-    out << "\n";
+    out << "\n" << std::flush;
+    for (const std::string& name : names) {
+      AttentionConfig ac;  // the preset's own stages and constants
+      ac.preset = name;
+      AttentionSpec spec = resolve_attention(ac, m);
+      spec.alibi = m.position == "alibi";
+      std::snprintf(buf, sizeof buf, "%-10s", name.c_str());
+      out << buf << std::flush;
+      for (int Tn : opt.attention_contexts) {
+        const size_t n3 = static_cast<size_t>(Tn) * 3 * C, n1 = static_cast<size_t>(Tn) * C;
+        const auto qkv = random_floats(n3, 11), dout = random_floats(n1, 12, 0.01f);
+        const std::vector<float> scale(NH, 1.0f);
+        std::vector<float> y(n1), stats(static_cast<size_t>(NH) * Tn * spec.stats_per_row()), dqkv(n3), dscale(NH);
+        auto fb = [&] {
+          cpu::attention_forward(y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, spec, scale.data(), nullptr);
+          if (with_backward)
+            cpu::attention_backward(dqkv.data(), dscale.data(), dout.data(), y.data(), stats.data(), qkv.data(), 1, Tn,
+                                    C, NH, spec, scale.data());
+        };
+        // Long contexts take up to seconds per call: two timed calls, no warm-up.
+        const bool long_ctx = Tn >= 2048;
+        const double sec = best_seconds(fb, long_ctx ? 0.0 : opt.min_seconds, 2, long_ctx ? 0 : 1);
+        const double gflops = (with_backward ? 3 : 1) * attention_forward_flops(1, Tn, C) / sec / 1e9;
+        std::snprintf(buf, sizeof buf, " %8.1f %5.0f%%", gflops, peak > 0 ? 100 * gflops / peak : 0.0);
+        out << buf << std::flush;
+      }
+      out << "\n";
+    }
   }
 }
 

@@ -5,7 +5,7 @@
 //              the best of these is "peak";
 //   train      a full training step (forward, backward, clip, AdamW);
 //   eval       forward-only evaluation (per-position losses) of the same batch;
-//   attention  each attention preset's forward+backward at T = 256…4096;
+//   attention  each attention preset's forward, and forward+backward, at T = 256…4096;
 //   memory     peak RSS of evaluating one sequence of 1×, 4×, 16× the context;
 //   cuda-attention (only when asked for) the CUDA attention kernels per
 //              preset at T = 1K…16K (bench/cuda_attention_bench.h);

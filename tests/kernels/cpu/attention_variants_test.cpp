@@ -18,6 +18,7 @@
 #include "config/attention.h"
 #include "core/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
 #include "util/gradcheck.h"
 
 namespace gpt::cpu {
@@ -295,6 +296,42 @@ TEST(AttentionVariants, BackwardAccumulates) {
   for (size_t i = 0; i < dqkv.size(); ++i) ASSERT_NEAR(dqkv[i], prior[i] + once[i], 1e-12);
   EXPECT_NEAR(dh[0], 0.25 + dh_once[0], 1e-12);
   EXPECT_NEAR(dh[1], -0.5 + dh_once[1], 1e-12);
+}
+
+// The float kernel (GEMM panels and vectorised rows) against the double
+// kernel (scalar attn:: rows), forward and backward, for every variant and
+// every float GEMM kernel the processor supports (the vector rows follow the
+// GEMM kernel's instruction set). T = 77 spans three row blocks, the last
+// one partial, and keys past whole vector blocks.
+TEST(AttentionVariants, FloatKernelMatchesDoubleKernelForEveryInstructionSet) {
+  const Shape s{2, 77, 32, 2};
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 51, -1.5, 1.5);
+  const std::vector<double> w = random_vector(s.out_size(), 52);
+  const GemmKernel saved = gemm_kernel();
+  int tested = 0;
+  for (GemmKernel k : {GemmKernel::Generic, GemmKernel::Avx2, GemmKernel::Avx512}) {
+    if (!gemm_kernel_available(k)) continue;
+    ++tested;
+    set_gemm_kernel(k);
+    for (const Variant& v : all_variants(16)) {
+      const std::vector<double> hs = scales_for(v.spec, s.NH, 11);
+      std::vector<double> dh;
+      const std::vector<double> out = forward(qkv, s, v.spec, hs);
+      const std::vector<double> g = backward(qkv, w, s, v.spec, hs, &dh);
+      std::vector<float> dhf;
+      const std::vector<float> outf = forward(cast<float>(qkv), s, v.spec, cast<float>(hs));
+      const std::vector<float> gf = backward(cast<float>(qkv), cast<float>(w), s, v.spec, cast<float>(hs), &dhf);
+      double out_scale = 0, g_scale = 0;
+      for (double x : out) out_scale = std::max(out_scale, std::abs(x));
+      for (double x : g) g_scale = std::max(g_scale, std::abs(x));
+      const std::string name = v.name + " / " + gemm_kernel_name(k);
+      EXPECT_LT(max_abs_diff(outf, out), 2e-5 * std::max(1.0, out_scale)) << name;
+      EXPECT_LT(max_abs_diff(gf, g), 1e-4 * std::max(1.0, g_scale)) << name;
+      for (size_t h = 0; h < dh.size(); ++h) EXPECT_NEAR(dhf[h], dh[h], 1e-4 * std::max(1.0, std::abs(dh[h]))) << name;
+    }
+  }
+  set_gemm_kernel(saved);
+  EXPECT_GE(tested, 1);
 }
 
 // ---- properties -------------------------------------------------------------------------------

@@ -214,4 +214,54 @@ TEST(Matmul, EveryFloatKernelIsCorrectAndThreadCountIndependent) {
   EXPECT_GE(tested, 1);
 }
 
+// gemm_accumulate_serial (the attention kernel's panel products) against a
+// plain loop: strided and transposed views, odd sizes, every float kernel
+// and double; it accumulates into C and runs on the calling thread.
+TEST(Gemm, SerialProductMatchesPlainLoopOnEveryKernel) {
+  const gpt::cpu::GemmKernel saved_kernel = gpt::cpu::gemm_kernel();
+  struct Dims {
+    int M, N, K;
+  };
+  for (const Dims d : {Dims{1, 1, 1}, Dims{7, 33, 5}, Dims{32, 77, 64}, Dims{45, 64, 300}, Dims{64, 19, 32}}) {
+    const size_t lda = 3 * d.K + 1, ldb = 2 * d.N + 3, ldc = d.N + 5;  // row-major A, B with padding
+    const auto a = random_vector(d.M * lda, 31), b = random_vector(d.K * ldb, 32), c0 = random_vector(d.M * ldc, 33);
+    // transposed views of the same matrices: A^T stored (K, M), B^T stored (N, K)
+    std::vector<double> at(static_cast<size_t>(d.K) * d.M), bt(static_cast<size_t>(d.N) * d.K);
+    for (int i = 0; i < d.M; ++i)
+      for (int k = 0; k < d.K; ++k) at[k * d.M + i] = a[i * lda + k];
+    for (int k = 0; k < d.K; ++k)
+      for (int j = 0; j < d.N; ++j) bt[j * d.K + k] = b[k * ldb + j];
+    std::vector<double> ref(c0);
+    for (int i = 0; i < d.M; ++i)
+      for (int j = 0; j < d.N; ++j)
+        for (int k = 0; k < d.K; ++k) ref[i * ldc + j] += a[i * lda + k] * b[k * ldb + j];
+    auto check = [&](auto tag, const char* name) {
+      using T = decltype(tag);
+      const auto af = to<T>(a), bf = to<T>(b), atf = to<T>(at), btf = to<T>(bt);
+      for (int transposed = 0; transposed < 2; ++transposed) {
+        std::vector<T> c = to<T>(c0);
+        const gpt::cpu::MatView<T> va = transposed ? gpt::cpu::MatView<T>{atf.data(), 1, size_t(d.M)}
+                                                   : gpt::cpu::MatView<T>{af.data(), lda, 1};
+        const gpt::cpu::MatView<T> vb = transposed ? gpt::cpu::MatView<T>{btf.data(), 1, size_t(d.K)}
+                                                   : gpt::cpu::MatView<T>{bf.data(), ldb, 1};
+        gpt::cpu::gemm_accumulate_serial(c.data(), ldc, va, vb, d.M, d.N, d.K);
+        double worst = 0;
+        for (int i = 0; i < d.M; ++i)
+          for (int j = 0; j < d.N; ++j) worst = std::max(worst, std::abs(double(c[i * ldc + j]) - ref[i * ldc + j]));
+        EXPECT_LT(worst, sizeof(T) == 4 ? 2e-4 * std::sqrt(double(d.K)) : 1e-12)
+            << name << " " << d.M << "x" << d.N << "x" << d.K << (transposed ? " transposed" : "");
+        for (int i = 0; i < d.M; ++i)  // the padding of C is untouched
+          for (int j = d.N; j < int(ldc); ++j) EXPECT_EQ(c[i * ldc + j], T(c0[i * ldc + j])) << name;
+      }
+    };
+    for (auto kernel : {gpt::cpu::GemmKernel::Generic, gpt::cpu::GemmKernel::Avx2, gpt::cpu::GemmKernel::Avx512}) {
+      if (!gpt::cpu::gemm_kernel_available(kernel)) continue;
+      gpt::cpu::set_gemm_kernel(kernel);
+      check(float{}, gpt::cpu::gemm_kernel_name(kernel));
+    }
+    check(double{}, "double");
+  }
+  gpt::cpu::set_gemm_kernel(saved_kernel);
+}
+
 }  // namespace

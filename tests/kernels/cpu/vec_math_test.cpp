@@ -1,5 +1,5 @@
-// vec_exp against the double exponential: relative error within a few float
-// ulps over the whole clamped range, and the documented clamps outside it.
+// vec_exp, vec_log and vec_log1p against the double functions: errors within
+// a few float ulps over their ranges, and vec_exp's documented clamps.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -26,6 +26,32 @@ TEST(VecMath, ExpClampsInsteadOfOverflowing) {
   EXPECT_GT(gpt::cpu::vec_exp(-1000.0f), 0.0f);
   EXPECT_TRUE(std::isfinite(gpt::cpu::vec_exp(1000.0f)));
   EXPECT_NEAR(gpt::cpu::vec_exp(1000.0f) / std::exp(88.0), 1.0, 1e-6);
+}
+
+TEST(VecMath, LogIsWithinAFewUlpOverTheNormalRange) {
+  double worst = 0;
+  for (double e = -125.5; e <= 127.5; e += 0.000371) {
+    const float x = static_cast<float>(std::exp2(e));
+    const double ref = std::log(static_cast<double>(x));
+    // absolute error near x = 1 (ln x -> 0), relative elsewhere
+    worst = std::max(worst, std::abs(gpt::cpu::vec_log(x) - ref) / std::max(std::abs(ref), 1.0));
+  }
+  std::cout << "[vec_log] max error " << worst << "\n";
+  EXPECT_LT(worst, 3e-7);
+  EXPECT_EQ(gpt::cpu::vec_log(1.0f), 0.0f);
+}
+
+TEST(VecMath, Log1pIsAccurateForTinyAndLargeArguments) {
+  double worst = 0;
+  for (double e = -40; e <= 20; e += 0.0013) {
+    const float y = static_cast<float>(std::exp2(e));
+    const double ref = std::log1p(static_cast<double>(y));
+    worst = std::max(worst, std::abs(gpt::cpu::vec_log1p(y) - ref) / ref);
+  }
+  std::cout << "[vec_log1p] max relative error " << worst << "\n";
+  EXPECT_LT(worst, 4e-7);
+  EXPECT_EQ(gpt::cpu::vec_log1p(0.0f), 0.0f);
+  EXPECT_EQ(gpt::cpu::vec_log1p(1e-30f), 1e-30f);
 }
 
 }  // namespace

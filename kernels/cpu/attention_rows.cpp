@@ -1,0 +1,366 @@
+// The element-wise rows of the CPU attention kernel (kernels/cpu/attention_rows.h):
+// scalar rows over the attn:: functions of kernels/attention_spec.h, and
+// float rows vectorised over blocks of kRowLanes keys with vec_math.h's exp
+// and log, compiled three times (AVX-512, AVX2+FMA, baseline x86-64) and
+// picked at run time.
+//
+// The vector rows compute the same chain as the scalar ones, operation for
+// operation, except that φ, log1p and pow use vec_math.h (a few ulp; exp
+// saturates at e^±87/88 instead of reaching 0 or inf, and pow flushes
+// results below e^-87 to 0) and that sums run in kRowLanes partial sums.
+#include "kernels/cpu/attention_rows.h"
+
+#include <algorithm>
+#include <cfloat>
+
+#include "kernels/cpu/vec_math.h"
+
+namespace gpt::cpu::attn_rows {
+
+// ---- scalar ---------------------------------------------------------------------
+
+template <typename T>
+void forward_row_scalar(T* row, const RowArgs<T>& a, const AttentionSpec& s, T* st) {
+  const int n = a.n;
+  for (int j = 0; j < n; ++j) row[j] = a.lf * row[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - j);
+  T shift = 0;
+  if (attn::shifted(s)) {
+    shift = row[0];
+    for (int j = 1; j < n; ++j) shift = std::max(shift, row[j]);
+  }
+  T z = 0;
+  for (int j = 0; j < n; ++j) z += (row[j] = attn::positivity(s.positivity, row[j] - shift));
+  const T inv_z = attn::inv_norm(s, z);
+  T a_max = 0;
+  for (int j = 0; j < n; ++j) a_max = std::max(a_max, row[j] *= inv_z);
+  st[0] = shift;
+  st[1] = z;
+  st[2] = a_max;
+  st[3] = 0;
+  const attn::Row<T> r = attn::row_from_stats(s, a.i, st);
+  if (!r.sharpen) return;  // w = a (a uniform row under re-weighting keeps a)
+  T sum = 0;
+  for (int j = 0; j < n; ++j) sum += (row[j] = attn::sharpen_value(r.i * row[j] - r.offset, r.t_max, r.p));
+  st[3] = sum;
+  const T inv = T(1) / sum;  // sum >= 1: the largest t contributes (t/t_max)^p = 1
+  for (int j = 0; j < n; ++j) row[j] *= inv;
+}
+
+template <typename T>
+void backward_weights_row_scalar(const T* qk, T* u, T* w, const RowArgs<T>& a, const AttentionSpec& s,
+                                 const attn::Row<T>& r) {
+  for (int j = 0; j < a.n; ++j) {
+    const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - j);
+    u[j] = r.u(s, x);
+    w[j] = r.w_from_a(u[j] * r.inv_z);
+  }
+}
+
+template <typename T>
+double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const RowArgs<T>& a,
+                                const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f,
+                                bool want_sigma_dx) {
+  const int n = a.n;
+  T S = 0;
+  if (r.sharpen) {
+    for (int j = 0; j < n; ++j) {
+      const T av = u[j] * r.inv_z;
+      g[j] = attn::grad_a(r, av, w[j], g[j], D);
+      S += av * g[j];
+    }
+  } else {
+    S = D;  // w = a, h = g: Σ a h = Σ w g = dy·y
+  }
+  double sigma_dx = 0;
+  for (int j = 0; j < n; ++j) {
+    const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - j);
+    const T dx = attn::grad_x_u(s, r, x, u[j], g[j], S);
+    if (want_sigma_dx) sigma_dx += static_cast<double>(f * qk[j] * dx);
+    g[j] = lambda_f * dx;
+  }
+  return sigma_dx;
+}
+
+template void forward_row_scalar<float>(float*, const RowArgs<float>&, const AttentionSpec&, float*);
+template void forward_row_scalar<double>(double*, const RowArgs<double>&, const AttentionSpec&, double*);
+template void backward_weights_row_scalar<float>(const float*, float*, float*, const RowArgs<float>&,
+                                                 const AttentionSpec&, const attn::Row<float>&);
+template void backward_weights_row_scalar<double>(const double*, double*, double*, const RowArgs<double>&,
+                                                  const AttentionSpec&, const attn::Row<double>&);
+template double backward_grad_row_scalar<float>(const float*, const float*, const float*, float*,
+                                                const RowArgs<float>&, const AttentionSpec&, const attn::Row<float>&,
+                                                float, float, float, bool);
+template double backward_grad_row_scalar<double>(const double*, const double*, const double*, double*,
+                                                 const RowArgs<double>&, const AttentionSpec&,
+                                                 const attn::Row<double>&, double, double, double, bool);
+
+// ---- vector (float) ------------------------------------------------------------------
+namespace {
+
+constexpr int L = kRowLanes;
+#define GPT_ALWAYS_INLINE [[gnu::always_inline]] inline
+
+// φ and φ' of attention_spec.h, branch-free.
+GPT_ALWAYS_INLINE float sigmoid_v(float x) {
+  const float e = vec_exp(x < 0.0f ? x : -x);  // e^-|x|
+  const float r = 1.0f / (1.0f + e);
+  return x >= 0.0f ? r : e * r;
+}
+template <Positivity P>
+GPT_ALWAYS_INLINE float phi_v(float x) {
+  if constexpr (P == Positivity::Exp) {
+    return vec_exp(x);
+  } else if constexpr (P == Positivity::Softplus) {
+    return (x > 0.0f ? x : 0.0f) + vec_log1p(vec_exp(x < 0.0f ? x : -x));
+  } else if constexpr (P == Positivity::Sigmoid) {
+    return sigmoid_v(x);
+  } else {
+    return x > 0.0f ? x : 0.0f;
+  }
+}
+template <Positivity P>
+GPT_ALWAYS_INLINE float phi_grad_v(float x, float u) {
+  if constexpr (P == Positivity::Exp) {
+    return u;
+  } else if constexpr (P == Positivity::Softplus) {
+    return sigmoid_v(x);
+  } else if constexpr (P == Positivity::Sigmoid) {
+    return u * (1.0f - u);
+  } else {
+    return x > 0.0f ? 1.0f : 0.0f;
+  }
+}
+// y^p for 0 < y <= 1 (stage 5's (t/t_max)^p).
+GPT_ALWAYS_INLINE float pow01_v(float y, float p) {
+  const float e = p * vec_log(y);
+  return e < -87.0f ? 0.0f : vec_exp(e);
+}
+
+GPT_ALWAYS_INLINE float lane_sum(const float* v) {
+  float s = v[0];
+  for (int l = 1; l < L; ++l) s += v[l];
+  return s;
+}
+GPT_ALWAYS_INLINE float lane_max(const float* v) {
+  float m = v[0];
+  for (int l = 1; l < L; ++l) m = std::max(m, v[l]);
+  return m;
+}
+
+template <Positivity P>
+GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st) {
+  const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
+  const float lf = a.lf, bias = a.bias, slope = a.slope;
+  float mx[L];
+  for (int l = 0; l < L; ++l) mx[l] = -FLT_MAX;
+  for (int j0 = 0; j0 < nb; j0 += L) {
+    float* x = row + j0;
+#pragma omp simd
+    for (int l = 0; l < L; ++l) {
+      const float v = lf * x[l] + bias - slope * static_cast<float>(im1 - j0 - l);
+      x[l] = v;
+      mx[l] = j0 + l < n && v > mx[l] ? v : mx[l];
+    }
+  }
+  const float shift = attn::shifted(s) ? lane_max(mx) : 0.0f;
+  float z[L] = {}, um[L] = {};
+  for (int j0 = 0; j0 < nb; j0 += L) {
+    float* x = row + j0;
+#pragma omp simd
+    for (int l = 0; l < L; ++l) {
+      const bool in = j0 + l < n;
+      const float u = phi_v<P>(x[l] - shift);
+      x[l] = u;
+      z[l] += in ? u : 0.0f;
+      um[l] = in && u > um[l] ? u : um[l];
+    }
+  }
+  const float zs = lane_sum(z);
+  const float inv_z = attn::inv_norm(s, zs);
+  st[0] = shift;
+  st[1] = zs;
+  st[2] = lane_max(um) * inv_z;  // = max_j u_j·inv_z (rounding is monotonic)
+  st[3] = 0;
+  const attn::Row<float> r = attn::row_from_stats(s, a.i, st);
+  if (!r.sharpen) {
+    for (int j0 = 0; j0 < nb; j0 += L) {
+#pragma omp simd
+      for (int l = 0; l < L; ++l) row[j0 + l] *= inv_z;
+    }
+    return;
+  }
+  const float ri = r.i, off = r.offset, t_max = r.t_max, p = r.p;
+  float rs[L] = {};
+  for (int j0 = 0; j0 < nb; j0 += L) {
+    float* x = row + j0;
+#pragma omp simd
+    for (int l = 0; l < L; ++l) {
+      const float t = ri * (x[l] * inv_z) - off;
+      const float v = j0 + l < n && t > 0.0f ? pow01_v(t / t_max, p) : 0.0f;
+      x[l] = v;
+      rs[l] += v;
+    }
+  }
+  const float sum = lane_sum(rs);
+  st[3] = sum;
+  const float inv = 1.0f / sum;
+  for (int j0 = 0; j0 < nb; j0 += L) {
+#pragma omp simd
+    for (int l = 0; l < L; ++l) row[j0 + l] *= inv;
+  }
+}
+
+template <Positivity P>
+GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, float* w, const RowArgs<float>& a,
+                                                 const attn::Row<float>& r) {
+  const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
+  const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z;
+  const float ri = r.i, off = r.offset, t_max = r.t_max, p = r.p, inv_r = r.inv_r;
+  for (int j0 = 0; j0 < nb; j0 += L) {
+    if (r.sharpen) {
+#pragma omp simd
+      for (int l = 0; l < L; ++l) {
+        const float x = lf * qk[j0 + l] + bias - slope * static_cast<float>(im1 - j0 - l);
+        const float uu = phi_v<P>(x - shift);
+        u[j0 + l] = uu;
+        const float t = ri * (uu * inv_z) - off;
+        w[j0 + l] = j0 + l < n && t > 0.0f ? pow01_v(t / t_max, p) * inv_r : 0.0f;
+      }
+    } else {
+#pragma omp simd
+      for (int l = 0; l < L; ++l) {
+        const float x = lf * qk[j0 + l] + bias - slope * static_cast<float>(im1 - j0 - l);
+        const float uu = phi_v<P>(x - shift);
+        u[j0 + l] = uu;
+        w[j0 + l] = j0 + l < n ? uu * inv_z : 0.0f;
+      }
+    }
+  }
+}
+
+template <Positivity P>
+GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u, const float* w, float* g,
+                                                const RowArgs<float>& a, const AttentionSpec& s,
+                                                const attn::Row<float>& r, float D, float lambda_f, float f,
+                                                bool want_sigma_dx) {
+  const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
+  const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z;
+  float S = D;  // without sharpening w = a, h = g: Σ a h = Σ w g = dy·y
+  if (r.sharpen) {
+    const float ri = r.i, off = r.offset, p = r.p;
+    float sl[L] = {};
+    for (int j0 = 0; j0 < nb; j0 += L) {
+#pragma omp simd
+      for (int l = 0; l < L; ++l) {
+        const float av = u[j0 + l] * inv_z;
+        const float t = ri * av - off;
+        const bool in = j0 + l < n;
+        const float h = in && t > 0.0f ? ri * (p * w[j0 + l] / t * (g[j0 + l] - D)) : 0.0f;
+        g[j0 + l] = h;
+        sl[l] += in ? av * h : 0.0f;  // (past n, av may be inf: inv_z only bounds the row's own u)
+      }
+    }
+    S = lane_sum(sl);
+  }
+  const bool l1 = s.normalize == Normalize::L1;
+  const float S_l1 = l1 ? S : 0.0f;
+  float sd[L] = {};
+  for (int j0 = 0; j0 < nb; j0 += L) {
+#pragma omp simd
+    for (int l = 0; l < L; ++l) {
+      const bool in = j0 + l < n;
+      const float x = lf * qk[j0 + l] + bias - slope * static_cast<float>(im1 - j0 - l);
+      const float dx = phi_grad_v<P>(x - shift, u[j0 + l]) * inv_z * (g[j0 + l] - S_l1);
+      sd[l] += in ? f * qk[j0 + l] * dx : 0.0f;
+      g[j0 + l] = in ? lambda_f * dx : 0.0f;
+    }
+  }
+  if (!want_sigma_dx) return 0.0;
+  double sum = 0;
+  for (int l = 0; l < L; ++l) sum += sd[l];
+  return sum;
+}
+
+// One set of entry points per instruction set; each switches to the
+// positivity's instantiation, so the loops carry no per-element branches.
+#define GPT_ATTN_POSITIVITY_SWITCH(CALL)  \
+  switch (s.positivity) {                 \
+    case Positivity::Exp:                 \
+      return CALL(Positivity::Exp);       \
+    case Positivity::Softplus:            \
+      return CALL(Positivity::Softplus);  \
+    case Positivity::Sigmoid:             \
+      return CALL(Positivity::Sigmoid);   \
+    case Positivity::Relu:                \
+      return CALL(Positivity::Relu);      \
+  }
+
+#define GPT_ATTN_ROWS_FOR_ISA(SUFFIX, ATTR)                                                                      \
+  ATTR void forward_row_##SUFFIX(float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st) {      \
+    GPT_ATTN_POSITIVITY_SWITCH(FWD_CALL)                                                                        \
+  }                                                                                                             \
+  ATTR void backward_weights_row_##SUFFIX(const float* qk, float* u, float* w, const RowArgs<float>& a,          \
+                                          const AttentionSpec& s, const attn::Row<float>& r) {                  \
+    GPT_ATTN_POSITIVITY_SWITCH(BW_CALL)                                                                         \
+  }                                                                                                             \
+  ATTR double backward_grad_row_##SUFFIX(const float* qk, const float* u, const float* w, float* g,              \
+                                         const RowArgs<float>& a, const AttentionSpec& s,                      \
+                                         const attn::Row<float>& r, float D, float lambda_f, float f,          \
+                                         bool want) {                                                          \
+    GPT_ATTN_POSITIVITY_SWITCH(BG_CALL)                                                                         \
+    return 0.0;                                                                                                 \
+  }
+
+#define FWD_CALL(P) forward_row_body<P>(row, a, s, st)
+#define BW_CALL(P) backward_weights_row_body<P>(qk, u, w, a, r)
+#define BG_CALL(P) backward_grad_row_body<P>(qk, u, w, g, a, s, r, D, lambda_f, f, want)
+
+GPT_ATTN_ROWS_FOR_ISA(avx512, __attribute__((target("avx512f"))))
+GPT_ATTN_ROWS_FOR_ISA(avx2, __attribute__((target("avx2,fma"))))
+GPT_ATTN_ROWS_FOR_ISA(base, )
+
+#undef FWD_CALL
+#undef BW_CALL
+#undef BG_CALL
+#undef GPT_ATTN_ROWS_FOR_ISA
+#undef GPT_ATTN_POSITIVITY_SWITCH
+
+}  // namespace
+
+void forward_row_vec(GemmKernel isa, float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st) {
+  switch (isa) {
+    case GemmKernel::Avx512:
+      return forward_row_avx512(row, a, s, st);
+    case GemmKernel::Avx2:
+      return forward_row_avx2(row, a, s, st);
+    default:
+      return forward_row_base(row, a, s, st);
+  }
+}
+
+void backward_weights_row_vec(GemmKernel isa, const float* qk, float* u, float* w, const RowArgs<float>& a,
+                              const AttentionSpec& s, const attn::Row<float>& r) {
+  switch (isa) {
+    case GemmKernel::Avx512:
+      return backward_weights_row_avx512(qk, u, w, a, s, r);
+    case GemmKernel::Avx2:
+      return backward_weights_row_avx2(qk, u, w, a, s, r);
+    default:
+      return backward_weights_row_base(qk, u, w, a, s, r);
+  }
+}
+
+double backward_grad_row_vec(GemmKernel isa, const float* qk, const float* u, const float* w, float* g,
+                             const RowArgs<float>& a, const AttentionSpec& s, const attn::Row<float>& r, float D,
+                             float lambda_f, float f, bool want_sigma_dx) {
+  switch (isa) {
+    case GemmKernel::Avx512:
+      return backward_grad_row_avx512(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx);
+    case GemmKernel::Avx2:
+      return backward_grad_row_avx2(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx);
+    default:
+      return backward_grad_row_base(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx);
+  }
+}
+
+}  // namespace gpt::cpu::attn_rows

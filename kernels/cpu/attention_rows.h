@@ -1,0 +1,66 @@
+// The element-wise part of the CPU attention kernel (kernels/cpu/attention.cpp),
+// one query row at a time: stages 2–5 of kernels/attention_spec.h forward,
+// and their backward, between the two matrix products of a row block.
+// Internal to the kernel; declared here so that tests can check the
+// vectorised float rows against the scalar rows built from the attn::
+// functions.
+//
+// Two implementations of each:
+//   *_scalar  plain loops over the attn:: functions (float and double; the
+//             double kernel, which serves gradient checks, always uses it);
+//   *_vec     float only, branch-free over blocks of kRowLanes keys with the
+//             exp/log of kernels/cpu/vec_math.h, compiled for AVX-512,
+//             AVX2+FMA and baseline x86-64; `isa` picks one (the float kernel
+//             passes the active GEMM kernel, so GPT_GEMM_KERNEL and
+//             set_gemm_kernel choose both). Sums run in kRowLanes partial
+//             sums added in a fixed order; the instruction sets agree up to
+//             float rounding (the compiler vectorises each differently).
+//             Rows must have room for n rounded up to kRowLanes (the entries
+//             past n are read and overwritten, never used).
+#pragma once
+#include "kernels/attention_spec.h"
+#include "kernels/cpu/gemm.h"
+
+namespace gpt::cpu::attn_rows {
+
+inline constexpr int kRowLanes = 16;
+inline int padded_keys(int n) { return (n + kRowLanes - 1) / kRowLanes * kRowLanes; }
+
+// Row i (1-based) with its n = i keys: x_j = lf·σ_j + bias − slope·(i − 1 − j),
+// where σ_j = q_i·k_j and lf = λ_i·f (stage 2).
+template <typename T>
+struct RowArgs {
+  int i = 1;
+  int n = 1;
+  T lf = 1, bias = 0, slope = 0;
+};
+
+// Forward: row holds σ_j (j < n); leaves the weights w_j and writes the
+// row's statistics (shift, Z, max a, Σr) to st[0..3].
+template <typename T>
+void forward_row_scalar(T* row, const RowArgs<T>& a, const AttentionSpec& s, T* st);
+void forward_row_vec(GemmKernel isa, float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st);
+
+// Backward, first half: from σ (qk) and the row's saved statistics (r),
+// u_j = φ(x_j − shift) and the weights w_j (j < n; w_j = 0 for the padding
+// up to padded_keys(n) in the vector version).
+template <typename T>
+void backward_weights_row_scalar(const T* qk, T* u, T* w, const RowArgs<T>& a, const AttentionSpec& s,
+                                 const attn::Row<T>& r);
+void backward_weights_row_vec(GemmKernel isa, const float* qk, float* u, float* w, const RowArgs<float>& a,
+                              const AttentionSpec& s, const attn::Row<float>& r);
+
+// Backward, second half: g holds dL/dw_j = dy_i·v_j; leaves dL/dσ_j =
+// λ_i f dx_j in g (0 past n: up to n in the scalar version, to
+// padded_keys(n) in the vector version). D = dy_i·y_i, lambda_f = λ_i·f.
+// Returns Σ_j f·σ_j·dx_j when want_sigma_dx (the ssmax scale's gradient
+// needs it), else 0.
+template <typename T>
+double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const RowArgs<T>& a,
+                                const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f,
+                                bool want_sigma_dx);
+double backward_grad_row_vec(GemmKernel isa, const float* qk, const float* u, const float* w, float* g,
+                             const RowArgs<float>& a, const AttentionSpec& s, const attn::Row<float>& r, float D,
+                             float lambda_f, float f, bool want_sigma_dx);
+
+}  // namespace gpt::cpu::attn_rows
