@@ -24,6 +24,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -165,6 +166,7 @@ class NcclCommunicator final : public Communicator {
     if (comm_) ncclCommAbort(comm_);
     comm_ = nullptr;
     host_.abort(status);
+    std::_Exit(status);  // host_.abort does not return; this satisfies [[noreturn]]
   }
 
  private:

@@ -126,6 +126,17 @@ void check_collectives(Communicator& c) {
   cudaStreamDestroy(s);
 }
 
+// Where there is no GPU (this is what runs on CI), setting up says so.
+TEST(Nccl, NoDeviceIsAClearError) {
+  if (have_device()) GTEST_SKIP() << "a CUDA device is present";
+  try {
+    make_nccl_communicator(single_process());
+    FAIL() << "expected gpt::Error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("needs a CUDA device, and there is none"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Nccl, OneRankCollectivesOnDeviceBuffers) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
   std::unique_ptr<Communicator> c = make_nccl_communicator(single_process());
