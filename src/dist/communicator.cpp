@@ -1,5 +1,5 @@
-// world(), the Session that brings MPI up and down, sharding arithmetic and
-// main()'s fatal-error path.
+// world() and world_for_device(), the Session that brings MPI up and down,
+// sharding arithmetic, the collective time limit and main()'s fatal-error path.
 #include "dist/communicator.h"
 
 #include <cstdio>
@@ -15,6 +15,9 @@ namespace gpt::dist {
 namespace {
 
 std::unique_ptr<Communicator> g_world;  // set while a Session lives under an MPI launcher
+// NCCL over g_world, made by the first world_for_device("cuda") with several
+// ranks; destroyed before g_world (before MPI_Finalize).
+std::unique_ptr<Communicator> g_device_world;
 
 const char* env(const char* name) {
   const char* v = std::getenv(name);
@@ -40,10 +43,45 @@ std::vector<size_t> shard_counts(size_t n, int size) {
 
 Communicator& world() { return g_world ? *g_world : single_process(); }
 
+Communicator& world_for_device(const std::string& device) {
+  if (device != "cuda") return world();
+  Communicator& w = world();
+  // One rank: nothing to communicate, and the single-process no-ops are right
+  // for device memory too (MPI_Allreduce on device pointers is not).
+  if (w.size() == 1) return single_process();
+#if GPT_HAVE_NCCL
+  if (!g_device_world) g_device_world = make_nccl_communicator(w);
+  return *g_device_world;
+#else
+  fail("run.device \"cuda\" with ", w.size(), " ranks needs NCCL (GPU collectives); this build has none",
+       built_with_mpi() ? "" : " and no MPI",
+       " (install NCCL (libnccl-dev) with the CUDA toolkit, reconfigure with CMake and rebuild; the configure log "
+       "says \"gpt: NCCL ... found\"), or train these ranks with run.device \"cpu\"");
+#endif
+}
+
+double collective_timeout_seconds() {
+  const char* v = env(kTimeoutEnv);
+  if (!v) return kDefaultTimeoutSeconds;
+  char* end = nullptr;
+  const double s = std::strtod(v, &end);
+  GPT_CHECK(end != v && *end == '\0' && s >= 0, "environment variable ", kTimeoutEnv, "=\"", v,
+            "\" must be a number of seconds >= 0 (0 disables the collective time limit)");
+  return s;
+}
+
 bool launched_by_mpi() { return env("OMPI_COMM_WORLD_SIZE") || env("PMI_SIZE") || env("PMIX_RANK"); }
 
 bool built_with_mpi() {
 #if GPT_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool built_with_nccl() {
+#if GPT_HAVE_NCCL
   return true;
 #else
   return false;
@@ -64,7 +102,10 @@ Session::Session() {
 #endif
 }
 
-Session::~Session() { g_world.reset(); }
+Session::~Session() {
+  g_device_world.reset();
+  g_world.reset();
+}
 
 int report_fatal_error(const char* message) {
   Communicator& comm = world();

@@ -1,9 +1,10 @@
 // Communication between the processes of a data-parallel run. One interface,
 // three implementations: a single process (every collective is a no-op),
-// MPI (CPU tensors; src/dist/mpi.cpp, compiled when CMake finds MPI) and,
-// with the CUDA backend, NCCL (GPU tensors, the NCCL unique id exchanged
-// through MPI; not written yet). The process-wide communicator comes from
-// world(); a Session in main() brings MPI up and down.
+// MPI (CPU tensors; src/dist/mpi.cpp, compiled when CMake finds MPI) and
+// NCCL (GPU tensors, the NCCL unique id exchanged through MPI;
+// src/dist/nccl.cpp, compiled when CMake finds CUDA, MPI and NCCL). The
+// process-wide communicator comes from world(), or world_for_device() for the
+// run's device; a Session in main() brings MPI up and down.
 //
 // Tensor collectives take backend memory (host memory for the CPU backend,
 // device memory for CUDA/NCCL), like the ops of Backend<T>; the *_host
@@ -61,11 +62,23 @@ std::vector<size_t> shard_counts(size_t n, int size);
 // one. Valid while a Session lives (the single-process one always).
 Communicator& world();
 
+// The communicator for tensors on `device` (run.device): world() for "cpu"
+// (and any device other than "cuda"); for "cuda" the single-process one when
+// there is one rank, else the NCCL communicator over world(), made on the
+// first call (a collective: every rank must call it), which also makes the
+// rank's GPU (node-local rank modulo the visible devices) the current CUDA
+// device, so call it before the CUDA backend allocates. "cuda" with several
+// ranks in a build without NCCL: gpt::Error. Valid while the Session lives.
+Communicator& world_for_device(const std::string& device);
+
 // True when an MPI launcher started this process (OMPI_COMM_WORLD_SIZE,
 // PMI_SIZE or PMIX_RANK in the environment).
 bool launched_by_mpi();
 // Whether this build has MPI support (GPT_HAVE_MPI).
 bool built_with_mpi();
+// Whether this build has the NCCL communicator (GPT_HAVE_NCCL: CUDA, MPI and
+// NCCL were all found).
+bool built_with_nccl();
 
 // Initialises MPI for the lifetime of main() when launched by an MPI launcher,
 // and finalises it on destruction. Launched by mpirun into a build without
@@ -86,7 +99,7 @@ class Session {
 // returns 1.
 int report_fatal_error(const char* message);
 
-// Environment variable holding the collective time limit in seconds (MPI):
+// Environment variable holding the collective time limit in seconds (MPI, NCCL):
 // a rank that waits longer than this in one collective (another rank died or
 // hangs) exits with an error naming the collective. 0 disables the limit.
 constexpr const char* kTimeoutEnv = "GPT_DIST_TIMEOUT";

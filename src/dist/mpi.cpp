@@ -26,16 +26,6 @@
 namespace gpt::dist {
 namespace {
 
-double timeout_from_env() {
-  const char* v = std::getenv(kTimeoutEnv);
-  if (!v || !*v) return kDefaultTimeoutSeconds;
-  char* end = nullptr;
-  const double s = std::strtod(v, &end);
-  GPT_CHECK(end != v && *end == '\0' && s >= 0, "environment variable ", kTimeoutEnv, "=\"", v,
-            "\" must be a number of seconds >= 0 (0 disables the collective time limit)");
-  return s;
-}
-
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -53,7 +43,7 @@ MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() : timeout_s_(timeout_from_env()) {
+  MpiCommunicator() : timeout_s_(collective_timeout_seconds()) {
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);

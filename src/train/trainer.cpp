@@ -97,7 +97,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   // Data parallelism: every rank trains on rows [rank*Bl, (rank+1)*Bl) of each
   // global micro-batch of B rows; gradients and losses are averaged across
   // ranks; rank 0 alone logs, evaluates and writes files.
-  dist::Communicator& comm = dist::world();
+  // Before the backend: for "cuda" under an MPI launcher this makes the NCCL
+  // communicator, which picks this rank's GPU (the backend uses the current one).
+  dist::Communicator& comm = dist::world_for_device(cfg.run.device);
   const int nranks = comm.size(), rank = comm.rank();
   const bool lead = rank == 0;
   set_thread_count(cfg.train.threads);
@@ -109,8 +111,6 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   const int Bl = B / nranks;
   check_eval_contexts(mc, cfg.eval, T);
   // The device first: a missing GPU fails before anything is read or written.
-  GPT_CHECK(cfg.run.device == "cpu" || nranks == 1, "run.device \"", cfg.run.device, "\" trains in one process (",
-            nranks, " ranks here); multi-process training is CPU only; valid with several ranks: cpu");
   auto backend = make_backend(cfg.run.device);
 
   const std::string run_dir = cfg.run.dir;
