@@ -498,6 +498,11 @@ std::string summarize_sweep(const SweepPlan& plan) {
     prof_dat << "\n\n";
   }
 
+  // gnuplot reads these below: flush them now.
+  loss_dat.close();
+  diag_dat.close();
+  prof_dat.close();
+
   // Passkey grids: exact match, mean over seeds.
   std::vector<std::string> passkey_runs;
   for (const auto& r : plan.runs) {
@@ -541,8 +546,9 @@ std::string summarize_sweep(const SweepPlan& plan) {
   // gnuplot script; the PNGs are drawn when gnuplot is installed.
   std::ostringstream gp;
   gp << "# Written by gpt sweep; run from this folder: gnuplot plots.gp\n"
-     << "set terminal pngcairo size 1100,700 font ',11'\nset grid\nset key outside right\n"
-     << "set logscale x 2\nset xtics (";
+     << "set terminal pngcairo size 1100,700 font ',11' noenhanced\nset grid\nset key outside right\n"
+     << "set logscale x 2\nset xrange [" << multiples.front() * 0.85 << ":" << multiples.back() * 1.15
+     << "]\nset xtics (";
   for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << multiples[i];
   gp << ")\nset xlabel 'evaluation context / training context (T = " << trained_context << ")'\n"
      << "set output 'loss_vs_context.png'\nset ylabel 'validation loss (nats/token)'\n"
@@ -562,7 +568,7 @@ std::string summarize_sweep(const SweepPlan& plan) {
        << plotted[i] << "'" << (i + 1 < plotted.size() ? ", \\\n" : "\n");
   gp << "unset multiplot\n";
   if (!profiled.empty()) {
-    gp << "set output 'profile.png'\nunset logscale x\nset xtics auto\nset key outside right\n"
+    gp << "set output 'profile.png'\nunset logscale x\nset autoscale x\nset xtics auto\nset key outside right\n"
        << "set xlabel 'position in the " << mmax * trained_context << "-token window'\n"
        << "set ylabel 'mean loss in the bucket (nats/token)'\nset title 'Loss by position at " << mmax
        << "x the training context (dashed: T)'\nset arrow 1 from " << trained_context
@@ -573,7 +579,7 @@ std::string summarize_sweep(const SweepPlan& plan) {
     gp << "unset arrow 1\n";
   }
   if (!passkey_runs.empty()) {
-    gp << "set output 'passkey.png'\nunset logscale x\nset multiplot layout 1," << passkey_runs.size()
+    gp << "set output 'passkey.png'\nunset logscale x\nset autoscale x\nset multiplot layout 1," << passkey_runs.size()
        << " title 'Passkey retrieval: exact match by depth and context'\nset cbrange [0:1]\n"
        << "set palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\nset xlabel 'context'\n"
        << "set ylabel 'depth of the key'\nunset key\nset xtics (";

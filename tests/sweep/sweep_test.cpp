@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -105,6 +106,10 @@ TEST_F(Sweep, TrainsEvaluatesSummarisesAndSkipsFinishedJobs) {
     EXPECT_NE(text.find(s), std::string::npos) << s << " missing in\n" << text;
   for (const std::string f : {"loss.dat", "diagnostics.dat", "profile.dat", "passkey_softmax.dat", "plots.gp"})
     EXPECT_TRUE(fs::exists(sum / f)) << f;
+  // With gnuplot installed (scripts/setup.sh installs it) the script must draw.
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0)
+    for (const std::string f : {"loss_vs_context.png", "diagnostics.png", "profile.png", "passkey.png"})
+      EXPECT_TRUE(fs::exists(sum / f)) << f << " not drawn:\n" << first.output;
   // A failed job is reported, and the rest still runs: the summary marks it.
   fs::remove(dir_ / "out" / "lssa" / "seed1" / "extrapolation.json");
   fs::remove_all(dir_ / "out" / "lssa" / "seed1" / "checkpoints");
