@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -204,7 +205,11 @@ struct ModelBench {
   }
 };
 
-void bench_model(const Config& cfg, const BenchOptions& opt, Table& t) {
+// Training step and evaluation pass on opt.device; `note` (optional) adds a
+// remark per row (the CUDA bench: the share of the bf16 peak).
+void bench_model(const Config& cfg, const BenchOptions& opt, Table& t,
+                 const std::function<std::string(double flops, double sec)>& note = {}) {
+  auto remark = [&](double flops, double sec) { return note ? note(flops, sec) : std::string(); };
   const ModelConfig& m = cfg.model;
   const int B = cfg.train.batch_size, Tn = m.context;
   const double tokens = static_cast<double>(B) * Tn, W = matmul_weights(m);
@@ -224,14 +229,15 @@ void bench_model(const Config& cfg, const BenchOptions& opt, Table& t) {
       adamw.step(cfg.train.lr);
       model.backend().synchronize();  // asynchronous backends: the step is done when its ops are
     };
-    const double sec = best_seconds(step, 0.0, opt.steps);
-    t.measured("train", "step fwd+bwd+AdamW " + shape, sec, tokens, 6 * W * tokens + 3 * attn);
+    const double sec = best_seconds(step, 0.0, opt.steps), flops = 6 * W * tokens + 3 * attn;
+    t.measured("train", "step fwd+bwd+AdamW " + shape, sec, tokens, flops, remark(flops, sec));
   }
   if (selected(opt, "eval")) {
     std::vector<float> losses;
     const double sec = best_seconds([&] { model.forward_losses(inputs.data(), targets.data(), B, Tn, losses); },
                                     opt.min_seconds, 3);
-    t.measured("eval", "forward losses " + shape, sec, tokens, 2 * W * tokens + attn);
+    const double flops = 2 * W * tokens + attn;
+    t.measured("eval", "forward losses " + shape, sec, tokens, flops, remark(flops, sec));
   }
 }
 
@@ -383,34 +389,9 @@ void run_bench_cuda(const Config& cfg, const BenchOptions& opt, std::ostream& ou
                note(2 * n * n * n, sec));
   }
   if (selected(opt, "train") || selected(opt, "eval")) {
-    const int B = cfg.train.batch_size, Tn = m.context;
-    const double tokens = static_cast<double>(B) * Tn, W = matmul_weights(m);
-    const double attn = m.n_layer * attention_forward_flops(B, Tn, m.n_embd);
-    ModelBench mb(cfg, resolve_attention(cfg), "cuda");
-    GPT<float>& model = *mb.model;
-    const auto inputs = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 7),
-               targets = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 8);
-    const std::string shape = "B=" + std::to_string(B) + " T=" + std::to_string(Tn);
-    if (selected(opt, "train")) {
-      AdamW<float> adamw(model, cfg.train);
-      auto step = [&] {
-        model.zero_grad();
-        model.forward(inputs.data(), targets.data(), B, Tn);
-        model.backward();
-        adamw.clip(cfg.train.grad_clip);
-        adamw.step(cfg.train.lr);
-        model.backend().synchronize();
-      };
-      const double sec = best_seconds(step, 0.0, opt.steps), flops = 6 * W * tokens + 3 * attn;
-      t.measured("train", "step fwd+bwd+AdamW " + shape, sec, tokens, flops, note(flops, sec));
-    }
-    if (selected(opt, "eval")) {
-      std::vector<float> losses;
-      const double sec = best_seconds([&] { model.forward_losses(inputs.data(), targets.data(), B, Tn, losses); },
-                                      opt.min_seconds, 3);
-      const double flops = 2 * W * tokens + attn;
-      t.measured("eval", "forward losses " + shape, sec, tokens, flops, note(flops, sec));
-    }
+    BenchOptions on_gpu = opt;
+    on_gpu.device = "cuda";
+    bench_model(cfg, on_gpu, t, note);
   }
   for (const char* part : {"attention", "memory"})
     if (selected(opt, part)) t.row(part, "(cpu only)", "", "", "", "", "skipped on cuda");
