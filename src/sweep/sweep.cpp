@@ -468,9 +468,11 @@ std::string summarize_sweep(const SweepPlan& plan) {
   // Data files for gnuplot: one index block per variant.
   std::ofstream loss_dat(out / "loss.dat"), diag_dat(out / "diagnostics.dat"), prof_dat(out / "profile.dat");
   std::vector<std::string> plotted, profiled;
+  std::vector<bool> plotted_eval;  // training-free evaluations: dashed
   for (const auto& v : vars) {
     if (v.results.empty()) continue;
     plotted.push_back(v.name);
+    plotted_eval.push_back(v.kind != "trained");
     loss_dat << "# " << v.name << ": multiple mean min max\n";
     diag_dat << "# " << v.name << ": multiple sink entropy\n";
     for (int m : multiples) {
@@ -538,8 +540,20 @@ std::string summarize_sweep(const SweepPlan& plan) {
         grid << i << " " << depth << " " << e << "\n";
         jr["grid"].push_back({{"multiple", rows[i].at("multiple")}, {"depth", depth}, {"exact", e}});
       }
+      md << "\n";
       grid << "\n";
     }
+    // Share of answer tokens predicted right, over depths and seeds (chance
+    // for a digit is 0.1): shows whether anything was learned when exact
+    // match is 0.
+    md << "| answer tokens right |";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::vector<double> xs;
+      for (const auto& rr : res)
+        for (const auto& c : rr.at("multiples")[i].at("depths")) xs.push_back(num(c.at("token_accuracy")));
+      md << " " << fmt(stat_of(xs).mean, 2) << " |";
+    }
+    md << "\n";
     summary["passkey"].push_back(jr);
   }
 
@@ -552,19 +566,28 @@ std::string summarize_sweep(const SweepPlan& plan) {
   for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << multiples[i];
   gp << ")\nset xlabel 'evaluation context / training context (T = " << trained_context << ")'\n"
      << "set output 'loss_vs_context.png'\nset ylabel 'validation loss (nats/token)'\n"
-     << "set title 'Validation loss past the training context (band: min-max over seeds)'\nplot \\\n";
+     << "set title 'Validation loss past the training context (band: min-max over seeds; dashed: evaluated "
+        "with another attention, no retraining)'\n";
+  // Distinct colours for up to 12 variants; evaluations of a trained
+  // checkpoint are dashed.
+  static const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+                                    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#aec7e8"};
+  auto colour = [&](size_t i) { return std::string("lc rgb '") + kColours[i % 12] + "'"; };
+  auto style = [&](size_t i) { return colour(i) + (plotted_eval[i] ? " dt 2" : " dt 1"); };
+  gp << "set logscale y\nset ytics (1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10)\n";
   for (size_t i = 0; i < plotted.size(); ++i)
-    gp << "  'loss.dat' index " << i << " using 1:3:4 with filledcurves fs transparent solid 0.15 lc " << i + 1
-       << " notitle, 'loss.dat' index " << i << " using 1:2 with linespoints lw 2 lc " << i + 1 << " title '"
-       << plotted[i] << "'" << (i + 1 < plotted.size() ? ", \\\n" : "\n");
+    gp << "  " << (i ? "" : "plot ") << "'loss.dat' index " << i
+       << " using 1:3:4 with filledcurves fs transparent solid 0.15 " << colour(i) << " notitle, 'loss.dat' index "
+       << i << " using 1:2 with linespoints lw 2 " << style(i) << " title '" << plotted[i] << "'"
+       << (i + 1 < plotted.size() ? ", \\\n" : "\nunset logscale y\nset ytics auto\n");
   gp << "set output 'diagnostics.png'\nset multiplot layout 1,2 title 'Attention diagnostics (mean over layers, "
         "heads and rows)'\nset key off\nset ylabel 'sink share (weight on the first key)'\nset title ''\nplot \\\n";
   for (size_t i = 0; i < plotted.size(); ++i)
-    gp << "  'diagnostics.dat' index " << i << " using 1:2 with linespoints lw 2 lc " << i + 1 << " title '"
+    gp << "  'diagnostics.dat' index " << i << " using 1:2 with linespoints lw 2 " << style(i) << " title '"
        << plotted[i] << "'" << (i + 1 < plotted.size() ? ", \\\n" : "\n");
   gp << "set key outside right\nset ylabel 'entropy of the weights (nats)'\nplot \\\n";
   for (size_t i = 0; i < plotted.size(); ++i)
-    gp << "  'diagnostics.dat' index " << i << " using 1:3 with linespoints lw 2 lc " << i + 1 << " title '"
+    gp << "  'diagnostics.dat' index " << i << " using 1:3 with linespoints lw 2 " << style(i) << " title '"
        << plotted[i] << "'" << (i + 1 < plotted.size() ? ", \\\n" : "\n");
   gp << "unset multiplot\n";
   if (!profiled.empty()) {
