@@ -7,8 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# gnuplot-nox draws the plots of `gpt sweep` (scripts/reproduce.sh).
-PACKAGES=(cmake g++ make libgtest-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libpcre2-dev pkg-config bible-kjv libopenmpi-dev openmpi-bin gnuplot-nox)
+# gnuplot-nox (+ fonts-liberation for its text) draws the plots of `gpt sweep` (scripts/reproduce.sh).
+PACKAGES=(cmake g++ make libgtest-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libpcre2-dev pkg-config bible-kjv libopenmpi-dev openmpi-bin gnuplot-nox fonts-liberation)
 
 missing=()
 for p in "${PACKAGES[@]}"; do
