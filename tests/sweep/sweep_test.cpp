@@ -107,9 +107,11 @@ TEST_F(Sweep, TrainsEvaluatesSummarisesAndSkipsFinishedJobs) {
   for (const std::string f : {"loss.dat", "diagnostics.dat", "profile.dat", "passkey_softmax.dat", "plots.gp"})
     EXPECT_TRUE(fs::exists(sum / f)) << f;
   // With gnuplot installed (scripts/setup.sh installs it) the script must draw.
-  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0)
-    for (const std::string f : {"loss_vs_context.png", "diagnostics.png", "profile.png", "passkey.png"})
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    for (const std::string f : {"loss_vs_context.png", "diagnostics.png", "profile.png", "passkey.png"}) {
       EXPECT_TRUE(fs::exists(sum / f)) << f << " not drawn:\n" << first.output;
+    }
+  }
   // A failed job is reported, and the rest still runs: the summary marks it.
   fs::remove(dir_ / "out" / "lssa" / "seed1" / "extrapolation.json");
   fs::remove_all(dir_ / "out" / "lssa" / "seed1" / "checkpoints");
