@@ -24,7 +24,7 @@ struct SampleArgs {
   int context = 0;
   int threads = 0;
   std::string device = "cpu";
-  std::string tokenizer = "byte";
+  std::string tokenizer;  // empty: the run's data.tokenizer
 };
 
 // Draws the next token from logits: greedy at temperature 0, otherwise from
@@ -52,9 +52,10 @@ void run_sample(const SampleArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   LoadedModel lm = load_model(a.checkpoint, {}, a.device);
   const ModelConfig& mc = lm.config.model;
-  const std::unique_ptr<Tokenizer> tok = make_tokenizer(a.tokenizer);
+  const std::string tok_spec = a.tokenizer.empty() ? lm.config.data.tokenizer : a.tokenizer;
+  const std::unique_ptr<Tokenizer> tok = make_tokenizer(tok_spec);
   GPT_CHECK(static_cast<int64_t>(tok->vocab_size()) == mc.vocab_size, "sample: the checkpoint has a vocabulary of ",
-            mc.vocab_size, " tokens but tokenizer ", a.tokenizer, " has ", tok->vocab_size(),
+            mc.vocab_size, " tokens but tokenizer ", tok_spec, " has ", tok->vocab_size(),
             "; pass the tokenizer the model was trained with (--tokenizer)");
   int window = a.context > 0 ? a.context : mc.context;
   if (mc.position == "learned") window = std::min(window, mc.position_rows());
@@ -90,7 +91,7 @@ void add_sample(CLI::App& app) {
   cmd->add_option("--context", args->context,
                   "Tokens of history the model sees (default: the training context)")
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--tokenizer", args->tokenizer, std::string("Tokenizer of the model: ") + kTokenizerSpecHelp)
+  cmd->add_option("--tokenizer", args->tokenizer, std::string("Tokenizer of the model (default: the run's data.tokenizer): ") + kTokenizerSpecHelp)
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device, "Compute backend: cpu or cuda (default cpu)")
