@@ -77,11 +77,15 @@ PasskeyMixer::PasskeyMixer(const Tokenizer& tok, int digits, double fraction, ui
   GPT_CHECK(fraction >= 0 && fraction <= 1, "data.passkey_fraction must be in [0, 1], got ", fraction);
 }
 
-int PasskeyMixer::apply(int32_t* inputs, int32_t* targets, int rows, int T, int row0, uint64_t draw) const {
-  if (fraction_ <= 0) return 0;
+void PasskeyMixer::check_context(int T) const {
   GPT_CHECK(T + 1 > builder_.overhead(), "data.passkey_fraction > 0: model.context ", T,
             " is too short for a passkey example of ", builder_.digits(), " digits (needs more than ",
             builder_.overhead() - 1, " tokens)");
+}
+
+int PasskeyMixer::apply(int32_t* inputs, int32_t* targets, int rows, int T, int row0, uint64_t draw) const {
+  if (fraction_ <= 0) return 0;
+  check_context(T);
   int replaced = 0;
   std::vector<int32_t> seq(T + 1);
   for (int r = 0; r < rows; ++r) {

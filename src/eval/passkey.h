@@ -59,6 +59,9 @@ class PasskeyBuilder {
 class PasskeyMixer {
  public:
   PasskeyMixer(const Tokenizer& tok, int digits, double fraction, uint64_t seed);
+  // Throws, naming data.passkey_fraction, when sequences of T+1 tokens
+  // cannot hold an example.
+  void check_context(int T) const;
   // inputs/targets hold rows × T ids: rows [row0, row0+rows) of global batch
   // number `draw`. A replaced row's inputs/targets become the example's
   // tokens [0,T) and [1,T] (the row's T+1 tokens are its filler).
