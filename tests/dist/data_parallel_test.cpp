@@ -46,17 +46,6 @@ namespace {
 // changes the loss at the first step by far more.
 constexpr double kRelTol = 1e-5;
 
-std::string find_mpirun() {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const fs::path p = fs::path(dir) / "mpirun";
-    if (!dir.empty() && ::access(p.c_str(), X_OK) == 0) return p.string();
-  }
-  return "";
-}
-
 using test::Result;
 using test::run_command;
 using test::train_losses;
@@ -96,7 +85,7 @@ pid_t rank_pid(pid_t parent, int rank) {
 class DataParallel : public ::testing::Test {
  protected:
   void SetUp() override {
-    mpirun_ = find_mpirun();
+    mpirun_ = test::find_in_path("mpirun");
     if (mpirun_.empty()) GTEST_SKIP() << "mpirun not found in PATH (install openmpi-bin: scripts/setup.sh)";
     if (!dist::built_with_mpi()) GTEST_SKIP() << "gpt was built without MPI (install libopenmpi-dev, reconfigure)";
     // Open MPI refuses to run as root without these (CI containers run as root);

@@ -144,23 +144,12 @@ TEST(Nccl, OneRankCollectivesOnDeviceBuffers) {
   check_collectives(*c);
 }
 
-std::string find_mpirun() {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path ? path : "");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    const fs::path p = fs::path(dir) / "mpirun";
-    if (!dir.empty() && ::access(p.c_str(), X_OK) == 0) return p.string();
-  }
-  return "";
-}
-
 constexpr const char* kChildEnv = "GPT_NCCL_TEST_CHILD";
 
 // Runs NcclChild.UnderMpirun in a copy of this test binary under mpirun.
 TEST(Nccl, OneRankUnderMpirun) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device";
-  const std::string mpirun = find_mpirun();
+  const std::string mpirun = test::find_in_path("mpirun");
   if (mpirun.empty()) GTEST_SKIP() << "mpirun not found in PATH (install openmpi-bin: scripts/setup.sh)";
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
   ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);

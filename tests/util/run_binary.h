@@ -2,8 +2,12 @@
 // line, and captures its exit status and combined stdout/stderr.
 #pragma once
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <sstream>
 #include <string>
 
 namespace gpt::test {
@@ -25,6 +29,18 @@ inline Result run_command(const std::string& command) {
   const int w = ::pclose(p);
   r.status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
   return r;
+}
+
+// The full path of an executable found in PATH (e.g. mpirun), or "".
+inline std::string find_in_path(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::filesystem::path p = std::filesystem::path(dir) / name;
+    if (!dir.empty() && ::access(p.c_str(), X_OK) == 0) return p.string();
+  }
+  return "";
 }
 
 // The gpt binary with these arguments.
