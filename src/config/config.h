@@ -58,6 +58,7 @@ struct TrainConfig {
   int threads = 0;            // OpenMP threads; 0 = all cores
   std::string init_from;     // checkpoint or run dir whose matching tensors initialise a fresh run
   int zero = 0;               // 1: ZeRO-1, AdamW moments sharded across ranks
+  int overlap_reduce = 1;     // 1: each layer's gradient all-reduce starts as its backward ends (several ranks)
 };
 
 struct EvalConfig {

@@ -108,6 +108,9 @@ std::vector<Key> make_keys() {
        "checkpoint or run dir whose parameters of the same name and shape initialise a fresh run (fine-tuning); "
        "\"\" = none"},
       {GPT_KEY(train, zero), between(0, 1), "ZeRO-1 with several ranks: 1 shards the AdamW moments across the ranks"},
+      {GPT_KEY(train, overlap_reduce), between(0, 1),
+       "several ranks: 1 starts each layer's gradient all-reduce as soon as its backward pass is done, 0 reduces "
+       "all gradients after the backward pass"},
 
       {GPT_KEY(eval, multiples), increasing_list(1), "evaluated contexts, as multiples of model.context"},
       {GPT_KEY(eval, tokens), at_least(1), "validation tokens evaluated at each multiple"},

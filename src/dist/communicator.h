@@ -13,6 +13,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gpt::dist {
@@ -36,6 +37,22 @@ class Communicator {
   virtual void allgather(double* buf, const std::vector<size_t>& counts) = 0;
   // Every rank's data becomes root's.
   virtual void broadcast(float* data, size_t n, int root) = 0;
+
+  // ---- gradient reduction overlapped with the backward pass ----
+  // A part of a tensor: (offset, count) elements.
+  using Range = std::pair<size_t, size_t>;
+  // Starts data[range] = sum over ranks of data[range] for every range and
+  // may return before it is done: MPI starts non-blocking reductions; NCCL
+  // enqueues them on its own stream behind the work already issued to the
+  // backend's stream, so they run while the backend computes what comes
+  // next. Until finish_allreduces() returns, the caller must not touch those
+  // ranges (the backend must not write them). Every rank starts the same
+  // ranges in the same order. The default (single process) reduces at once.
+  virtual void start_allreduce_sum(float* data, const std::vector<Range>& ranges) {
+    for (const auto& [offset, count] : ranges) allreduce_sum(data + offset, count);
+  }
+  // Waits for every reduction started (within the collective time limit).
+  virtual void finish_allreduces() {}
 
   // ---- host scalars (flags, losses) ----
   virtual void allreduce_sum_host(double* data, size_t n) = 0;

@@ -78,6 +78,26 @@ class MpiCommunicator final : public Communicator {
     for (size_t o = 0; o < n; o += kChunk)
       MPI_Bcast(data + o, static_cast<int>(std::min(kChunk, n - o)), MPI_FLOAT, root, MPI_COMM_WORLD);
   }
+  // MPI_Iallreduce for each range. Open MPI moves non-blocking collectives
+  // on inside MPI calls only, so each call also tests the earlier ones.
+  void start_allreduce_sum(float* data, const std::vector<Range>& ranges) override {
+    for (const auto& [offset, count] : ranges)
+      for (size_t o = 0; o < count; o += kChunk) {
+        MPI_Request r;
+        MPI_Iallreduce(MPI_IN_PLACE, data + offset + o, static_cast<int>(std::min(kChunk, count - o)), MPI_FLOAT,
+                       MPI_SUM, MPI_COMM_WORLD, &r);
+        pending_.push_back(r);
+      }
+    int done = 0;
+    MPI_Testall(static_cast<int>(pending_.size()), pending_.data(), &done, MPI_STATUSES_IGNORE);
+    if (done) pending_.clear();
+  }
+  void finish_allreduces() override {
+    if (pending_.empty()) return;
+    Timed t(*this, "allreduce (gradients, overlapped with the backward pass)");
+    MPI_Waitall(static_cast<int>(pending_.size()), pending_.data(), MPI_STATUSES_IGNORE);
+    pending_.clear();
+  }
   void allreduce_sum_host(double* data, size_t n) override { allreduce(data, n, "allreduce (loss and stop flag)"); }
   void barrier() override { MPI_Barrier(MPI_COMM_WORLD); }
   [[noreturn]] void abort(int status) override {
@@ -139,6 +159,7 @@ class MpiCommunicator final : public Communicator {
 
   int rank_ = 0, size_ = 1;
   std::string name_;
+  std::vector<MPI_Request> pending_;  // started by start_allreduce_sum
   double timeout_s_;
   std::atomic<int64_t> since_ns_{0};
   std::atomic<const char*> what_{""};

@@ -6,10 +6,12 @@
 //
 // Every collective waits for the device to finish the work issued before it,
 // runs on this communicator's stream and waits for its own completion before
-// returning, so callers see the result and need no stream of their own. The
-// overlap of the gradient allreduce with the backward pass (bucketed
-// allreduces enqueued as the gradients become ready, ordered with events on
-// the backend's stream, waited for before the optimizer step) is a later step.
+// returning, so callers see the result and need no stream of their own.
+// Except the overlapped gradient reduction: start_allreduce_sum() records an
+// event on the backend's stream (the legacy default stream), makes this
+// communicator's stream wait for it and enqueues the reductions (one NCCL
+// group) without waiting on the host, so they run beside the backward pass
+// of the layers below; finish_allreduces() waits for all of them.
 //
 // Time limit: the communicator is non-blocking (ncclConfig_t::blocking = 0)
 // and this thread polls the stream and ncclCommGetAsyncError instead of
@@ -140,6 +142,7 @@ class NcclCommunicator final : public Communicator {
       }
       comm_ = nullptr;
     }
+    if (ready_) cudaEventDestroy(ready_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -158,6 +161,32 @@ class NcclCommunicator final : public Communicator {
     start(data, what);
     enqueued(ncclBroadcast(data, data, n, ncclFloat, root, comm_, stream_), "ncclBroadcast", what);
     finish(what);
+  }
+
+  void start_allreduce_sum(float* data, const std::vector<Range>& ranges) override {
+    if (ranges.empty()) return;
+    check_buffer(data, kOverlapped);
+    if (!ready_) check_cuda(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    // The gradients of these ranges are written by work already issued to
+    // the backend's stream: NCCL's stream waits for it on the device.
+    check_cuda(cudaEventRecord(ready_, cudaStreamLegacy), "cudaEventRecord");
+    check_cuda(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+    check_nccl(ncclGroupStart(), "ncclGroupStart", kOverlapped);
+    for (const auto& [offset, count] : ranges) {
+      if (count == 0) continue;
+      const ncclResult_t e = ncclAllReduce(data + offset, data + offset, count, ncclFloat, ncclSum, comm_, stream_);
+      if (e != ncclSuccess && e != ncclInProgress) {
+        ncclGroupEnd();
+        fail_nccl(e, "ncclAllReduce", kOverlapped);
+      }
+    }
+    enqueued(ncclGroupEnd(), "ncclGroupEnd", kOverlapped);
+    started_ = true;
+  }
+  void finish_allreduces() override {
+    if (!started_) return;
+    started_ = false;
+    finish(kOverlapped);
   }
 
   void allreduce_sum_host(double* data, size_t n) override { host_.allreduce_sum_host(data, n); }
@@ -219,6 +248,12 @@ class NcclCommunicator final : public Communicator {
   // memory of this rank's GPU, and the work issued before (the backward pass
   // on whatever stream the backend uses) has finished.
   void start(const void* data, const char* what) {
+    check_buffer(data, what);
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the collective)");
+  }
+
+  // The communicator is usable and `data` is memory of this rank's GPU.
+  void check_buffer(const void* data, const char* what) {
     GPT_CHECK(comm_, "NCCL ", what, " on rank ", rank_, ": the communicator was aborted by an earlier error");
     cudaPointerAttributes attr{};
     check_cuda(cudaPointerGetAttributes(&attr, data), "cudaPointerGetAttributes");
@@ -227,7 +262,6 @@ class NcclCommunicator final : public Communicator {
               "(run.device \"cuda\"), host memory goes to the *_host collectives");
     GPT_CHECK(attr.type == cudaMemoryTypeManaged || attr.device == device_, "NCCL ", what,
               ": the buffer is on GPU ", attr.device, " but rank ", rank_, " communicates from GPU ", device_);
-    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the collective)");
   }
 
   // After an NCCL call that enqueues work: in non-blocking mode it may still
@@ -307,6 +341,9 @@ class NcclCommunicator final : public Communicator {
   std::string name_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;  // start_allreduce_sum: the backend's work so far
+  bool started_ = false;         // reductions enqueued since the last finish_allreduces
+  static constexpr const char* kOverlapped = "allreduce (gradients, overlapped with the backward pass)";
 };
 
 }  // namespace

@@ -188,7 +188,7 @@ double GPT<T>::forward(const int32_t* tokens, const int32_t* targets, int B, int
 }
 
 template <typename T>
-void GPT<T>::backward(double loss_scale) {
+void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_ready) {
   GPT_CHECK(train_acts_, "backward() called before a training forward()");
   Activations<T>& a = *train_acts_;
   const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, NH = cfg_.n_head, N = B * Tn, Vp = cfg_.padded_vocab();
@@ -241,8 +241,10 @@ void GPT<T>::backward(double loss_scale) {
     be_.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv.get(), x.ln1.get(), w.qkvw, N, C, 3 * C);
     be_.layernorm_backward(a.dres.get(), g.ln1w, g.ln1b, a.dln.get(), res_in, w.ln1w, x.ln1_mean.get(),
                            x.ln1_rstd.get(), N, C);
+    if (grads_ready) grads_ready(l);
   }
   be_.encoder_backward(g_.wte, g_.wpe, a.dres.get(), a.tokens.get(), B, Tn, C);
+  if (grads_ready) grads_ready(-1);
 }
 
 template <typename T>

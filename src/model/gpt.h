@@ -4,6 +4,7 @@
 // kernels/attention_spec.h), and a tied LM head.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -46,8 +47,12 @@ class GPT {
   // are host arrays of B*Tn ids. Returns the mean loss.
   double forward(const int32_t* tokens, const int32_t* targets, int B, int Tn);
   // Adds d(loss_scale · mean loss)/dθ to the gradients (loss_scale lets
-  // gradient accumulation average over micro-batches).
-  void backward(double loss_scale = 1.0);
+  // gradient accumulation average over micro-batches). grads_ready, when
+  // given, is called with l once the ops that finish layer l's gradients
+  // (layout().ranges_of_layer(l)) have been issued, for l = L-1 down to 0,
+  // then with -1 for the global tensors: a data-parallel run starts reducing
+  // a layer while the backend goes on with the layers below it.
+  void backward(double loss_scale = 1.0, const std::function<void(int)>& grads_ready = {});
 
   // Inference: per-position losses (host, B*Tn) without keeping per-layer
   // activations. Used by evaluation at long contexts.

@@ -44,6 +44,28 @@ bool ParamLayout::has(const std::string& name) const {
   return false;
 }
 
+std::vector<std::pair<size_t, size_t>> ParamLayout::ranges_of_layer(int layer) const {
+  std::vector<std::pair<size_t, size_t>> out;
+  auto add = [&out](size_t offset, size_t count) {
+    if (!out.empty() && out.back().first + out.back().second == offset)
+      out.back().second += count;
+    else
+      out.emplace_back(offset, count);
+  };
+  for (const auto& s : specs) {
+    if (!s.per_layer) {
+      if (layer < 0) add(s.offset, s.numel());
+      continue;
+    }
+    const int64_t L = s.shape.front();
+    GPT_CHECK(layer < L, "ranges_of_layer: layer ", layer, " of a model with ", L, " layers");
+    if (layer < 0) continue;
+    const size_t per = s.numel() / static_cast<size_t>(L);
+    add(s.offset + static_cast<size_t>(layer) * per, per);
+  }
+  return out;
+}
+
 template <typename T>
 ParamViews<T> make_views(const ParamLayout& layout, T* base, int n_layer) {
   ParamViews<T> v;

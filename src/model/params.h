@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -68,6 +69,12 @@ struct ParamLayout {
   explicit ParamLayout(const ModelConfig& m, const AttentionSpec& attn = AttentionSpec{});
   const ParamSpec& find(const std::string& name) const;  // throws if absent
   bool has(const std::string& name) const;
+  // The parts (offset, count) of the flat buffer that hold layer `layer`'s
+  // slices of the per-layer tensors, in buffer order, adjacent parts merged;
+  // layer -1: the global tensors (embeddings, final LayerNorm). Layers
+  // 0..L-1 and -1 together cover the buffer once. The backward pass finishes a layer's gradients
+  // in one go, so these are the units of the overlapped gradient reduction.
+  std::vector<std::pair<size_t, size_t>> ranges_of_layer(int layer) const;
 };
 
 // Named views of one flat buffer (parameters or their gradients).

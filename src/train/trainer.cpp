@@ -178,8 +178,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     // Every rank initialised or loaded the same parameters; rank 0's copy is
     // made everyone's so that nothing can start them apart.
     comm.broadcast(model.params(), model.num_params(), 0);
-    spdlog::info("data parallel: {} ranks ({}), {} of the {} sequences of each micro-batch per rank{}", nranks,
-                 comm.name(), Bl, B, opt.sharded() ? ", ZeRO-1 (AdamW moments sharded)" : "");
+    spdlog::info("data parallel: {} ranks ({}), {} of the {} sequences of each micro-batch per rank{}{}", nranks,
+                 comm.name(), Bl, B, opt.sharded() ? ", ZeRO-1 (AdamW moments sharded)" : "",
+                 tc.overlap_reduce ? ", gradient all-reduce overlapped with the backward pass" : "");
   }
 
   // Collective (the moments are gathered under ZeRO-1); rank 0 writes, and
@@ -212,6 +213,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     if (!final) comm.barrier();
   };
 
+  // Each layer's gradients are summed across ranks as soon as the backward
+  // pass has issued them, during the last micro-batch's backward.
+  const bool overlap = nranks > 1 && tc.overlap_reduce == 1;
   auto sigint = std::make_unique<SigintGuard>(nranks > 1);
   std::vector<int32_t> inputs(static_cast<size_t>(Bl) * T), targets(inputs.size());
   const auto start = std::chrono::steady_clock::now();
@@ -231,7 +235,13 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       loss += model.forward(inputs.data(), targets.data(), Bl, T) / tc.grad_accum;
       // Scaled by 1/ranks so that the sum across ranks is the gradient of the
       // global mean loss (each rank's mean is over the same number of tokens).
-      model.backward(1.0 / (static_cast<double>(tc.grad_accum) * nranks));
+      const double scale = 1.0 / (static_cast<double>(tc.grad_accum) * nranks);
+      if (overlap && micro + 1 == tc.grad_accum)
+        model.backward(scale, [&](int layer) {
+          comm.start_allreduce_sum(model.grads(), model.layout().ranges_of_layer(layer));
+        });
+      else
+        model.backward(scale);
     }
     // The global mean loss, and whether any rank was interrupted (all ranks
     // stop at the same step); the averaged gradients, before the norm.
@@ -239,7 +249,10 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     comm.allreduce_sum_host(shared, 2);
     loss = shared[0] / nranks;
     const bool interrupted = shared[1] > 0;
-    comm.allreduce_sum(model.grads(), model.num_params());
+    if (overlap)
+      comm.finish_allreduces();
+    else
+      comm.allreduce_sum(model.grads(), model.num_params());
     const double norm = opt.clip(tc.grad_clip);
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       save(before);

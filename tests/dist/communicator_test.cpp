@@ -44,6 +44,9 @@ TEST(Communicator, SingleProcessCollectivesAreIdentities) {
   c.allgather(f.data(), shard_counts(f.size(), 1));
   c.broadcast(f.data(), f.size(), 0);
   EXPECT_EQ(f, f0);
+  c.start_allreduce_sum(f.data(), {{0, 2}, {2, 1}});
+  c.finish_allreduces();
+  EXPECT_EQ(f, f0);
   double d[2] = {0.25, 1.0};
   c.allreduce_sum_host(d, 2);
   EXPECT_EQ(d[0], 0.25);

@@ -226,6 +226,28 @@ TEST_F(DataParallel, ZeroOneFollowsOneRankAndMatchesPlainDataParallel) {
   EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
 }
 
+// Each layer's gradients reduced as soon as its backward pass is done (the
+// default), with gradient accumulation (only the last micro-batch reduces):
+// bit-identical to one reduction after the backward pass, losses and final
+// parameters. With two ranks every sum is a + b either way.
+TEST_F(DataParallel, OverlappedReductionEqualsOneReductionAfterBackward) {
+  const std::string accum = "--set train.grad_accum=2 --set train.batch_size=4";
+  const Result overlap = train(2, "overlap", accum);
+  ASSERT_EQ(overlap.status, 0) << overlap.output;
+  EXPECT_NE(overlap.output.find("gradient all-reduce overlapped with the backward pass"), std::string::npos)
+      << overlap.output;
+  const Result after = train(2, "after", accum + " --set train.overlap_reduce=0");
+  ASSERT_EQ(after.status, 0) << after.output;
+  EXPECT_EQ(after.output.find("overlapped"), std::string::npos) << after.output;
+  const auto lo = train_losses(dir_ / "overlap"), la = train_losses(dir_ / "after");
+  ASSERT_EQ(lo.size(), 20u);
+  EXPECT_EQ(lo, la);
+  const Checkpoint co = load_checkpoint((dir_ / "overlap" / "checkpoints" / "step_00000020.bin").string());
+  const Checkpoint ca = load_checkpoint((dir_ / "after" / "checkpoints" / "step_00000020.bin").string());
+  ASSERT_EQ(co.tensors.size(), ca.tensors.size());
+  for (size_t i = 0; i < co.tensors.size(); ++i) EXPECT_EQ(co.tensors[i].data, ca.tensors[i].data) << co.tensors[i].name;
+}
+
 // A 2-rank ZeRO-1 run resumed from its step-10 checkpoint under 2 ranks ends
 // bit-identical to the uninterrupted run (losses and the final checkpoint,
 // gathered moments included); resumed with 1 rank it follows within kRelTol.

@@ -94,6 +94,15 @@ void check_collectives(Communicator& c) {
   c.allreduce_sum(d.p, n);
   EXPECT_EQ(d.read(), d0);
 
+  // Overlapped reduction: ordered behind work on the backend's stream (the
+  // legacy default stream), waited for by finish_allreduces().
+  const std::vector<float> o0 = pattern<float>(n, 0.5);
+  f.write_async(o0, cudaStreamLegacy);
+  c.start_allreduce_sum(f.p, {{0, n / 3}, {n / 3, 0}, {n / 3, n - n / 3}});
+  c.finish_allreduces();
+  EXPECT_EQ(f.read(), o0);
+  c.finish_allreduces();  // nothing pending: returns at once
+
   const std::vector<float> g0 = pattern<float>(n, -2.0);
   f.write_async(g0, s);
   c.allgather(f.p, shard_counts(n, 1));
@@ -117,6 +126,7 @@ void check_collectives(Communicator& c) {
   // Bad arguments: host memory, a root or counts for other rank counts.
   std::vector<float> host(16, 1.0f);
   EXPECT_THROW(c.allreduce_sum(host.data(), host.size()), Error);
+  EXPECT_THROW(c.start_allreduce_sum(host.data(), {{0, host.size()}}), Error);
   EXPECT_THROW(c.broadcast(f.p, n, 1), Error);
   EXPECT_THROW(c.allgather(f.p, shard_counts(n, 2)), Error);
   // The errors left the communicator usable.

@@ -193,6 +193,57 @@ TEST(Model, InitialisationFollowsGpt2) {
   EXPECT_TRUE(model.layout().find("qkvw").decay);
 }
 
+// The overlapped gradient reduction relies on two promises: the ranges of
+// layers L-1..0 and -1 cover the flat buffer exactly once, and when
+// backward() reports layer l the gradients in its ranges are final (nothing
+// later in the pass writes them). Learned positions and ssmax's learned
+// scales make every kind of tensor present.
+TEST(Model, BackwardReportsEachLayersGradientsWhenFinal) {
+  ModelConfig cfg = tiny_config("learned");
+  cfg.n_layer = 3;
+  AttentionConfig ac;
+  ac.preset = "ssmax";
+  auto be = make_cpu_backend<double>();
+  GPT<double> model(cfg, resolve_attention(ac, cfg), *be);
+  ASSERT_TRUE(model.layout().has("attnscale"));
+  ASSERT_TRUE(model.layout().has("wpe"));
+  model.init(3);
+
+  std::vector<int> covered(model.num_params(), 0);
+  for (int l = -1; l < cfg.n_layer; ++l)
+    for (const auto& [offset, count] : model.layout().ranges_of_layer(l)) {
+      ASSERT_LE(offset + count, model.num_params());
+      for (size_t i = offset; i < offset + count; ++i) covered[i] += 1;
+    }
+  for (size_t i = 0; i < covered.size(); ++i) ASSERT_EQ(covered[i], 1) << "flat index " << i;
+  EXPECT_THROW(model.layout().ranges_of_layer(cfg.n_layer), Error);
+
+  const auto t = tokens_for(2 * 5 + 1, 7, cfg.vocab_size);
+  model.zero_grad();
+  model.forward(t.data(), t.data() + 1, 2, 5);
+  std::vector<int> order;
+  std::vector<double> at_report(model.num_params(), std::nan(""));
+  model.backward(1.0, [&](int layer) {
+    order.push_back(layer);
+    for (const auto& [offset, count] : model.layout().ranges_of_layer(layer))
+      for (size_t i = offset; i < offset + count; ++i) at_report[i] = model.grads()[i];
+  });
+  EXPECT_EQ(order, (std::vector<int>{2, 1, 0, -1}));
+  size_t nonzero = 0;
+  for (size_t i = 0; i < at_report.size(); ++i) {
+    ASSERT_EQ(at_report[i], model.grads()[i]) << "flat index " << i << " changed after its layer was reported";
+    nonzero += model.grads()[i] != 0.0;
+  }
+  EXPECT_GT(nonzero, model.num_params() / 2);  // the comparison is not between zeros
+
+  // The callback changes nothing: the same gradients without it.
+  const std::vector<double> with_hook(model.grads(), model.grads() + model.num_params());
+  model.zero_grad();
+  model.forward(t.data(), t.data() + 1, 2, 5);
+  model.backward(1.0);
+  EXPECT_EQ(std::vector<double>(model.grads(), model.grads() + model.num_params()), with_hook);
+}
+
 TEST(Model, ParameterCountMatchesGpt2Formula) {
   // formats.md: Vp·C + T·C + L·(12C² + 13C) + 2C.
   ModelConfig cfg;
