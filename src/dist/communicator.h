@@ -2,8 +2,8 @@
 // three implementations: a single process (every collective is a no-op),
 // MPI (CPU tensors; src/dist/mpi.cpp, compiled when CMake finds MPI) and
 // NCCL (GPU tensors, the NCCL unique id exchanged through MPI;
-// src/dist/nccl.cpp, compiled when CMake finds CUDA, MPI and NCCL). The
-// process-wide communicator comes from world(), or world_for_device() for the
+// src/dist/nccl.cpp, compiled when CMake finds CUDA and NCCL; several ranks
+// also need MPI). The process-wide communicator comes from world(), or world_for_device() for the
 // run's device; a Session in main() brings MPI up and down.
 //
 // Tensor collectives take backend memory (host memory for the CPU backend,
@@ -93,8 +93,8 @@ Communicator& world_for_device(const std::string& device);
 bool launched_by_mpi();
 // Whether this build has MPI support (GPT_HAVE_MPI).
 bool built_with_mpi();
-// Whether this build has the NCCL communicator (GPT_HAVE_NCCL: CUDA, MPI and
-// NCCL were all found).
+// Whether this build has the NCCL communicator (GPT_HAVE_NCCL: CUDA and NCCL
+// were found; without MPI as well it serves one rank only).
 bool built_with_nccl();
 
 // Initialises MPI for the lifetime of main() when launched by an MPI launcher,

@@ -2,7 +2,9 @@
 // NCCL collectives on a dedicated CUDA stream. The rank, the number of ranks,
 // the host collectives and barrier() come from the host communicator (MPI);
 // the NCCL unique id goes from rank 0 to the others with MPI_Bcast. Compiled
-// only when CMake found CUDA, MPI and NCCL (GPT_HAVE_NCCL).
+// when CMake found CUDA and NCCL (GPT_HAVE_NCCL); a build without MPI
+// (GPT_HAVE_MPI) has it for one rank only, which is how scripts/gpu_check.sh
+// tests it on a machine without MPI.
 //
 // Every collective waits for the device to finish the work issued before it,
 // runs on this communicator's stream and waits for its own completion before
@@ -22,8 +24,10 @@
 // same way as soon as NCCL reports them.
 #if GPT_HAVE_NCCL
 #include <cuda_runtime.h>
-#include <mpi.h>
 #include <nccl.h>
+#if GPT_HAVE_MPI
+#include <mpi.h>
+#endif
 
 #include <chrono>
 #include <cstdlib>
@@ -76,15 +80,19 @@ class NcclCommunicator final : public Communicator {
   explicit NcclCommunicator(Communicator& host)
       : host_(host), rank_(host.rank()), size_(host.size()), timeout_s_(collective_timeout_seconds()) {
     int mpi_up = 0;
+#if GPT_HAVE_MPI
     MPI_Initialized(&mpi_up);
+#endif
     int local_rank = 0, local_size = 1;
     if (mpi_up) {
+#if GPT_HAVE_MPI
       // The ranks sharing this node, whatever the launcher (mpirun, srun).
       MPI_Comm node;
       MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node);
       MPI_Comm_rank(node, &local_rank);
       MPI_Comm_size(node, &local_size);
       MPI_Comm_free(&node);
+#endif
     } else {
       GPT_CHECK(size_ == 1, "the NCCL communicator for ", size_, " ranks needs MPI (for the NCCL unique id)");
     }
@@ -102,7 +110,9 @@ class NcclCommunicator final : public Communicator {
     ncclUniqueId id;
     std::memset(&id, 0, sizeof id);
     if (rank_ == 0) check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId", "setting up");
+#if GPT_HAVE_MPI
     if (mpi_up) MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD);
+#endif
 
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
