@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -47,8 +48,9 @@ Communicator& world_for_device(const std::string& device) {
   if (device != "cuda") return world();
   Communicator& w = world();
   // One rank: nothing to communicate, and the single-process no-ops are right
-  // for device memory too (MPI_Allreduce on device pointers is not).
-  if (w.size() == 1) return single_process();
+  // for device memory too (MPI_Allreduce on device pointers is not), unless
+  // GPT_DIST_NCCL=1 asks for the NCCL path anyway.
+  if (w.size() == 1 && !nccl_for_one_rank()) return single_process();
 #if GPT_HAVE_NCCL
   if (!g_device_world) g_device_world = make_nccl_communicator(w);
   return *g_device_world;
@@ -68,6 +70,14 @@ double collective_timeout_seconds() {
   GPT_CHECK(end != v && *end == '\0' && s >= 0, "environment variable ", kTimeoutEnv, "=\"", v,
             "\" must be a number of seconds >= 0 (0 disables the collective time limit)");
   return s;
+}
+
+bool nccl_for_one_rank() {
+  const char* v = env(kNcclOneRankEnv);
+  if (!v || std::string(v) == "0") return false;
+  GPT_CHECK(std::string(v) == "1", "environment variable ", kNcclOneRankEnv, "=\"", v,
+            "\": valid: 1 (run.device cuda goes through the NCCL communicator even with one rank) or 0");
+  return true;
 }
 
 bool launched_by_mpi() { return env("OMPI_COMM_WORLD_SIZE") || env("PMI_SIZE") || env("PMIX_RANK"); }

@@ -81,12 +81,18 @@ Communicator& world();
 
 // The communicator for tensors on `device` (run.device): world() for "cpu"
 // (and any device other than "cuda"); for "cuda" the single-process one when
-// there is one rank, else the NCCL communicator over world(), made on the
+// there is one rank (unless GPT_DIST_NCCL=1), else the NCCL communicator over world(), made on the
 // first call (a collective: every rank must call it), which also makes the
 // rank's GPU (node-local rank modulo the visible devices) the current CUDA
 // device, so call it before the CUDA backend allocates. "cuda" with several
 // ranks in a build without NCCL: gpt::Error. Valid while the Session lives.
 Communicator& world_for_device(const std::string& device);
+
+// GPT_DIST_NCCL=1: world_for_device("cuda") gives the NCCL communicator even
+// with one rank, and training takes the data-parallel path through it (the
+// overlapped reduction included): a single GPU can check the NCCL path.
+constexpr const char* kNcclOneRankEnv = "GPT_DIST_NCCL";
+bool nccl_for_one_rank();
 
 // True when an MPI launcher started this process (OMPI_COMM_WORLD_SIZE,
 // PMI_SIZE or PMIX_RANK in the environment).

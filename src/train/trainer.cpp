@@ -101,6 +101,8 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   // communicator, which picks this rank's GPU (the backend uses the current one).
   dist::Communicator& comm = dist::world_for_device(cfg.run.device);
   const int nranks = comm.size(), rank = comm.rank();
+  // Several ranks, or one GPU through NCCL (GPT_DIST_NCCL=1, to check that path).
+  const bool data_parallel = nranks > 1 || (cfg.run.device == "cuda" && dist::nccl_for_one_rank());
   const bool lead = rank == 0;
   set_thread_count(cfg.train.threads);
   const ModelConfig& mc = cfg.model;
@@ -174,7 +176,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   if (passkey)
     spdlog::info("data: {:.0f}% of training sequences become {}-digit passkey examples ({} tokenizer)",
                  100 * cfg.data.passkey_fraction, cfg.data.passkey_digits, cfg.data.tokenizer);
-  if (nranks > 1) {
+  if (data_parallel) {
     // Every rank initialised or loaded the same parameters; rank 0's copy is
     // made everyone's so that nothing can start them apart.
     comm.broadcast(model.params(), model.num_params(), 0);
@@ -215,7 +217,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
 
   // Each layer's gradients are summed across ranks as soon as the backward
   // pass has issued them, during the last micro-batch's backward.
-  const bool overlap = nranks > 1 && tc.overlap_reduce == 1;
+  const bool overlap = data_parallel && tc.overlap_reduce == 1;
   auto sigint = std::make_unique<SigintGuard>(nranks > 1);
   std::vector<int32_t> inputs(static_cast<size_t>(Bl) * T), targets(inputs.size());
   const auto start = std::chrono::steady_clock::now();

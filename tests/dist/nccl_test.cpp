@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
 #include "core/check.h"
 #include "dist/communicator.h"
 #include "util/run_binary.h"
@@ -36,6 +37,27 @@ TEST(WorldForDevice, OneRankNeedsNoNccl) {
   EXPECT_EQ(c.size(), 1);
   EXPECT_EQ(c.rank(), 0);
   EXPECT_EQ(c.name(), "single process");
+}
+
+// GPT_DIST_NCCL=1 asks for the NCCL communicator with one rank: without NCCL
+// or a GPU that is a clear error; a value other than 0 or 1 is one too.
+TEST(WorldForDevice, NcclForOneRankOnRequest) {
+  ::setenv(kNcclOneRankEnv, "yes", 1);
+  try {
+    world_for_device("cuda");
+    ADD_FAILURE() << "expected gpt::Error for GPT_DIST_NCCL=yes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("GPT_DIST_NCCL=\"yes\""), std::string::npos) << e.what();
+  }
+  ::setenv(kNcclOneRankEnv, "1", 1);
+  if (built_with_nccl() && cuda_available()) {
+    EXPECT_EQ(world_for_device("cuda").name().rfind("NCCL ", 0), 0u) << world_for_device("cuda").name();
+  } else {
+    EXPECT_THROW(world_for_device("cuda"), Error);
+  }
+  EXPECT_EQ(&world_for_device("cpu"), &world());  // CPU tensors never go to NCCL
+  ::unsetenv(kNcclOneRankEnv);
+  EXPECT_EQ(world_for_device("cuda").name(), "single process");
 }
 
 #if GPT_HAVE_NCCL
