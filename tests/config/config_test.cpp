@@ -363,7 +363,7 @@ TEST(ConfigPrecision, ParsesTheThreeModesAndDefaultsToFp32) {
   EXPECT_EQ(gpt::Config{}.run.precision, "fp32");
   EXPECT_EQ(parse(R"({"run": {}})").run.precision, "fp32");
   for (const char* p : {"fp32", "tf32", "bf16"}) {
-    const std::string text = std::string(R"({"run": {"device": "cuda", "precision": ")") + p + ""}}";
+    const std::string text = std::string(R"({"run": {"device": "cuda", "precision": ")") + p + R"("}})";
     EXPECT_EQ(parse(text.c_str()).run.precision, p);
   }
   EXPECT_EQ(with_overrides({"run.precision=bf16"}).run.precision, "bf16");
