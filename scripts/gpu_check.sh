@@ -5,11 +5,14 @@
 #      unpacked by scripts/fetch_gpu_deps.sh into third_party/deb/;
 #   2. run every CUDA parity test (gtest filter GPU_TEST_FILTER, default *Cuda*);
 #   3. train the quickstart model on cuda for a few hundred steps (data: the
-#      repository's own text, byte tokens) and a few steps on cpu, and compare
-#      their first losses;
+#      repository's own text, byte tokens) in fp32 and again with bf16 GEMM
+#      operands (run.precision=bf16; final losses side by side), and a few
+#      steps on cpu, and compare the first losses of cpu and cuda fp32;
 #   4. run `gpt bench --device cuda` on GPT-2 small (configs/gpt2_small_cuda.json),
-#      float32 and TF32;
-# then print a compact table. About 5-8 minutes on an H200 machine with 16 cores.
+#      --precision fp32, tf32 and bf16;
+# then print a compact table. About 5-8 minutes on an H200 machine with 16 cores
+# (the build and the parity tests take most of it; each training run and
+# bench row is well under a minute).
 # Logs go to build-gpu/check/. Exit status 0 only if every step passed.
 #
 # usage: scripts/gpu_check.sh            (see docs/gpu.md)
@@ -108,6 +111,25 @@ if "$gpt" data text "$data/corpus.txt" "$data" --tokenizer byte --val-fraction 0
   last=$(loss_at "$build/check/runs/cuda" "$train_steps")
   toks=$(grep -oP '\| \K[0-9]+(?= tok/s)' "$logs/train_cuda.log" | tail -1)
   row "train quickstart on cuda" ok "$train_steps steps: loss $first -> $last, $toks tok/s ($(elapsed "$t0"))"
+  # The same run with bf16 GEMM operands: its final loss next to the fp32 one.
+  t1=$(date +%s)
+  if "$gpt" train configs/quickstart.json "${train_common[@]}" --set run.device=cuda --set run.precision=bf16 \
+       --set train.steps="$train_steps" --set train.warmup_steps=$((train_steps / 10)) \
+       --set "run.dir=$build/check/runs/cuda_bf16" >"$logs/train_cuda_bf16.log" 2>&1; then
+    bfirst=$(loss_at "$build/check/runs/cuda_bf16" 1)
+    blast=$(loss_at "$build/check/runs/cuda_bf16" "$train_steps")
+    btoks=$(grep -oP '\| \K[0-9]+(?= tok/s)' "$logs/train_cuda_bf16.log" | tail -1)
+    # Same data and seed: bf16 operands should end within a few percent of fp32.
+    bcmp=$(awk -v a="$blast" -v b="$last" 'BEGIN { d = a - b; if (d < 0) d = -d;
+                                             if (b + 0 <= 0 || a != a + 0) { print "FAIL nan"; exit }
+                                             r = d / b; printf "%s %.2e", (r < 0.05 ? "ok" : "FAIL"), r }')
+    [ "${bcmp%% *}" = ok ] || status=1
+    row "train quickstart cuda bf16" "${bcmp%% *}" \
+      "$train_steps steps: loss $bfirst -> $blast (fp32: $last; relative difference ${bcmp#* }), $btoks tok/s ($(elapsed "$t1"))"
+  else
+    failed "train quickstart cuda bf16" "log $logs/train_cuda_bf16.log"
+    tail -n 5 "$logs/train_cuda_bf16.log" | sed 's/^/    /'
+  fi
   if "$gpt" train configs/quickstart.json "${train_common[@]}" --set run.device=cpu --set train.steps=20 --set train.warmup_steps=2 \
        --set train.log_every=10 --set "run.dir=$build/check/runs/cpu" >"$logs/train_cpu.log" 2>&1; then
     # Same seed and data order: the first step is the same computation on both.
@@ -134,13 +156,17 @@ bench_row() {  # bench_row LABEL LOG
   else failed "$1" "log $2"; fi
 }
 t0=$(date +%s)
-GPT_CUDA_TF32=0 timeout 300 "$gpt" bench configs/gpt2_small_cuda.json --device cuda --only gemm,train,eval \
+timeout 300 "$gpt" bench configs/gpt2_small_cuda.json --device cuda --precision fp32 --only gemm,train,eval \
   --steps "$bench_steps" --min-seconds 0.2 >"$logs/bench_fp32.log" 2>&1
 bench_row "bench GPT-2 small fp32" "$logs/bench_fp32.log"
-GPT_CUDA_TF32=1 timeout 300 "$gpt" bench configs/gpt2_small_cuda.json --device cuda --only train \
+timeout 300 "$gpt" bench configs/gpt2_small_cuda.json --device cuda --precision tf32 --only train \
   --steps "$bench_steps" --min-seconds 0.2 >"$logs/bench_tf32.log" 2>&1
 bench_row "bench GPT-2 small tf32" "$logs/bench_tf32.log"
-cat "$logs/bench_fp32.log"
+# bf16 GEMM operands: the MFU column is against the bf16 dense peak.
+timeout 300 "$gpt" bench configs/gpt2_small_cuda.json --device cuda --precision bf16 --only gemm,train \
+  --steps "$bench_steps" --min-seconds 0.2 >"$logs/bench_bf16.log" 2>&1
+bench_row "bench GPT-2 small bf16" "$logs/bench_bf16.log"
+cat "$logs/bench_fp32.log" "$logs/bench_bf16.log"
 
 # ---- table -------------------------------------------------------------------------------
 echo

@@ -1,7 +1,9 @@
 // CUDA kernels for every op of Backend<float> except attention
 // (kernels/cuda/attention.h): the same contracts as kernels/cpu/cpu_kernels.h
 // (layouts llm.c-style, every backward ACCUMULATES, crossentropy_backward
-// overwrites and may alias). float32 only; bf16 mixed precision is not done.
+// overwrites and may alias). Every tensor is float32; the only reduced
+// precision is inside the linear layer's GEMMs (Matmul: TF32, or bf16
+// operands with float32 accumulation and output).
 // All pointers are device memory and every launch goes to `stream`; a failed
 // CUDA or cuBLAS call throws gpt::Error naming the call and the message.
 #pragma once
@@ -38,33 +40,63 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
                         const float* weight, const float* mean, const float* rstd, int N, int C, cudaStream_t stream);
 
 // ---- linear layer through cuBLASLt ----------------------------------------------------
-// Owns the cuBLASLt handle and workspace. tf32 = false computes in strict
-// float32 (CUBLAS_COMPUTE_32F, for parity); true allows TF32 tensor cores.
+// How the GEMMs of the linear layer compute (run.precision):
+//   Fp32  strict float32 (CUBLAS_COMPUTE_32F on float32 matrices; for parity);
+//   Tf32  float32 matrices, TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32);
+//   Bf16  "autocast": both operands of every GEMM are rounded to bf16
+//         (kernels/bf16_round.h, to nearest even) into scratch buffers, then
+//         multiplied with float32 accumulation (CUBLAS_COMPUTE_32F) into the
+//         float32 output. Weights, activations and gradients stay float32 in
+//         memory; biases and bias gradients are float32 kernels.
+enum class GemmPrecision { Fp32, Tf32, Bf16 };
+const char* gemm_precision_name(GemmPrecision p);  // "fp32", "tf32", "bf16"
+
+// Owns the cuBLASLt handle and workspace, and in Bf16 mode the bf16 scratch
+// buffers of the operands (grown on demand, cudaMalloc'd, so 256-byte
+// aligned; rows padded to a multiple of 8 elements). Calls must be ordered
+// on one stream (the backend's): a scratch buffer is reused by the next call.
 class Matmul {
  public:
-  explicit Matmul(bool tf32);
+  explicit Matmul(GemmPrecision precision);
   ~Matmul();
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
-  bool tf32() const { return tf32_; }
+  GemmPrecision precision() const { return precision_; }
 
   // out (N,OC) = inp (N,C) · weightᵀ + bias (OC, may be null).
   void forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC,
                cudaStream_t stream);
   // dinp (N,C) += dout·W (dinp may be null); dweight (OC,C) += doutᵀ·inp;
-  // dbias (OC) += Σ_n dout (may be null).
+  // dbias (OC) += Σ_n dout (may be null). Bf16: dout is rounded once and
+  // used by both GEMMs; dbias sums the float32 dout.
   void backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                 int N, int C, int OC, cudaStream_t stream);
 
  private:
-  // Column-major D (m,n) = alpha·op(A)·op(B) + beta·D, as cuBLAS sees it.
-  void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* A, int lda, const float* B, int ldb,
-            float* D, int ldd, float beta, cudaStream_t stream);
+  // A row-major (rows, cols) matrix of operands.
+  struct Operand {
+    const void* p;
+    int ld;  // elements between rows
+  };
+  // The float32 operand as it enters the GEMM: itself (Fp32, Tf32), or its
+  // bf16 copy in scratch buffer `slot` (Bf16).
+  Operand operand(int slot, const float* src, int rows, int cols, cudaStream_t stream);
+  // Column-major D (m,n) = op(A)·op(B) + beta·D, as cuBLAS sees it; A and B
+  // are float32, or bf16 in Bf16 mode.
+  void gemm(bool trans_a, bool trans_b, int m, int n, int k, Operand A, Operand B, float* D, int ldd, float beta,
+            cudaStream_t stream);
+  static constexpr int kScratchSlots = 3;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  bool tf32_ = false;
+  GemmPrecision precision_ = GemmPrecision::Fp32;
+  uint16_t* scratch_[kScratchSlots] = {};
+  size_t scratch_elems_[kScratchSlots] = {};
 };
+
+// dst (rows, ld_dst) = src (rows, cols, contiguous) rounded to bf16 bit
+// patterns (kernels/bf16_round.h); columns cols..ld_dst-1 are set to 0.
+void convert_to_bf16(uint16_t* dst, const float* src, int rows, int cols, int ld_dst, cudaStream_t stream);
 
 // out (N,OC) += bias broadcast over rows.
 void bias_add(float* out, const float* bias, int N, int OC, cudaStream_t stream);

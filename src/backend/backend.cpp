@@ -1,5 +1,4 @@
-// make_backend: run.device -> the backend that runs the model.
-#include <cstdlib>
+// make_backend: run.device and run.precision -> the backend that runs the model.
 #include <string>
 
 #include "backend/backend.h"
@@ -10,7 +9,7 @@ namespace gpt {
 #ifdef GPT_HAVE_CUDA
 // src/backend/cuda_backend.cpp
 bool cuda_device_present(std::string* why);
-std::unique_ptr<Backend<float>> make_cuda_backend(bool tf32);
+std::unique_ptr<Backend<float>> make_cuda_backend(const std::string& precision);
 #endif
 
 bool cuda_available(std::string* why) {
@@ -26,23 +25,21 @@ bool cuda_available(std::string* why) {
 std::string cuda_device_name() { return ""; }
 #endif
 
-bool cuda_tf32_from_env() {
-  const char* v = std::getenv("GPT_CUDA_TF32");
-  if (!v || std::string(v).empty() || std::string(v) == "0") return false;
-  if (std::string(v) == "1") return true;
-  fail("environment variable GPT_CUDA_TF32=\"", v, "\": valid: 0 (strict float32 GEMMs) or 1 (allow TF32)");
-}
-
-std::unique_ptr<Backend<float>> make_backend(const std::string& device) {
-  if (device == "cpu") return make_cpu_backend<float>();
-  if (device == "cuda") {
-#ifdef GPT_HAVE_CUDA
-    return make_cuda_backend(cuda_tf32_from_env());
-#else
-    fail("run.device \"cuda\": this binary was built without CUDA (nvcc was not found at configure time); valid: cpu");
-#endif
+std::unique_ptr<Backend<float>> make_backend(const std::string& device, const std::string& precision) {
+  GPT_CHECK(device == "cpu" || device == "cuda", "run.device \"", device, "\" is not a device; valid: cpu, cuda");
+  GPT_CHECK(precision == "fp32" || precision == "tf32" || precision == "bf16", "run.precision \"", precision,
+            "\" is not a precision; valid: fp32, tf32, bf16");
+  if (device == "cpu") {
+    GPT_CHECK(precision == "fp32", "run.precision \"", precision, "\" with run.device \"cpu\": the cpu backend ",
+              "computes in float32 only; valid: run.precision \"fp32\" on cpu, or \"tf32\" / \"bf16\" with ",
+              "run.device \"cuda\"");
+    return make_cpu_backend<float>();
   }
-  fail("run.device \"", device, "\" is not a device; valid: cpu, cuda");
+#ifdef GPT_HAVE_CUDA
+  return make_cuda_backend(precision);
+#else
+  fail("run.device \"cuda\": this binary was built without CUDA (nvcc was not found at configure time); valid: cpu");
+#endif
 }
 
 }  // namespace gpt

@@ -64,19 +64,19 @@ class Backend {
 template <typename T>
 std::unique_ptr<Backend<T>> make_cpu_backend();
 
-// The float backend of run.device: "cpu" or "cuda" (kernels/cuda, float32;
-// GEMMs in strict float32 unless GPT_CUDA_TF32=1 allows TF32). Throws
-// gpt::Error naming run.device and the valid choices when the binary was built
-// without CUDA or no CUDA device is present. (Training in double, for
+// The float backend of run.device: "cpu" or "cuda" (kernels/cuda). precision
+// is run.precision, how the CUDA GEMMs compute: "fp32" (strict float32),
+// "tf32" (TF32 tensor cores) or "bf16" (operands rounded to bf16, float32
+// accumulation and output); storage is float32 in every mode. The cpu device
+// takes "fp32" only. Throws gpt::Error naming run.device / run.precision and
+// the valid choices for an unknown value, a precision the device lacks, a
+// binary built without CUDA or no CUDA device. (Training in double, for
 // gradient checks, is CPU only: make_cpu_backend<double>.)
-std::unique_ptr<Backend<float>> make_backend(const std::string& device);
+std::unique_ptr<Backend<float>> make_backend(const std::string& device, const std::string& precision = "fp32");
 
 // Whether make_backend("cuda") can work here; otherwise *why says why
 // ("built without CUDA", the driver's message, "no device visible").
 bool cuda_available(std::string* why = nullptr);
-
-// GPT_CUDA_TF32: unset, "" or "0" = strict float32 GEMMs; "1" = TF32 allowed.
-bool cuda_tf32_from_env();
 
 // Name of CUDA device 0 (e.g. "NVIDIA H200"); empty without CUDA or a device.
 std::string cuda_device_name();

@@ -1,7 +1,10 @@
 // Backend<float> over the CUDA kernels (kernels/cuda/): device memory from
-// cudaMalloc, every op on the default stream, GEMMs through cuBLASLt. float32
-// only; bf16 mixed precision is not done. Compiled only when nvcc was found
-// (GPT_HAVE_CUDA); make_backend("cuda") refuses otherwise.
+// cudaMalloc, every op on the default stream, GEMMs through cuBLASLt. Every
+// tensor is float32 (parameters, activations, gradients, AdamW moments);
+// run.precision only changes how the linear layers' GEMMs compute: fp32,
+// tf32, or bf16 operands with float32 accumulation (cuda::Matmul). Compiled
+// only when nvcc was found (GPT_HAVE_CUDA); make_backend("cuda") refuses
+// otherwise.
 #ifdef GPT_HAVE_CUDA
 #include <cuda_runtime.h>
 
@@ -41,14 +44,21 @@ void device_free(void* p) {
 
 class CudaBackend final : public Backend<float> {
  public:
-  explicit CudaBackend(bool tf32) : matmul_(tf32) {
+  explicit CudaBackend(cuda::GemmPrecision precision) : matmul_(precision) {
     sum_partials_ = static_cast<double*>(device_zeroed(sizeof(double) * cuda::kSumSquaresBlocks));
   }
   ~CudaBackend() override {
     device_free(sum_partials_);
     if (diag_) device_free(diag_);
   }
-  std::string name() const override { return matmul_.tf32() ? "cuda (tf32)" : "cuda"; }
+  std::string name() const override {
+    switch (matmul_.precision()) {
+      case cuda::GemmPrecision::Tf32: return "cuda (tf32 GEMMs)";
+      case cuda::GemmPrecision::Bf16: return "cuda (bf16 GEMM operands)";
+      case cuda::GemmPrecision::Fp32: break;
+    }
+    return "cuda";
+  }
   void synchronize() override { GPT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
   float* alloc(size_t n) override { return static_cast<float*>(device_zeroed(n * sizeof(float))); }
@@ -185,11 +195,16 @@ std::string cuda_device_name() {
   return prop.name;
 }
 
-std::unique_ptr<Backend<float>> make_cuda_backend(bool tf32) {
+// precision: "fp32", "tf32" or "bf16" (make_backend has checked it).
+std::unique_ptr<Backend<float>> make_cuda_backend(const std::string& precision) {
+  cuda::GemmPrecision p = cuda::GemmPrecision::Fp32;
+  if (precision == "tf32") p = cuda::GemmPrecision::Tf32;
+  else if (precision == "bf16") p = cuda::GemmPrecision::Bf16;
+  else GPT_CHECK(precision == "fp32", "run.precision \"", precision, "\" is not a precision; valid: fp32, tf32, bf16");
   std::string why;
   if (!cuda_device_present(&why)) fail("run.device \"cuda\": no CUDA device (", why, "); valid: cpu");
   GPT_CUDA_CHECK(cudaSetDevice(0));
-  return std::make_unique<CudaBackend>(tf32);
+  return std::make_unique<CudaBackend>(p);
 }
 
 }  // namespace gpt

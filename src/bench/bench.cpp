@@ -198,8 +198,9 @@ void bench_gemm(const Config& cfg, const BenchOptions& opt, Table& t, double& pe
 struct ModelBench {
   std::unique_ptr<Backend<float>> backend;
   std::unique_ptr<GPT<float>> model;
-  ModelBench(const Config& cfg, const AttentionSpec& attn, const std::string& device = "cpu") {
-    backend = make_backend(device);
+  ModelBench(const Config& cfg, const AttentionSpec& attn, const std::string& device = "cpu",
+             const std::string& precision = "fp32") {
+    backend = make_backend(device, precision);
     model = std::make_unique<GPT<float>>(cfg.model, attn, *backend);
     model->init(cfg.train.seed);
   }
@@ -214,7 +215,7 @@ void bench_model(const Config& cfg, const BenchOptions& opt, Table& t,
   const int B = cfg.train.batch_size, Tn = m.context;
   const double tokens = static_cast<double>(B) * Tn, W = matmul_weights(m);
   const double attn = m.n_layer * attention_forward_flops(B, Tn, m.n_embd);
-  ModelBench mb(cfg, resolve_attention(cfg), opt.device);
+  ModelBench mb(cfg, resolve_attention(cfg), opt.device, opt.precision);
   GPT<float>& model = *mb.model;
   const auto inputs = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 7),
              targets = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 8);
@@ -343,30 +344,38 @@ double backend_square_gemm_seconds(Backend<float>& be, int n, double min_seconds
 
 void run_bench_cuda(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   const ModelConfig& m = cfg.model;
-  std::unique_ptr<Backend<float>> probe = make_backend("cuda");  // a clear error without a device
+  // A clear error without a device or with an unknown precision.
+  std::unique_ptr<Backend<float>> probe = make_backend("cuda", opt.precision);
   const std::string name = cuda_device_name();
-  const bool tf32 = cuda_tf32_from_env();
+  const std::string& precision = opt.precision;
+  const bool bf16_gemms = precision == "bf16";
+  const char* peak_name = bf16_gemms ? "bf16" : precision == "tf32" ? "TF32" : "float32";
   const GpuPeak* known = cuda_peak(name);
-  double peak = 0, bf16 = 0;  // TFLOP/s
+  double peak = 0, bf16 = 0;  // TFLOP/s; bf16: the bf16 peak for the extra column (float32 and TF32 runs)
   std::string peak_src;
   if (opt.peak_tflops > 0) {
     peak = opt.peak_tflops;
     peak_src = "--peak-tflops";
   } else if (known) {
-    peak = tf32 ? known->tf32 : known->fp32;
-    bf16 = known->bf16;
+    peak = bf16_gemms ? known->bf16 : precision == "tf32" ? known->tf32 : known->fp32;
+    if (!bf16_gemms) bf16 = known->bf16;
     peak_src = std::string("data sheet of ") + known->match;
   }
   out << "gpt bench --device cuda " << (opt.config_name.empty() ? "(defaults)" : opt.config_name) << ": "
       << m.n_layer << " layers, " << m.n_head << " heads, C=" << m.n_embd << ", V=" << m.vocab_size
       << ", T=" << m.context << ", B=" << cfg.train.batch_size << " (" << cfg.train.batch_size * m.context
       << " tokens/step), " << m.position << " positions, attention " << cfg.attention.preset << "\n";
-  out << "device " << name << ", backend " << probe->name() << ": float32 weights and activations, GEMMs "
-      << (tf32 ? "with TF32 tensor cores (GPT_CUDA_TF32=1)" : "in strict float32 (GPT_CUDA_TF32=0)")
-      << "; bf16 mixed precision is not implemented\n";
+  out << "device " << name << ", backend " << probe->name() << ", run.precision " << precision << ": ";
+  if (bf16_gemms)
+    out << "GEMM operands bf16 (rounded from float32 before each GEMM), float32 accumulation and output; storage "
+           "float32 (parameters, activations, gradients, AdamW state); attention, LayerNorm and the other ops "
+           "float32\n";
+  else
+    out << "GEMMs " << (precision == "tf32" ? "with TF32 tensor cores" : "in strict float32")
+        << "; storage float32 (parameters, activations, gradients, AdamW state)\n";
   if (peak > 0)
-    out << "MFU against the " << (tf32 ? "TF32" : "float32") << " peak " << Table::fmt("%.1f", peak)
-        << " TFLOP/s (" << peak_src << ")"
+    out << "MFU against the " << (opt.peak_tflops > 0 ? "given" : peak_name) << " dense peak "
+        << Table::fmt("%.1f", peak) << " TFLOP/s (" << peak_src << ")"
         << (bf16 > 0 ? "; the last column is against the bf16 dense peak " + Table::fmt("%.0f", bf16) + " TFLOP/s" : "")
         << "\n";
   else
@@ -383,14 +392,14 @@ void run_bench_cuda(const Config& cfg, const BenchOptions& opt, std::ostream& ou
     return bf16 > 0 ? "of bf16 peak " + Table::fmt("%.1f%%", 100.0 * flops / sec / 1e12 / bf16) : std::string();
   };
   if (selected(opt, "gemm")) {
-    std::unique_ptr<Backend<float>> be = make_backend("cuda");
+    std::unique_ptr<Backend<float>> be = make_backend("cuda", opt.precision);
     const double n = opt.square, sec = backend_square_gemm_seconds(*be, opt.square, opt.min_seconds);
     t.measured("gemm", "square " + std::to_string(opt.square) + "^3", sec, 0, 2 * n * n * n,
                note(2 * n * n * n, sec));
   }
   if (selected(opt, "train") || selected(opt, "eval")) {
     BenchOptions on_gpu = opt;
-    on_gpu.device = "cuda";
+    on_gpu.device = "cuda";  // precision: opt.precision
     bench_model(cfg, on_gpu, t, note);
   }
   for (const char* part : {"attention", "memory"})
@@ -432,6 +441,7 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
     }
     return;
   }
+  make_backend("cpu", opt.precision);  // the cpu computes in float32 only: a clear error for tf32 / bf16
   const ModelConfig& m = cfg.model;
   const auto start = Clock::now();
   const std::time_t now = std::time(nullptr);

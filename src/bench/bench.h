@@ -13,9 +13,11 @@
 // a test: nothing here asserts a speed.
 //
 // With device "cuda" the parts are gemm (a square GEMM through the backend),
-// train and eval, run on the CUDA backend; the ratio is the MFU against the
-// GPU's data-sheet peak (cuda_peak): the float32 or TF32 peak, as the GEMMs
-// run (GPT_CUDA_TF32), with the bf16 peak beside it.
+// train and eval, run on the CUDA backend with the GEMM precision
+// opt.precision (run.precision: fp32, tf32 or bf16 operands; storage is
+// float32 in every mode); the ratio is the MFU against the GPU's data-sheet
+// dense peak (cuda_peak) of that precision: float32, TF32 or bf16, with the
+// bf16 peak beside it for the float32 and TF32 modes.
 #pragma once
 #include <ostream>
 #include <string>
@@ -35,6 +37,7 @@ struct BenchOptions {
   double min_seconds = 0.5;  // each other measurement repeats until this much time has passed
   std::string config_name;   // shown in the header
   std::string device = "cpu";  // cpu or cuda
+  std::string precision = "fp32";  // run.precision of the backend: fp32; cuda also tf32, bf16
   double peak_tflops = 0;      // cuda: override of the peak table (TFLOP/s); 0 = by device name
 };
 

@@ -25,6 +25,7 @@ struct BenchArgs {
   int square = 2048;
   double min_seconds = 0.5;
   std::string device = "cpu";
+  std::string precision;  // empty: the config's run.precision with --device cuda, fp32 on cpu
   double peak_tflops = 0;
 };
 
@@ -83,8 +84,13 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--device", args->device,
                   "cpu or cuda (cuda: gemm, train and eval on the GPU, MFU against its peak; default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--precision", args->precision,
+                  "cuda: GEMM precision fp32, tf32 or bf16 (bf16 operands, float32 accumulation and storage); "
+                  "default: the config's run.precision with --device cuda, fp32 on cpu (cpu takes fp32 only)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   cmd->add_option("--peak-tflops", args->peak_tflops,
-                  "cuda: peak TFLOP/s for the MFU (default: from the device name, float32 or TF32 as the GEMMs run)")
+                  "cuda: peak TFLOP/s for the MFU (default: from the device name, the float32, TF32 or bf16 dense "
+                  "peak as the GEMMs run)")
       ->check(CLI::NonNegativeNumber);
   cmd->callback([args] {
     const Config cfg = load_config(args->config, args->overrides);
@@ -113,6 +119,7 @@ void add_bench(CLI::App& app) {
     opt.square = args->square;
     opt.min_seconds = args->min_seconds;
     opt.device = args->device;
+    opt.precision = !args->precision.empty() ? args->precision : opt.device == "cuda" ? cfg.run.precision : "fp32";
     opt.peak_tflops = args->peak_tflops;
     if (args->threads > 0) omp_set_num_threads(args->threads);
     else if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);

@@ -31,6 +31,7 @@ struct EvalArgs {
   std::string out;
   int threads = 0;
   std::string device = "cpu";
+  std::string precision;  // empty: the run's run.precision on cuda, fp32 on cpu
   AttentionOverride attention;
   std::string task = "loss";
   // --task passkey
@@ -131,7 +132,7 @@ void run_passkey(const EvalArgs& a, LoadedModel& lm) {
 
 void run_eval(const EvalArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  LoadedModel lm = load_model(a.checkpoint, a.attention, a.device);
+  LoadedModel lm = load_model(a.checkpoint, a.attention, a.device, a.precision);
   if (a.task == "passkey") return run_passkey(a, lm);
   GPT_CHECK(a.depths.empty() && a.samples == 0 && a.digits == 0 && a.tokenizer.empty(),
             "eval: --passkey-depths, --passkey-samples, --passkey-digits and --tokenizer belong to --task passkey");
@@ -220,6 +221,10 @@ void add_eval(CLI::App& app) {
                       kTokenizerSpecHelp);
   cmd->add_option("--device", args->device, "Compute backend: cpu or cuda (default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--precision", args->precision,
+                  "GEMMs on cuda: fp32, tf32 or bf16 (bf16 operands, float32 accumulation and storage); "
+                  "default: the run's run.precision with --device cuda, fp32 on cpu (cpu takes fp32 only)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   cmd->callback([args] { run_eval(*args); });
 }
 

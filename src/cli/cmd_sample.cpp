@@ -24,6 +24,7 @@ struct SampleArgs {
   int context = 0;
   int threads = 0;
   std::string device = "cpu";
+  std::string precision;  // empty: the run's run.precision on cuda, fp32 on cpu
   std::string tokenizer;  // empty: the run's data.tokenizer
 };
 
@@ -50,7 +51,7 @@ int32_t pick_token(std::vector<float> logits, double temperature, int top_k, Rng
 
 void run_sample(const SampleArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  LoadedModel lm = load_model(a.checkpoint, {}, a.device);
+  LoadedModel lm = load_model(a.checkpoint, {}, a.device, a.precision);
   const ModelConfig& mc = lm.config.model;
   const std::string tok_spec = a.tokenizer.empty() ? lm.config.data.tokenizer : a.tokenizer;
   const std::unique_ptr<Tokenizer> tok = make_tokenizer(tok_spec);
@@ -96,6 +97,10 @@ void add_sample(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device, "Compute backend: cpu or cuda (default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  cmd->add_option("--precision", args->precision,
+                  "GEMMs on cuda: fp32, tf32 or bf16 (bf16 operands, float32 accumulation and storage); "
+                  "default: the run's run.precision with --device cuda, fp32 on cpu (cpu takes fp32 only)")
+      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   cmd->callback([args] { run_sample(*args); });
 }
 

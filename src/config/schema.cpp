@@ -132,6 +132,9 @@ std::vector<Key> make_keys() {
 
       {GPT_KEY(run, dir), non_empty(), "run directory (logs, checkpoints, results)"},
       {GPT_KEY(run, device), one_of({"cpu", "cuda"}), "compute backend"},
+      {GPT_KEY(run, precision), one_of({"fp32", "tf32", "bf16"}),
+       "GEMMs of the linear layers on cuda: fp32 strict float32, tf32 tensor cores, bf16 operands with float32 "
+       "accumulation; storage is float32 in every mode; cpu: fp32 only"},
   };
 }
 

@@ -6,7 +6,6 @@
 #include "convert/llmc.h"
 
 #include <algorithm>
-#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -17,6 +16,7 @@
 #include "config/attention.h"
 #include "config/config.h"
 #include "core/check.h"
+#include "kernels/bf16_round.h"
 #include "model/params.h"
 #include "train/model_io.h"
 
@@ -104,16 +104,9 @@ void check_same_table(const ParamLayout& layout, const std::vector<LlmcTensor>& 
 
 }  // namespace
 
-uint16_t float_to_bf16(float x) {
-  uint32_t u = std::bit_cast<uint32_t>(x);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);  // NaN: keep it, quiet
-  // Round to nearest, ties to even: add just under half an ulp of bf16, plus
-  // the lowest kept bit. Overflow carries into the exponent (max -> inf), as it should.
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
+uint16_t float_to_bf16(float x) { return round_to_bf16_bits(x); }  // kernels/bf16_round.h
 
-float bf16_to_float(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+float bf16_to_float(uint16_t b) { return bf16_bits_to_float(b); }
 
 uint64_t llmc_param_count(const LlmcHeader& h) {
   uint64_t n = 0;

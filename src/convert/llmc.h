@@ -16,7 +16,8 @@
 // never scored, so the model computes the same logits).
 //
 // bfloat16: export rounds to nearest, ties to even (the upper 16 bits of the
-// float32 after adding 0x7FFF plus the lowest kept bit); NaN stays NaN (quiet).
+// float32 after adding 0x7FFF plus the lowest kept bit; kernels/bf16_round.h,
+// shared with the CUDA backend's bf16 GEMMs); NaN stays NaN (quiet).
 // Import expands exactly (bits << 16). So float32 -> bf16 -> float32 -> bf16
 // and bf16 -> float32 -> bf16 are bit-exact.
 #pragma once

@@ -160,7 +160,8 @@ std::string resolve_checkpoint(const std::string& p) {
 
 namespace gpt {
 
-LoadedModel load_model(const std::string& path, const AttentionOverride& attention, const std::string& device) {
+LoadedModel load_model(const std::string& path, const AttentionOverride& attention, const std::string& device,
+                       const std::string& precision) {
   LoadedModel m;
   m.path = resolve_checkpoint(path);
   const Checkpoint ckpt = load_checkpoint(m.path);
@@ -184,8 +185,10 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
     spec = wanted_spec;
   }
   check_checkpoint_tensors(ckpt, m.path, ParamLayout(m.config.model, spec), "param/");
+  const std::string gemm_precision = !precision.empty() ? precision : device == "cuda" ? m.config.run.precision : "fp32";
   m.config.run.device = device;
-  m.backend = make_backend(device);
+  m.config.run.precision = gemm_precision;
+  m.backend = make_backend(device, gemm_precision);
   m.model = std::make_unique<GPT<float>>(m.config.model, spec, *m.backend);
   restore_checkpoint(ckpt, m.path, *m.model, nullptr);
   return m;

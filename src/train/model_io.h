@@ -72,8 +72,11 @@ struct AttentionOverride {
 // incompatible with the trained variant is refused with the reason;
 // config.attention holds the variant in use. device: "cpu" or "cuda"
 // (make_backend; the checkpoint's own run.device is not used, so a model
-// trained on a GPU evaluates anywhere); config.run.device is set to it.
+// trained on a GPU evaluates anywhere); precision: run.precision of the
+// backend ("fp32"; "tf32" and "bf16" need device "cuda"); empty: the
+// checkpoint's run.precision on "cuda", "fp32" on "cpu". config.run.device
+// and config.run.precision are set to what is used.
 LoadedModel load_model(const std::string& path, const AttentionOverride& attention = {},
-                       const std::string& device = "cpu");
+                       const std::string& device = "cpu", const std::string& precision = "");
 
 }  // namespace gpt

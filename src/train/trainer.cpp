@@ -113,7 +113,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   const int Bl = B / nranks;
   check_eval_contexts(mc, cfg.eval, T);
   // The device first: a missing GPU fails before anything is read or written.
-  auto backend = make_backend(cfg.run.device);
+  auto backend = make_backend(cfg.run.device, cfg.run.precision);
 
   const std::string run_dir = cfg.run.dir;
   if (resume_checkpoint.empty())

@@ -46,6 +46,7 @@ TEST(BenchCli, BadOptionsAreErrors) {
       {"bench --presets softmax,nope", "unknown attention preset \"nope\""},
       {"bench --gemm-kernel sse9", "\"sse9\" is not a kernel"},
       {"bench --set model.n_head=3", "model.n_embd"},
+      {"bench --precision bf16 --only gemm", "run.precision \"bf16\" with run.device \"cpu\""},
   };
   for (const Case& c : cases) {
     const auto r = run(c.args);

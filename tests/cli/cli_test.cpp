@@ -77,6 +77,11 @@ TEST_F(Cli, TrainsAndEvaluatesATinyModel) {
                {"eval.tokens", "one sequence at the largest multiple"});
   const Result s = run("sample " + (dir_ / "run").string() + " --prompt abc --tokens 5 --seed 1");
   EXPECT_EQ(s.status, 0) << s.output;
+  // The cpu computes in float32 only: --precision bf16 without --device cuda is refused.
+  expect_error(run("eval " + (dir_ / "run").string() + " --precision bf16"),
+               {"run.precision \"bf16\" with run.device \"cpu\""});
+  expect_error(run("sample " + (dir_ / "run").string() + " --precision tf32 --tokens 2"),
+               {"run.precision \"tf32\" with run.device \"cpu\""});
   // A tokenizer whose vocabulary is not the model's is refused.
   const std::string vocab = (dir_ / "v.txt").string();
   ASSERT_EQ(run("data train-tokenizer " + (dir_ / "run" / "config.json").string() + " " + vocab + " --vocab-size 300")
@@ -148,6 +153,11 @@ TEST_F(Cli, ConfigErrors) {
   expect_error(run("train " + config() + " --set model.n_layer=0"), {"model.n_layer", "1..256"});
   expect_error(run("train " + config() + " --set model.position=sinusoidal"), {"model.position", "learned, rope, none, alibi"});
   expect_error(run("train " + config() + " --set nosuch.key=1"), {"nosuch"});
+  // GEMM precisions other than fp32 need run.device cuda; refused before anything is written.
+  expect_error(run("train " + config() + " --set run.precision=bf16"),
+               {"run.precision \"bf16\" with run.device \"cpu\"", "valid: run.precision \"fp32\" on cpu"});
+  EXPECT_FALSE(fs::exists(dir_ / "run" / "checkpoints"));
+  expect_error(run("train " + config() + " --set run.precision=fp16"), {"run.precision", "fp32, tf32, bf16"});
   std::ofstream(dir_ / "broken.json") << "{\"model\": {";
   expect_error(run("train " + (dir_ / "broken.json").string()), {"broken.json"});
 }

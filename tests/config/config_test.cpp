@@ -11,6 +11,7 @@
 #include <set>
 #include <string>
 
+#include "backend/backend.h"
 #include "config/config.h"
 #include "config/schema.h"
 #include "core/check.h"
@@ -354,6 +355,46 @@ TEST(ConfigFiles, InvalidValueInFileNamesKeyAndFile) {
   TempFile f("range.json", R"({"model": {"n_layer": 0}})");
   std::string m = error_of([&] { gpt::load_config(f.path.string()); });
   expect_contains(m, {"\"model.n_layer\" = 0", "1..256", f.path.string()});
+}
+
+// ---- run.precision -------------------------------------------------------------------------
+
+TEST(ConfigPrecision, ParsesTheThreeModesAndDefaultsToFp32) {
+  EXPECT_EQ(gpt::Config{}.run.precision, "fp32");
+  EXPECT_EQ(parse(R"({"run": {}})").run.precision, "fp32");
+  for (const char* p : {"fp32", "tf32", "bf16"}) {
+    const std::string text = std::string(R"({"run": {"device": "cuda", "precision": ")") + p + R"("}})";
+    EXPECT_EQ(parse(text.c_str()).run.precision, p);
+  }
+  EXPECT_EQ(with_overrides({"run.precision=bf16"}).run.precision, "bf16");
+  gpt::Config c;
+  c.run.precision = "tf32";
+  EXPECT_EQ(gpt::config_from_json(gpt::config_to_json(c)).run.precision, "tf32");  // round trip
+}
+
+TEST(ConfigPrecision, UnknownOrMistypedValuesAreRefused) {
+  expect_contains(parse_error(R"({"run": {"precision": "fp16"}})"),
+                  {"\"run.precision\" = \"fp16\" is not valid; allowed: fp32, tf32, bf16"});
+  expect_contains(parse_error(R"({"run": {"precision": "BF16"}})"), {"\"run.precision\"", "allowed: fp32, tf32, bf16"});
+  expect_contains(parse_error(R"({"run": {"precision": 16}})"), {"\"run.precision\" must be a string"});
+  expect_contains(error_of([] { with_overrides({"run.precision=half"}); }), {"\"run.precision\"", "fp32, tf32, bf16"});
+}
+
+// The device/precision pair is checked where the backend is made (the config
+// itself may name bf16 with cpu, e.g. a cuda run evaluated on the cpu).
+TEST(ConfigPrecision, CpuWithReducedPrecisionIsAClearError) {
+  EXPECT_EQ(gpt::make_backend("cpu", "fp32")->name(), "cpu");
+  EXPECT_EQ(gpt::make_backend("cpu")->name(), "cpu");
+  for (const char* p : {"bf16", "tf32"}) {
+    const std::string m = error_of([&] { gpt::make_backend("cpu", p); });
+    expect_contains(m, {std::string("run.precision \"") + p + "\"", "run.device \"cpu\"", "float32 only",
+                        "valid: run.precision \"fp32\" on cpu", "run.device \"cuda\""});
+  }
+  expect_contains(error_of([] { gpt::make_backend("cpu", "fp16"); }),
+                  {"run.precision \"fp16\" is not a precision; valid: fp32, tf32, bf16"});
+  expect_contains(error_of([] { gpt::make_backend("cuda", "fp16"); }),
+                  {"run.precision \"fp16\"", "valid: fp32, tf32, bf16"});
+  expect_contains(error_of([] { gpt::make_backend("tpu", "bf16"); }), {"run.device \"tpu\"", "valid: cpu, cuda"});
 }
 
 // ---- reference ------------------------------------------------------------------------------
