@@ -3,11 +3,16 @@
 # CMake and a C++ compiler but none of our Debian packages and no network:
 #   1. configure and build (Release, CUDA on, MPI off) against the packages
 #      unpacked by scripts/fetch_gpu_deps.sh into third_party/deb/;
-#   2. run every CUDA parity test (gtest filter GPU_TEST_FILTER, default *Cuda*);
+#      NCCL from the CUDA toolkit or, failing that, from the image's Python
+#      package nvidia-nccl-cu13 (without MPI: the NCCL communicator for one rank);
+#   2. run every CUDA parity test and the one-rank NCCL tests (gtest filter
+#      GPU_TEST_FILTER, default below);
 #   3. train the quickstart model on cuda for a few hundred steps (data: the
 #      repository's own text, byte tokens) in fp32 and again with bf16 GEMM
 #      operands (run.precision=bf16; final losses side by side), and a few
-#      steps on cpu, and compare the first losses of cpu and cuda fp32;
+#      steps on cpu, and compare the first losses of cpu and cuda fp32; train
+#      50 steps on one GPU plainly and through NCCL (GPT_DIST_NCCL=1: broadcast,
+#      overlapped all-reduce) and compare every loss;
 #   4. run `gpt bench --device cuda` on GPT-2 small (configs/gpt2_small_cuda.json),
 #      --precision fp32, tf32 and bf16;
 # then print a compact table. About 5-8 minutes on an H200 machine with 16 cores
@@ -17,7 +22,8 @@
 #
 # usage: scripts/gpu_check.sh            (see docs/gpu.md)
 # env:   DEPS=third_party/deb  BUILD=build-gpu  JOBS=$(nproc)  CUDA_ARCH=90
-#        GPU_TEST_FILTER='*Cuda*'  TRAIN_STEPS=300  BENCH_STEPS=3
+#        GPU_TEST_FILTER='*Cuda*:Nccl.*:WorldForDevice.*-(the tests that need MPI or no GPU)'
+#        TRAIN_STEPS=300  BENCH_STEPS=3
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -25,7 +31,9 @@ deps=$(realpath -m "${DEPS:-third_party/deb}")
 build=${BUILD:-build-gpu}
 jobs=${JOBS:-$(nproc)}
 arch=${CUDA_ARCH:-90}
-filter=${GPU_TEST_FILTER:-*Cuda*}
+# Skipped on purpose: the mpirun test and its child (this build has no MPI)
+# and the no-device error test (there is a device).
+filter=${GPU_TEST_FILTER:-*Cuda*:Nccl.*:WorldForDevice.*-Nccl.OneRankUnderMpirun:NcclChild.*:Nccl.NoDeviceIsAClearError}
 train_steps=${TRAIN_STEPS:-300}
 bench_steps=${BENCH_STEPS:-3}
 logs=$build/check
@@ -52,8 +60,23 @@ libdir=$deps/usr/lib/x86_64-linux-gnu
 # spdlog's shared library needs fmt's at run time (also when gtest lists the
 # tests during the build); the executables' RUNPATH covers only their own.
 export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# NCCL: CMake finds the CUDA toolkit's; where the toolkit has none, the image's
+# Python package nvidia-nccl-cu13 carries the header and libnccl.so.2.
+nccl_args=()
+nccl_from="the CUDA toolkit"
+if [ ! -f "$(dirname "$(command -v nvcc)")/../include/nccl.h" ] && [ ! -f /usr/include/nccl.h ]; then
+  ndir=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+  nlib=$(ls "$ndir"/lib/libnccl.so* 2>/dev/null | head -1)
+  if [ -n "$ndir" ] && [ -f "$ndir/include/nccl.h" ] && [ -n "$nlib" ]; then
+    nccl_args=(-DNCCL_INCLUDE_DIR="$ndir/include" -DNCCL_LIBRARY="$nlib")
+    export LD_LIBRARY_PATH="$ndir/lib:$LD_LIBRARY_PATH"
+    nccl_from="Python's nvidia-nccl ($ndir)"
+  else
+    nccl_from="nowhere"
+  fi
+fi
 mkdir -p "$logs"
-echo "== gpu_check: $(nvcc --version | tail -1), $(cmake --version | head -1), $jobs jobs, deps $deps"
+echo "== gpu_check: $(nvcc --version | tail -1), $(cmake --version | head -1), $jobs jobs, deps $deps, NCCL from $nccl_from"
 
 # ---- 1. configure + build --------------------------------------------------------------
 t0=$(date +%s)
@@ -63,6 +86,7 @@ if cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_MPI=OFF
      -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
      -Dnlohmann_json_DIR="$deps/usr/share/cmake/nlohmann_json" -DCLI11_DIR="$deps/usr/share/cmake/CLI11" \
      -Dspdlog_DIR="$libdir/cmake/spdlog" -Dfmt_DIR="$libdir/cmake/fmt" -DGTest_DIR="$libdir/cmake/GTest" \
+     ${nccl_args[@]+"${nccl_args[@]}"} \
      >"$logs/configure.log" 2>&1 &&
    cmake --build "$build" -j"$jobs" --target gpt gpt_tests >"$logs/build.log" 2>&1; then
   row "build (CUDA sm_$arch)" ok "$(elapsed "$t0"), log $logs/build.log"
@@ -73,6 +97,13 @@ else
   exit 1
 fi
 gpt=$build/gpt
+have_nccl=0
+grep -q 'gpt: NCCL .* found' "$logs/configure.log" && have_nccl=1
+if [ $have_nccl = 1 ]; then row "NCCL" ok "$(grep -oP 'gpt: NCCL \K[0-9.]+' "$logs/configure.log") from $nccl_from"
+else
+  row "NCCL" skip "not found (CUDA toolkit, nvidia-nccl-cu13): the NCCL tests and run are left out"
+  [ -n "${GPU_TEST_FILTER:-}" ] || filter=${filter//Nccl.\*:/}
+fi
 "$gpt" info | tee "$logs/info.log"
 device=$(grep -m1 '^cuda:0' "$logs/info.log" | sed 's/^cuda:0 //; s/,.*//')
 [ -n "$device" ] || failed "cuda device" "gpt info sees none: $(grep -A1 '^cuda:' "$logs/info.log" | tail -1)"
@@ -144,6 +175,34 @@ if "$gpt" data text "$data/corpus.txt" "$data" --tokenizer byte --val-fraction 0
 else
   failed "train quickstart on cuda" "log $logs/train_cuda.log"
   tail -n 5 "$logs/data.log" "$logs/train_cuda.log" | sed 's/^/    /'
+fi
+
+# ---- 3b. one GPU through the NCCL communicator ------------------------------------------
+# GPT_DIST_NCCL=1 sends a one-rank cuda run through NCCL: the parameter
+# broadcast and every layer's all-reduce started during the backward pass on
+# NCCL's stream. With one rank each sum is the rank's own value, so every
+# loss must equal the plain run's; a race or a wrong range shows as a
+# difference or an error.
+if [ $have_nccl = 1 ] && [ -f "$data/corpus.txt" ] && ls "$data"/text_train_*.bin >/dev/null 2>&1; then
+  t0=$(date +%s)
+  short=(--set run.device=cuda --set train.steps=50 --set train.warmup_steps=5 --set train.log_every=10)
+  losses() { grep '"event":"train"' "$1/metrics.jsonl" | sed 's/.*"loss":\([^,}]*\).*/\1/'; }
+  if "$gpt" train configs/quickstart.json "${train_common[@]}" "${short[@]}" \
+       --set "run.dir=$build/check/runs/cuda_plain50" >"$logs/train_plain50.log" 2>&1 &&
+     GPT_DIST_NCCL=1 "$gpt" train configs/quickstart.json "${train_common[@]}" "${short[@]}" \
+       --set "run.dir=$build/check/runs/cuda_nccl50" >"$logs/train_nccl50.log" 2>&1; then
+    n=$(losses "$build/check/runs/cuda_nccl50" | wc -l)
+    via=$(grep -oP 'data parallel: \K.*' "$logs/train_nccl50.log" | head -1)
+    if [ "$n" -gt 0 ] && [ -n "$via" ] &&
+       diff <(losses "$build/check/runs/cuda_plain50") <(losses "$build/check/runs/cuda_nccl50") >/dev/null; then
+      row "train 1 GPU through NCCL" ok "$n losses equal to the plain run's ($via; $(elapsed "$t0"))"
+    else
+      failed "train 1 GPU through NCCL" "losses differ from the plain run's or no NCCL line; logs $logs/train_nccl50.log"
+    fi
+  else
+    failed "train 1 GPU through NCCL" "logs $logs/train_plain50.log, $logs/train_nccl50.log"
+    tail -n 5 "$logs/train_nccl50.log" 2>/dev/null | sed 's/^/    /'
+  fi
 fi
 
 # ---- 4. benchmark: GPT-2 small, T = 1024 -------------------------------------------------
