@@ -14,7 +14,8 @@
 #      50 steps on one GPU plainly and through NCCL (GPT_DIST_NCCL=1: broadcast,
 #      overlapped all-reduce) and compare every loss;
 #   4. run `gpt bench --device cuda` on GPT-2 small (configs/gpt2_small_cuda.json),
-#      --precision fp32, tf32 and bf16;
+#      --precision fp32, tf32 and bf16, and its evaluation memory at 1x-16x
+#      (configs/gpt2_fineweb/softmax.json, RoPE);
 # then print a compact table. About 5-8 minutes on an H200 machine with 16 cores
 # (the build and the parity tests take most of it; each training run and
 # bench row is well under a minute).
@@ -225,7 +226,15 @@ bench_row "bench GPT-2 small tf32" "$logs/bench_tf32.log"
 timeout 300 "$gpt" bench configs/gpt2_small_cuda.json --device cuda --precision bf16 --only gemm,train \
   --steps "$bench_steps" --min-seconds 0.2 >"$logs/bench_bf16.log" 2>&1
 bench_row "bench GPT-2 small bf16" "$logs/bench_bf16.log"
-cat "$logs/bench_fp32.log" "$logs/bench_bf16.log"
+# Evaluation memory of GPT-2 small with RoPE at 1x, 4x and 16x T = 1024 (16K
+# tokens): the same KiB per token at every multiple means no T x T buffer.
+timeout 200 "$gpt" bench configs/gpt2_fineweb/softmax.json --device cuda --precision fp32 --only memory \
+  >"$logs/bench_memory.log" 2>&1
+mem16=$(grep -E '^memory +eval 16x' "$logs/bench_memory.log" | grep -oP 'device memory \K.*')
+if [ -n "$mem16" ]; then
+  row "eval 16K tokens memory" ok "$mem16; 1x: $(grep -E '^memory +eval 1x' "$logs/bench_memory.log" | grep -oP '\(\K[0-9.]+ KiB/token')"
+else failed "eval 16K tokens memory" "log $logs/bench_memory.log"; fi
+cat "$logs/bench_fp32.log" "$logs/bench_bf16.log" "$logs/bench_memory.log"
 
 # ---- table -------------------------------------------------------------------------------
 echo

@@ -23,6 +23,7 @@ bool cuda_available(std::string* why) {
 
 #ifndef GPT_HAVE_CUDA
 std::string cuda_device_name() { return ""; }
+size_t cuda_memory_in_use() { return 0; }
 #endif
 
 std::unique_ptr<Backend<float>> make_backend(const std::string& device, const std::string& precision) {

@@ -189,6 +189,14 @@ bool cuda_device_present(std::string* why) {
   return true;
 }
 
+size_t cuda_memory_in_use() {
+  size_t free = 0, total = 0;
+  if (!cuda_device_present(nullptr) || cudaDeviceSynchronize() != cudaSuccess ||
+      cudaMemGetInfo(&free, &total) != cudaSuccess)
+    return 0;
+  return total - free;
+}
+
 std::string cuda_device_name() {
   cudaDeviceProp prop{};
   if (!cuda_device_present(nullptr) || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "";

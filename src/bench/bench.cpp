@@ -278,6 +278,35 @@ void bench_memory(const Config& cfg, const BenchOptions& opt, Table& t) {
   }
 }
 
+// Inference at each memory multiple on the GPU: one sequence of mult·T
+// tokens, the device memory the pass adds (the inference activations stay
+// allocated afterwards, so the difference after it is what it needed), per
+// token. Constant KiB/token across multiples = no T×T buffer.
+void bench_memory_cuda(const Config& cfg, const BenchOptions& opt, Table& t) {
+  const ModelConfig& m = cfg.model;
+  const double W = matmul_weights(m), MiB = 1024.0 * 1024.0;
+  for (int mult : opt.memory_multiples) {
+    const int L = mult * m.context;
+    const std::string what = "eval " + std::to_string(mult) + "x: 1 sequence of " + std::to_string(L);
+    if (m.position == "learned" && L > m.position_rows()) {
+      t.row("memory", what, "", "", "", "", "skipped: learned positions end at " + std::to_string(m.position_rows()));
+      continue;
+    }
+    ModelBench mb(cfg, resolve_attention(cfg), "cuda", opt.precision);
+    const auto inputs = random_tokens(L, m.vocab_size, 9), targets = random_tokens(L, m.vocab_size, 10);
+    std::vector<float> losses;
+    const double before = static_cast<double>(cuda_memory_in_use());
+    const auto t0 = Clock::now();
+    mb.model->forward_losses(inputs.data(), targets.data(), 1, L, losses);  // downloads: synchronised
+    const double sec = seconds_since(t0);
+    const double after = static_cast<double>(cuda_memory_in_use());
+    t.measured("memory", what, sec, L, 2 * W * L + m.n_layer * attention_forward_flops(1, L, m.n_embd),
+               "device memory +" + Table::fmt("%.1f", (after - before) / MiB) + " MiB for the pass (" +
+                   Table::fmt("%.1f", (after - before) / 1024 / L) + " KiB/token), " +
+                   Table::fmt("%.2f", after / MiB / 1024) + " GiB in use");
+  }
+}
+
 void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& out, double peak) {
   const ModelConfig& m = cfg.model;
   const int C = m.n_embd, NH = m.n_head;
@@ -402,8 +431,8 @@ void run_bench_cuda(const Config& cfg, const BenchOptions& opt, std::ostream& ou
     on_gpu.device = "cuda";  // precision: opt.precision
     bench_model(cfg, on_gpu, t, note);
   }
-  for (const char* part : {"attention", "memory"})
-    if (selected(opt, part)) t.row(part, "(cpu only)", "", "", "", "", "skipped on cuda");
+  if (selected(opt, "memory")) bench_memory_cuda(cfg, opt, t);
+  if (selected(opt, "attention")) t.row("attention", "(cpu only)", "", "", "", "", "skipped on cuda");
   out << "(GFLOP/s above; \"of peak\" is the MFU)\n";
 }
 
