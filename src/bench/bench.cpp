@@ -242,47 +242,18 @@ void bench_model(const Config& cfg, const BenchOptions& opt, Table& t,
   }
 }
 
-void bench_memory(const Config& cfg, const BenchOptions& opt, Table& t) {
-  // Free heap pages left resident by earlier parts would be reused without
-  // raising the RSS and hide buffers from the peak: from here on every
-  // allocation past 256 KiB gets its own mapping, and before each pass
+// Inference at each memory multiple: one sequence of mult·T tokens. On the
+// CPU the process's peak RSS during the pass; on the GPU the device memory
+// the pass adds (the inference activations stay allocated afterwards, so
+// the difference after it is what it needed). Either way per token: the same
+// KiB/token at every multiple means no T×T buffer.
+void bench_memory(const Config& cfg, const BenchOptions& opt, Table& t, bool cuda) {
+  // CPU: free heap pages left resident by earlier parts would be reused
+  // without raising the RSS and hide buffers from the peak: from here on
+  // every allocation past 256 KiB gets its own mapping, and before each pass
   // malloc_trim hands the heap's free pages back to the system. (Set here,
   // not for the whole run: the timed parts should allocate as training does.)
-  mallopt(M_MMAP_THRESHOLD, 256 * 1024);
-  const ModelConfig& m = cfg.model;
-  const double W = matmul_weights(m);
-  for (int mult : opt.memory_multiples) {
-    const int L = mult * m.context;
-    const std::string what = "eval " + std::to_string(mult) + "x: 1 sequence of " + std::to_string(L);
-    if (m.position == "learned" && L > m.position_rows()) {
-      t.row("memory", what, "", "", "", "", "skipped: learned positions end at " + std::to_string(m.position_rows()));
-      continue;
-    }
-    ModelBench mb(cfg, resolve_attention(cfg));
-    const auto inputs = random_tokens(L, m.vocab_size, 9), targets = random_tokens(L, m.vocab_size, 10);
-    std::vector<float> losses;
-    losses.reserve(L);
-    malloc_trim(0);
-    const bool reset = reset_peak_rss();
-    const double before = proc_status_mib("VmRSS:");
-    const auto t0 = Clock::now();
-    mb.model->forward_losses(inputs.data(), targets.data(), 1, L, losses);
-    const double sec = seconds_since(t0);
-    const double peak = proc_status_mib("VmHWM:");
-    std::string note = "peak RSS " + Table::fmt("%.1f", peak) + " MiB";
-    if (reset)
-      note += ", +" + Table::fmt("%.1f", peak - before) + " MiB during the pass (" +
-              Table::fmt("%.1f", (peak - before) * 1024 / L) + " KiB/token)";
-    else note += " (process high-water mark: /proc/self/clear_refs not writable)";
-    t.measured("memory", what, sec, L, 2 * W * L + m.n_layer * attention_forward_flops(1, L, m.n_embd), note);
-  }
-}
-
-// Inference at each memory multiple on the GPU: one sequence of mult·T
-// tokens, the device memory the pass adds (the inference activations stay
-// allocated afterwards, so the difference after it is what it needed), per
-// token. Constant KiB/token across multiples = no T×T buffer.
-void bench_memory_cuda(const Config& cfg, const BenchOptions& opt, Table& t) {
+  if (!cuda) mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   const ModelConfig& m = cfg.model;
   const double W = matmul_weights(m), MiB = 1024.0 * 1024.0;
   for (int mult : opt.memory_multiples) {
@@ -292,18 +263,38 @@ void bench_memory_cuda(const Config& cfg, const BenchOptions& opt, Table& t) {
       t.row("memory", what, "", "", "", "", "skipped: learned positions end at " + std::to_string(m.position_rows()));
       continue;
     }
-    ModelBench mb(cfg, resolve_attention(cfg), "cuda", opt.precision);
+    ModelBench mb(cfg, resolve_attention(cfg), cuda ? "cuda" : "cpu", cuda ? opt.precision : "fp32");
     const auto inputs = random_tokens(L, m.vocab_size, 9), targets = random_tokens(L, m.vocab_size, 10);
     std::vector<float> losses;
-    const double before = static_cast<double>(cuda_memory_in_use());
+    losses.reserve(L);
+    bool reset = false;
+    double before = 0;
+    if (cuda) {
+      before = static_cast<double>(cuda_memory_in_use()) / MiB;
+    } else {
+      malloc_trim(0);
+      reset = reset_peak_rss();
+      before = proc_status_mib("VmRSS:");
+    }
     const auto t0 = Clock::now();
-    mb.model->forward_losses(inputs.data(), targets.data(), 1, L, losses);  // downloads: synchronised
+    mb.model->forward_losses(inputs.data(), targets.data(), 1, L, losses);  // downloads the losses: synchronised
     const double sec = seconds_since(t0);
-    const double after = static_cast<double>(cuda_memory_in_use());
-    t.measured("memory", what, sec, L, 2 * W * L + m.n_layer * attention_forward_flops(1, L, m.n_embd),
-               "device memory +" + Table::fmt("%.1f", (after - before) / MiB) + " MiB for the pass (" +
-                   Table::fmt("%.1f", (after - before) / 1024 / L) + " KiB/token), " +
-                   Table::fmt("%.2f", after / MiB / 1024) + " GiB in use");
+    std::string note;
+    if (cuda) {
+      const double after = static_cast<double>(cuda_memory_in_use()) / MiB;
+      note = "device memory +" + Table::fmt("%.1f", after - before) + " MiB for the pass (" +
+             Table::fmt("%.1f", (after - before) * 1024 / L) + " KiB/token), " + Table::fmt("%.2f", after / 1024) +
+             " GiB in use";
+    } else {
+      const double peak = proc_status_mib("VmHWM:");
+      note = "peak RSS " + Table::fmt("%.1f", peak) + " MiB";
+      if (reset)
+        note += ", +" + Table::fmt("%.1f", peak - before) + " MiB during the pass (" +
+                Table::fmt("%.1f", (peak - before) * 1024 / L) + " KiB/token)";
+      else
+        note += " (process high-water mark: /proc/self/clear_refs not writable)";
+    }
+    t.measured("memory", what, sec, L, 2 * W * L + m.n_layer * attention_forward_flops(1, L, m.n_embd), note);
   }
 }
 
@@ -431,7 +422,7 @@ void run_bench_cuda(const Config& cfg, const BenchOptions& opt, std::ostream& ou
     on_gpu.device = "cuda";  // precision: opt.precision
     bench_model(cfg, on_gpu, t, note);
   }
-  if (selected(opt, "memory")) bench_memory_cuda(cfg, opt, t);
+  if (selected(opt, "memory")) bench_memory(cfg, opt, t, true);
   if (selected(opt, "attention")) t.row("attention", "(cpu only)", "", "", "", "", "skipped on cuda");
   out << "(GFLOP/s above; \"of peak\" is the MFU)\n";
 }
@@ -499,7 +490,7 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
     t.row("peak", "square " + std::to_string(opt.square) + "^3 GEMM", "", "", Table::fmt("%.1f", peak), "100%", "");
   }
   if (selected(opt, "train") || selected(opt, "eval")) bench_model(cfg, opt, t);
-  if (selected(opt, "memory")) bench_memory(cfg, opt, t);
+  if (selected(opt, "memory")) bench_memory(cfg, opt, t, false);
   if (selected(opt, "attention")) bench_attention(cfg, opt, out, peak);
   if (selected(opt, "cuda-attention")) {
     CudaAttentionBenchOptions copt;

@@ -423,55 +423,44 @@ struct Ref {
 
 double operand(float x, bool rounded) { return rounded ? double(round_to_bf16(x)) : double(x); }
 
-// out (N,OC) = inp (N,C) · Wᵀ (W: OC×C).
-Ref forward(const std::vector<float>& inp, const std::vector<float>& w, int N, int C, int OC, bool rounded) {
-  Ref r{std::vector<double>(size_t(N) * OC), std::vector<double>(size_t(N) * OC)};
-  for (int n = 0; n < N; ++n)
-    for (int o = 0; o < OC; ++o) {
+// r(i,j) = Σ_k a(i,k)·b(j,k) in double, and Σ_k |a(i,k)·b(j,k)|, for i < rows,
+// j < cols, k < K; the operands rounded to bf16 first when asked.
+template <typename A, typename B>
+Ref product(int rows, int cols, int K, A a, B b, bool rounded) {
+  Ref r{std::vector<double>(size_t(rows) * cols), std::vector<double>(size_t(rows) * cols)};
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
       double v = 0, m = 0;
-      for (int c = 0; c < C; ++c) {
-        const double t = operand(inp[size_t(n) * C + c], rounded) * operand(w[size_t(o) * C + c], rounded);
+      for (int k = 0; k < K; ++k) {
+        const double t = operand(a(i, k), rounded) * operand(b(j, k), rounded);
         v += t;
         m += std::abs(t);
       }
-      r.val[size_t(n) * OC + o] = v;
-      r.mag[size_t(n) * OC + o] = m;
+      r.val[size_t(i) * cols + j] = v;
+      r.mag[size_t(i) * cols + j] = m;
     }
   return r;
+}
+
+// out (N,OC) = inp (N,C) · Wᵀ (W: OC×C).
+Ref forward(const std::vector<float>& inp, const std::vector<float>& w, int N, int C, int OC, bool rounded) {
+  return product(
+      N, OC, C, [&](int n, int c) { return inp[size_t(n) * C + c]; }, [&](int o, int c) { return w[size_t(o) * C + c]; },
+      rounded);
 }
 
 // dinp (N,C) = dout (N,OC) · W (OC×C).
 Ref dinp(const std::vector<float>& dout, const std::vector<float>& w, int N, int C, int OC, bool rounded) {
-  Ref r{std::vector<double>(size_t(N) * C), std::vector<double>(size_t(N) * C)};
-  for (int n = 0; n < N; ++n)
-    for (int c = 0; c < C; ++c) {
-      double v = 0, m = 0;
-      for (int o = 0; o < OC; ++o) {
-        const double t = operand(dout[size_t(n) * OC + o], rounded) * operand(w[size_t(o) * C + c], rounded);
-        v += t;
-        m += std::abs(t);
-      }
-      r.val[size_t(n) * C + c] = v;
-      r.mag[size_t(n) * C + c] = m;
-    }
-  return r;
+  return product(
+      N, C, OC, [&](int n, int o) { return dout[size_t(n) * OC + o]; },
+      [&](int c, int o) { return w[size_t(o) * C + c]; }, rounded);
 }
 
 // dW (OC,C) = doutᵀ (OC×N) · inp (N×C).
 Ref dweight(const std::vector<float>& dout, const std::vector<float>& inp, int N, int C, int OC, bool rounded) {
-  Ref r{std::vector<double>(size_t(OC) * C), std::vector<double>(size_t(OC) * C)};
-  for (int o = 0; o < OC; ++o)
-    for (int c = 0; c < C; ++c) {
-      double v = 0, m = 0;
-      for (int n = 0; n < N; ++n) {
-        const double t = operand(dout[size_t(n) * OC + o], rounded) * operand(inp[size_t(n) * C + c], rounded);
-        v += t;
-        m += std::abs(t);
-      }
-      r.val[size_t(o) * C + c] = v;
-      r.mag[size_t(o) * C + c] = m;
-    }
-  return r;
+  return product(
+      OC, C, N, [&](int o, int n) { return dout[size_t(n) * OC + o]; },
+      [&](int c, int n) { return inp[size_t(n) * C + c]; }, rounded);
 }
 
 // |gpu[i] - (c0[i] + ref.val[i])| <= kAccRel·(ref.mag[i] + |c0[i]|) + kAccAbs for every i
