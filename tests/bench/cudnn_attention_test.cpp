@@ -60,7 +60,9 @@ TEST(CudnnSdpa, NoDeviceIsAMessageNotACrash) {
   CudnnSdpaTimes t;
   EXPECT_NO_THROW(t = time_cudnn_sdpa(1, 256, 2, 64, 0.0));
   EXPECT_FALSE(t.error.empty());
-  if (cudnn_sdpa_in_build()) EXPECT_NE(t.error.find("no CUDA device"), std::string::npos) << t.error;
+  if (cudnn_sdpa_in_build()) {
+    EXPECT_NE(t.error.find("no CUDA device"), std::string::npos) << t.error;
+  }
 }
 
 TEST(CudaCudnnSdpa, ForwardMatchesADoublePrecisionReference) {
