@@ -31,7 +31,7 @@ trap 'rm -rf "$tmp"' EXIT
 echo "downloading nvidia-cudnn-frontend==$version from PyPI (headers only)"
 # Any manylinux wheel carries the same headers; the Python version and the
 # platform are fixed so that pip picks one whatever the local Python is.
-if ! timeout 300 python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
+if ! timeout 300 python3 -m pip download --quiet --retries 2 --timeout 20 --no-deps --only-binary=:all: --python-version 3.11 \
        --platform manylinux_2_28_x86_64 "nvidia-cudnn-frontend==$version" -d "$tmp" >"$tmp/pip.log" 2>&1; then
   echo "error: could not download nvidia-cudnn-frontend==$version with pip (no network, no PyPI access or no such version?):" >&2
   tail -n 3 "$tmp/pip.log" | sed 's/^/  /' >&2
