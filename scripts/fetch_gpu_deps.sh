@@ -3,8 +3,10 @@
 # Debian packages (apt-get download, no installation, no root needed beyond
 # apt's package lists) of nlohmann-json, spdlog + fmt, CLI11, GoogleTest and
 # PCRE2 with the shared libraries they link to, and unpacks them with
-# `dpkg -x` into third_party/deb/ (git-ignored). Run it on a Debian machine
-# with network access; the folder then travels to the GPU machine (see
+# `dpkg -x` into third_party/deb/ (git-ignored); and NVIDIA's header-only
+# cudnn-frontend into third_party/cudnn_frontend/ (scripts/fetch_cudnn_frontend.sh;
+# optional: only a warning when it fails). Run it on a Debian machine
+# with network access; the folders then travel to the GPU machine (see
 # docs/gpu.md), which needs neither network nor these packages.
 #
 # usage: scripts/fetch_gpu_deps.sh [OUT_DIR]      (default third_party/deb)
@@ -42,3 +44,6 @@ rm -rf "$out/usr/share/doc" "$out/usr/share/man" "$out/usr/share/lintian" "$out/
 (cd "$tmp" && for f in *.deb; do dpkg-deb -f "$f" Package Version | paste -sd' '; done) > "$out/PACKAGES"
 echo "unpacked into $out ($(du -sh "$out" | cut -f1)):"
 sed 's/^/  /' "$out/PACKAGES"
+# cuDNN's fused attention as the reference of gpt bench (optional).
+scripts/fetch_cudnn_frontend.sh ||
+  echo "warning: cudnn-frontend not fetched; the GPU build will leave the cuDNN comparison out" >&2

@@ -16,7 +16,11 @@
 #   4. run `gpt bench --device cuda` on GPT-2 small (configs/gpt2_small_cuda.json),
 #      --precision fp32, tf32 and bf16, and its evaluation memory at 1x-16x
 #      (configs/gpt2_fineweb/softmax.json, RoPE);
-# then print a compact table. About 5-8 minutes on an H200 machine with 16 cores
+#   5. time the softmax and lssar attention kernels at T = 1K-16K against cuDNN's
+#      fused attention (bf16; cuDNN from the toolkit or the image's Python
+#      package nvidia-cudnn-cu13, cudnn-frontend from third_party/cudnn_frontend/):
+#      our softmax time over cuDNN's per T;
+# then print a compact table. About 6-9 minutes on an H200 machine with 16 cores
 # (the build and the parity tests take most of it; each training run and
 # bench row is well under a minute).
 # Logs go to build-gpu/check/. Exit status 0 only if every step passed.
@@ -42,7 +46,8 @@ start=$(date +%s)
 
 declare -a rows=()
 status=0
-row() { rows+=("$(printf '%-28s %-8s %s' "$1" "$2" "$3")"); }
+# Each row is printed when it is made too, so a run cut short still shows them.
+row() { rows+=("$(printf '%-28s %-8s %s' "$1" "$2" "$3")"); echo "-- ${rows[-1]}"; }
 failed() { status=1; row "$1" FAIL "$2"; }
 elapsed() { echo "$(( $(date +%s) - $1 ))s"; }
 
@@ -76,8 +81,23 @@ if [ ! -f "$(dirname "$(command -v nvcc)")/../include/nccl.h" ] && [ ! -f /usr/i
     nccl_from="nowhere"
   fi
 fi
+# cuDNN (gpt bench's reference for attention): CMake finds the toolkit's; where
+# the toolkit has none, the image's Python package nvidia-cudnn-cu13.
+cudnn_args=()
+cudnn_from="the CUDA toolkit"
+if [ ! -f "$(dirname "$(command -v nvcc)")/../include/cudnn.h" ] && [ ! -f /usr/include/cudnn.h ]; then
+  cdir=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+  clib=$(ls "$cdir"/lib/libcudnn.so* 2>/dev/null | head -1)
+  if [ -n "$cdir" ] && [ -f "$cdir/include/cudnn.h" ] && [ -n "$clib" ]; then
+    cudnn_args=(-DCUDNN_INCLUDE_DIR="$cdir/include" -DCUDNN_LIBRARY="$clib")
+    export LD_LIBRARY_PATH="$cdir/lib:$LD_LIBRARY_PATH"
+    cudnn_from="Python's nvidia-cudnn ($cdir)"
+  else
+    cudnn_from="nowhere"
+  fi
+fi
 mkdir -p "$logs"
-echo "== gpu_check: $(nvcc --version | tail -1), $(cmake --version | head -1), $jobs jobs, deps $deps, NCCL from $nccl_from"
+echo "== gpu_check: $(nvcc --version | tail -1), $(cmake --version | head -1), $jobs jobs, deps $deps, NCCL from $nccl_from, cuDNN from $cudnn_from"
 
 # ---- 1. configure + build --------------------------------------------------------------
 t0=$(date +%s)
@@ -87,7 +107,7 @@ if cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_MPI=OFF
      -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
      -Dnlohmann_json_DIR="$deps/usr/share/cmake/nlohmann_json" -DCLI11_DIR="$deps/usr/share/cmake/CLI11" \
      -Dspdlog_DIR="$libdir/cmake/spdlog" -Dfmt_DIR="$libdir/cmake/fmt" -DGTest_DIR="$libdir/cmake/GTest" \
-     ${nccl_args[@]+"${nccl_args[@]}"} \
+     ${nccl_args[@]+"${nccl_args[@]}"} ${cudnn_args[@]+"${cudnn_args[@]}"} \
      >"$logs/configure.log" 2>&1 &&
    cmake --build "$build" -j"$jobs" --target gpt gpt_tests >"$logs/build.log" 2>&1; then
   row "build (CUDA sm_$arch)" ok "$(elapsed "$t0"), log $logs/build.log"
@@ -104,6 +124,17 @@ if [ $have_nccl = 1 ]; then row "NCCL" ok "$(grep -oP 'gpt: NCCL \K[0-9.]+' "$lo
 else
   row "NCCL" skip "not found (CUDA toolkit, nvidia-nccl-cu13): the NCCL tests and run are left out"
   [ -n "${GPU_TEST_FILTER:-}" ] || filter=${filter//Nccl.\*:/}
+fi
+have_cudnn=0
+grep -q "gpt: cuDNN .* found" "$logs/configure.log" && have_cudnn=1
+if [ $have_cudnn = 1 ]; then
+  row "cuDNN" ok "$(grep -oP 'gpt: cuDNN \K[0-9.]+' "$logs/configure.log") from $cudnn_from, cudnn-frontend $(grep -oP 'cudnn-frontend \K[0-9.]+' "$logs/configure.log")"
+else
+  row "cuDNN" skip "$(grep -oP 'left out of gpt bench \(\K.*(?=\))' "$logs/configure.log" | head -1)"
+  # Its tests would only skip, which counts as a failure here.
+  if [ -z "${GPU_TEST_FILTER:-}" ]; then
+    case "$filter" in *-*) filter="$filter:CudaCudnnSdpa.*" ;; *) filter="$filter-CudaCudnnSdpa.*" ;; esac
+  fi
 fi
 "$gpt" info | tee "$logs/info.log"
 device=$(grep -m1 '^cuda:0' "$logs/info.log" | sed 's/^cuda:0 //; s/,.*//')
@@ -235,6 +266,30 @@ if [ -n "$mem16" ]; then
   row "eval 16K tokens memory" ok "$mem16; 1x: $(grep -E '^memory +eval 1x' "$logs/bench_memory.log" | grep -oP '\(\K[0-9.]+ KiB/token')"
 else failed "eval 16K tokens memory" "log $logs/bench_memory.log"; fi
 cat "$logs/bench_fp32.log" "$logs/bench_bf16.log" "$logs/bench_memory.log"
+
+# ---- 5. attention kernels against cuDNN's fused attention, T = 1K-16K ----------------------
+# Rows "cudnn-bf16 T B fwd-ms TFLOP/s fwd+bwd-ms TFLOP/s fwd-ratio f+b-ratio" of
+# src/bench/cuda_attention_bench.cpp, or "cudnn-bf16 T B cuDNN: error". A report,
+# not a pass/fail on speed (the goal: forward ratio at most 2).
+t0=$(date +%s)
+timeout 300 "$gpt" bench --device cuda --only cuda-attention --presets softmax,lssar \
+  >"$logs/bench_attention.log" 2>&1
+rc=$?
+ratios=$(awk '$1 == "cudnn-bf16" && $4 != "cuDNN:" { printf "%s%dK %s/%s", sep, $2 / 1024, $8, $9; sep = ", " }' \
+  "$logs/bench_attention.log")
+cerr=$(awk '$1 == "cudnn-bf16" && $4 == "cuDNN:" { t = $2; $1 = $2 = $3 = $4 = ""; sub(/^ +/, ""); print "T=" t ": " $0; exit }' \
+  "$logs/bench_attention.log")
+if [ $rc -ne 0 ] || ! grep -qE '^softmax +[0-9]' "$logs/bench_attention.log"; then
+  failed "bench attention vs cuDNN" "rc $rc; log $logs/bench_attention.log"
+  tail -n 5 "$logs/bench_attention.log" | sed 's/^/    /'
+elif [ $have_cudnn = 0 ]; then
+  row "bench attention vs cuDNN" skip "cuDNN not in this build; kernels timed, log $logs/bench_attention.log"
+elif [ -n "$cerr" ] || [ -z "$ratios" ]; then
+  failed "bench attention vs cuDNN" "${cerr:-no cuDNN rows}; log $logs/bench_attention.log"
+else
+  row "bench attention vs cuDNN" ok "softmax/cuDNN time fwd/f+b: $ratios ($(elapsed "$t0"))"
+fi
+sed -n '/^attention on/,$p' "$logs/bench_attention.log"
 
 # ---- table -------------------------------------------------------------------------------
 echo

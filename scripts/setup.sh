@@ -28,6 +28,15 @@ if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ] && [ -z 
   export CUDACXX=/usr/local/cuda/bin/nvcc
 fi
 
+# cuDNN's fused attention, the reference of `gpt bench --only cuda-attention`,
+# needs NVIDIA's header-only cudnn-frontend (from PyPI, into
+# third_party/cudnn_frontend/). Optional: without network the build leaves
+# the comparison out.
+if command -v nvcc >/dev/null 2>&1 || [ -n "${CUDACXX:-}" ]; then
+  scripts/fetch_cudnn_frontend.sh ||
+    echo "setup: warning: cudnn-frontend not fetched; gpt bench will not compare with cuDNN's fused attention" >&2
+fi
+
 BUILD_DIR=${BUILD_DIR:-build}
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
   cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release

@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 
+#include "bench/cudnn_attention.h"
 #include "config/attention.h"
 #include "core/check.h"
 #include "kernels/attention_spec.h"
@@ -83,6 +84,49 @@ double best_gpu_seconds(F&& f, double min_seconds) {
   return best;
 }
 
+// cuDNN's fused causal softmax attention at the same shapes, and our softmax
+// kernel's times over cuDNN's (bench/cudnn_attention.h). A failure is a row
+// of the table ("cuDNN: ..."), never an abort of the bench.
+void bench_cudnn_reference(const CudaAttentionBenchOptions& opt, const std::vector<double>& softmax_f,
+                           const std::vector<double>& softmax_fb, std::ostream& out) {
+  const int C = opt.n_embd, NH = opt.n_head, D = C / NH;
+  out << "\nreference: cuDNN fused attention (sdpa), causal softmax, scale 1/sqrt(" << D
+      << "), same B, T and heads; cuDNN runs bf16 Q, K, V, O (float32 statistics and accumulation) while our "
+         "kernels run float32, so the ratios compare across precisions. \"ratio\": our softmax preset's time over "
+         "cuDNN's (goal for the forward: at most 2).\n";
+  if (!cudnn_sdpa_in_build()) {
+    out << "cuDNN: " << cudnn_sdpa_description() << "\n";
+    return;
+  }
+  out << cudnn_sdpa_description() << "\n";
+  char buf[512];
+  std::snprintf(buf, sizeof buf, "%-10s %6s %3s %10s %8s %12s %8s %10s %10s\n", "reference", "T", "B", "fwd ms",
+                "TFLOP/s", "fwd+bwd ms", "TFLOP/s", "fwd ratio", "f+b ratio");
+  out << buf << std::string(85, '-') << "\n" << std::flush;
+  for (size_t ci = 0; ci < opt.contexts.size(); ++ci) {
+    const int Tn = opt.contexts[ci], B = std::max(1, opt.tokens / Tn);
+    if (C % NH != 0) {
+      std::snprintf(buf, sizeof buf, "%-10s %6d %3d cuDNN: C=%d is not a multiple of %d heads\n", "cudnn-bf16", Tn, B,
+                    C, NH);
+      out << buf;
+      continue;
+    }
+    const CudnnSdpaTimes t = time_cudnn_sdpa(B, Tn, NH, D, opt.min_seconds);
+    if (!t.error.empty() || !(t.fwd_s > 0) || !(t.fwd_bwd_s > 0)) {
+      out << "cudnn-bf16 " << Tn << " " << B << " cuDNN: " << (t.error.empty() ? "no time measured" : t.error) << "\n"
+          << std::flush;
+      continue;
+    }
+    const double flops = 2.0 * B * C * static_cast<double>(Tn) * (Tn + 1);
+    char rf[32] = "-", rfb[32] = "-";
+    if (softmax_f[ci] > 0) std::snprintf(rf, sizeof rf, "%.2f", softmax_f[ci] / t.fwd_s);
+    if (softmax_fb[ci] > 0) std::snprintf(rfb, sizeof rfb, "%.2f", softmax_fb[ci] / t.fwd_bwd_s);
+    std::snprintf(buf, sizeof buf, "%-10s %6d %3d %10.3f %8.2f %12.3f %8.2f %10s %10s\n", "cudnn-bf16", Tn, B,
+                  t.fwd_s * 1e3, flops / t.fwd_s / 1e12, t.fwd_bwd_s * 1e3, 3 * flops / t.fwd_bwd_s / 1e12, rf, rfb);
+    out << buf << std::flush;
+  }
+}
+
 }  // namespace
 
 void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream& out) {
@@ -112,7 +156,7 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
   m.context = opt.trained_context;
   m.n_embd = C;
   m.n_head = NH;
-  std::vector<double> softmax_fb(opt.contexts.size(), 0.0);
+  std::vector<double> softmax_f(opt.contexts.size(), 0.0), softmax_fb(opt.contexts.size(), 0.0);
   for (const std::string& name : names) {
     AttentionConfig ac;
     ac.preset = name;
@@ -135,7 +179,10 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
       };
       const double f_sec = best_gpu_seconds(fwd, opt.min_seconds), fb_sec = best_gpu_seconds(fb, opt.min_seconds);
       const double flops = 2.0 * B * C * static_cast<double>(Tn) * (Tn + 1);
-      if (name == "softmax") softmax_fb[ci] = fb_sec;
+      if (name == "softmax") {
+        softmax_f[ci] = f_sec;
+        softmax_fb[ci] = fb_sec;
+      }
       char ratio[32] = "-";
       if (softmax_fb[ci] > 0) std::snprintf(ratio, sizeof ratio, "%.2f", fb_sec / softmax_fb[ci]);
       std::snprintf(buf, sizeof buf, "%-10s %6d %3d %10.3f %8.2f %12.3f %8.2f %10s\n", name.c_str(), Tn, B,
@@ -143,7 +190,7 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
       out << buf << std::flush;
     }
   }
-  out << "cuDNN fused attention is not compared: not implemented (needs the cuDNN graph API).\n";
+  bench_cudnn_reference(opt, softmax_f, softmax_fb, out);
 }
 
 #endif  // GPT_HAVE_CUDA

@@ -2,6 +2,9 @@
 // (kernels/cuda/attention.cu) per preset, forward and forward+backward, at
 // long contexts with a fixed number of tokens per call (B·T), GPT-2 small's
 // width: time, achieved TFLOP/s and the time relative to the softmax preset.
+// Then cuDNN's fused causal softmax attention at the same shapes as a
+// reference (bench/cudnn_attention.h; bf16, where our kernels run float32)
+// and our softmax preset's time over cuDNN's, or a row saying why not.
 // A benchmark, not a test: nothing here asserts a speed.
 #pragma once
 #include <ostream>
