@@ -51,6 +51,8 @@ CudnnSdpaCheck check_cudnn_sdpa_forward(int, int, int, int) {
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/bf16_round.h"
+
 namespace gpt {
 
 namespace {
@@ -123,27 +125,12 @@ class CudaEvent {
   cudaEvent_t e_ = nullptr;
 };
 
-// bf16 bits of a finite float, rounded to nearest even; and back.
-uint16_t to_bf16(float x) {
-  uint32_t u = 0;
-  std::memcpy(&u, &x, sizeof u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-float from_bf16(uint16_t b) {
-  const uint32_t u = static_cast<uint32_t>(b) << 16;
-  float x = 0;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-}
-
 // n bf16 values uniform in [-scale, scale].
 std::vector<uint16_t> random_bf16(size_t n, uint32_t seed, float scale) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-scale, scale);
   std::vector<uint16_t> h(n);
-  for (uint16_t& x : h) x = to_bf16(u(rng));
+  for (uint16_t& x : h) x = round_to_bf16_bits(u(rng));
   return h;
 }
 
@@ -397,7 +384,8 @@ CudnnSdpaCheck check_cudnn_sdpa_forward(int B, int T, int NH, int D) {
           for (int64_t j = 0; j <= i; ++j) {
             const size_t kj = static_cast<size_t>((b * s.T + j) * 3 * C + C + h * D);
             double dot = 0;
-            for (int d = 0; d < D; ++d) dot += static_cast<double>(from_bf16(qkv[qi + d])) * from_bf16(qkv[kj + d]);
+            for (int d = 0; d < D; ++d)
+              dot += static_cast<double>(bf16_bits_to_float(qkv[qi + d])) * bf16_bits_to_float(qkv[kj + d]);
             p[j] = dot * scale;
             m = std::max(m, p[j]);
           }
@@ -407,11 +395,11 @@ CudnnSdpaCheck check_cudnn_sdpa_forward(int B, int T, int NH, int D) {
             const size_t vj = static_cast<size_t>((b * s.T + j) * 3 * C + 2 * C + h * D);
             const double w = std::exp(p[j] - m);
             z += w;
-            for (int d = 0; d < D; ++d) acc[d] += w * from_bf16(qkv[vj + d]);
+            for (int d = 0; d < D; ++d) acc[d] += w * bf16_bits_to_float(qkv[vj + d]);
           }
           const size_t oi = static_cast<size_t>((b * s.T + i) * C + h * D);
           for (int d = 0; d < D; ++d) {
-            const double got = from_bf16(out[oi + d]);
+            const double got = bf16_bits_to_float(out[oi + d]);
             const double err = std::isfinite(got) ? std::abs(got - acc[d] / z) : std::numeric_limits<double>::infinity();
             worst = std::max(worst, err);
           }
