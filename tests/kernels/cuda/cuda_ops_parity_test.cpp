@@ -78,6 +78,60 @@ void expect_close(const std::vector<float>& gpu, const std::vector<float>& cpu, 
   EXPECT_LE(worst, tol) << what << ": worst at " << at << ": gpu " << gpu[at] << " cpu " << cpu[at];
 }
 
+// A tiny GPT (2 layers, 4 heads, C = 32, RoPE, softmax) on the CPU and on a
+// CUDA backend from the same initialisation, trained with AdamW on the same
+// random batches, one step at a time.
+struct TinyModelPair {
+  static ModelConfig model_config() {
+    ModelConfig mc;
+    mc.n_layer = 2;
+    mc.n_head = 4;
+    mc.n_embd = 32;
+    mc.vocab_size = 50;
+    mc.context = 16;
+    mc.position = "rope";
+    return mc;
+  }
+  static TrainConfig train_config() {
+    TrainConfig tc;
+    tc.lr = 1e-3;
+    return tc;
+  }
+  TinyModelPair(Backend<float>& cpu, Backend<float>& gpu)
+      : mc(model_config()),
+        tc(train_config()),
+        spec(resolve_attention(AttentionConfig{}, mc)),
+        on_cpu(mc, spec, cpu),
+        on_gpu(mc, spec, gpu),
+        opt_cpu(on_cpu, tc),
+        opt_gpu(on_gpu, tc) {
+    on_cpu.init(5);
+    on_gpu.set_params(on_cpu.get_params());
+  }
+  // Training step s (B = 4 sequences of T = 16) on both: {cpu loss, gpu loss}.
+  std::pair<double, double> step(int s) {
+    const int B = 4, T = mc.context;
+    const auto ids = random_ids(size_t(B) * T + 1, mc.vocab_size, 100 + s);
+    const std::vector<int32_t> in(ids.begin(), ids.end() - 1), tg(ids.begin() + 1, ids.end());
+    double losses[2];
+    int k = 0;
+    for (auto [model, opt] : {std::pair{&on_cpu, &opt_cpu}, std::pair{&on_gpu, &opt_gpu}}) {
+      model->zero_grad();
+      losses[k++] = model->forward(in.data(), tg.data(), B, T);
+      model->backward();
+      opt->clip(1.0);
+      opt->step(tc.lr);
+    }
+    return {losses[0], losses[1]};
+  }
+
+  ModelConfig mc;
+  TrainConfig tc;
+  AttentionSpec spec;
+  GPT<float> on_cpu, on_gpu;
+  AdamW<float> opt_cpu, opt_gpu;
+};
+
 class CudaOps : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -313,36 +367,15 @@ TEST_F(CudaOps, AttentionThroughBackend) {
 // A tiny GPT trained a few AdamW steps on each backend from the same
 // initialisation: the same losses, then the same evaluation losses.
 TEST_F(CudaOps, TinyModelTrainsLikeCpu) {
-  ModelConfig mc;
-  mc.n_layer = 2;
-  mc.n_head = 4;
-  mc.n_embd = 32;
-  mc.vocab_size = 50;
-  mc.context = 16;
-  mc.position = "rope";
-  TrainConfig tc;
-  tc.lr = 1e-3;
-  AttentionConfig ac;
-  const AttentionSpec spec = resolve_attention(ac, mc);
-  const int B = 4, T = mc.context, steps = 4;
-  GPT<float> on_cpu(mc, spec, *cpu_), on_gpu(mc, spec, *gpu_);
-  on_cpu.init(5);
-  on_gpu.set_params(on_cpu.get_params());
-  AdamW<float> opt_cpu(on_cpu, tc), opt_gpu(on_gpu, tc);
-  for (int s = 0; s < steps; ++s) {
-    const auto ids = random_ids(size_t(B) * T + 1, mc.vocab_size, 100 + s);
-    const std::vector<int32_t> in(ids.begin(), ids.end() - 1), tg(ids.begin() + 1, ids.end());
-    double losses[2];
-    int k = 0;
-    for (auto [model, opt] : {std::pair{&on_cpu, &opt_cpu}, std::pair{&on_gpu, &opt_gpu}}) {
-      model->zero_grad();
-      losses[k++] = model->forward(in.data(), tg.data(), B, T);
-      model->backward();
-      opt->clip(1.0);
-      opt->step(tc.lr);
-    }
-    EXPECT_NEAR(losses[1], losses[0], 1e-4 * losses[0]) << "step " << s;
+  TinyModelPair p(*cpu_, *gpu_);
+  for (int s = 0; s < 4; ++s) {
+    const auto [cpu, gpu] = p.step(s);
+    EXPECT_NEAR(gpu, cpu, 1e-4 * cpu) << "step " << s;
   }
+  const ModelConfig& mc = p.mc;
+  const int T = mc.context;
+  GPT<float>& on_cpu = p.on_cpu;
+  GPT<float>& on_gpu = p.on_gpu;
   const auto ids = random_ids(size_t(2) * 2 * T + 1, mc.vocab_size, 99);
   const std::vector<int32_t> in(ids.begin(), ids.end() - 1), tg(ids.begin() + 1, ids.end());
   std::vector<float> lc, lg;
@@ -684,36 +717,11 @@ TEST_F(CudaBf16, DeviceRoundingIsTheHostRoundingBitForBit) {
 // effect of the bf16 rounding (within 2e-2 relative here; float32 on both
 // sides agrees to 1e-4, TinyModelTrainsLikeCpu).
 TEST_F(CudaBf16, TinyModelTrainsCloseToFloat32) {
-  ModelConfig mc;
-  mc.n_layer = 2;
-  mc.n_head = 4;
-  mc.n_embd = 32;
-  mc.vocab_size = 50;
-  mc.context = 16;
-  mc.position = "rope";
-  TrainConfig tc;
-  tc.lr = 1e-3;
-  AttentionConfig ac;
-  const AttentionSpec spec = resolve_attention(ac, mc);
-  const int B = 4, T = mc.context, steps = 4;
-  GPT<float> on_cpu(mc, spec, *cpu_), on_gpu(mc, spec, *bf16_);
-  on_cpu.init(5);
-  on_gpu.set_params(on_cpu.get_params());
-  AdamW<float> opt_cpu(on_cpu, tc), opt_gpu(on_gpu, tc);
-  for (int s = 0; s < steps; ++s) {
-    const auto ids = random_ids(size_t(B) * T + 1, mc.vocab_size, 100 + s);
-    const std::vector<int32_t> in(ids.begin(), ids.end() - 1), tg(ids.begin() + 1, ids.end());
-    double losses[2];
-    int k = 0;
-    for (auto [model, opt] : {std::pair{&on_cpu, &opt_cpu}, std::pair{&on_gpu, &opt_gpu}}) {
-      model->zero_grad();
-      losses[k++] = model->forward(in.data(), tg.data(), B, T);
-      model->backward();
-      opt->clip(1.0);
-      opt->step(tc.lr);
-    }
-    ASSERT_TRUE(std::isfinite(losses[1])) << "step " << s;
-    EXPECT_NEAR(losses[1], losses[0], 2e-2 * losses[0]) << "step " << s;
+  TinyModelPair p(*cpu_, *bf16_);
+  for (int s = 0; s < 4; ++s) {
+    const auto [cpu, gpu] = p.step(s);
+    ASSERT_TRUE(std::isfinite(gpu)) << "step " << s;
+    EXPECT_NEAR(gpu, cpu, 2e-2 * cpu) << "step " << s;
   }
 }
 
