@@ -246,6 +246,15 @@ GPT_HD inline T sharpen_grad(T w, T t, T g, T D, T p) {
   return t > T(0) ? p * w / t * (g - D) : T(0);
 }
 
+// A row is sharpened only when its largest t exceeds this. t = i·a − o with
+// a = u/Z, and Z sums up to i float32 terms, so a t_max this small is at the
+// level of rounding and cannot tell which keys beat their uniform share (a
+// share within 0.01% of uniform counts as uniform). Sharpening such a row
+// would let rounding pick the weights, send gradients of size ~p/t_max, and
+// let two backends (or fused and unfused arithmetic) take different branches;
+// the row keeps its stage-4 weights instead, as an exactly uniform row does.
+constexpr double kSharpenMinTMax = 1e-4;
+
 // ---- one row, from the saved statistics -------------------------------------------
 // Everything the element-wise chain x -> a -> w needs besides x.
 template <typename T>
@@ -254,10 +263,10 @@ struct Row {
   T inv_z = 1;  // stage 4
   T i = 1;      // 1-based row index, as T
   T offset = 0; // o_i
-  T t_max = 0;  // max_j (i·a_ij − o_i); sharpening acts only when > 0
+  T t_max = 0;  // max_j (i·a_ij − o_i); sharpening acts only when > kSharpenMinTMax
   T inv_r = 0;  // 1 / Σ_j r_ij
   T p = 0;
-  bool sharpen = false;  // sharpening on and t_max > 0
+  bool sharpen = false;  // sharpening on and t_max > kSharpenMinTMax
 
   GPT_HD T u(const AttentionSpec& s, T x) const { return positivity(s.positivity, x - shift); }
   GPT_HD T a(const AttentionSpec& s, T x) const { return u(s, x) * inv_z; }
@@ -276,7 +285,7 @@ GPT_HD inline Row<T> row_from_stats(const AttentionSpec& s, int i, const T* st) 
   r.offset = T(sharpen_offset(s, i));
   r.t_max = r.i * st[2] - r.offset;
   r.p = T(s.p);
-  r.sharpen = s.sharpened() && r.t_max > T(0);
+  r.sharpen = s.sharpened() && r.t_max > T(kSharpenMinTMax);
   r.inv_r = r.sharpen ? T(1) / st[3] : T(0);
   return r;
 }

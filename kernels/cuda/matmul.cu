@@ -197,8 +197,9 @@ void Matmul::forward(float* out, const float* inp, const float* weight, const fl
   if (N > 0 && OC > 0 && C > 0) {
     const Operand w = operand(0, weight, OC, C, stream), x = operand(1, inp, N, C, stream);
     gemm(true, false, OC, N, C, w, x, out, OC, 0.0f, stream);
-  } else {
-    gemm(true, false, OC, N, C, {weight, C}, {inp, C}, out, OC, 0.0f, stream);  // the shape checks of gemm
+  } else if (N > 0 && OC > 0) {
+    // No inputs (C = 0): out = 0 (+ bias), as the CPU kernel.
+    GPT_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(N) * OC * sizeof(float), stream));
   }
   if (bias) bias_add(out, bias, N, OC, stream);
 }

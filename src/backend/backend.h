@@ -78,11 +78,11 @@ std::unique_ptr<Backend<float>> make_backend(const std::string& device, const st
 // ("built without CUDA", the driver's message, "no device visible").
 bool cuda_available(std::string* why = nullptr);
 
-// Name of CUDA device 0 (e.g. "NVIDIA H200"); empty without CUDA or a device.
+// Name of the current CUDA device (e.g. "NVIDIA H200"); empty without CUDA or a device.
 std::string cuda_device_name();
 
-// Bytes of CUDA device 0's memory in use (total - free, all processes), after
-// waiting for the device; 0 without CUDA or a device.
+// Bytes of the current CUDA device's memory in use (total - free, all
+// processes), after waiting for the device; 0 without CUDA or a device.
 size_t cuda_memory_in_use();
 
 // Owning buffer of backend memory.

@@ -199,7 +199,10 @@ size_t cuda_memory_in_use() {
 
 std::string cuda_device_name() {
   cudaDeviceProp prop{};
-  if (!cuda_device_present(nullptr) || cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return "";
+  int device = 0;
+  if (!cuda_device_present(nullptr) || cudaGetDevice(&device) != cudaSuccess ||
+      cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+    return "";
   return prop.name;
 }
 
@@ -211,7 +214,8 @@ std::unique_ptr<Backend<float>> make_cuda_backend(const std::string& precision) 
   else GPT_CHECK(precision == "fp32", "run.precision \"", precision, "\" is not a precision; valid: fp32, tf32, bf16");
   std::string why;
   if (!cuda_device_present(&why)) fail("run.device \"cuda\": no CUDA device (", why, "); valid: cpu");
-  GPT_CUDA_CHECK(cudaSetDevice(0));
+  // On the current device: 0 unless the NCCL communicator, made first, chose
+  // this rank's GPU (dist::world_for_device).
   return std::make_unique<CudaBackend>(p);
 }
 

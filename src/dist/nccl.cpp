@@ -187,7 +187,7 @@ class NcclCommunicator final : public Communicator {
       const ncclResult_t e = ncclAllReduce(data + offset, data + offset, count, ncclFloat, ncclSum, comm_, stream_);
       if (e != ncclSuccess && e != ncclInProgress) {
         ncclGroupEnd();
-        fail_nccl(e, "ncclAllReduce", kOverlapped);
+        abort_and_fail(e, "ncclAllReduce", kOverlapped);
       }
     }
     enqueued(ncclGroupEnd(), "ncclGroupEnd", kOverlapped);
@@ -244,7 +244,7 @@ class NcclCommunicator final : public Communicator {
           const ncclResult_t e = ncclBroadcast(buf + o, buf + o, counts[r], nccl_type<T>(), r, comm_, stream_);
           if (e != ncclSuccess && e != ncclInProgress) {
             ncclGroupEnd();
-            fail_nccl(e, "ncclBroadcast", what);
+            abort_and_fail(e, "ncclBroadcast", what);
           }
         }
         o += counts[r];

@@ -127,6 +127,36 @@ TEST(AttentionStages, NormalisationAndReweightingDerivatives) {
   }
 }
 
+// Sharpening needs the row's largest t = i·max a − o above kSharpenMinTMax:
+// below it (rounding level) the row keeps its stage-4 weights, in float and
+// double alike; a row just above it is sharpened.
+TEST(AttentionStages, SharpeningNeedsTMaxAboveRounding) {
+  AttentionSpec s;
+  s.p = 15;
+  const int i = 100;
+  auto row = [&](auto zero, double t_max) {
+    using T = decltype(zero);
+    const T st[4] = {T(0), T(1), static_cast<T>((1.0 + t_max) / i), T(1)};
+    return attn::row_from_stats(s, i, st);
+  };
+  for (double t_max : {-1e-3, 0.0, 1e-8, 5e-5}) {
+    EXPECT_FALSE(row(0.0, t_max).sharpen) << t_max;
+    EXPECT_FALSE(row(0.0f, t_max).sharpen) << t_max;
+  }
+  for (double t_max : {3e-4, 0.5, 99.0}) {
+    EXPECT_TRUE(row(0.0, t_max).sharpen) << t_max;
+    EXPECT_TRUE(row(0.0f, t_max).sharpen) << t_max;
+  }
+  // Unsharpened rows pass weights and gradients through: w = a, dL/da = g.
+  const attn::Row<double> flat = row(0.0, 1e-8);
+  EXPECT_EQ(flat.w_from_a(0.01), 0.01);
+  EXPECT_EQ(attn::grad_a(flat, 0.01, 0.01, 0.7, 0.3), 0.7);
+  // Rows 1..offset_rows have o = 0, so t_max = i·max a >= 1: always sharpened.
+  s.offset_rows = 3;
+  const double st[4] = {0, 1, 1.0 / 3, 1};
+  EXPECT_TRUE(attn::row_from_stats(s, 3, st).sharpen);
+}
+
 TEST(AttentionStages, PresetTableIsConsistent) {
   for (const auto& p : kAttentionPresets) {
     EXPECT_GE(p.p, 0.0) << p.name;
