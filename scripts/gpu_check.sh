@@ -66,36 +66,30 @@ libdir=$deps/usr/lib/x86_64-linux-gnu
 # spdlog's shared library needs fmt's at run time (also when gtest lists the
 # tests during the build); the executables' RUNPATH covers only their own.
 export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-# NCCL: CMake finds the CUDA toolkit's; where the toolkit has none, the image's
-# Python package nvidia-nccl-cu13 carries the header and libnccl.so.2.
-nccl_args=()
-nccl_from="the CUDA toolkit"
-if [ ! -f "$(dirname "$(command -v nvcc)")/../include/nccl.h" ] && [ ! -f /usr/include/nccl.h ]; then
-  ndir=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
-  nlib=$(ls "$ndir"/lib/libnccl.so* 2>/dev/null | head -1)
-  if [ -n "$ndir" ] && [ -f "$ndir/include/nccl.h" ] && [ -n "$nlib" ]; then
-    nccl_args=(-DNCCL_INCLUDE_DIR="$ndir/include" -DNCCL_LIBRARY="$nlib")
-    export LD_LIBRARY_PATH="$ndir/lib:$LD_LIBRARY_PATH"
-    nccl_from="Python's nvidia-nccl ($ndir)"
+# NCCL and cuDNN (gpt bench's reference for attention): CMake finds the CUDA
+# toolkit's; where the toolkit has no HEADER, the image's Python package
+# nvidia-MODULE-cu13 may carry it. from_python MODULE HEADER LIB VAR then adds
+# -DVAR_INCLUDE_DIR/-DVAR_LIBRARY to lib_args, its lib folder to
+# LD_LIBRARY_PATH, and sets `from` to where the library comes from.
+lib_args=()
+from_python() {
+  local dir file
+  from="the CUDA toolkit"
+  [ -f "$(dirname "$(command -v nvcc)")/../include/$2" ] || [ -f "/usr/include/$2" ] && return
+  dir=$(python3 -c "import nvidia.$1 as m; print(list(m.__path__)[0])" 2>/dev/null || true)
+  file=$(ls "$dir/lib/$3".so* 2>/dev/null | head -1)
+  if [ -n "$dir" ] && [ -f "$dir/include/$2" ] && [ -n "$file" ]; then
+    lib_args+=(-D"$4"_INCLUDE_DIR="$dir/include" -D"$4"_LIBRARY="$file")
+    export LD_LIBRARY_PATH="$dir/lib:$LD_LIBRARY_PATH"
+    from="Python's nvidia-$1 ($dir)"
   else
-    nccl_from="nowhere"
+    from="nowhere"
   fi
-fi
-# cuDNN (gpt bench's reference for attention): CMake finds the toolkit's; where
-# the toolkit has none, the image's Python package nvidia-cudnn-cu13.
-cudnn_args=()
-cudnn_from="the CUDA toolkit"
-if [ ! -f "$(dirname "$(command -v nvcc)")/../include/cudnn.h" ] && [ ! -f /usr/include/cudnn.h ]; then
-  cdir=$(python3 -c 'import nvidia.cudnn as m; print(list(m.__path__)[0])' 2>/dev/null || true)
-  clib=$(ls "$cdir"/lib/libcudnn.so* 2>/dev/null | head -1)
-  if [ -n "$cdir" ] && [ -f "$cdir/include/cudnn.h" ] && [ -n "$clib" ]; then
-    cudnn_args=(-DCUDNN_INCLUDE_DIR="$cdir/include" -DCUDNN_LIBRARY="$clib")
-    export LD_LIBRARY_PATH="$cdir/lib:$LD_LIBRARY_PATH"
-    cudnn_from="Python's nvidia-cudnn ($cdir)"
-  else
-    cudnn_from="nowhere"
-  fi
-fi
+}
+from_python nccl nccl.h libnccl NCCL
+nccl_from=$from
+from_python cudnn cudnn.h libcudnn CUDNN
+cudnn_from=$from
 mkdir -p "$logs"
 echo "== gpu_check: $(nvcc --version | tail -1), $(cmake --version | head -1), $jobs jobs, deps $deps, NCCL from $nccl_from, cuDNN from $cudnn_from"
 
@@ -107,7 +101,7 @@ if cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA=ON -DGPT_MPI=OFF
      -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON \
      -Dnlohmann_json_DIR="$deps/usr/share/cmake/nlohmann_json" -DCLI11_DIR="$deps/usr/share/cmake/CLI11" \
      -Dspdlog_DIR="$libdir/cmake/spdlog" -Dfmt_DIR="$libdir/cmake/fmt" -DGTest_DIR="$libdir/cmake/GTest" \
-     ${nccl_args[@]+"${nccl_args[@]}"} ${cudnn_args[@]+"${cudnn_args[@]}"} \
+     ${lib_args[@]+"${lib_args[@]}"} \
      >"$logs/configure.log" 2>&1 &&
    cmake --build "$build" -j"$jobs" --target gpt gpt_tests >"$logs/build.log" 2>&1; then
   row "build (CUDA sm_$arch)" ok "$(elapsed "$t0"), log $logs/build.log"
