@@ -38,6 +38,7 @@
 // block, so its branches cost little and the file compiles in reasonable
 // time.
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/cuda_syntax.h"
 
 #include <cmath>
 #include <cstdint>
@@ -226,7 +227,8 @@ template <int D, Positivity PHI>
 __global__ void __launch_bounds__(Geom<D>::kRowThreads)
     forward_kernel(Inputs in, float* out, float* stats) {
   using G = Geom<D>;
-  __shared__ float4 ks[kKeyTile * G::D4], vs[kKeyTile * G::D4];
+  GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
+  GPT_SHARED(float4, vs, [kKeyTile * G::D4]);
   const AttentionSpec s = spec_with<PHI>(in.spec);
   const int T = in.T, NH = in.NH, C = NH * D;
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -315,7 +317,7 @@ template <int D, Positivity PHI>
 __global__ void __launch_bounds__(Geom<D>::kRowThreads)
     diag_kernel(Inputs in, const float* stats, double* diag) {
   using G = Geom<D>;
-  __shared__ float4 ks[kKeyTile * G::D4];
+  GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
   const AttentionSpec s = spec_with<PHI>(in.spec);
   const int T = in.T, NH = in.NH;
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -386,7 +388,8 @@ struct Grads {
 template <int D, Positivity PHI>
 __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Grads gr) {
   using G = Geom<D>;
-  __shared__ float4 ks[kKeyTile * G::D4], vs[kKeyTile * G::D4];
+  GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
+  GPT_SHARED(float4, vs, [kKeyTile * G::D4]);
   const AttentionSpec s = spec_with<PHI>(in.spec);
   const int T = in.T, NH = in.NH, C = NH * D;
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -470,12 +473,16 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
 template <int D, Positivity PHI>
 __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, Grads gr) {
   using G = Geom<D>;
-  __shared__ float4 qs[kQueryTile * G::D4], dys[kQueryTile * G::D4];
+  GPT_SHARED(float4, qs, [kQueryTile * G::D4]);
+  GPT_SHARED(float4, dys, [kQueryTile * G::D4]);
   // attn::Row has default member initialisers, which __shared__ variables
   // may not have: raw storage (float4: 16-byte aligned).
   static_assert(alignof(attn::Row<float>) <= alignof(float4), "Row storage alignment");
-  __shared__ float4 rows_raw[(kQueryTile * sizeof(attn::Row<float>) + sizeof(float4) - 1) / sizeof(float4)];
-  __shared__ float lfs[kQueryTile], lambdas[kQueryTile], Dis[kQueryTile], Ss[kQueryTile];
+  GPT_SHARED(float4, rows_raw, [(kQueryTile * sizeof(attn::Row<float>) + sizeof(float4) - 1) / sizeof(float4)]);
+  GPT_SHARED(float, lfs, [kQueryTile]);
+  GPT_SHARED(float, lambdas, [kQueryTile]);
+  GPT_SHARED(float, Dis, [kQueryTile]);
+  GPT_SHARED(float, Ss, [kQueryTile]);
   attn::Row<float>* rows = reinterpret_cast<attn::Row<float>*>(rows_raw);
 
   const AttentionSpec s = spec_with<PHI>(in.spec);
@@ -670,7 +677,7 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
   if (norm) {
     const size_t rows = static_cast<size_t>(B) * Tn;
     const int threads = 256;
-    normalize_kernel<<<elementwise_blocks(rows * 2 * NH, threads), threads, 0, stream>>>(norm, qkv, rows, C, NH);
+    GPT_LAUNCH(elementwise_blocks(rows * 2 * NH, threads), threads, stream, normalize_kernel)(norm, qkv, rows, C, NH);
     check_launch("normalize_kernel launch");
     in.q = norm;
     in.k = norm + C;
@@ -709,10 +716,10 @@ void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn
   dispatch(D, spec.positivity, [&](auto d, auto phi) {
     constexpr int kD = decltype(d)::value;
     constexpr Positivity kPhi = decltype(phi)::value;
-    forward_kernel<kD, kPhi><<<grid, Geom<kD>::kRowThreads, 0, stream>>>(in, out, stats);
+    GPT_LAUNCH(grid, Geom<kD>::kRowThreads, stream, forward_kernel<kD, kPhi>)(in, out, stats);
     check_launch("forward_kernel launch");
     if (diag) {
-      diag_kernel<kD, kPhi><<<grid, Geom<kD>::kRowThreads, 0, stream>>>(in, stats, diag);
+      GPT_LAUNCH(grid, Geom<kD>::kRowThreads, stream, diag_kernel<kD, kPhi>)(in, stats, diag);
       check_launch("diag_kernel launch");
     }
   });
@@ -760,19 +767,19 @@ void attention_backward(float* dqkv, float* dhead_scale, const float* dout, cons
   dispatch(D, spec.positivity, [&](auto d, auto phi) {
     constexpr int kD = decltype(d)::value;
     constexpr Positivity kPhi = decltype(phi)::value;
-    dq_kernel<kD, kPhi><<<dim3(tiles(Tn, kRowsPerBlock), B * NH), Geom<kD>::kRowThreads, 0, stream>>>(in, gr);
+    GPT_LAUNCH(dim3(tiles(Tn, kRowsPerBlock), B * NH), Geom<kD>::kRowThreads, stream, dq_kernel<kD, kPhi>)(in, gr);
     check_launch("dq_kernel launch");
-    dkdv_kernel<kD, kPhi><<<dim3(tiles(Tn, kKeysPerBlock), B * NH), Geom<kD>::kKeyThreads, 0, stream>>>(in, gr);
+    GPT_LAUNCH(dim3(tiles(Tn, kKeysPerBlock), B * NH), Geom<kD>::kKeyThreads, stream, dkdv_kernel<kD, kPhi>)(in, gr);
     check_launch("dkdv_kernel launch");
   });
   if (cosine) {
     const int threads = 256;
-    normalize_backward_kernel<<<elementwise_blocks(rows * 2 * NH, threads), threads, 0, stream>>>(
+    GPT_LAUNCH(elementwise_blocks(rows * 2 * NH, threads), threads, stream, normalize_backward_kernel)(
         dqkv, dhat.as<float>(), qkv, rows, C, NH);
     check_launch("normalize_backward_kernel launch");
   }
   if (learned) {
-    add_head_scale_grad_kernel<<<tiles(NH, 128), 128, 0, stream>>>(dhead_scale, gr.dhead, NH);
+    GPT_LAUNCH(tiles(NH, 128), 128, stream, add_head_scale_grad_kernel)(dhead_scale, gr.dhead, NH);
     check_launch("add_head_scale_grad_kernel launch");
   }
 }

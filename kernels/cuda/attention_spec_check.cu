@@ -3,6 +3,8 @@
 // missing GPT_HD) fails the build here, before the CUDA attention kernels
 // that will use it exist. The kernel evaluates every stage function once per
 // thread; nothing launches it yet.
+#include <cuda_runtime.h>
+
 #include "kernels/attention_spec.h"
 
 namespace gpt::cuda {

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_syntax.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace gpt::cuda {
@@ -59,14 +60,14 @@ __global__ void crossentropy_backward_kernel(float* dlogits, const float* logits
 void crossentropy_forward(float* losses, const float* logits, const int32_t* targets, int N, int V, int Vp,
                           cudaStream_t stream) {
   if (N <= 0) return;
-  crossentropy_forward_kernel<<<N, kThreads, 0, stream>>>(losses, logits, targets, V, Vp);
+  GPT_LAUNCH(N, kThreads, stream, crossentropy_forward_kernel)(losses, logits, targets, V, Vp);
   GPT_CUDA_CHECK_LAUNCH("crossentropy_forward_kernel");
 }
 
 void crossentropy_backward(float* dlogits, const float* logits, const int32_t* targets, const float* dloss, int N,
                            int V, int Vp, cudaStream_t stream) {
   if (N <= 0) return;
-  crossentropy_backward_kernel<<<N, kThreads, 0, stream>>>(dlogits, logits, targets, dloss, V, Vp);
+  GPT_LAUNCH(N, kThreads, stream, crossentropy_backward_kernel)(dlogits, logits, targets, dloss, V, Vp);
   GPT_CUDA_CHECK_LAUNCH("crossentropy_backward_kernel");
 }
 

@@ -27,6 +27,7 @@
 #include "core/check.h"
 #include "kernels/bf16_round.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_syntax.h"
 
 namespace gpt::cuda {
 
@@ -98,12 +99,12 @@ void convert_to_bf16(uint16_t* dst, const float* src, int rows, int cols, int ld
   if (ld_dst == cols) {
     const size_t n = size_t(rows) * cols;
     const size_t blocks = std::min<size_t>((n + kThreads - 1) / kThreads, 4096);
-    bf16_flat_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(dst, src, n);
+    GPT_LAUNCH(static_cast<unsigned>(blocks), kThreads, stream, bf16_flat_kernel)(dst, src, n);
   } else {
     // Narrow rows get a narrow block (a multiple of the warp size).
     const int threads = std::min(kThreads, (ld_dst + 31) / 32 * 32);
     const int blocks = std::min(rows, 8192);
-    bf16_rows_kernel<<<blocks, threads, 0, stream>>>(dst, src, rows, cols, ld_dst);
+    GPT_LAUNCH(blocks, threads, stream, bf16_rows_kernel)(dst, src, rows, cols, ld_dst);
   }
   GPT_CUDA_CHECK_LAUNCH("convert_to_bf16");
 }

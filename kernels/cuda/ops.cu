@@ -7,6 +7,7 @@
 
 #include "core/check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_syntax.h"
 #include "kernels/cuda/reduce.cuh"
 
 namespace gpt::cuda {
@@ -101,7 +102,8 @@ unsigned row_blocks(int N) { return static_cast<unsigned>(std::min(64, std::max(
 
 __global__ void layernorm_backward_params_kernel(float* dw, float* db, const float* dout, const float* inp,
                                                  const float* mean, const float* rstd, int N, int C) {
-  __shared__ float sw[kColRows][33], sb[kColRows][33];
+  GPT_SHARED(float, sw, [kColRows][33]);
+  GPT_SHARED(float, sb, [kColRows][33]);
   const int c = blockIdx.x * 32 + threadIdx.x;
   float aw = 0.f, ab = 0.f;
   if (c < C)
@@ -124,7 +126,7 @@ __global__ void layernorm_backward_params_kernel(float* dw, float* db, const flo
 }
 
 __global__ void bias_backward_kernel(float* dbias, const float* dout, int N, int OC) {
-  __shared__ float sb[kColRows][33];
+  GPT_SHARED(float, sb, [kColRows][33]);
   const int o = blockIdx.x * 32 + threadIdx.x;
   float acc = 0.f;
   if (o < OC)
@@ -230,7 +232,7 @@ void encoder_forward(float* out, const int32_t* tokens, const float* wte, const 
                      cudaStream_t stream) {
   const size_t total = size_t(B) * Tn * C;
   if (total == 0) return;
-  encoder_forward_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(out, tokens, wte, wpe, Tn, C, total);
+  GPT_LAUNCH(grid_for(total, kThreads), kThreads, stream, encoder_forward_kernel)(out, tokens, wte, wpe, Tn, C, total);
   GPT_CUDA_CHECK_LAUNCH("encoder_forward_kernel");
 }
 
@@ -238,10 +240,10 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t
                       cudaStream_t stream) {
   const size_t total = size_t(B) * Tn * C;
   if (total == 0) return;
-  encoder_backward_wte_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(dwte, dout, tokens, C, total);
+  GPT_LAUNCH(grid_for(total, kThreads), kThreads, stream, encoder_backward_wte_kernel)(dwte, dout, tokens, C, total);
   GPT_CUDA_CHECK_LAUNCH("encoder_backward_wte_kernel");
   if (dwpe) {
-    encoder_backward_wpe_kernel<<<grid_for(size_t(Tn) * C, kThreads), kThreads, 0, stream>>>(dwpe, dout, B, Tn, C);
+    GPT_LAUNCH(grid_for(size_t(Tn) * C, kThreads), kThreads, stream, encoder_backward_wpe_kernel)(dwpe, dout, B, Tn, C);
     GPT_CUDA_CHECK_LAUNCH("encoder_backward_wpe_kernel");
   }
 }
@@ -249,69 +251,69 @@ void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
                        int N, int C, cudaStream_t stream) {
   if (N <= 0) return;
-  layernorm_forward_kernel<<<warp_rows_grid(N), kThreads, 0, stream>>>(out, mean, rstd, inp, weight, bias, N, C);
+  GPT_LAUNCH(warp_rows_grid(N), kThreads, stream, layernorm_forward_kernel)(out, mean, rstd, inp, weight, bias, N, C);
   GPT_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
   if (N <= 0) return;
-  layernorm_backward_input_kernel<<<warp_rows_grid(N), kThreads, 0, stream>>>(dinp, dout, inp, weight, mean, rstd, N,
-                                                                               C);
+  GPT_LAUNCH(warp_rows_grid(N), kThreads, stream, layernorm_backward_input_kernel)(
+      dinp, dout, inp, weight, mean, rstd, N, C);
   GPT_CUDA_CHECK_LAUNCH("layernorm_backward_input_kernel");
   const dim3 grid((C + 31) / 32, row_blocks(N)), block(32, kColRows);
-  layernorm_backward_params_kernel<<<grid, block, 0, stream>>>(dweight, dbias, dout, inp, mean, rstd, N, C);
+  GPT_LAUNCH(grid, block, stream, layernorm_backward_params_kernel)(dweight, dbias, dout, inp, mean, rstd, N, C);
   GPT_CUDA_CHECK_LAUNCH("layernorm_backward_params_kernel");
 }
 
 void bias_add(float* out, const float* bias, int N, int OC, cudaStream_t stream) {
   const size_t total = size_t(N) * OC;
   if (total == 0) return;
-  bias_add_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(out, bias, OC, total);
+  GPT_LAUNCH(grid_for(total, kThreads), kThreads, stream, bias_add_kernel)(out, bias, OC, total);
   GPT_CUDA_CHECK_LAUNCH("bias_add_kernel");
 }
 
 void bias_backward(float* dbias, const float* dout, int N, int OC, cudaStream_t stream) {
   if (N <= 0 || OC <= 0) return;
   const dim3 grid((OC + 31) / 32, row_blocks(N)), block(32, kColRows);
-  bias_backward_kernel<<<grid, block, 0, stream>>>(dbias, dout, N, OC);
+  GPT_LAUNCH(grid, block, stream, bias_backward_kernel)(dbias, dout, N, OC);
   GPT_CUDA_CHECK_LAUNCH("bias_backward_kernel");
 }
 
 void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  gelu_forward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, inp, n);
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, gelu_forward_kernel)(out, inp, n);
   GPT_CUDA_CHECK_LAUNCH("gelu_forward_kernel");
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  gelu_backward_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(dinp, inp, dout, n);
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, gelu_backward_kernel)(dinp, inp, dout, n);
   GPT_CUDA_CHECK_LAUNCH("gelu_backward_kernel");
 }
 
 void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  residual_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(out, a, b, n);
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, residual_kernel)(out, a, b, n);
   GPT_CUDA_CHECK_LAUNCH("residual_kernel");
 }
 
 void add_inplace(float* dst, const float* src, size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  add_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(dst, src, n);
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, add_kernel)(dst, src, n);
   GPT_CUDA_CHECK_LAUNCH("add_kernel");
 }
 
 void scale_inplace(float* x, float s, size_t n, cudaStream_t stream) {
   if (n == 0) return;
-  scale_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(x, s, n);
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, scale_kernel)(x, s, n);
   GPT_CUDA_CHECK_LAUNCH("scale_kernel");
 }
 
 void sum_squares_partials(double* partial, const float* x, size_t n, cudaStream_t stream) {
   // Always kSumSquaresBlocks blocks (empty ones write 0), so the caller can
   // add a fixed number of partials.
-  sum_squares_kernel<<<kSumSquaresBlocks, kThreads, 0, stream>>>(partial, x, n);
+  GPT_LAUNCH(kSumSquaresBlocks, kThreads, stream, sum_squares_kernel)(partial, x, n);
   GPT_CUDA_CHECK_LAUNCH("sum_squares_kernel");
 }
 
@@ -324,8 +326,8 @@ void rope_apply(float* dst, const float* src, int B, int Tn, int C, int NH, doub
             " NH=", NH);
   GPT_CHECK(theta > 0.0, "rope: theta must be positive, got ", theta);
   const size_t total = size_t(B) * Tn * 3 * C;
-  rope_kernel<<<grid_for(total, kThreads), kThreads, 0, stream>>>(dst, src, Tn, C, NH, theta, pos0, sign, accumulate,
-                                                                  total);
+  GPT_LAUNCH(grid_for(total, kThreads), kThreads, stream, rope_kernel)(
+      dst, src, Tn, C, NH, theta, pos0, sign, accumulate, total);
   GPT_CUDA_CHECK_LAUNCH("rope_kernel");
 }
 }  // namespace
@@ -346,9 +348,9 @@ void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
   if (n == 0) return;
   const float inv_c1 = float(1.0 / (1.0 - std::pow(beta1, double(t))));
   const float inv_c2 = float(1.0 / (1.0 - std::pow(beta2, double(t))));
-  adamw_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(param, grad, m, v, n, float(beta1), float(beta2),
-                                                               float(1.0 - beta1), float(1.0 - beta2), inv_c1, inv_c2,
-                                                               float(lr), float(eps), float(weight_decay));
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, adamw_kernel)(
+      param, grad, m, v, n, float(beta1), float(beta2), float(1.0 - beta1), float(1.0 - beta2), inv_c1, inv_c2,
+      float(lr), float(eps), float(weight_decay));
   GPT_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 

@@ -4,6 +4,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/cuda_syntax.h"
+
 namespace gpt::cuda {
 
 template <typename T>
@@ -22,7 +24,7 @@ __device__ inline T warp_max(T v) {
 // the result. Starts and ends with a barrier, so it may be called repeatedly.
 template <typename T, bool is_max>
 __device__ inline T block_reduce(T v) {
-  __shared__ T partial[32];
+  GPT_SHARED(T, partial, [32]);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarps = blockDim.x / 32;
   v = is_max ? warp_max(v) : warp_sum(v);
   __syncthreads();  // partial may still be read by a previous call

@@ -367,6 +367,10 @@ void run_bench_cuda(const Config& cfg, const BenchOptions& opt, std::ostream& ou
   // A clear error without a device or with an unknown precision.
   std::unique_ptr<Backend<float>> probe = make_backend("cuda", opt.precision);
   const std::string name = cuda_device_name();
+#ifdef GPT_CUDA_EMULATOR
+  out << "note: this gpt is built against the CUDA emulator (GPT_CUDA_EMULATOR): the kernels run on the CPU, "
+         "so the times below say nothing about a GPU\n";
+#endif
   const std::string& precision = opt.precision;
   const bool bf16_gemms = precision == "bf16";
   const char* peak_name = bf16_gemms ? "bf16" : precision == "tf32" ? "TF32" : "float32";

@@ -1,0 +1,26 @@
+// The two pieces of CUDA syntax the kernels write through macros, so that
+// the same source builds under nvcc and, as C++, against the CPU emulator
+// (-DGPT_CUDA_EMULATOR=ON, kernels/cuda/emulator/device.h):
+//
+//   GPT_LAUNCH(grid, block, stream, kernel)(args...)
+//       kernel<<<grid, block, 0, stream>>>(args...); the kernel comes last
+//       so that its template arguments may hold commas.
+//   GPT_SHARED(type, name, [n]...);
+//       __shared__ type name[n]...; one array per declaration. The emulator
+//       gives each block fresh shared memory filled with 0xff bytes (NaN as
+//       float), so a read before any thread wrote the element (a missing
+//       barrier) shows up as NaN, and it refuses more than 48 KiB a block.
+#pragma once
+#include <cuda_runtime.h>
+
+#ifdef GPT_CUDA_EMULATOR
+#define GPT_LAUNCH(grid, block, stream, ...) ::cuemu::launcher((grid), (block), (stream), #__VA_ARGS__, __VA_ARGS__)
+#define GPT_SHARED(type, name, dims)                          \
+  static const char name##_cuemu_key = 0;                     \
+  using name##_cuemu_type = type dims;                        \
+  name##_cuemu_type& name = *static_cast<name##_cuemu_type*>( \
+      ::cuemu::shared_memory(sizeof(name##_cuemu_type), alignof(name##_cuemu_type), &name##_cuemu_key))
+#else
+#define GPT_LAUNCH(grid, block, stream, ...) __VA_ARGS__<<<(grid), (block), 0, (stream)>>>
+#define GPT_SHARED(type, name, dims) __shared__ type name dims
+#endif

@@ -1,0 +1,154 @@
+// The device side of the CUDA emulator: what kernels/cuda/*.cu need of the
+// CUDA language, so that g++ compiles them as C++ and the CPU runs them.
+//
+// A launch runs its blocks one after another. The threads of a block are
+// fibers (ucontext) on one CPU thread: each runs until it waits at
+// __syncthreads or at a warp shuffle, then the next one runs; a barrier
+// opens when every thread of the block that has not returned has reached
+// it, a shuffle when every live lane of the warp has. Threads that wait at
+// different places (divergent barriers) are reported as a deadlock.
+// Shared memory is declared with GPT_SHARED (kernels/cuda/cuda_syntax.h;
+// a bare __shared__ does not compile here): each block gets fresh arrays
+// filled with 0xff bytes, so reading an element no thread of the block has
+// written yet gives NaN (or -1), which a parity test notices.
+//
+// What this catches: wrong indices and bounds (device memory sits against an
+// inaccessible guard page, and host code that touches device memory faults,
+// see runtime.cpp), missing barriers between a write and a read of shared
+// memory by other threads, shuffles with absent lanes, more than 48 KiB of
+// shared memory, launch configurations beyond CUDA's limits. What it cannot: races between blocks
+// through global memory (blocks run in order), memory-model effects, and
+// speed. Float math is the host's (expf is glibc's, not the GPU's), so
+// parity tolerances still have to hold on a real GPU.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+struct uint3 {
+  unsigned x, y, z;
+};
+struct dim3 {
+  unsigned x, y, z;
+  constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
+};
+struct alignas(8) float2 {
+  float x, y;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__
+#define __launch_bounds__(...)
+
+namespace cuemu {
+
+// The CUDA thread that runs now (valid inside a kernel only).
+struct ThreadIds {
+  uint3 thread_idx, block_idx;
+  dim3 block_dim, grid_dim;
+};
+const ThreadIds& ids();
+
+// The block's shared array for the GPT_SHARED declaration `key`: the first
+// thread to reach it allocates it (0xff-filled), the others get the same.
+void* shared_memory(size_t bytes, size_t align, const void* key);
+
+// Blocks until every live thread of the block has arrived.
+void syncthreads();
+// Lane-exchange of 8 bytes: returns the bits given by lane `lane ^ lane_mask`
+// of the calling lane's warp (within groups of `width` lanes).
+uint64_t shfl_xor_bits(unsigned mask, uint64_t bits, int lane_mask, int width);
+
+// A kernel failed (the message says how): the launch stops, and the runtime
+// reports cudaErrorLaunchFailure from then on, as after a GPU fault.
+[[noreturn]] void fail(const char* what);
+
+// Runs body once for every thread of the grid; false if the configuration
+// was refused (cudaGetLastError then says why) or the kernel failed.
+bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, const std::function<void()>& body);
+
+// kernel<<<grid, block, 0, stream>>>(args...) is
+// launcher(grid, block, stream, kernel)(args...): every thread gets its own
+// copy of the arguments, converted to the kernel's parameter types at the
+// launch as CUDA does.
+template <typename... P>
+struct Launcher {
+  void (*kernel)(P...);
+  dim3 grid, block;
+  void* stream;
+  const char* name;
+  template <typename... A>
+  void operator()(A&&... a) const {
+    const std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
+    run_grid(grid, block, stream, name, [&] { std::apply(kernel, args); });
+  }
+};
+template <typename S, typename... P>
+Launcher<P...> launcher(dim3 grid, dim3 block, S stream, const char* name, void (*kernel)(P...)) {
+  return {kernel, grid, block, static_cast<void*>(stream), name};
+}
+
+}  // namespace cuemu
+
+#define threadIdx (::cuemu::ids().thread_idx)
+#define blockIdx (::cuemu::ids().block_idx)
+#define blockDim (::cuemu::ids().block_dim)
+#define gridDim (::cuemu::ids().grid_dim)
+constexpr int warpSize = 32;
+
+inline void __syncthreads() { ::cuemu::syncthreads(); }
+
+template <typename T>
+T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = warpSize) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8, "__shfl_xor_sync: at most 8 bytes");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof v);
+  bits = ::cuemu::shfl_xor_bits(mask, bits, lane_mask, width);
+  T out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+// Blocks run one at a time on one CPU thread, so a read-modify-write is
+// atomic as it stands.
+template <typename T>
+T atomicAdd(T* address, T v) {
+  static_assert(std::is_arithmetic_v<T>, "atomicAdd: arithmetic types only");
+  const T old = *address;
+  *address = old + v;
+  return old;
+}
+
+inline unsigned __float_as_uint(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+inline float __uint_as_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+inline int __float_as_int(float f) { return static_cast<int>(__float_as_uint(f)); }
+inline float __int_as_float(int i) { return __uint_as_float(static_cast<unsigned>(i)); }
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+
+// CUDA's global integer min and max (std:: ones in host code are untouched).
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }

@@ -1,0 +1,22 @@
+// What the emulator's cuBLASLt (cublaslt.cpp) needs of its runtime
+// (runtime.cpp); not part of the CUDA API.
+#pragma once
+#include <cstddef>
+
+namespace cuemu {
+
+// Device buffers are accessible while one of these lives (device code runs).
+struct DeviceAccess {
+  DeviceAccess();
+  ~DeviceAccess();
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
+};
+
+// Whether [p, p + bytes) lies inside one cudaMalloc'd buffer.
+bool is_device(const void* p, size_t bytes);
+
+// Whether a kernel has failed (every later call reports it).
+bool sticky_error();
+
+}  // namespace cuemu

@@ -1,0 +1,710 @@
+// The CUDA emulator's runtime: device memory, copies, streams, events, the
+// device's properties, error state, and the launch of a grid as fibers
+// (device.h says what a launch does and what it can and cannot catch).
+//
+// Device memory. Every cudaMalloc is its own mapping: the buffer ends within
+// 255 bytes (its 256-byte alignment) of a guard page that is never
+// accessible, so a kernel that reads or writes past the end faults. While
+// host code runs, every device buffer is inaccessible as well: only kernels,
+// copies, memsets and the emulated cuBLASLt open them. A host dereference of
+// a device pointer, which would read garbage or crash on a GPU machine,
+// faults here. The SIGSEGV handler names which of the two happened.
+//
+// Streams are one in-order queue: every call completes before it returns.
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#if !defined(__x86_64__)
+#include <ucontext.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuda_runtime.h"
+#include "emulator.h"
+
+struct CUstream_st {
+  unsigned flags;
+};
+struct CUevent_st {
+  std::chrono::steady_clock::time_point t;
+  bool recorded;
+  unsigned flags;
+};
+
+namespace cuemu {
+namespace {
+
+constexpr size_t kPage = 4096;
+constexpr size_t kDeviceBytes = size_t(16) << 30;  // what cudaMemGetInfo calls total
+
+struct Allocation {
+  char* map;        // start of the mapping
+  size_t data_len;  // accessible part (whole pages), followed by one guard page
+  size_t bytes;     // what was asked for
+};
+
+// The device state. The runtime serves one host thread at a time (the
+// project's CUDA backend runs on one), but a mutex keeps the tables sane
+// if tests call from several.
+std::recursive_mutex g_mutex;
+std::map<uintptr_t, Allocation> g_allocs;  // by the user pointer
+size_t g_in_use = 0;
+int g_open_depth = 0;  // > 0 while device code runs: buffers accessible
+cudaError_t g_last = cudaSuccess, g_sticky = cudaSuccess;
+
+size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+cudaError_t set_error(cudaError_t e) {
+  if (e != cudaSuccess) g_last = e;
+  return e;
+}
+
+void protect_all(int prot) {
+  for (auto& [user, a] : g_allocs) mprotect(a.map, a.data_len, prot);
+}
+
+// The allocation holding [p, p + n), or nullptr.
+const Allocation* find(const void* p, size_t n = 1) {
+  const auto addr = reinterpret_cast<uintptr_t>(p);
+  auto it = g_allocs.upper_bound(addr);
+  if (it == g_allocs.begin()) return nullptr;
+  --it;
+  const uintptr_t user = it->first;
+  if (addr < user || addr + n > user + it->second.bytes + (n == 0 ? 1 : 0)) return nullptr;
+  return &it->second;
+}
+
+// A fault inside a mapping of ours: say whose, then die as the signal would.
+void on_segv(int sig, siginfo_t* info, void*) {
+  const auto addr = reinterpret_cast<uintptr_t>(info->si_addr);
+  char msg[256];
+  int len = 0;
+  for (const auto& [user, a] : g_allocs) {
+    const auto map = reinterpret_cast<uintptr_t>(a.map);
+    if (addr < map || addr >= map + a.data_len + kPage) continue;
+    if (addr >= map + a.data_len)
+      len = std::snprintf(msg, sizeof msg,
+                          "cuda emulator: access %zu bytes past the end of a device buffer of %zu bytes "
+                          "(out of bounds)\n",
+                          size_t(addr - (user + a.bytes)), a.bytes);
+    else if (g_open_depth == 0)
+      len = std::snprintf(msg, sizeof msg,
+                          "cuda emulator: host code touched device memory (offset %zd of a buffer of %zu bytes); "
+                          "use cudaMemcpy\n",
+                          static_cast<ssize_t>(addr - user), a.bytes);
+    break;
+  }
+  if (len > 0) {
+    if (write(STDERR_FILENO, msg, static_cast<size_t>(len)) < 0) {
+    }
+  }
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+void install_handler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, nullptr);
+  });
+}
+
+cudaError_t device_malloc(void** ptr, size_t bytes) {
+  if (!ptr) return set_error(cudaErrorInvalidValue);
+  if (g_sticky != cudaSuccess) return g_sticky;
+  install_handler();
+  const size_t user_len = round_up(std::max<size_t>(bytes, 1), 256);
+  const size_t data_len = round_up(user_len, kPage);
+  if (g_in_use + data_len > kDeviceBytes) return set_error(cudaErrorMemoryAllocation);
+  void* map = mmap(nullptr, data_len + kPage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED) return set_error(cudaErrorMemoryAllocation);
+  char* base = static_cast<char*>(map);
+  if (g_open_depth > 0) mprotect(base, data_len, PROT_READ | PROT_WRITE);
+  char* user = base + data_len - user_len;
+  g_allocs[reinterpret_cast<uintptr_t>(user)] = Allocation{base, data_len, bytes};
+  g_in_use += data_len;
+  *ptr = user;
+  return cudaSuccess;
+}
+
+cudaError_t device_free(void* ptr) {
+  if (!ptr) return cudaSuccess;
+  auto it = g_allocs.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == g_allocs.end()) return set_error(cudaErrorInvalidDevicePointer);
+  munmap(it->second.map, it->second.data_len + kPage);
+  g_in_use -= it->second.data_len;
+  g_allocs.erase(it);
+  return g_sticky != cudaSuccess ? g_sticky : cudaSuccess;
+}
+
+// ---- fibers ------------------------------------------------------------------------------
+// A fiber's saved context. On x86-64 a switch saves the callee-saved
+// registers on the old stack and swaps stack pointers (a few nanoseconds;
+// glibc's swapcontext also makes a signal-mask system call each time, which
+// made emulated training spend half its time in the kernel). Elsewhere,
+// ucontext.
+
+#if defined(__x86_64__)
+extern "C" void cuemu_switch(void** save_sp, void* load_sp);
+asm(R"(
+.text
+.globl cuemu_switch
+.type cuemu_switch, @function
+cuemu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+.size cuemu_switch, .-cuemu_switch
+.section .note.GNU-stack,"",@progbits
+.text
+)");
+
+struct Context {
+  void* sp = nullptr;
+};
+// A context that starts entry() on the stack [base, base + size).
+void make_context(Context& c, char* base, size_t size, void (*entry)()) {
+  auto* top = reinterpret_cast<uintptr_t*>(reinterpret_cast<uintptr_t>(base + size) & ~uintptr_t(15));
+  *--top = 0;                                   // entry's return address: it never returns
+  *--top = reinterpret_cast<uintptr_t>(entry);  // where cuemu_switch's ret goes
+  for (int i = 0; i < 6; ++i) *--top = 0;       // rbp rbx r12 r13 r14 r15
+  c.sp = top;
+}
+void switch_context(Context& from, Context& to) { cuemu_switch(&from.sp, to.sp); }
+#else
+struct Context {
+  ucontext_t uc;
+};
+void make_context(Context& c, char* base, size_t size, void (*entry)()) {
+  if (getcontext(&c.uc) != 0) std::abort();
+  c.uc.uc_stack.ss_sp = base;
+  c.uc.uc_stack.ss_size = size;
+  c.uc.uc_link = nullptr;
+  makecontext(&c.uc, entry, 0);
+}
+void switch_context(Context& from, Context& to) {
+  if (swapcontext(&from.uc, &to.uc) != 0) std::abort();
+}
+#endif
+
+constexpr size_t kStackBytes = size_t(256) << 10;
+constexpr unsigned kMaxThreads = 1024;
+
+enum class State { Ready, AtBarrier, AtShuffle, Done };
+
+struct Fiber {
+  Context ctx;
+  ThreadIds ids;
+  State state;
+  unsigned wait_gen;  // generation of the barrier or shuffle it waits at
+  unsigned warp, lane;
+};
+
+struct Warp {
+  unsigned live = 0, arrived = 0, gen = 0;
+  uint64_t bits[2][32];
+  unsigned deposited[2][32];  // generation each lane last deposited in
+};
+
+constexpr size_t kSharedBytes = 48 << 10;  // static shared memory a block may use
+
+struct Block {
+  std::vector<Fiber> fibers;
+  std::vector<Warp> warps;
+  unsigned live = 0, arrived = 0, gen = 0;
+  std::string error;
+  // Shared memory: arrays by declaration, carved from `shared`.
+  std::vector<std::pair<const void*, void*>> arrays;
+  size_t shared_used = 0;
+  alignas(64) char shared[kSharedBytes];
+};
+
+Context g_scheduler;
+Fiber* g_current = nullptr;
+Block g_block;
+const std::function<void()>* g_body = nullptr;
+std::vector<char*> g_stacks;  // one per thread slot, each above a guard page
+
+char* stack_for(unsigned i) {
+  while (g_stacks.size() <= i) {
+    void* m =
+        mmap(nullptr, kStackBytes + kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) {
+      std::fprintf(stderr, "cuda emulator: no memory for fiber stacks\n");
+      std::abort();
+    }
+    mprotect(m, kPage, PROT_NONE);  // stacks grow down: an overflow faults
+    g_stacks.push_back(static_cast<char*>(m) + kPage);
+  }
+  return g_stacks[i];
+}
+
+void yield_to_scheduler() { switch_context(g_current->ctx, g_scheduler); }
+
+// A thread that returned no longer holds up barriers or shuffles.
+void thread_exited(Fiber& f) {
+  f.state = State::Done;
+  Block& b = g_block;
+  --b.live;
+  if (b.arrived > 0 && b.arrived == b.live) {
+    b.arrived = 0;
+    ++b.gen;
+  }
+  Warp& w = b.warps[f.warp];
+  --w.live;
+  if (w.arrived > 0 && w.arrived == w.live) {
+    w.arrived = 0;
+    ++w.gen;
+  }
+}
+
+[[noreturn]] void fiber_entry() {
+  (*g_body)();
+  thread_exited(*g_current);
+  yield_to_scheduler();  // never resumed
+  std::abort();
+}
+
+std::string describe(const Fiber& f) {
+  const ThreadIds& i = f.ids;
+  return "block (" + std::to_string(i.block_idx.x) + "," + std::to_string(i.block_idx.y) + "," +
+         std::to_string(i.block_idx.z) + ") thread (" + std::to_string(i.thread_idx.x) + "," +
+         std::to_string(i.thread_idx.y) + "," + std::to_string(i.thread_idx.z) + ")";
+}
+
+// Runs one block to completion; false (with g_block.error set) on failure.
+bool run_block(dim3 grid, dim3 block, uint3 block_idx) {
+  Block& b = g_block;
+  const unsigned n = block.x * block.y * block.z;
+  const unsigned nwarps = (n + 31) / 32;
+  b.fibers.resize(n);
+  b.warps.assign(nwarps, Warp{});
+  b.live = n;
+  b.arrived = 0;
+  b.gen = 0;
+  b.error.clear();
+  b.arrays.clear();
+  b.shared_used = 0;
+  for (unsigned t = 0; t < n; ++t) {
+    Fiber& f = b.fibers[t];
+    f.ids.thread_idx = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+    f.ids.block_idx = block_idx;
+    f.ids.block_dim = block;
+    f.ids.grid_dim = grid;
+    f.state = State::Ready;
+    f.wait_gen = 0;
+    f.warp = t / 32;
+    f.lane = t % 32;
+    ++b.warps[f.warp].live;
+    std::memset(b.warps[f.warp].deposited, 0xff, sizeof b.warps[f.warp].deposited);
+    make_context(f.ctx, stack_for(t), kStackBytes, fiber_entry);
+  }
+  for (;;) {
+    bool ran = false, all_done = true;
+    for (Fiber& f : b.fibers) {
+      if (f.state == State::Done) continue;
+      all_done = false;
+      if (f.state == State::AtBarrier && b.gen == f.wait_gen) continue;
+      if (f.state == State::AtShuffle && b.warps[f.warp].gen == f.wait_gen) continue;
+      f.state = State::Ready;
+      g_current = &f;
+      switch_context(g_scheduler, f.ctx);
+      g_current = nullptr;
+      ran = true;
+      if (!b.error.empty()) return false;
+    }
+    if (all_done) return true;
+    if (!ran) {
+      unsigned at_barrier = 0, at_shuffle = 0;
+      const Fiber* example = nullptr;
+      for (const Fiber& f : b.fibers) {
+        if (f.state == State::AtBarrier) ++at_barrier;
+        if (f.state == State::AtShuffle) {
+          ++at_shuffle;
+          example = &f;
+        }
+      }
+      b.error = "deadlock in block (" + std::to_string(block_idx.x) + "," + std::to_string(block_idx.y) + "," +
+                std::to_string(block_idx.z) + "): " + std::to_string(at_barrier) + " threads wait at __syncthreads, " +
+                std::to_string(at_shuffle) + " at a warp shuffle" +
+                (example ? " (e.g. " + describe(*example) + ")" : std::string()) +
+                ": the threads do not all reach the same barrier";
+      return false;
+    }
+  }
+}
+
+}  // namespace
+
+const ThreadIds& ids() {
+  if (!g_current) {
+    std::fprintf(stderr, "cuda emulator: threadIdx/blockIdx read outside a kernel\n");
+    std::abort();
+  }
+  return g_current->ids;
+}
+
+void fail(const char* what) {
+  if (!g_current) {
+    std::fprintf(stderr, "cuda emulator: %s\n", what);
+    std::abort();
+  }
+  g_block.error = std::string(what) + " (" + describe(*g_current) + ")";
+  yield_to_scheduler();  // never resumed
+  std::abort();
+}
+
+void* shared_memory(size_t bytes, size_t align, const void* key) {
+  if (!g_current) fail("shared memory declared outside a kernel");
+  Block& b = g_block;
+  for (const auto& [k, p] : b.arrays)
+    if (k == key) return p;
+  const size_t at = round_up(b.shared_used, std::max<size_t>(align, 1));
+  if (at + bytes > kSharedBytes) {
+    const std::string what = "the block declares " + std::to_string(at + bytes) +
+                             " bytes of shared memory, more than the 48 KiB a block may have statically";
+    fail(what.c_str());
+  }
+  void* p = b.shared + at;
+  std::memset(p, 0xff, bytes);
+  b.shared_used = at + bytes;
+  b.arrays.emplace_back(key, p);
+  return p;
+}
+
+void syncthreads() {
+  if (!g_current) fail("__syncthreads outside a kernel");
+  Block& b = g_block;
+  if (++b.arrived == b.live) {
+    b.arrived = 0;
+    ++b.gen;
+    return;
+  }
+  g_current->wait_gen = b.gen;
+  g_current->state = State::AtBarrier;
+  yield_to_scheduler();
+}
+
+uint64_t shfl_xor_bits(unsigned mask, uint64_t bits, int lane_mask, int width) {
+  if (!g_current) fail("__shfl_xor_sync outside a kernel");
+  if (width <= 0 || width > 32 || (width & (width - 1)) != 0) fail("__shfl_xor_sync: width must be a power of 2 <= 32");
+  Fiber& f = *g_current;
+  if (!(mask >> f.lane & 1u)) fail("__shfl_xor_sync called by a lane outside its mask");
+  Warp& w = g_block.warps[f.warp];
+  const unsigned gen = w.gen, slot = gen & 1u;
+  w.bits[slot][f.lane] = bits;
+  w.deposited[slot][f.lane] = gen;
+  if (++w.arrived == w.live) {
+    w.arrived = 0;
+    ++w.gen;
+  } else {
+    f.wait_gen = gen;
+    f.state = State::AtShuffle;
+    yield_to_scheduler();
+  }
+  unsigned src = f.lane ^ static_cast<unsigned>(lane_mask);
+  // Outside the lane's group of `width`: the lane keeps its own value.
+  if ((src & ~unsigned(width - 1)) != (f.lane & ~unsigned(width - 1))) src = f.lane;
+  if (!(mask >> src & 1u)) fail("__shfl_xor_sync reads a lane outside the mask");
+  if (w.deposited[slot][src] != gen)
+    fail("__shfl_xor_sync reads a lane that did not take part (it returned or diverged)");
+  return w.bits[slot][src];
+}
+
+bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, const std::function<void()>& body) {
+  std::lock_guard lock(g_mutex);
+  (void)stream;
+  if (g_sticky != cudaSuccess) {
+    set_error(g_sticky);
+    return false;
+  }
+  const unsigned long long threads = 1ull * block.x * block.y * block.z;
+  if (threads == 0 || threads > kMaxThreads || block.x > 1024 || block.y > 1024 || block.z > 64 || grid.x == 0 ||
+      grid.x > 0x7fffffffu || grid.y == 0 || grid.y > 65535 || grid.z == 0 || grid.z > 65535) {
+    set_error(cudaErrorInvalidConfiguration);
+    return false;
+  }
+  if (g_current) {
+    std::fprintf(stderr, "cuda emulator: launch of %s from inside a kernel\n", name);
+    std::abort();
+  }
+  DeviceAccess open;
+  g_body = &body;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        if (!run_block(grid, block, uint3{x, y, z})) {
+          std::fprintf(stderr, "cuda emulator: %s failed: %s\n", name, g_block.error.c_str());
+          g_sticky = cudaErrorLaunchFailure;
+          set_error(g_sticky);
+          g_body = nullptr;
+          return false;
+        }
+      }
+  g_body = nullptr;
+  return true;
+}
+
+DeviceAccess::DeviceAccess() {
+  std::lock_guard lock(g_mutex);
+  if (g_open_depth++ == 0) protect_all(PROT_READ | PROT_WRITE);
+}
+DeviceAccess::~DeviceAccess() {
+  std::lock_guard lock(g_mutex);
+  if (--g_open_depth == 0) protect_all(PROT_NONE);
+}
+
+bool is_device(const void* p, size_t bytes) {
+  std::lock_guard lock(g_mutex);
+  return find(p, bytes) != nullptr;
+}
+
+bool sticky_error() { return g_sticky != cudaSuccess; }
+
+}  // namespace cuemu
+
+// ---- the runtime API ---------------------------------------------------------------------
+
+using namespace cuemu;
+
+const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorInvalidValue:
+      return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevicePointer:
+      return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidMemcpyDirection:
+      return "cudaErrorInvalidMemcpyDirection";
+    case cudaErrorNoDevice:
+      return "cudaErrorNoDevice";
+    case cudaErrorInvalidDevice:
+      return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    case cudaErrorLaunchFailure:
+      return "cudaErrorLaunchFailure";
+  }
+  return "cudaErrorUnknown";
+}
+
+const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInvalidValue:
+      return "invalid argument";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument";
+    case cudaErrorInvalidDevicePointer:
+      return "invalid device pointer";
+    case cudaErrorInvalidMemcpyDirection:
+      return "invalid copy direction for memcpy";
+    case cudaErrorNoDevice:
+      return "no CUDA-capable device is detected";
+    case cudaErrorInvalidDevice:
+      return "invalid device ordinal";
+    case cudaErrorInvalidResourceHandle:
+      return "invalid resource handle";
+    case cudaErrorNotReady:
+      return "device not ready";
+    case cudaErrorLaunchFailure:
+      return "unspecified launch failure (the emulator printed why)";
+  }
+  return "unknown error";
+}
+
+cudaError_t cudaGetLastError() {
+  std::lock_guard lock(g_mutex);
+  const cudaError_t e = g_last;
+  g_last = g_sticky;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError() { return g_last; }
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  if (!count) return set_error(cudaErrorInvalidValue);
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int* device) {
+  if (!device) return set_error(cudaErrorInvalidValue);
+  *device = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : set_error(cudaErrorInvalidDevice); }
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (!prop) return set_error(cudaErrorInvalidValue);
+  if (device != 0) return set_error(cudaErrorInvalidDevice);
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "CUDA emulator (CPU)");
+  prop->totalGlobalMem = kDeviceBytes;
+  prop->multiProcessorCount = 1;
+  prop->major = 9;
+  prop->minor = 0;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = static_cast<int>(kMaxThreads);
+  prop->sharedMemPerBlock = 48 << 10;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return g_sticky; }
+
+cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
+  std::lock_guard lock(g_mutex);
+  if (!free || !total) return set_error(cudaErrorInvalidValue);
+  *total = kDeviceBytes;
+  *free = kDeviceBytes - g_in_use;
+  return g_sticky;
+}
+
+cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  std::lock_guard lock(g_mutex);
+  return device_malloc(ptr, bytes);
+}
+cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t) { return cudaMalloc(ptr, bytes); }
+cudaError_t cudaFree(void* ptr) {
+  std::lock_guard lock(g_mutex);
+  return device_free(ptr);
+}
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t) { return cudaFree(ptr); }
+
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  std::lock_guard lock(g_mutex);
+  if (g_sticky != cudaSuccess) return set_error(g_sticky);
+  if (bytes == 0) return cudaSuccess;
+  if (!find(ptr, bytes)) return set_error(cudaErrorInvalidValue);
+  DeviceAccess open;
+  std::memset(ptr, value, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) { return cudaMemset(ptr, value, bytes); }
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  std::lock_guard lock(g_mutex);
+  if (g_sticky != cudaSuccess) return set_error(g_sticky);
+  if (bytes == 0) return cudaSuccess;
+  const bool dst_dev = find(dst, bytes) != nullptr, src_dev = find(src, bytes) != nullptr;
+  bool ok = false;
+  switch (kind) {
+    case cudaMemcpyHostToHost:
+      ok = !dst_dev && !src_dev;
+      break;
+    case cudaMemcpyHostToDevice:
+      ok = dst_dev && !src_dev;
+      break;
+    case cudaMemcpyDeviceToHost:
+      ok = !dst_dev && src_dev;
+      break;
+    case cudaMemcpyDeviceToDevice:
+      ok = dst_dev && src_dev;
+      break;
+    case cudaMemcpyDefault:
+      ok = true;
+      break;
+  }
+  if (!ok) return set_error(cudaErrorInvalidValue);
+  DeviceAccess open;
+  std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* ptr) {
+  std::lock_guard lock(g_mutex);
+  if (!attr) return set_error(cudaErrorInvalidValue);
+  *attr = cudaPointerAttributes{};
+  attr->device = -2;
+  if (find(ptr)) {
+    attr->type = cudaMemoryTypeDevice;
+    attr->device = 0;
+    attr->devicePointer = const_cast<void*>(ptr);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  if (!stream) return set_error(cudaErrorInvalidValue);
+  *stream = new CUstream_st{flags};
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!stream || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
+    return set_error(cudaErrorInvalidResourceHandle);
+  delete stream;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return g_sticky; }
+cudaError_t cudaStreamQuery(cudaStream_t) { return g_sticky; }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned) {
+  return event ? g_sticky : set_error(cudaErrorInvalidResourceHandle);
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
+  if (!event) return set_error(cudaErrorInvalidValue);
+  *event = new CUevent_st{{}, false, flags};
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!event) return set_error(cudaErrorInvalidResourceHandle);
+  delete event;
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+  if (!event) return set_error(cudaErrorInvalidResourceHandle);
+  event->t = std::chrono::steady_clock::now();
+  event->recorded = true;
+  return g_sticky;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return event ? g_sticky : set_error(cudaErrorInvalidResourceHandle);
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  if (!ms || !start || !end) return set_error(cudaErrorInvalidValue);
+  if ((start->flags | end->flags) & cudaEventDisableTiming) return set_error(cudaErrorInvalidResourceHandle);
+  if (!start->recorded || !end->recorded) return set_error(cudaErrorInvalidResourceHandle);
+  *ms = std::chrono::duration<float, std::milli>(end->t - start->t).count();
+  return cudaSuccess;
+}

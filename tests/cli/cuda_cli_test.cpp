@@ -1,0 +1,133 @@
+// The gpt binary with run.device "cuda", end to end: training follows the
+// CPU step by step, a run resumed from a device checkpoint continues as the
+// uninterrupted one, and eval and sample run on the device. Skipped where
+// no CUDA device is usable; in the CUDA emulator build
+// (-DGPT_CUDA_EMULATOR=ON, scripts/test.sh) they run on the CPU.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "data/shard.h"
+#include "util/metrics_log.h"
+#include "util/run_binary.h"
+
+namespace gpt {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Result;
+using test::run;
+
+class CudaCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!cuda_available(&why)) GTEST_SKIP() << "no CUDA device: " << why;
+    dir_ = fs::temp_directory_path() /
+           ("gpt_cuda_cli_test_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+            std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "data");
+    std::vector<uint32_t> tokens(8000);
+    for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>((i * 7919 + i / 13) % 257);
+    write_shard((dir_ / "data" / "t_train_000001.bin").string(), tokens, 2);
+    write_shard((dir_ / "data" / "t_val_000000.bin").string(), tokens, 2);
+    // Head size 16 (the smallest the CUDA attention kernels take), two
+    // layers, RoPE; a checkpoint every 3 steps.
+    config_ = (dir_ / "config.json").string();
+    std::ofstream(config_) << R"({"model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "context": 16, "position": "rope"},
+      "data": {"train": ")" << (dir_ / "data" / "t_train_*.bin").string()
+                           << R"(", "val": ")" << (dir_ / "data" / "t_val_*.bin").string() << R"("},
+      "train": {"batch_size": 4, "steps": 6, "warmup_steps": 1, "log_every": 1, "checkpoint_every": 3},
+      "eval": {"multiples": [1, 2], "tokens": 256}})";
+  }
+  void TearDown() override {
+    if (!dir_.empty()) fs::remove_all(dir_);
+  }
+
+  // gpt train CONFIG into dir_/name on `device`.
+  Result train(const std::string& name, const std::string& device) {
+    return run("train " + config_ + " --set run.dir=" + (dir_ / name).string() + " --set run.device=" + device);
+  }
+  // The validation loss at each multiple from an extrapolation or eval JSON.
+  static std::vector<double> losses(const fs::path& json_file) {
+    std::ifstream in(json_file);
+    const auto j = nlohmann::json::parse(in);
+    std::vector<double> out;
+    for (const auto& m : j.at("multiples")) out.push_back(m.at("loss").get<double>());
+    return out;
+  }
+  static void expect_close(double a, double b, double rel, const char* what, size_t at) {
+    EXPECT_LE(std::abs(a - b), rel * std::abs(b)) << what << " " << at << ": " << a << " vs " << b;
+  }
+
+  fs::path dir_;
+  std::string config_;
+};
+
+// Float32 GEMMs on both (run.precision fp32): the losses agree to float32
+// rounding of differently ordered sums (the tolerance of
+// CudaOps.TinyModelTrainsLikeCpu).
+TEST_F(CudaCli, TrainingOnTheDeviceFollowsTheCpu) {
+  const Result cpu = train("cpu", "cpu");
+  ASSERT_EQ(cpu.status, 0) << cpu.output;
+  const Result gpu = train("cuda", "cuda");
+  ASSERT_EQ(gpu.status, 0) << gpu.output;
+  const auto lc = test::train_losses(dir_ / "cpu"), lg = test::train_losses(dir_ / "cuda");
+  ASSERT_EQ(lc.size(), 6u);
+  ASSERT_EQ(lg.size(), 6u);
+  for (const auto& [step, loss] : lc) expect_close(lg.at(step), loss, 1e-4, "train loss at step", step);
+  const auto ec = losses(dir_ / "cpu" / "extrapolation.json"), eg = losses(dir_ / "cuda" / "extrapolation.json");
+  ASSERT_EQ(ec.size(), 2u);
+  ASSERT_EQ(eg.size(), 2u);
+  for (size_t i = 0; i < ec.size(); ++i) expect_close(eg[i], ec[i], 1e-4, "validation loss, multiple index", i);
+}
+
+// The checkpoint at step 3 (written from device memory) resumes on the
+// device into the same steps 4-6 as the run that went straight through.
+TEST_F(CudaCli, DeviceCheckpointResumesIntoTheSameRun) {
+  const Result r = train("cuda", "cuda");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const fs::path run_dir = dir_ / "cuda";
+  const auto straight = test::train_losses(run_dir);
+  ASSERT_EQ(straight.size(), 6u);
+  ASSERT_TRUE(fs::exists(run_dir / "checkpoints" / "step_00000003.bin"));
+  std::ofstream(run_dir / "checkpoints" / "latest") << "step_00000003.bin\n";
+  const Result resumed = run("train --resume " + run_dir.string());
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+  const auto after = test::train_losses(run_dir);  // the resumed run's records of steps 4-6 come last
+  for (int step = 4; step <= 6; ++step)
+    expect_close(after.at(step), straight.at(step), 1e-5, "resumed loss at step", step);
+}
+
+// eval and sample read a checkpoint onto the device; eval agrees with the CPU.
+TEST_F(CudaCli, EvalAndSampleOnTheDevice) {
+  const Result r = train("cpu", "cpu");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string run_dir = (dir_ / "cpu").string();
+  for (const std::string device : {"cpu", "cuda"}) {
+    const Result e = run("eval " + run_dir + " --device " + device + " --multiples 1,2,4 --tokens 256 --out " +
+                         (dir_ / ("eval_" + device + ".json")).string());
+    ASSERT_EQ(e.status, 0) << e.output;
+  }
+  const auto ec = losses(dir_ / "eval_cpu.json"), eg = losses(dir_ / "eval_cuda.json");
+  ASSERT_EQ(ec.size(), 3u);
+  ASSERT_EQ(eg.size(), 3u);
+  for (size_t i = 0; i < ec.size(); ++i) expect_close(eg[i], ec[i], 1e-4, "eval loss, multiple index", i);
+  const Result s = run("sample " + run_dir + " --device cuda --tokens 24 --seed 7");
+  ASSERT_EQ(s.status, 0) << s.output;
+  EXPECT_FALSE(s.output.empty());
+  const Result bad = run("sample " + run_dir + " --device cuda --tokens 24 --precision fp16");
+  EXPECT_NE(bad.status, 0) << bad.output;
+}
+
+}  // namespace
+}  // namespace gpt

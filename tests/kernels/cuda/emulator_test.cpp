@@ -1,0 +1,362 @@
+// The CUDA emulator itself (kernels/cuda/emulator/): the CUDA parity tests
+// run on it in CI, so it must run kernels as CUDA defines them and must
+// expose the faults a GPU would have. Each test states one of those
+// promises. Faults that end the process (a segfault) or poison it (a failed
+// launch is sticky, as on a GPU) run in a death-test child.
+// Compiled only in a build configured with -DGPT_CUDA_EMULATOR=ON.
+#ifdef GPT_CUDA_EMULATOR
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/bf16_round.h"
+#include "kernels/cuda/cuda_syntax.h"
+
+namespace gpt {
+namespace {
+
+// ---- kernels under test ------------------------------------------------------------------
+
+__global__ void ids_kernel(unsigned* out) {
+  const unsigned tid = threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z);
+  const unsigned bid = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  out[bid * blockDim.x * blockDim.y * blockDim.z + tid] = bid * 1000 + tid;
+}
+
+// Each thread reads its right neighbour's element of a shared array.
+template <bool kBarrier>
+__global__ void rotate_kernel(float* out) {
+  GPT_SHARED(float, s, [64]);
+  const unsigned t = threadIdx.x;
+  s[t] = float(t) + 100.f * blockIdx.x;
+  if (kBarrier) __syncthreads();
+  out[blockIdx.x * 64 + t] = s[(t + 1) % 64];
+}
+
+__global__ void warp_sum_kernel(const float* in, float* out) {
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = in[i];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  out[i] = v;
+}
+
+// Lane 5 returns; lane 4 then reads it in a shuffle.
+__global__ void absent_lane_kernel(float* out) {
+  if (threadIdx.x == 5) return;
+  out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+}
+
+// Half a warp waits at the block barrier, the other half at a shuffle.
+__global__ void divergent_kernel(float* out) {
+  if (threadIdx.x < 16) {
+    __syncthreads();
+  } else {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+  }
+}
+
+__global__ void write_at_kernel(float* p, size_t i) { p[i] = 1.0f; }
+
+__global__ void too_much_shared_kernel(float* out) {
+  GPT_SHARED(float, a, [8192]);
+  GPT_SHARED(float, b, [8192]);  // 64 KiB in all
+  a[threadIdx.x] = b[threadIdx.x] = 0.0f;
+  out[threadIdx.x] = a[threadIdx.x] + b[threadIdx.x];
+}
+
+__global__ void atomic_kernel(float* sum) { atomicAdd(sum, 1.0f); }
+
+// ---- helpers --------------------------------------------------------------------------------
+
+template <typename T>
+T* device_copy(const std::vector<T>& h) {
+  T* d = nullptr;
+  EXPECT_EQ(cudaMalloc(&d, std::max<size_t>(h.size(), 1) * sizeof(T)), cudaSuccess);
+  if (!h.empty()) {
+    EXPECT_EQ(cudaMemcpy(d, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  return d;
+}
+template <typename T>
+std::vector<T> host_copy(const T* d, size_t n) {
+  std::vector<T> h(n);
+  EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return h;
+}
+
+class CudaEmulator : public ::testing::Test {
+ protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+// ---- the execution model -----------------------------------------------------------------
+
+TEST_F(CudaEmulator, EveryThreadOfTheGridRunsOnceWithItsIndices) {
+  const dim3 grid(3, 2, 2), block(4, 3, 2);
+  const size_t n = 12 * 24;
+  unsigned* d = device_copy(std::vector<unsigned>(n, 0xdeadbeefu));
+  GPT_LAUNCH(grid, block, nullptr, ids_kernel)(d);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const auto h = host_copy(d, n);
+  for (unsigned b = 0; b < 12; ++b)
+    for (unsigned t = 0; t < 24; ++t) ASSERT_EQ(h[b * 24 + t], b * 1000 + t) << "block " << b << " thread " << t;
+  cudaFree(d);
+}
+
+TEST_F(CudaEmulator, BarrierMakesOtherThreadsWritesVisible) {
+  float* d = device_copy(std::vector<float>(128, 0.0f));
+  GPT_LAUNCH(2, 64, nullptr, rotate_kernel<true>)(d);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const auto h = host_copy(d, 128);
+  for (unsigned b = 0; b < 2; ++b)
+    for (unsigned t = 0; t < 64; ++t) EXPECT_EQ(h[b * 64 + t], float((t + 1) % 64) + 100.f * b) << b << "," << t;
+  cudaFree(d);
+}
+
+// Without the barrier, threads read elements their neighbours have not
+// written yet: fresh shared memory is 0xff bytes, NaN as float. (On a GPU
+// this race may go unnoticed for years.)
+TEST_F(CudaEmulator, MissingBarrierReadsUnwrittenSharedMemoryAsNan) {
+  float* d = device_copy(std::vector<float>(128, 0.0f));
+  GPT_LAUNCH(2, 64, nullptr, rotate_kernel<false>)(d);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const auto h = host_copy(d, 128);
+  int nans = 0;
+  for (float x : h) nans += std::isnan(x);
+  EXPECT_GT(nans, 0) << "every thread saw its neighbour's write without a barrier";
+  // The second block starts from fresh shared memory too, not the first's.
+  int nans_second = 0;
+  for (int t = 0; t < 64; ++t) nans_second += std::isnan(h[64 + t]);
+  EXPECT_GT(nans_second, 0);
+  cudaFree(d);
+}
+
+TEST_F(CudaEmulator, WarpShuffleSumsEachWarp) {
+  std::vector<float> in(96);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = float(i % 7) + (i >= 32 ? 100.f : 0.f);
+  float* din = device_copy(in);
+  float* dout = device_copy(std::vector<float>(96, 0.0f));
+  GPT_LAUNCH(1, 96, nullptr, warp_sum_kernel)(din, dout);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const auto h = host_copy(dout, 96);
+  for (int w = 0; w < 3; ++w) {
+    float want = 0;
+    for (int l = 0; l < 32; ++l) want += in[w * 32 + l];
+    for (int l = 0; l < 32; ++l) EXPECT_EQ(h[w * 32 + l], want) << "warp " << w << " lane " << l;
+  }
+  cudaFree(din);
+  cudaFree(dout);
+}
+
+TEST_F(CudaEmulator, AtomicsFromEveryThreadAddUp) {
+  float* d = device_copy(std::vector<float>(1, 0.0f));
+  GPT_LAUNCH(10, 128, nullptr, atomic_kernel)(d);
+  EXPECT_EQ(host_copy(d, 1)[0], 1280.0f);
+  cudaFree(d);
+}
+
+// ---- faults ---------------------------------------------------------------------------------
+
+// A launch beyond CUDA's limits does not run; the error is not sticky.
+TEST_F(CudaEmulator, LaunchConfigurationBeyondTheLimitsIsRefused) {
+  float* d = device_copy(std::vector<float>(1, 0.0f));
+  GPT_LAUNCH(1, 2048, nullptr, atomic_kernel)(d);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  GPT_LAUNCH(dim3(1, 70000), 32, nullptr, atomic_kernel)(d);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(host_copy(d, 1)[0], 0.0f);
+  cudaFree(d);
+}
+
+// Exits 0 when a launch of `kernel` failed as a GPU fault does: the launch
+// reports cudaErrorLaunchFailure and every later call fails too.
+template <typename Launch>
+void expect_launch_failure(Launch launch, const char* message) {
+  EXPECT_EXIT(
+      {
+        float* d = nullptr;
+        if (cudaMalloc(&d, 64 * sizeof(float)) != cudaSuccess) std::exit(2);
+        launch(d);
+        const bool failed = cudaGetLastError() == cudaErrorLaunchFailure;
+        const bool sticky =
+            cudaDeviceSynchronize() == cudaErrorLaunchFailure && cudaMalloc(&d, 4) == cudaErrorLaunchFailure;
+        std::exit(failed && sticky ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), message);
+}
+
+TEST_F(CudaEmulator, ShuffleWithALaneThatReturnedFails) {
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, absent_lane_kernel)(d); }, "did not take part");
+}
+
+TEST_F(CudaEmulator, DivergentBarrierIsADeadlock) {
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, divergent_kernel)
+                                       (d); },
+                        "deadlock.*16 threads wait at __syncthreads, 16 at a warp shuffle");
+}
+
+TEST_F(CudaEmulator, MoreThan48KiBOfSharedMemoryFails) {
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, too_much_shared_kernel)
+                                       (d); },
+                        "65536 bytes of shared memory");
+}
+
+TEST_F(CudaEmulator, KernelWritingPastTheEndOfABufferFaults) {
+  float* d = device_copy(std::vector<float>(1000, 0.0f));
+  GPT_LAUNCH(1, 1, nullptr, write_at_kernel)(d, size_t(999));  // the last element: fine
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_DEATH(GPT_LAUNCH(1, 1, nullptr, write_at_kernel)(d, size_t(1100)),
+               "past the end of a device buffer of 4000 bytes");
+  cudaFree(d);
+}
+
+TEST_F(CudaEmulator, HostCodeReadingDeviceMemoryFaults) {
+  float* d = device_copy(std::vector<float>(16, 1.0f));
+  EXPECT_DEATH(
+      {
+        volatile float x = d[3];
+        (void)x;
+      },
+      "host code touched device memory");
+  cudaFree(d);
+}
+
+TEST_F(CudaEmulator, CopiesCheckTheirDirection) {
+  float* d = device_copy(std::vector<float>(4, 0.0f));
+  std::vector<float> h(4, 1.0f);
+  EXPECT_EQ(cudaMemcpy(h.data(), d, 16, cudaMemcpyHostToDevice), cudaErrorInvalidValue);  // backwards
+  EXPECT_EQ(cudaMemcpy(d, h.data(), 32, cudaMemcpyHostToDevice), cudaErrorInvalidValue);  // past the end
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidValue);
+  EXPECT_EQ(cudaMemcpy(d, h.data(), 16, cudaMemcpyHostToDevice), cudaSuccess);
+  cudaPointerAttributes attr{};
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, d + 2), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeDevice);
+  ASSERT_EQ(cudaPointerGetAttributes(&attr, h.data()), cudaSuccess);
+  EXPECT_EQ(attr.type, cudaMemoryTypeUnregistered);
+  cudaFree(d);
+}
+
+// ---- cuBLASLt -----------------------------------------------------------------------------
+
+struct Gemm {
+  bool ta, tb;
+  int m, n, k, lda, ldb, ldd;
+};
+
+// D = op(A)·op(B) + beta·D through the emulated cuBLASLt, column-major.
+cublasStatus_t lt_matmul(const Gemm& g, cudaDataType_t ab, cublasComputeType_t compute, const void* A, const void* B,
+                         float* D, float beta, uint32_t promise_align = 4) {
+  cublasLtHandle_t h;
+  cublasLtMatmulDesc_t op;
+  cublasLtMatrixLayout_t la, lb, ld;
+  cublasLtMatmulPreference_t pref;
+  EXPECT_EQ(cublasLtCreate(&h), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(cublasLtMatmulDescCreate(&op, compute, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+  const cublasOperation_t oa = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &oa, sizeof oa);
+  cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &ob, sizeof ob);
+  cublasLtMatrixLayoutCreate(&la, ab, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.lda);
+  cublasLtMatrixLayoutCreate(&lb, ab, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.ldb);
+  cublasLtMatrixLayoutCreate(&ld, CUDA_R_32F, g.m, g.n, g.ldd);
+  cublasLtMatmulPreferenceCreate(&pref);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(pref, attr, &promise_align, sizeof promise_align);
+  cublasLtMatmulHeuristicResult_t res{};
+  int found = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, op, la, lb, ld, ld, pref, 1, &res, &found);
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    const float alpha = 1.0f;
+    st = cublasLtMatmul(h, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &res.algo, nullptr, 0, nullptr);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(ld);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatmulDescDestroy(op);
+  cublasLtDestroy(h);
+  return st;
+}
+
+TEST_F(CudaEmulator, CublasLtTransposesAndLeadingDimensionsFollowTheColumnMajorContract) {
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (float beta : {0.0f, 1.0f}) {
+        const int m = 5, n = 3, k = 4;
+        const Gemm g{ta, tb, m, n, k, (ta ? k : m) + 2, (tb ? n : k) + 1, m + 3};
+        std::vector<float> A(size_t(g.lda) * (ta ? m : k)), B(size_t(g.ldb) * (tb ? k : n)), D(size_t(g.ldd) * n);
+        for (float& x : A) x = u(rng);
+        for (float& x : B) x = u(rng);
+        for (float& x : D) x = beta == 0.0f ? NAN : u(rng);  // with beta 0, D's old values are not read
+        std::vector<float> want = D;
+        for (int j = 0; j < n; ++j)
+          for (int i = 0; i < m; ++i) {
+            double s = 0;
+            for (int p = 0; p < k; ++p)
+              s += double(ta ? A[p + size_t(i) * g.lda] : A[i + size_t(p) * g.lda]) *
+                   (tb ? B[j + size_t(p) * g.ldb] : B[p + size_t(j) * g.ldb]);
+            want[i + size_t(j) * g.ldd] = float(s + (beta == 0.0f ? 0.0 : beta * D[i + size_t(j) * g.ldd]));
+          }
+        float *dA = device_copy(A), *dB = device_copy(B), *dD = device_copy(D);
+        ASSERT_EQ(lt_matmul(g, CUDA_R_32F, CUBLAS_COMPUTE_32F, dA, dB, dD, beta), CUBLAS_STATUS_SUCCESS);
+        const auto got = host_copy(dD, D.size());
+        for (int j = 0; j < n; ++j)
+          for (int i = 0; i < g.ldd; ++i) {
+            const size_t at = i + size_t(j) * g.ldd;
+            if (i < m)
+              EXPECT_NEAR(got[at], want[at], 1e-5) << "ta " << ta << " tb " << tb << " beta " << beta << " at " << at;
+            else  // rows between m and ldd are not D's: untouched
+              EXPECT_TRUE(std::memcmp(&got[at], &D[at], sizeof(float)) == 0) << "padding row written at " << at;
+          }
+        cudaFree(dA), cudaFree(dB), cudaFree(dD);
+      }
+}
+
+TEST_F(CudaEmulator, CublasLtComputeTypesRoundAsDocumented) {
+  // 1 + 2^-12 is a float32 number, not a TF32 one (10 mantissa bits) nor a
+  // bf16 one (7 bits); times 1, it survives only in strict float32.
+  const float x = 1.0f + std::ldexp(1.0f, -12);
+  const Gemm g{false, false, 1, 1, 1, 1, 1, 1};
+  float *dA = device_copy(std::vector<float>{x}), *dB = device_copy(std::vector<float>{1.0f}),
+        *dD = device_copy(std::vector<float>{0.0f});
+  ASSERT_EQ(lt_matmul(g, CUDA_R_32F, CUBLAS_COMPUTE_32F, dA, dB, dD, 0.0f), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(host_copy(dD, 1)[0], x);
+  ASSERT_EQ(lt_matmul(g, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, dA, dB, dD, 0.0f), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(host_copy(dD, 1)[0], 1.0f);
+  // bf16 operands are taken as they are (widened exactly).
+  const uint16_t a16 = round_to_bf16_bits(1.5f), b16 = round_to_bf16_bits(-2.25f);
+  uint16_t *dA16 = device_copy(std::vector<uint16_t>{a16}), *dB16 = device_copy(std::vector<uint16_t>{b16});
+  ASSERT_EQ(lt_matmul(g, CUDA_R_16BF, CUBLAS_COMPUTE_32F, dA16, dB16, dD, 0.0f), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(host_copy(dD, 1)[0], -3.375f);
+  // bf16 with TF32 compute is not a combination cuBLASLt offers.
+  EXPECT_EQ(lt_matmul(g, CUDA_R_16BF, CUBLAS_COMPUTE_32F_FAST_TF32, dA16, dB16, dD, 0.0f), CUBLAS_STATUS_NOT_SUPPORTED);
+  cudaFree(dA), cudaFree(dB), cudaFree(dD), cudaFree(dA16), cudaFree(dB16);
+}
+
+TEST_F(CudaEmulator, CublasLtRefusesHostPointersAndBrokenAlignmentPromises) {
+  const Gemm g{false, false, 4, 4, 4, 4, 4, 4};
+  std::vector<float> host(16, 1.0f);
+  float *dA = device_copy(host), *dB = device_copy(host), *dD = device_copy(host);
+  EXPECT_EQ(lt_matmul(g, CUDA_R_32F, CUBLAS_COMPUTE_32F, host.data(), dB, dD, 0.0f), CUBLAS_STATUS_EXECUTION_FAILED);
+  // cudaMalloc'd buffers are 256-byte aligned; one float in, they are not.
+  float* dB_off = device_copy(std::vector<float>(17, 1.0f));
+  EXPECT_EQ(lt_matmul(g, CUDA_R_32F, CUBLAS_COMPUTE_32F, dA, dB_off + 1, dD, 0.0f, 256),
+            CUBLAS_STATUS_EXECUTION_FAILED);
+  EXPECT_EQ(lt_matmul(g, CUDA_R_32F, CUBLAS_COMPUTE_32F, dA, dB_off + 1, dD, 0.0f, 4), CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(host_copy(dD, 16)[0], 4.0f);
+  cudaFree(dA), cudaFree(dB), cudaFree(dD), cudaFree(dB_off);
+}
+
+}  // namespace
+}  // namespace gpt
+#endif  // GPT_CUDA_EMULATOR
