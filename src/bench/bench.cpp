@@ -450,6 +450,16 @@ const std::vector<std::string>& bench_parts() {
   return parts;
 }
 
+namespace {
+CudaAttentionBenchOptions cuda_attention_options(const BenchOptions& opt) {
+  CudaAttentionBenchOptions c;
+  c.presets = opt.presets;
+  if (opt.contexts_given) c.contexts = opt.attention_contexts;
+  if (opt.min_seconds_given) c.min_seconds = opt.min_seconds;
+  return c;
+}
+}  // namespace
+
 void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   for (const std::string& p : opt.parts)
     GPT_CHECK(std::find(bench_parts().begin(), bench_parts().end(), p) != bench_parts().end(), "bench: unknown part \"",
@@ -458,11 +468,8 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   if (opt.device == "cuda") {
     // On the GPU, "attention" means the fused CUDA kernels too.
     run_bench_cuda(cfg, opt, out);
-    if (selected(opt, "attention") || selected(opt, "cuda-attention")) {
-      CudaAttentionBenchOptions copt;
-      copt.presets = opt.presets;
-      run_cuda_attention_bench(copt, out);
-    }
+    if (selected(opt, "attention") || selected(opt, "cuda-attention"))
+      run_cuda_attention_bench(cuda_attention_options(opt), out);
     return;
   }
   make_backend("cpu", opt.precision);  // the cpu computes in float32 only: a clear error for tf32 / bf16
@@ -496,11 +503,7 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   if (selected(opt, "train") || selected(opt, "eval")) bench_model(cfg, opt, t);
   if (selected(opt, "memory")) bench_memory(cfg, opt, t, false);
   if (selected(opt, "attention")) bench_attention(cfg, opt, out, peak);
-  if (selected(opt, "cuda-attention")) {
-    CudaAttentionBenchOptions copt;
-    copt.presets = opt.presets;
-    run_cuda_attention_bench(copt, out);
-  }
+  if (selected(opt, "cuda-attention")) run_cuda_attention_bench(cuda_attention_options(opt), out);
   out << "\ntotal " << Table::fmt("%.2f", seconds_since(start)) << " s, load average " << load_average()
       << " at end\n";
 }

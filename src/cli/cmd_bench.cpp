@@ -24,6 +24,7 @@ struct BenchArgs {
   int steps = 3;
   int square = 2048;
   double min_seconds = 0.5;
+  CLI::Option* min_seconds_option = nullptr;  // given or not
   std::string device = "cpu";
   std::string precision;  // empty: the config's run.precision with --device cuda, fp32 on cpu
   double peak_tflops = 0;
@@ -71,7 +72,8 @@ void add_bench(CLI::App& app) {
                   "(default: all but cuda-attention)")
       ->type_name("PARTS");
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::PositiveNumber);
-  cmd->add_option("--contexts", args->contexts, "Attention contexts (default 256,512,1024,2048,4096)")
+  cmd->add_option("--contexts", args->contexts,
+                  "Attention contexts (default 256,512,1024,2048,4096; cuda-attention: 1024,2048,4096,8192,16384)")
       ->type_name("T,T,...");
   cmd->add_option("--presets", args->presets, "Attention presets (default: all)")->type_name("NAME,...");
   cmd->add_option("--gemm-kernel", args->kernel, "GEMM kernel: auto, generic, avx2, avx512 (default auto)");
@@ -79,8 +81,10 @@ void add_bench(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--square", args->square, "Size n of the square n^3 GEMM (default 2048)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--min-seconds", args->min_seconds, "Repeat each short measurement for at least this long (0.5)")
-      ->check(CLI::NonNegativeNumber);
+  args->min_seconds_option =
+      cmd->add_option("--min-seconds", args->min_seconds,
+                      "Repeat each short measurement for at least this long (default 0.5; cuda-attention: 0.2)")
+          ->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", args->device,
                   "cpu or cuda (cuda: gemm, train and eval on the GPU, MFU against its peak; default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
@@ -97,7 +101,10 @@ void add_bench(CLI::App& app) {
     BenchOptions opt;
     opt.config_name = args->config;
     if (!args->only.empty()) opt.parts = split_list(args->only);
-    if (!args->contexts.empty()) opt.attention_contexts = parse_ints(args->contexts, "--contexts");
+    if (!args->contexts.empty()) {
+      opt.attention_contexts = parse_ints(args->contexts, "--contexts");
+      opt.contexts_given = true;
+    }
     if (!args->presets.empty()) {
       opt.presets = split_list(args->presets);
       for (const std::string& p : opt.presets) {
@@ -118,6 +125,7 @@ void add_bench(CLI::App& app) {
     opt.steps = args->steps;
     opt.square = args->square;
     opt.min_seconds = args->min_seconds;
+    opt.min_seconds_given = args->min_seconds_option->count() > 0;
     opt.device = args->device;
     opt.precision = !args->precision.empty() ? args->precision : opt.device == "cuda" ? cfg.run.precision : "fp32";
     opt.peak_tflops = args->peak_tflops;

@@ -1,6 +1,6 @@
 // The gpt binary with run.device "cuda", end to end: training follows the
 // CPU step by step, a run resumed from a device checkpoint continues as the
-// uninterrupted one, and eval and sample run on the device. Skipped where
+// uninterrupted one, and eval, sample and bench run on the device. Skipped where
 // no CUDA device is usable; in the CUDA emulator build
 // (-DGPT_CUDA_EMULATOR=ON, scripts/test.sh) they run on the CPU.
 #include <gtest/gtest.h>
@@ -126,6 +126,19 @@ TEST_F(CudaCli, EvalAndSampleOnTheDevice) {
   ASSERT_EQ(s.status, 0) << s.output;
   EXPECT_FALSE(s.output.empty());
   const Result bad = run("sample " + run_dir + " --device cuda --tokens 24 --precision fp16");
+  EXPECT_NE(bad.status, 0) << bad.output;
+}
+
+// gpt bench --device cuda on the tiny model: every row of the GEMM,
+// training, evaluation and memory parts is made (times are not checked).
+TEST_F(CudaCli, BenchOnTheDeviceMakesEveryRow) {
+  const Result b = run("bench " + config_ +
+                       " --device cuda --only gemm,train,eval,memory --steps 1 --square 64 --min-seconds 0");
+  ASSERT_EQ(b.status, 0) << b.output;
+  for (const char* row : {"square 64^3", "step fwd+bwd+AdamW B=4 T=16", "forward losses B=4 T=16",
+                          "eval 1x: 1 sequence of 16", "eval 16x: 1 sequence of 256", "device memory +"})
+    EXPECT_NE(b.output.find(row), std::string::npos) << "no \"" << row << "\" in:\n" << b.output;
+  const Result bad = run("bench " + config_ + " --device cuda --only train --precision fp8");
   EXPECT_NE(bad.status, 0) << bad.output;
 }
 

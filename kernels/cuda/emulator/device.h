@@ -2,10 +2,14 @@
 // CUDA language, so that g++ compiles them as C++ and the CPU runs them.
 //
 // A launch runs its blocks one after another. The threads of a block are
-// fibers (ucontext) on one CPU thread: each runs until it waits at
-// __syncthreads or at a warp shuffle, then the next one runs; a barrier
-// opens when every thread of the block that has not returned has reached
-// it, a shuffle when every live lane of the warp has. Threads that wait at
+// fibers on one CPU thread, run warp by warp: the lanes of a warp run in
+// turn, each until it waits at __syncthreads or at a warp shuffle, until
+// the whole warp waits at a block barrier or has returned; then the next
+// warp runs. A barrier opens when every thread of the block that has not
+// returned has reached it, a shuffle when every live lane of the warp has.
+// A warp thus runs ahead of the others as far as the barriers allow, which
+// exposes missing barriers in both directions (reading what another warp
+// has not written yet, overwriting what it has not read yet). Threads that wait at
 // different places (divergent barriers) are reported as a deadlock.
 // Shared memory is declared with GPT_SHARED (kernels/cuda/cuda_syntax.h;
 // a bare __shared__ does not compile here): each block gets fresh arrays

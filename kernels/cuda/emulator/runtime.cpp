@@ -324,21 +324,34 @@ bool run_block(dim3 grid, dim3 block, uint3 block_idx) {
     std::memset(b.warps[f.warp].deposited, 0xff, sizeof b.warps[f.warp].deposited);
     make_context(f.ctx, stack_for(t), kStackBytes, fiber_entry);
   }
+  // Warp by warp, each as far as it goes (to a block barrier or its end)
+  // before the next one starts: a warp that runs ahead into the next phase
+  // of the kernel overwrites shared data the later warps have not read yet,
+  // and reads data they have not written, whenever a barrier is missing.
+  // (Going round all threads at every shuffle would hide such races.)
+  auto runnable = [&](const Fiber& f) {
+    return f.state == State::Ready || (f.state == State::AtBarrier && b.gen != f.wait_gen) ||
+           (f.state == State::AtShuffle && b.warps[f.warp].gen != f.wait_gen);
+  };
   for (;;) {
-    bool ran = false, all_done = true;
-    for (Fiber& f : b.fibers) {
-      if (f.state == State::Done) continue;
-      all_done = false;
-      if (f.state == State::AtBarrier && b.gen == f.wait_gen) continue;
-      if (f.state == State::AtShuffle && b.warps[f.warp].gen == f.wait_gen) continue;
-      f.state = State::Ready;
-      g_current = &f;
-      switch_context(g_scheduler, f.ctx);
-      g_current = nullptr;
-      ran = true;
-      if (!b.error.empty()) return false;
+    bool ran = false;
+    for (unsigned w = 0; w < nwarps; ++w) {
+      const unsigned first = w * 32, last = std::min(n, first + 32);
+      for (bool progress = true; progress;) {
+        progress = false;
+        for (unsigned t = first; t < last; ++t) {
+          Fiber& f = b.fibers[t];
+          if (!runnable(f)) continue;
+          f.state = State::Ready;
+          g_current = &f;
+          switch_context(g_scheduler, f.ctx);
+          g_current = nullptr;
+          progress = ran = true;
+          if (!b.error.empty()) return false;
+        }
+      }
     }
-    if (all_done) return true;
+    if (b.live == 0) return true;
     if (!ran) {
       unsigned at_barrier = 0, at_shuffle = 0;
       const Fiber* example = nullptr;
