@@ -19,6 +19,8 @@ cmake --build "$work/build" -j"$(nproc)" --target gpt gpt_tests >/dev/null
 tests() { timeout 900 "$work/build/gpt_tests" --gtest_filter='Cuda*' 2>&1 || true; }
 base=$(tests | grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ test' | tr '\n' ' ' || true)
 echo "mutate: unmutated: $base"
+case "$base" in *PASSED*) ;; *) echo "mutate: the unmutated tree does not pass the CUDA tests; nothing to compare" >&2; exit 1 ;; esac
+case "$base" in *FAILED*) echo "mutate: the unmutated tree does not pass the CUDA tests; nothing to compare" >&2; exit 1 ;; esac
 if (($#)); then sites=("$@"); else mapfile -t sites < <(grep -n '__syncthreads();' kernels/cuda/*.cu kernels/cuda/*.cuh | cut -d: -f1,2); fi
 for site in "${sites[@]}"; do
   file=${site%%:*} line=${site##*:}

@@ -16,7 +16,7 @@
 #ifdef GPT_CUDA_EMULATOR
 #define GPT_LAUNCH(grid, block, stream, ...) ::cuemu::launcher((grid), (block), (stream), #__VA_ARGS__, __VA_ARGS__)
 #define GPT_SHARED(type, name, dims)                          \
-  static const char name##_cuemu_key = 0;                     \
+  static char name##_cuemu_key;                               \
   using name##_cuemu_type = type dims;                        \
   name##_cuemu_type& name = *static_cast<name##_cuemu_type*>( \
       ::cuemu::shared_memory(sizeof(name##_cuemu_type), alignof(name##_cuemu_type), &name##_cuemu_key))

@@ -9,7 +9,9 @@
 //
 // Arithmetic: each element of D is a float32 sum over k in order, of
 // products of the operands as the compute type sees them (bf16 widened
-// exactly, float32 rounded to TF32 in FAST_TF32 mode, to nearest even).
+// exactly; in FAST_TF32 mode float32 rounded to TF32 here, to nearest even,
+// while NVIDIA documents neither the rounding nor that a TF32 kernel is
+// chosen at all).
 // Tensor cores sum in another order, so results agree with a GPU to the
 // tolerance of float32 accumulation, not bit for bit.
 #include "cublasLt.h"
@@ -205,7 +207,10 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
   }
   const int i = static_cast<int>(attr) - static_cast<int>(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES);
   if (i < 0 || i > 3 || size != sizeof(uint32_t)) return CUBLAS_STATUS_INVALID_VALUE;
-  std::memcpy(&pref->align[i], buf, size);
+  uint32_t align;
+  std::memcpy(&align, buf, size);
+  if (align == 0 || (align & (align - 1)) != 0) return CUBLAS_STATUS_INVALID_VALUE;  // a power of two
+  pref->align[i] = align;
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -264,6 +269,17 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
       return complain(msg), CUBLAS_STATUS_EXECUTION_FAILED;
     }
   }
+  // D is written while A and B are read: it must not overlap them; and C = D
+  // (in place) needs the same layout for both.
+  auto overlaps = [](const void* p, const cublasLtMatrixLayoutOpaque_t& lp, const void* q,
+                     const cublasLtMatrixLayoutOpaque_t& lq) {
+    const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(q);
+    return a < b + span_bytes(lq) && b < a + span_bytes(lp);
+  };
+  if (k > 0 && (overlaps(D, *d, A, *a) || overlaps(D, *d, B, *b)))
+    return complain("D overlaps A or B"), CUBLAS_STATUS_INVALID_VALUE;
+  if (C == D && (c->ld != d->ld || c->type != d->type))
+    return complain("C and D are the same memory with different layouts"), CUBLAS_STATUS_INVALID_VALUE;
   cuemu::DeviceAccess open;
   const bool round_tf32 = desc->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   // op(A) (m×k) and op(B) (k×n), column-major and contiguous.

@@ -7,9 +7,10 @@
 // the whole warp waits at a block barrier or has returned; then the next
 // warp runs. A barrier opens when every thread of the block that has not
 // returned has reached it, a shuffle when every live lane of the warp has.
-// A warp thus runs ahead of the others as far as the barriers allow, which
-// exposes missing barriers in both directions (reading what another warp
-// has not written yet, overwriting what it has not read yet). Threads that wait at
+// A warp thus runs ahead of the others as far as the barriers allow, and
+// odd blocks take warps and lanes in reverse order: a missing barrier shows
+// as reading what another thread has not written yet, or overwriting what
+// it has not read yet, in one order or the other. Threads that wait at
 // different places (divergent barriers) are reported as a deadlock.
 // Shared memory is declared with GPT_SHARED (kernels/cuda/cuda_syntax.h;
 // a bare __shared__ does not compile here): each block gets fresh arrays
@@ -17,18 +18,23 @@
 // written yet gives NaN (or -1), which a parity test notices.
 //
 // What this catches: wrong indices and bounds (device memory sits against an
-// inaccessible guard page, and host code that touches device memory faults,
-// see runtime.cpp), missing barriers between a write and a read of shared
-// memory by other threads, shuffles with absent lanes, more than 48 KiB of
-// shared memory, launch configurations beyond CUDA's limits. What it cannot: races between blocks
-// through global memory (blocks run in order), memory-model effects, and
-// speed. Float math is the host's (expf is glibc's, not the GPU's), so
-// parity tolerances still have to hold on a real GPU.
+// inaccessible guard page, with 0xff bytes around it that must stay so;
+// host code that touches device memory faults; see runtime.cpp), host
+// pointers passed to kernels, missing barriers between a write and a read
+// of shared memory by other threads, threads at different barriers,
+// shuffles with absent lanes, more than 48 KiB of shared memory, launch
+// configurations beyond CUDA's limits. What it cannot: races between
+// blocks through global memory (blocks run in order), stream ordering
+// (every call is synchronous), memory-model effects, partial-mask
+// shuffles, and speed. Float math is the host's (expf is glibc's, not the
+// GPU's), so parity tolerances still have to hold on a real GPU
+// (docs/gpu.md lists all of it).
 #pragma once
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <source_location>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -69,8 +75,9 @@ const ThreadIds& ids();
 // thread to reach it allocates it (0xff-filled), the others get the same.
 void* shared_memory(size_t bytes, size_t align, const void* key);
 
-// Blocks until every live thread of the block has arrived.
-void syncthreads();
+// Blocks until every live thread of the block has arrived; every thread
+// must wait at the same call site (`site`) or the launch fails.
+void syncthreads(const std::source_location& site);
 // Lane-exchange of 8 bytes: returns the bits given by lane `lane ^ lane_mask`
 // of the calling lane's warp (within groups of `width` lanes).
 uint64_t shfl_xor_bits(unsigned mask, uint64_t bits, int lane_mask, int width);
@@ -82,6 +89,17 @@ uint64_t shfl_xor_bits(unsigned mask, uint64_t bits, int lane_mask, int width);
 // Runs body once for every thread of the grid; false if the configuration
 // was refused (cudaGetLastError then says why) or the kernel failed.
 bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, const std::function<void()>& body);
+
+// A kernel argument that is a pointer must be null or point into device
+// memory (a host pointer faults on a GPU); otherwise the launch fails.
+bool argument_ok(const void* p, int index, const char* kernel);
+template <typename T>
+bool argument_ok(const T& v, int index, const char* kernel) {
+  if constexpr (std::is_pointer_v<T>)
+    return argument_ok(static_cast<const void*>(v), index, kernel);
+  else
+    return true;
+}
 
 // kernel<<<grid, block, 0, stream>>>(args...) is
 // launcher(grid, block, stream, kernel)(args...): every thread gets its own
@@ -96,7 +114,13 @@ struct Launcher {
   template <typename... A>
   void operator()(A&&... a) const {
     const std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
-    run_grid(grid, block, stream, name, [&] { std::apply(kernel, args); });
+    const bool ok = std::apply(
+        [&](const auto&... v) {
+          int i = 0;
+          return (argument_ok(v, i++, name) && ...);
+        },
+        args);
+    if (ok) run_grid(grid, block, stream, name, [&] { std::apply(kernel, args); });
   }
 };
 template <typename S, typename... P>
@@ -112,7 +136,9 @@ Launcher<P...> launcher(dim3 grid, dim3 block, S stream, const char* name, void 
 #define gridDim (::cuemu::ids().grid_dim)
 constexpr int warpSize = 32;
 
-inline void __syncthreads() { ::cuemu::syncthreads(); }
+inline void __syncthreads(const std::source_location& site = std::source_location::current()) {
+  ::cuemu::syncthreads(site);
+}
 
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = warpSize) {

@@ -4,7 +4,10 @@
 //
 // Device memory. Every cudaMalloc is its own mapping: the buffer ends within
 // 255 bytes (its 256-byte alignment) of a guard page that is never
-// accessible, so a kernel that reads or writes past the end faults. While
+// accessible, so a kernel that reads or writes past the end faults. The
+// bytes between the page start and the buffer, and between its end and the
+// guard page, are 0xff (NaN as float) and must stay so: a write there is
+// reported when the kernel ends and fails the launch. While
 // host code runs, every device buffer is inaccessible as well: only kernels,
 // copies, memsets and the emulated cuBLASLt open them. A host dereference of
 // a device pointer, which would read garbage or crash on a GPU machine,
@@ -23,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <source_location>
 #include <map>
 #include <mutex>
 #include <string>
@@ -50,7 +54,9 @@ struct Allocation {
   char* map;        // start of the mapping
   size_t data_len;  // accessible part (whole pages), followed by one guard page
   size_t bytes;     // what was asked for
+  char* user;       // the buffer; [map, user) and [user + bytes, map + data_len) hold 0xff
 };
+constexpr unsigned char kFill = 0xff;
 
 // The device state. The runtime serves one host thread at a time (the
 // project's CUDA backend runs on one), but a mutex keeps the tables sane
@@ -79,9 +85,11 @@ const Allocation* find(const void* p, size_t n = 1) {
   if (it == g_allocs.begin()) return nullptr;
   --it;
   const uintptr_t user = it->first;
-  if (addr < user || addr + n > user + it->second.bytes + (n == 0 ? 1 : 0)) return nullptr;
+  if (addr < user || addr + std::max<size_t>(n, 1) > user + it->second.bytes) return nullptr;
   return &it->second;
 }
+
+bool in_stack_guard(uintptr_t addr);  // the fibers' stacks, below
 
 // A fault inside a mapping of ours: say whose, then die as the signal would.
 void on_segv(int sig, siginfo_t* info, void*) {
@@ -103,6 +111,8 @@ void on_segv(int sig, siginfo_t* info, void*) {
                           static_cast<ssize_t>(addr - user), a.bytes);
     break;
   }
+  if (len == 0 && in_stack_guard(addr))
+    len = std::snprintf(msg, sizeof msg, "cuda emulator: a CUDA thread overflowed its 256 KiB stack\n");
   if (len > 0) {
     if (write(STDERR_FILENO, msg, static_cast<size_t>(len)) < 0) {
     }
@@ -114,6 +124,12 @@ void on_segv(int sig, siginfo_t* info, void*) {
 void install_handler() {
   static std::once_flag once;
   std::call_once(once, [] {
+    // Its own stack, so that a fiber's stack overflow still gets its message.
+    static char alt[64 << 10];
+    stack_t ss{};
+    ss.ss_sp = alt;
+    ss.ss_size = sizeof alt;
+    sigaltstack(&ss, nullptr);
     struct sigaction sa {};
     sa.sa_sigaction = on_segv;
     sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
@@ -132,9 +148,12 @@ cudaError_t device_malloc(void** ptr, size_t bytes) {
   void* map = mmap(nullptr, data_len + kPage, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (map == MAP_FAILED) return set_error(cudaErrorMemoryAllocation);
   char* base = static_cast<char*>(map);
-  if (g_open_depth > 0) mprotect(base, data_len, PROT_READ | PROT_WRITE);
   char* user = base + data_len - user_len;
-  g_allocs[reinterpret_cast<uintptr_t>(user)] = Allocation{base, data_len, bytes};
+  mprotect(base, data_len, PROT_READ | PROT_WRITE);
+  std::memset(base, kFill, static_cast<size_t>(user - base));
+  std::memset(user + bytes, kFill, data_len - static_cast<size_t>(user - base) - bytes);
+  if (g_open_depth == 0) mprotect(base, data_len, PROT_NONE);
+  g_allocs[reinterpret_cast<uintptr_t>(user)] = Allocation{base, data_len, bytes, user};
   g_in_use += data_len;
   *ptr = user;
   return cudaSuccess;
@@ -155,7 +174,8 @@ cudaError_t device_free(void* ptr) {
 // registers on the old stack and swaps stack pointers (a few nanoseconds;
 // glibc's swapcontext also makes a signal-mask system call each time, which
 // made emulated training spend half its time in the kernel). Elsewhere,
-// ucontext.
+// ucontext. The MXCSR and x87 control words are not switched: no kernel
+// changes the rounding mode or the exception masks.
 
 #if defined(__x86_64__)
 extern "C" void cuemu_switch(void** save_sp, void* load_sp);
@@ -237,6 +257,7 @@ struct Block {
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
   unsigned live = 0, arrived = 0, gen = 0;
+  std::source_location barrier_site;  // where the threads of this generation wait
   std::string error;
   // Shared memory: arrays by declaration, carved from `shared`.
   std::vector<std::pair<const void*, void*>> arrays;
@@ -262,6 +283,14 @@ char* stack_for(unsigned i) {
     g_stacks.push_back(static_cast<char*>(m) + kPage);
   }
   return g_stacks[i];
+}
+
+bool in_stack_guard(uintptr_t addr) {
+  for (char* s : g_stacks) {
+    const auto top = reinterpret_cast<uintptr_t>(s);
+    if (addr >= top - kPage && addr < top) return true;
+  }
+  return false;
 }
 
 void yield_to_scheduler() { switch_context(g_current->ctx, g_scheduler); }
@@ -333,14 +362,18 @@ bool run_block(dim3 grid, dim3 block, uint3 block_idx) {
     return f.state == State::Ready || (f.state == State::AtBarrier && b.gen != f.wait_gen) ||
            (f.state == State::AtShuffle && b.warps[f.warp].gen != f.wait_gen);
   };
+  // Odd blocks take the warps, and the lanes of a warp, in reverse order,
+  // so that a race needs no particular order of writer and reader to show.
+  const bool reverse = ((block_idx.x + block_idx.y + block_idx.z) & 1u) != 0;
   for (;;) {
     bool ran = false;
-    for (unsigned w = 0; w < nwarps; ++w) {
-      const unsigned first = w * 32, last = std::min(n, first + 32);
+    for (unsigned wi = 0; wi < nwarps; ++wi) {
+      const unsigned w = reverse ? nwarps - 1 - wi : wi;
+      const unsigned first = w * 32, count = std::min(n, first + 32) - first;
       for (bool progress = true; progress;) {
         progress = false;
-        for (unsigned t = first; t < last; ++t) {
-          Fiber& f = b.fibers[t];
+        for (unsigned li = 0; li < count; ++li) {
+          Fiber& f = b.fibers[first + (reverse ? count - 1 - li : li)];
           if (!runnable(f)) continue;
           f.state = State::Ready;
           g_current = &f;
@@ -410,9 +443,17 @@ void* shared_memory(size_t bytes, size_t align, const void* key) {
   return p;
 }
 
-void syncthreads() {
+void syncthreads(const std::source_location& site) {
   if (!g_current) fail("__syncthreads outside a kernel");
   Block& b = g_block;
+  if (b.arrived == 0) {
+    b.barrier_site = site;
+  } else if (site.line() != b.barrier_site.line() || std::strcmp(site.file_name(), b.barrier_site.file_name()) != 0) {
+    const std::string what = std::string("threads wait at different __syncthreads: ") + b.barrier_site.file_name() +
+                             ":" + std::to_string(b.barrier_site.line()) + " and " + site.file_name() + ":" +
+                             std::to_string(site.line());
+    fail(what.c_str());
+  }
   if (++b.arrived == b.live) {
     b.arrived = 0;
     ++b.gen;
@@ -487,9 +528,43 @@ DeviceAccess::DeviceAccess() {
   std::lock_guard lock(g_mutex);
   if (g_open_depth++ == 0) protect_all(PROT_READ | PROT_WRITE);
 }
+// The 0xff bytes around every buffer: a kernel (or the emulated cuBLASLt)
+// that wrote there wrote out of bounds; the launch counts as failed.
+void check_fill() {
+  auto dirty = [](const char* p, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      if (static_cast<unsigned char>(p[i]) != kFill) return true;
+    return false;
+  };
+  for (auto& [key, a] : g_allocs) {
+    const size_t before = static_cast<size_t>(a.user - a.map), after = a.data_len - before - a.bytes;
+    const bool under = dirty(a.map, before), over = dirty(a.user + a.bytes, after);
+    if (!under && !over) continue;
+    std::fprintf(stderr, "cuda emulator: device code wrote %s a device buffer of %zu bytes (out of bounds)\n",
+                 under ? "before the start of" : "past the end of", a.bytes);
+    std::memset(a.map, kFill, before);
+    std::memset(a.user + a.bytes, kFill, after);
+    g_sticky = cudaErrorLaunchFailure;
+    set_error(g_sticky);
+  }
+}
+
 DeviceAccess::~DeviceAccess() {
   std::lock_guard lock(g_mutex);
-  if (--g_open_depth == 0) protect_all(PROT_NONE);
+  if (--g_open_depth == 0) {
+    check_fill();
+    protect_all(PROT_NONE);
+  }
+}
+
+bool argument_ok(const void* p, int index, const char* kernel) {
+  std::lock_guard lock(g_mutex);
+  if (!p || find(p) || g_sticky != cudaSuccess) return true;  // a sticky error stops the launch anyway
+  std::fprintf(stderr, "cuda emulator: %s: argument %d (%p) is not device memory: a GPU cannot read a host pointer\n",
+               kernel, index, p);
+  g_sticky = cudaErrorLaunchFailure;
+  set_error(g_sticky);
+  return false;
 }
 
 bool is_device(const void* p, size_t bytes) {

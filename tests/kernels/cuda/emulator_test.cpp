@@ -73,6 +73,23 @@ __global__ void too_much_shared_kernel(float* out) {
 
 __global__ void atomic_kernel(float* sum) { atomicAdd(sum, 1.0f); }
 
+// Thread 0 writes a value all threads read, without a barrier between.
+__global__ void broadcast_kernel(float* out) {
+  GPT_SHARED(float, v, [1]);
+  if (threadIdx.x == 0) v[0] = 7.0f;
+  out[blockIdx.x * blockDim.x + threadIdx.x] = v[0];
+}
+
+// Two branches, each with its own barrier.
+__global__ void two_barriers_kernel(float* out) {
+  if (threadIdx.x % 2 == 0) {
+    __syncthreads();
+  } else {
+    __syncthreads();
+  }
+  out[threadIdx.x] = 1.0f;
+}
+
 // ---- helpers --------------------------------------------------------------------------------
 
 template <typename T>
@@ -135,6 +152,19 @@ TEST_F(CudaEmulator, MissingBarrierReadsUnwrittenSharedMemoryAsNan) {
   int nans_second = 0;
   for (int t = 0; t < 64; ++t) nans_second += std::isnan(h[64 + t]);
   EXPECT_GT(nans_second, 0);
+  cudaFree(d);
+}
+
+// Even blocks run thread 0 first and hide this race; odd blocks run the
+// threads in reverse order and show it.
+TEST_F(CudaEmulator, MissingBarrierAfterOneWriterShowsInSomeBlock) {
+  float* d = device_copy(std::vector<float>(128, 0.0f));
+  GPT_LAUNCH(2, 64, nullptr, broadcast_kernel)(d);
+  ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+  const auto h = host_copy(d, 128);
+  int nans = 0;
+  for (float x : h) nans += std::isnan(x);
+  EXPECT_GT(nans, 0);
   cudaFree(d);
 }
 
@@ -203,6 +233,20 @@ TEST_F(CudaEmulator, DivergentBarrierIsADeadlock) {
                         "deadlock.*16 threads wait at __syncthreads, 16 at a warp shuffle");
 }
 
+TEST_F(CudaEmulator, ThreadsAtDifferentBarriersFail) {
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 64, nullptr, two_barriers_kernel)(d); },
+                        "threads wait at different __syncthreads: .*emulator_test.cpp");
+}
+
+TEST_F(CudaEmulator, HostPointerAsKernelArgumentFails) {
+  expect_launch_failure(
+      [](float*) {
+        static float host[4];
+        GPT_LAUNCH(1, 1, nullptr, write_at_kernel)(host, size_t(0));
+      },
+      "argument 0 .* is not device memory");
+}
+
 TEST_F(CudaEmulator, MoreThan48KiBOfSharedMemoryFails) {
   expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, too_much_shared_kernel)
                                        (d); },
@@ -216,6 +260,19 @@ TEST_F(CudaEmulator, KernelWritingPastTheEndOfABufferFaults) {
   EXPECT_DEATH(GPT_LAUNCH(1, 1, nullptr, write_at_kernel)(d, size_t(1100)),
                "past the end of a device buffer of 4000 bytes");
   cudaFree(d);
+}
+
+// Within the 256-byte alignment after the end: no fault, but the bytes
+// there must stay as they were.
+TEST_F(CudaEmulator, KernelWritingJustPastTheEndFailsTheLaunch) {
+  expect_launch_failure(
+      [](float* d) {
+        float* e = nullptr;
+        if (cudaMalloc(&e, 1000 * sizeof(float)) != cudaSuccess) std::exit(2);
+        GPT_LAUNCH(1, 1, nullptr, write_at_kernel)(e, size_t(1000));  // one past the end
+        (void)d;
+      },
+      "wrote past the end of a device buffer of 4000 bytes");
 }
 
 TEST_F(CudaEmulator, HostCodeReadingDeviceMemoryFaults) {
@@ -322,7 +379,7 @@ TEST_F(CudaEmulator, CublasLtTransposesAndLeadingDimensionsFollowTheColumnMajorC
       }
 }
 
-TEST_F(CudaEmulator, CublasLtComputeTypesRoundAsDocumented) {
+TEST_F(CudaEmulator, CublasLtComputeTypesRoundTheOperands) {
   // 1 + 2^-12 is a float32 number, not a TF32 one (10 mantissa bits) nor a
   // bf16 one (7 bits); times 1, it survives only in strict float32.
   const float x = 1.0f + std::ldexp(1.0f, -12);
