@@ -40,7 +40,7 @@ rm -rf "$out"
 mkdir -p "$out"
 for f in "$tmp"/*.deb; do dpkg -x "$f" "$out"; done
 # Only headers, libraries and CMake/pkg-config files are needed.
-rm -rf "$out/usr/share/doc" "$out/usr/share/man" "$out/usr/share/lintian" "$out/usr/bin"
+rm -rf "${out:?}/usr/share/doc" "${out:?}/usr/share/man" "${out:?}/usr/share/lintian" "${out:?}/usr/bin"
 (cd "$tmp" && for f in *.deb; do dpkg-deb -f "$f" Package Version | paste -sd' '; done) > "$out/PACKAGES"
 echo "unpacked into $out ($(du -sh "$out" | cut -f1)):"
 sed 's/^/  /' "$out/PACKAGES"

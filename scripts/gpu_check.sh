@@ -30,8 +30,7 @@
 #        GPU_TEST_FILTER='*Cuda*:Nccl.*:WorldForDevice.*-(the tests that need MPI or no GPU)'
 #        TRAIN_STEPS=300  BENCH_STEPS=3
 set -uo pipefail
-cd "$(dirname "$0")/.."
-root=$(pwd)
+cd "$(dirname "$0")/.." || exit 1
 deps=$(realpath -m "${DEPS:-third_party/deb}")
 build=${BUILD:-build-gpu}
 jobs=${JOBS:-$(nproc)}
