@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: set up and build if needed, then run the whole suite
-# (build/). Then the CUDA tests a second time, in a build against the CUDA
+# (build/). Then the CUDA and NCCL tests a second time, in a build against the CUDA
 # emulator (build-emu/, -DGPT_CUDA_EMULATOR=ON, kernels/cuda/emulator/): there
 # the CUDA kernels run on the CPU, so their parity tests run without a GPU.
 #   scripts/test.sh                  both parts
@@ -19,5 +19,5 @@ if [ "$emulator" = 1 ]; then
   echo "test: the CUDA tests on the CUDA emulator (build-emu/)"
   cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA_EMULATOR=ON >/dev/null
   cmake --build build-emu -j"$(nproc)" --target gpt gpt_tests
-  ctest --test-dir build-emu --output-on-failure -j"$(nproc)" -R 'Cuda'
+  ctest --test-dir build-emu --output-on-failure -j"$(nproc)" -R 'Cuda|Nccl|WorldForDevice'
 fi

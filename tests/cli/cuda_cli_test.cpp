@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "data/shard.h"
+#include "dist/communicator.h"
 #include "util/metrics_log.h"
 #include "util/run_binary.h"
 
@@ -106,6 +107,23 @@ TEST_F(CudaCli, DeviceCheckpointResumesIntoTheSameRun) {
   const auto after = test::train_losses(run_dir);  // the resumed run's records of steps 4-6 come last
   for (int step = 4; step <= 6; ++step)
     expect_close(after.at(step), straight.at(step), 1e-5, "resumed loss at step", step);
+}
+
+// GPT_DIST_NCCL=1 sends a one-GPU run through the NCCL communicator (the
+// parameter broadcast, the overlapped per-layer all-reduce): with one rank
+// the losses are those of the plain run. (Skipped in builds without NCCL.)
+TEST_F(CudaCli, OneRankThroughNcclTrainsAsThePlainRun) {
+  if (!dist::built_with_nccl()) GTEST_SKIP() << "this build has no NCCL";
+  const Result plain = train("plain", "cuda");
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  const Result nccl = test::run_command("GPT_DIST_NCCL=1 " + std::string(GPT_BINARY) + " train " + config_ +
+                                        " --set run.dir=" + (dir_ / "nccl").string() + " --set run.device=cuda");
+  ASSERT_EQ(nccl.status, 0) << nccl.output;
+  EXPECT_NE(nccl.output.find("NCCL"), std::string::npos) << nccl.output;
+  const auto lp = test::train_losses(dir_ / "plain"), ln = test::train_losses(dir_ / "nccl");
+  ASSERT_EQ(lp.size(), 6u);
+  ASSERT_EQ(ln.size(), 6u);
+  for (const auto& [step, loss] : lp) expect_close(ln.at(step), loss, 1e-5, "train loss through NCCL at step", step);
 }
 
 // eval and sample read a checkpoint onto the device; eval agrees with the CPU.
