@@ -116,7 +116,8 @@ grep -q 'gpt: NCCL .* found' "$logs/configure.log" && have_nccl=1
 if [ $have_nccl = 1 ]; then row "NCCL" ok "$(grep -oP 'gpt: NCCL \K[0-9.]+' "$logs/configure.log") from $nccl_from"
 else
   row "NCCL" skip "not found (CUDA toolkit, nvidia-nccl-cu13): the NCCL tests and run are left out"
-  [ -n "${GPU_TEST_FILTER:-}" ] || filter=${filter//Nccl.\*:/}
+  # Without NCCL those tests would only skip, which counts as a failure here.
+  [ -n "${GPU_TEST_FILTER:-}" ] || filter="${filter//Nccl.\*:/}:CudaCli.OneRankThroughNccl*"
 fi
 have_cudnn=0
 grep -q "gpt: cuDNN .* found" "$logs/configure.log" && have_cudnn=1
@@ -206,8 +207,11 @@ fi
 # GPT_DIST_NCCL=1 sends a one-rank cuda run through NCCL: the parameter
 # broadcast and every layer's all-reduce started during the backward pass on
 # NCCL's stream. With one rank each sum is the rank's own value, so every
-# loss must equal the plain run's; a race or a wrong range shows as a
-# difference or an error.
+# loss must match the plain run's; not bit for bit, since the kernels'
+# atomicAdd makes two GPU runs differ in the last bits: within 1e-5
+# relative. (An in-place one-rank all-reduce writes nothing, so this checks
+# that the NCCL path runs, waits for its stream and leaves training as it
+# was, not NCCL's arithmetic.)
 if [ $have_nccl = 1 ] && [ -f "$data/corpus.txt" ] && ls "$data"/text_train_*.bin >/dev/null 2>&1; then
   t0=$(date +%s)
   short=(--set run.device=cuda --set train.steps=50 --set train.warmup_steps=5 --set train.log_every=10)
@@ -218,11 +222,15 @@ if [ $have_nccl = 1 ] && [ -f "$data/corpus.txt" ] && ls "$data"/text_train_*.bi
        --set "run.dir=$build/check/runs/cuda_nccl50" >"$logs/train_nccl50.log" 2>&1; then
     n=$(losses "$build/check/runs/cuda_nccl50" | wc -l)
     via=$(grep -oP 'data parallel: \K.*' "$logs/train_nccl50.log" | head -1)
-    if [ "$n" -gt 0 ] && [ -n "$via" ] &&
-       diff <(losses "$build/check/runs/cuda_plain50") <(losses "$build/check/runs/cuda_nccl50") >/dev/null; then
-      row "train 1 GPU through NCCL" ok "$n losses equal to the plain run's ($via; $(elapsed "$t0"))"
+    worst=$(paste <(losses "$build/check/runs/cuda_plain50") <(losses "$build/check/runs/cuda_nccl50") |
+      awk 'NF != 2 || $1 != $1 + 0 || $2 != $2 + 0 { bad = 1 }
+           { d = $1 - $2; if (d < 0) d = -d; r = $1 > 0 ? d / $1 : d; if (r > w) w = r }
+           END { if (bad || NR == 0) print "bad"; else printf "%.2e", w }')
+    if [ "$n" -gt 0 ] && [ -n "$via" ] && [ "$worst" != bad ] &&
+       awk -v w="$worst" 'BEGIN { exit !(w + 0 <= 1e-5) }'; then
+      row "train 1 GPU through NCCL" ok "$n losses within $worst of the plain run's ($via; $(elapsed "$t0"))"
     else
-      failed "train 1 GPU through NCCL" "losses differ from the plain run's or no NCCL line; logs $logs/train_nccl50.log"
+      failed "train 1 GPU through NCCL" "losses differ from the plain run's ($worst) or no NCCL line; logs $logs/train_nccl50.log"
     fi
   else
     failed "train 1 GPU through NCCL" "logs $logs/train_plain50.log, $logs/train_nccl50.log"

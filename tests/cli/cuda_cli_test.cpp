@@ -150,8 +150,8 @@ TEST_F(CudaCli, EvalAndSampleOnTheDevice) {
 // gpt bench --device cuda on the tiny model: every row of the GEMM,
 // training, evaluation and memory parts is made (times are not checked).
 TEST_F(CudaCli, BenchOnTheDeviceMakesEveryRow) {
-  const Result b = run("bench " + config_ +
-                       " --device cuda --only gemm,train,eval,memory --steps 1 --square 64 --min-seconds 0");
+  const Result b =
+      run("bench " + config_ + " --device cuda --only gemm,train,eval,memory --steps 1 --square 64 --min-seconds 0");
   ASSERT_EQ(b.status, 0) << b.output;
   for (const char* row : {"square 64^3", "step fwd+bwd+AdamW B=4 T=16", "forward losses B=4 T=16",
                           "eval 1x: 1 sequence of 16", "eval 16x: 1 sequence of 256", "device memory +"})

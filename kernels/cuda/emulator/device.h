@@ -11,7 +11,8 @@
 // odd blocks take warps and lanes in reverse order: a missing barrier shows
 // as reading what another thread has not written yet, or overwriting what
 // it has not read yet, in one order or the other. Threads that wait at
-// different places (divergent barriers) are reported as a deadlock.
+// different __syncthreads calls, or some at a barrier and others at a
+// shuffle (a deadlock), fail the launch.
 // Shared memory is declared with GPT_SHARED (kernels/cuda/cuda_syntax.h;
 // a bare __shared__ does not compile here): each block gets fresh arrays
 // filled with 0xff bytes, so reading an element no thread of the block has

@@ -11,7 +11,8 @@
 // host code runs, every device buffer is inaccessible as well: only kernels,
 // copies, memsets and the emulated cuBLASLt open them. A host dereference of
 // a device pointer, which would read garbage or crash on a GPU machine,
-// faults here. The SIGSEGV handler names which of the two happened.
+// faults here. The SIGSEGV handler says which of these happened (or that a
+// CUDA thread overflowed its fiber stack).
 //
 // Streams are one in-order queue: every call completes before it returns.
 #include <signal.h>
@@ -26,9 +27,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <source_location>
 #include <map>
 #include <mutex>
+#include <source_location>
 #include <string>
 #include <vector>
 

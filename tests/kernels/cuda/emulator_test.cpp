@@ -8,12 +8,16 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+#if GPT_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/bf16_round.h"
@@ -228,13 +232,17 @@ TEST_F(CudaEmulator, ShuffleWithALaneThatReturnedFails) {
 }
 
 TEST_F(CudaEmulator, DivergentBarrierIsADeadlock) {
-  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, divergent_kernel)
-                                       (d); },
-                        "deadlock.*16 threads wait at __syncthreads, 16 at a warp shuffle");
+  expect_launch_failure(
+      [](float* d) {
+        GPT_LAUNCH(1, 32, nullptr, divergent_kernel)
+        (d);
+      },
+      "deadlock.*16 threads wait at __syncthreads, 16 at a warp shuffle");
 }
 
 TEST_F(CudaEmulator, ThreadsAtDifferentBarriersFail) {
-  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 64, nullptr, two_barriers_kernel)(d); },
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 64, nullptr, two_barriers_kernel)
+                                       (d); },
                         "threads wait at different __syncthreads: .*emulator_test.cpp");
 }
 
@@ -248,9 +256,12 @@ TEST_F(CudaEmulator, HostPointerAsKernelArgumentFails) {
 }
 
 TEST_F(CudaEmulator, MoreThan48KiBOfSharedMemoryFails) {
-  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, too_much_shared_kernel)
-                                       (d); },
-                        "65536 bytes of shared memory");
+  expect_launch_failure(
+      [](float* d) {
+        GPT_LAUNCH(1, 32, nullptr, too_much_shared_kernel)
+        (d);
+      },
+      "65536 bytes of shared memory");
 }
 
 TEST_F(CudaEmulator, KernelWritingPastTheEndOfABufferFaults) {
@@ -413,6 +424,45 @@ TEST_F(CudaEmulator, CublasLtRefusesHostPointersAndBrokenAlignmentPromises) {
   EXPECT_EQ(host_copy(dD, 16)[0], 4.0f);
   cudaFree(dA), cudaFree(dB), cudaFree(dD), cudaFree(dB_off);
 }
+
+#if GPT_HAVE_NCCL
+// ---- NCCL (one rank) -----------------------------------------------------------------------
+
+TEST_F(CudaEmulator, NcclForOneRankChecksItsArgumentsAndAnswersAsNonBlocking) {
+  ncclUniqueId id;
+  ASSERT_EQ(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = nullptr;
+  EXPECT_EQ(ncclCommInitRankConfig(&comm, 2, id, 0, nullptr), ncclInvalidUsage);  // one rank only
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ASSERT_EQ(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInProgress);
+  ncclResult_t state = ncclSuccess;
+  ASSERT_EQ(ncclCommGetAsyncError(comm, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclInProgress);  // once, then done
+  ASSERT_EQ(ncclCommGetAsyncError(comm, &state), ncclSuccess);
+  EXPECT_EQ(state, ncclSuccess);
+  float* d = device_copy(std::vector<float>{1, 2, 3, 4});
+  float* e = device_copy(std::vector<float>(4, 0.0f));
+  EXPECT_EQ(ncclAllReduce(d, e, 4, ncclFloat, ncclSum, comm, nullptr), ncclInProgress);
+  EXPECT_EQ(host_copy(e, 4), (std::vector<float>{1, 2, 3, 4}));  // one rank: the sum is the rank's own
+  std::vector<float> host(4);
+  EXPECT_EQ(ncclAllReduce(host.data(), host.data(), 4, ncclFloat, ncclSum, comm, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(ncclAllReduce(d, d, 5, ncclFloat, ncclSum, comm, nullptr), ncclInvalidArgument);  // past the end
+  EXPECT_EQ(ncclBroadcast(d, d, 4, ncclFloat, 1, comm, nullptr), ncclInvalidArgument);        // no rank 1
+  EXPECT_NE(std::string(ncclGetLastError(comm)).find("root 1"), std::string::npos) << ncclGetLastError(comm);
+  // In a group the calls return ncclSuccess and ncclGroupEnd the group's progress.
+  ASSERT_EQ(ncclGroupStart(), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(d, d, 2, ncclFloat, ncclSum, comm, nullptr), ncclSuccess);
+  EXPECT_EQ(ncclCommDestroy(comm), ncclInvalidUsage);  // not inside a group
+  EXPECT_EQ(ncclGroupEnd(), ncclInProgress);
+  EXPECT_EQ(ncclGroupEnd(), ncclInvalidUsage);  // no group open
+  EXPECT_EQ(ncclCommAbort(comm), ncclSuccess);
+  EXPECT_EQ(ncclAllReduce(d, d, 4, ncclFloat, ncclSum, comm, nullptr), ncclInvalidUsage);  // after the abort
+  EXPECT_EQ(ncclCommAbort(nullptr), ncclSuccess);
+  cudaFree(d);
+  cudaFree(e);
+}
+#endif  // GPT_HAVE_NCCL
 
 }  // namespace
 }  // namespace gpt

@@ -1,17 +1,19 @@
 // The CUDA emulator's stand-in for <nccl.h>: the NCCL calls of
 // src/dist/nccl.cpp for a communicator of ONE rank, on the emulated device
 // (kernels/cuda/emulator/nccl.cpp). One rank makes every collective a copy
-// (or nothing), so this runs the communicator's own code (set-up, device
-// checks, groups, the overlapped reduction, error paths) without a GPU; it
-// says nothing about NCCL across ranks. Names and meanings follow NVIDIA's
-// NCCL documentation; the numeric values are this emulator's own.
+// (or nothing), so this runs the communicator's own code (set-up, groups,
+// the broadcast, the overlapped reduction, the polling of a non-blocking
+// communicator) without a GPU; it says nothing about NCCL across ranks, and
+// NCCL's failures are not simulated. Names, meanings and result codes
+// follow NVIDIA's NCCL documentation; the version is that of the oldest
+// NCCL with every call used here (ncclCommInitRankConfig, 2.14).
 #pragma once
 #include <cstddef>
 
 #include "cuda_runtime.h"
 
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 0
+#define NCCL_MINOR 14
 #define NCCL_PATCH 0
 
 enum ncclResult_t {
