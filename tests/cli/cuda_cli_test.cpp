@@ -53,9 +53,10 @@ class CudaCli : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
-  // gpt train CONFIG into dir_/name on `device`.
-  Result train(const std::string& name, const std::string& device) {
-    return run("train " + config_ + " --set run.dir=" + (dir_ / name).string() + " --set run.device=" + device);
+  // gpt train CONFIG into dir_/name on `device`; env: "VAR=value " to prefix the command with.
+  Result train(const std::string& name, const std::string& device, const std::string& env = "") {
+    return test::run_command(env + GPT_BINARY + " train " + config_ + " --set run.dir=" + (dir_ / name).string() +
+                             " --set run.device=" + device);
   }
   // The validation loss at each multiple from an extrapolation or eval JSON.
   static std::vector<double> losses(const fs::path& json_file) {
@@ -116,8 +117,7 @@ TEST_F(CudaCli, OneRankThroughNcclTrainsAsThePlainRun) {
   if (!dist::built_with_nccl()) GTEST_SKIP() << "this build has no NCCL";
   const Result plain = train("plain", "cuda");
   ASSERT_EQ(plain.status, 0) << plain.output;
-  const Result nccl = test::run_command("GPT_DIST_NCCL=1 " + std::string(GPT_BINARY) + " train " + config_ +
-                                        " --set run.dir=" + (dir_ / "nccl").string() + " --set run.device=cuda");
+  const Result nccl = train("nccl", "cuda", "GPT_DIST_NCCL=1 ");
   ASSERT_EQ(nccl.status, 0) << nccl.output;
   EXPECT_NE(nccl.output.find("NCCL"), std::string::npos) << nccl.output;
   const auto lp = test::train_losses(dir_ / "plain"), ln = test::train_losses(dir_ / "nccl");

@@ -17,12 +17,14 @@
 #include "cublasLt.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "emulator.h"
+#include "kernels/bf16_round.h"
 
 struct cublasLtContext {
   int unused;
@@ -72,25 +74,18 @@ size_t span_bytes(const cublasLtMatrixLayoutOpaque_t& l) {
 }
 
 float tf32(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
+  uint32_t u = std::bit_cast<uint32_t>(x);
   if ((u & 0x7f800000u) != 0x7f800000u) {  // finite: round 13 bits away, ties to even
     u += 0xfffu + ((u >> 13) & 1u);
     u &= ~0x1fffu;
   }
-  std::memcpy(&x, &u, sizeof x);
-  return x;
+  return std::bit_cast<float>(u);
 }
 
 // Element (r, c) of a column-major matrix as the compute type sees it.
 float element(const void* p, const cublasLtMatrixLayoutOpaque_t& l, uint64_t r, uint64_t c, bool round_tf32) {
   const uint64_t i = r + c * static_cast<uint64_t>(l.ld);
-  if (l.type == CUDA_R_16BF) {
-    const uint32_t u = uint32_t(static_cast<const uint16_t*>(p)[i]) << 16;
-    float f;
-    std::memcpy(&f, &u, sizeof f);
-    return f;
-  }
+  if (l.type == CUDA_R_16BF) return gpt::bf16_bits_to_float(static_cast<const uint16_t*>(p)[i]);
   const float f = static_cast<const float*>(p)[i];
   return round_tf32 ? tf32(f) : f;
 }
@@ -280,7 +275,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     return complain("D overlaps A or B"), CUBLAS_STATUS_INVALID_VALUE;
   if (C == D && (c->ld != d->ld || c->type != d->type))
     return complain("C and D are the same memory with different layouts"), CUBLAS_STATUS_INVALID_VALUE;
-  cuemu::DeviceAccess open;
+  cuemu::DeviceAccess open(true);
   const bool round_tf32 = desc->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   // op(A) (m×k) and op(B) (k×n), column-major and contiguous.
   std::vector<float> opa(m * k), opb(k * n), acc(m);

@@ -31,6 +31,7 @@
 // GPU's), so parity tolerances still have to hold on a real GPU
 // (docs/gpu.md lists all of it).
 #pragma once
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -162,16 +163,8 @@ T atomicAdd(T* address, T v) {
   return old;
 }
 
-inline unsigned __float_as_uint(float f) {
-  unsigned u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-inline float __uint_as_float(unsigned u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
+inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
 inline int __float_as_int(float f) { return static_cast<int>(__float_as_uint(f)); }
 inline float __int_as_float(int i) { return __uint_as_float(static_cast<unsigned>(i)); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }

@@ -5,9 +5,12 @@
 
 namespace cuemu {
 
-// Device buffers are accessible while one of these lives (device code runs).
+// Device buffers are accessible while one of these lives. device_code:
+// kernels or cuBLASLt run meanwhile, which may write out of bounds, so the
+// 0xff bytes around every buffer are checked when the last one closes
+// (copies and memsets are bounds-checked before they start).
 struct DeviceAccess {
-  DeviceAccess();
+  explicit DeviceAccess(bool device_code = false);
   ~DeviceAccess();
   DeviceAccess(const DeviceAccess&) = delete;
   DeviceAccess& operator=(const DeviceAccess&) = delete;

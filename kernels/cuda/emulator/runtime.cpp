@@ -66,6 +66,7 @@ std::recursive_mutex g_mutex;
 std::map<uintptr_t, Allocation> g_allocs;  // by the user pointer
 size_t g_in_use = 0;
 int g_open_depth = 0;  // > 0 while device code runs: buffers accessible
+bool g_check_fill = false;  // device code ran since buffers were opened: check_fill on closing
 cudaError_t g_last = cudaSuccess, g_sticky = cudaSuccess;
 
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
@@ -508,7 +509,7 @@ bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, const std::
     std::fprintf(stderr, "cuda emulator: launch of %s from inside a kernel\n", name);
     std::abort();
   }
-  DeviceAccess open;
+  DeviceAccess open(true);
   g_body = &body;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
@@ -525,9 +526,10 @@ bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, const std::
   return true;
 }
 
-DeviceAccess::DeviceAccess() {
+DeviceAccess::DeviceAccess(bool device_code) {
   std::lock_guard lock(g_mutex);
   if (g_open_depth++ == 0) protect_all(PROT_READ | PROT_WRITE);
+  g_check_fill = g_check_fill || device_code;
 }
 // The 0xff bytes around every buffer: a kernel (or the emulated cuBLASLt)
 // that wrote there wrote out of bounds; the launch counts as failed.
@@ -553,7 +555,8 @@ void check_fill() {
 DeviceAccess::~DeviceAccess() {
   std::lock_guard lock(g_mutex);
   if (--g_open_depth == 0) {
-    check_fill();
+    if (g_check_fill) check_fill();
+    g_check_fill = false;
     protect_all(PROT_NONE);
   }
 }
