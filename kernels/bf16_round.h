@@ -29,6 +29,13 @@
 
 namespace gpt {
 
+// A bfloat16 value in memory (run.storage "bf16"): the bit pattern, which
+// the functions below convert. Storage only: ops widen it to float32.
+struct bf16 {
+  uint16_t bits = 0;
+};
+static_assert(sizeof(bf16) == 2);
+
 // Largest relative error |round(x) - x| / |x| of a finite, normal x whose
 // rounding stays finite: half a unit in the last of 8 significant bits.
 constexpr double kBf16UnitRoundoff = 1.0 / 256.0;

@@ -8,13 +8,14 @@
 #   2. run every CUDA parity test and the one-rank NCCL tests (gtest filter
 #      GPU_TEST_FILTER, default below);
 #   3. train the quickstart model on cuda for a few hundred steps (data: the
-#      repository's own text, byte tokens) in fp32 and again with bf16 GEMM
-#      operands (run.precision=bf16; final losses side by side), and a few
+#      repository's own text, byte tokens) in fp32 and again in bf16
+#      (run.storage=bf16, run.precision=bf16; final losses side by side), and a few
 #      steps on cpu, and compare the first losses of cpu and cuda fp32; train
 #      50 steps on one GPU plainly and through NCCL (GPT_DIST_NCCL=1: broadcast,
 #      overlapped all-reduce) and compare every loss;
 #   4. run `gpt bench --device cuda` on GPT-2 small (configs/gpt2_small_cuda.json),
-#      --precision fp32, tf32 and bf16, and its evaluation memory at 1x-16x
+#      --precision fp32, tf32 and bf16 (and bf16 with run.storage=bf16), and its
+#      evaluation memory at 1x-16x
 #      (configs/gpt2_fineweb/softmax.json, RoPE);
 #   5. time the softmax and lssar attention kernels at T = 1K-16K against cuDNN's
 #      fused attention (bf16; cuDNN from the toolkit or the image's Python
@@ -168,15 +169,17 @@ if "$gpt" data text "$data/corpus.txt" "$data" --tokenizer byte --val-fraction 0
   last=$(loss_at "$build/check/runs/cuda" "$train_steps")
   toks=$(grep -oP '\| \K[0-9]+(?= tok/s)' "$logs/train_cuda.log" | tail -1)
   row "train quickstart on cuda" ok "$train_steps steps: loss $first -> $last, $toks tok/s ($(elapsed "$t0"))"
-  # The same run with bf16 GEMM operands: its final loss next to the fp32 one.
+  # The same run in bf16 (bf16 storage of activations and working parameters,
+  # bf16 GEMM operands): its final loss next to the fp32 one.
   t1=$(date +%s)
   if "$gpt" train configs/quickstart.json "${train_common[@]}" --set run.device=cuda --set run.precision=bf16 \
+       --set run.storage=bf16 \
        --set train.steps="$train_steps" --set train.warmup_steps=$((train_steps / 10)) \
        --set "run.dir=$build/check/runs/cuda_bf16" >"$logs/train_cuda_bf16.log" 2>&1; then
     bfirst=$(loss_at "$build/check/runs/cuda_bf16" 1)
     blast=$(loss_at "$build/check/runs/cuda_bf16" "$train_steps")
     btoks=$(grep -oP '\| \K[0-9]+(?= tok/s)' "$logs/train_cuda_bf16.log" | tail -1)
-    # Same data and seed: bf16 operands should end within a few percent of fp32.
+    # Same data and seed: bf16 should end within a few percent of fp32.
     bcmp=$(awk -v a="$blast" -v b="$last" 'BEGIN { d = a - b; if (d < 0) d = -d;
                                              if (b + 0 <= 0 || a != a + 0) { print "FAIL nan"; exit }
                                              r = d / b; printf "%s %.2e", (r < 0.05 ? "ok" : "FAIL"), r }')
@@ -258,6 +261,10 @@ bench_row "bench GPT-2 small tf32" "$logs/bench_tf32.log"
 timeout 300 "$gpt" bench configs/gpt2_small_cuda.json --device cuda --precision bf16 --only gemm,train \
   --steps "$bench_steps" --min-seconds 0.2 >"$logs/bench_bf16.log" 2>&1
 bench_row "bench GPT-2 small bf16" "$logs/bench_bf16.log"
+# bf16 storage (run.storage=bf16) with bf16 GEMMs: training throughput.
+timeout 300 "$gpt" bench configs/gpt2_small_cuda.json --device cuda --precision bf16 --set run.storage=bf16 \
+  --only train --steps "$bench_steps" --min-seconds 0.2 >"$logs/bench_bf16_storage.log" 2>&1
+bench_row "bench GPT-2 small bf16 storage" "$logs/bench_bf16_storage.log"
 # Evaluation memory of GPT-2 small with RoPE at 1x, 4x and 16x T = 1024 (16K
 # tokens): the same KiB per token at every multiple means no T x T buffer.
 timeout 200 "$gpt" bench configs/gpt2_fineweb/softmax.json --device cuda --precision fp32 --only memory \
@@ -266,7 +273,7 @@ mem16=$(grep -E '^memory +eval 16x' "$logs/bench_memory.log" | grep -oP 'device 
 if [ -n "$mem16" ]; then
   row "eval 16K tokens memory" ok "$mem16; 1x: $(grep -E '^memory +eval 1x' "$logs/bench_memory.log" | grep -oP '\(\K[0-9.]+ KiB/token')"
 else failed "eval 16K tokens memory" "log $logs/bench_memory.log"; fi
-cat "$logs/bench_fp32.log" "$logs/bench_bf16.log" "$logs/bench_memory.log"
+cat "$logs/bench_fp32.log" "$logs/bench_bf16.log" "$logs/bench_bf16_storage.log" "$logs/bench_memory.log"
 
 # ---- 5. attention kernels against cuDNN's fused attention, T = 1K-16K ----------------------
 # Rows "cudnn-bf16 T B fwd-ms TFLOP/s fwd+bwd-ms TFLOP/s fwd-ratio f+b-ratio" of

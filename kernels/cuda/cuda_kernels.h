@@ -110,6 +110,10 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, c
 // ---- element-wise ---------------------------------------------------------------------------
 void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream);
 void add_inplace(float* dst, const float* src, size_t n, cudaStream_t stream);
+// Element-wise conversions for bf16 storage (kernels/bf16_round.h: widening
+// is exact, rounding to nearest even).
+void bf16_to_float(float* dst, const uint16_t* src, size_t n, cudaStream_t stream);
+void float_to_bf16(uint16_t* dst, const float* src, size_t n, cudaStream_t stream);
 void scale_inplace(float* x, float s, size_t n, cudaStream_t stream);
 // Σ x²: each of kSumSquaresBlocks blocks writes its partial sum (accumulated
 // in double) to partial[block]; the caller adds them on the host in order,

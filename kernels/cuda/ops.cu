@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/bf16_round.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_syntax.h"
 #include "kernels/cuda/reduce.cuh"
@@ -174,6 +175,12 @@ __global__ void residual_kernel(float* out, const float* a, const float* b, size
 __global__ void add_kernel(float* dst, const float* src, size_t n) {
   GPT_GRID_STRIDE(i, n) dst[i] += src[i];
 }
+__global__ void widen_bf16_kernel(float* dst, const uint16_t* src, size_t n) {
+  GPT_GRID_STRIDE(i, n) dst[i] = bf16_bits_to_float(src[i]);
+}
+__global__ void round_bf16_kernel(uint16_t* dst, const float* src, size_t n) {
+  GPT_GRID_STRIDE(i, n) dst[i] = round_to_bf16_bits(src[i]);
+}
 __global__ void scale_kernel(float* x, float s, size_t n) {
   GPT_GRID_STRIDE(i, n) x[i] *= s;
 }
@@ -296,6 +303,18 @@ void residual_forward(float* out, const float* a, const float* b, size_t n, cuda
   if (n == 0) return;
   GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, residual_kernel)(out, a, b, n);
   GPT_CUDA_CHECK_LAUNCH("residual_kernel");
+}
+
+void bf16_to_float(float* dst, const uint16_t* src, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, widen_bf16_kernel)(dst, src, n);
+  GPT_CUDA_CHECK_LAUNCH("widen_bf16_kernel");
+}
+
+void float_to_bf16(uint16_t* dst, const float* src, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, round_bf16_kernel)(dst, src, n);
+  GPT_CUDA_CHECK_LAUNCH("round_bf16_kernel");
 }
 
 void add_inplace(float* dst, const float* src, size_t n, cudaStream_t stream) {

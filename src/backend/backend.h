@@ -1,63 +1,112 @@
 // The backend interface: memory and ops. The model is written once against
-// this interface; kernels/cpu/ implements it now (CpuBackend) and
-// kernels/cuda/ will implement it beside it. Pointers handed to ops are
-// backend memory (host memory for the CPU backend, device memory for CUDA);
-// only upload/download cross the boundary.
+// this interface; kernels/cpu/ (CpuBackend) and kernels/cuda/ (CudaBackend)
+// implement it for float32, and a bf16-storage adapter (bf16_backend.cpp)
+// turns either into a Backend<bf16>. Pointers handed to ops are backend
+// memory (host memory for the CPU backend, device memory for CUDA); only
+// upload/download cross the boundary.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 #include "kernels/attention_spec.h"
+#include "kernels/bf16_round.h"
 
 namespace gpt {
 
+// The type of a model's float32-side tensors for storage type T: master
+// parameters, their gradients, AdamW moments, LayerNorm and attention
+// statistics, losses. T itself for float and double; float for bf16.
 template <typename T>
-class Backend {
+using accum_t = std::conditional_t<std::is_same_v<T, bf16>, float, T>;
+
+// Memory of a backend, untyped: host memory for the CPU, device memory for
+// CUDA. Allocations are zero-initialised; a zero-size one still gets a
+// distinct pointer. Only upload/download cross the host/backend boundary.
+class Device {
  public:
-  virtual ~Backend() = default;
+  virtual ~Device() = default;
   virtual std::string name() const = 0;
   // Waits until every op issued so far has finished (asynchronous backends;
   // a no-op on the CPU). Only timing needs it: download() already waits.
   virtual void synchronize() {}
 
-  // ---- memory (zero-initialised) ----
-  virtual T* alloc(size_t n) = 0;
-  virtual void release(T* p) = 0;
-  virtual int32_t* alloc_tokens(size_t n) = 0;
-  virtual void release_tokens(int32_t* p) = 0;
-  virtual void upload(T* dst, const T* host, size_t n) = 0;
-  virtual void download(T* host, const T* src, size_t n) = 0;
-  virtual void upload_tokens(int32_t* dst, const int32_t* host, size_t n) = 0;
-  virtual void zero(T* p, size_t n) = 0;
+  virtual void* alloc_bytes(size_t bytes) = 0;
+  virtual void release_bytes(void* p) = 0;
+  virtual void upload_bytes(void* dst, const void* host, size_t bytes) = 0;
+  virtual void download_bytes(void* host, const void* src, size_t bytes) = 0;
+  virtual void zero_bytes(void* p, size_t bytes) = 0;
+  // Conversions between float32 and bf16 (kernels/bf16_round.h: to nearest,
+  // ties to even; widening is exact), element-wise on backend memory.
+  virtual void convert(float* dst, const bf16* src, size_t n) = 0;
+  virtual void convert(bf16* dst, const float* src, size_t n) = 0;
 
-  // ---- ops: same contracts as kernels/cpu/cpu_kernels.h ----
-  virtual void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) = 0;
-  virtual void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) = 0;
-  virtual void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) = 0;
-  virtual void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
-                                  const T* rstd, int N, int C) = 0;
+  // Typed helpers: n elements.
+  template <typename E>
+  void upload(E* dst, const E* host, size_t n) {
+    upload_bytes(dst, host, n * sizeof(E));
+  }
+  template <typename E>
+  void download(E* host, const E* src, size_t n) {
+    download_bytes(host, src, n * sizeof(E));
+  }
+  template <typename E>
+  void zero(E* p, size_t n) {
+    zero_bytes(p, n * sizeof(E));
+  }
+  void upload_tokens(int32_t* dst, const int32_t* host, size_t n) { upload(dst, host, n); }
+};
+
+// The ops on float32-side tensors (A = accum_t of the storage type) that the
+// optimizer and the trainer need: gradient norms, clipping, AdamW.
+template <typename A>
+class ParamBackend : public Device {
+ public:
+  virtual double sum_squares(const A* x, size_t n) = 0;
+  virtual void scale_inplace(A* x, A s, size_t n) = 0;
+  virtual void adamw_update(A* param, const A* grad, A* m, A* v, size_t n, double lr, double beta1, double beta2,
+                            double eps, double weight_decay, long t) = 0;
+};
+
+// The layer ops, for storage type T (float, double, or bf16). Activations,
+// activation gradients and the parameters the ops read are T; parameter
+// gradients, statistics (LayerNorm mean/rstd, attention stats) and losses
+// are Acc = accum_t<T>, so a bf16 model keeps float32 gradients and
+// reductions. Same contracts as kernels/cpu/cpu_kernels.h.
+template <typename T>
+class Backend : public ParamBackend<accum_t<T>> {
+ public:
+  using Acc = accum_t<T>;
+
+  // wte has V rows (the token ids index it); wpe (may be null) at least Tn.
+  virtual void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C,
+                               int V) = 0;
+  virtual void encoder_backward(Acc* dwte, Acc* dwpe, const T* dout, const int32_t* tokens, int B, int Tn,
+                                int C) = 0;
+  virtual void layernorm_forward(T* out, Acc* mean, Acc* rstd, const T* inp, const T* w, const T* b, int N,
+                                 int C) = 0;
+  virtual void layernorm_backward(T* dinp, Acc* dw, Acc* db, const T* dout, const T* inp, const T* w,
+                                  const Acc* mean, const Acc* rstd, int N, int C) = 0;
   virtual void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int C, int OC) = 0;
-  virtual void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int C,
+  virtual void matmul_backward(T* dinp, Acc* dw, Acc* dbias, const T* dout, const T* inp, const T* w, int N, int C,
                                int OC) = 0;
   virtual void gelu_forward(T* out, const T* inp, size_t n) = 0;
   virtual void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) = 0;
   virtual void residual_forward(T* out, const T* a, const T* b, size_t n) = 0;
   virtual void add_inplace(T* dst, const T* src, size_t n) = 0;
-  virtual double sum_squares(const T* x, size_t n) = 0;
-  virtual void scale_inplace(T* x, T s, size_t n) = 0;
   virtual void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, double theta, int pos0) = 0;
   virtual void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, double theta, int pos0) = 0;
-  virtual void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH,
+  virtual void attention_forward(T* out, Acc* stats, const T* qkv, int B, int Tn, int C, int NH,
                                  const AttentionSpec& spec, const T* head_scale, double* diag) = 0;
-  virtual void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, const T* stats, const T* qkv,
-                                  int B, int Tn, int C, int NH, const AttentionSpec& spec, const T* head_scale) = 0;
-  virtual void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) = 0;
-  virtual void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const T* dloss, int N,
+  virtual void attention_backward(T* dqkv, Acc* dhead_scale, const T* dout, const T* out, const Acc* stats,
+                                  const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                                  const T* head_scale) = 0;
+  virtual void crossentropy_forward(Acc* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) = 0;
+  virtual void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const Acc* dloss, int N,
                                      int V, int Vp) = 0;
-  virtual void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr, double beta1, double beta2,
-                            double eps, double weight_decay, long t) = 0;
 };
 
 // The CPU backend (kernels/cpu), for float or double.
@@ -67,12 +116,23 @@ std::unique_ptr<Backend<T>> make_cpu_backend();
 // The float backend of run.device: "cpu" or "cuda" (kernels/cuda). precision
 // is run.precision, how the CUDA GEMMs compute: "fp32" (strict float32),
 // "tf32" (TF32 tensor cores) or "bf16" (operands rounded to bf16, float32
-// accumulation and output); storage is float32 in every mode. The cpu device
+// accumulation and output); the backend stores float32. The cpu device
 // takes "fp32" only. Throws gpt::Error naming run.device / run.precision and
 // the valid choices for an unknown value, a precision the device lacks, a
 // binary built without CUDA or no CUDA device. (Training in double, for
 // gradient checks, is CPU only: make_cpu_backend<double>.)
 std::unique_ptr<Backend<float>> make_backend(const std::string& device, const std::string& precision = "fp32");
+
+// Backend<bf16> over a float32 backend (run.storage "bf16"): activations
+// and the parameters the ops read are stored in bf16; parameter gradients,
+// statistics and losses are float32 (accum_t<bf16>). Each op converts its
+// bf16 inputs (and the bf16 outputs it accumulates into) to float32 scratch
+// on `wide`, runs wide's float32 op there, and rounds its bf16 outputs once
+// (to nearest even). So the adapter over the CPU backend is the reference
+// of the one over CUDA, op for op. The conversions are extra passes over
+// memory: correct first; native bf16 kernels are left to when a GPU can
+// measure them (docs/gpu.md).
+std::unique_ptr<Backend<bf16>> make_bf16_backend(std::unique_ptr<Backend<float>> wide);
 
 // Whether make_backend("cuda") can work here; otherwise *why says why
 // ("built without CUDA", the driver's message, "no device visible").
@@ -85,53 +145,44 @@ std::string cuda_device_name();
 // processes), after waiting for the device; 0 without CUDA or a device.
 size_t cuda_memory_in_use();
 
-// Owning buffer of backend memory.
-template <typename Elem, typename T>
-class BasicBuffer {
+// Owning buffer of n elements of backend memory.
+template <typename Elem>
+class DeviceBuffer {
  public:
-  BasicBuffer() = default;
-  BasicBuffer(Backend<T>& be, size_t n) : be_(&be), n_(n) { p_ = allocate(be, n); }
-  BasicBuffer(BasicBuffer&& o) noexcept { swap(o); }
-  BasicBuffer& operator=(BasicBuffer&& o) noexcept {
+  DeviceBuffer() = default;
+  DeviceBuffer(Device& dev, size_t n) : dev_(&dev), n_(n) { p_ = static_cast<Elem*>(dev.alloc_bytes(n * sizeof(Elem))); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept { swap(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       reset();
       swap(o);
     }
     return *this;
   }
-  BasicBuffer(const BasicBuffer&) = delete;
-  BasicBuffer& operator=(const BasicBuffer&) = delete;
-  ~BasicBuffer() { reset(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { reset(); }
   Elem* get() const { return p_; }
   size_t size() const { return n_; }
   void reset() {
-    if (p_) release(*be_, p_);
+    if (p_) dev_->release_bytes(p_);
     p_ = nullptr;
     n_ = 0;
   }
 
  private:
-  static Elem* allocate(Backend<T>& be, size_t n) {
-    if constexpr (std::is_same_v<Elem, int32_t>) return be.alloc_tokens(n);
-    else return be.alloc(n);
-  }
-  static void release(Backend<T>& be, Elem* p) {
-    if constexpr (std::is_same_v<Elem, int32_t>) be.release_tokens(p);
-    else be.release(p);
-  }
-  void swap(BasicBuffer& o) {
-    std::swap(be_, o.be_);
+  void swap(DeviceBuffer& o) {
+    std::swap(dev_, o.dev_);
     std::swap(p_, o.p_);
     std::swap(n_, o.n_);
   }
-  Backend<T>* be_ = nullptr;
+  Device* dev_ = nullptr;
   Elem* p_ = nullptr;
   size_t n_ = 0;
 };
 
 template <typename T>
-using Buffer = BasicBuffer<T, T>;
-template <typename T>
-using TokenBuffer = BasicBuffer<int32_t, T>;
+using Buffer = DeviceBuffer<T>;
+using TokenBuffer = DeviceBuffer<int32_t>;
 
 }  // namespace gpt

@@ -4,10 +4,15 @@
 #include <new>
 
 #include "backend/backend.h"
+#include "kernels/bf16_round.h"
 #include "kernels/cpu/cpu_kernels.h"
 
 namespace gpt {
 namespace {
+
+void copy(void* dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(dst, src, bytes);
+}
 
 // 64-byte alignment so that vectorised kernels can use aligned loads.
 void* aligned_zeroed(size_t bytes) {
@@ -22,18 +27,22 @@ template <typename T>
 class CpuBackend final : public Backend<T> {
  public:
   std::string name() const override { return "cpu"; }
-  T* alloc(size_t n) override { return static_cast<T*>(aligned_zeroed(n * sizeof(T))); }
-  void release(T* p) override { std::free(p); }
-  int32_t* alloc_tokens(size_t n) override { return static_cast<int32_t*>(aligned_zeroed(n * sizeof(int32_t))); }
-  void release_tokens(int32_t* p) override { std::free(p); }
-  void upload(T* dst, const T* host, size_t n) override { std::memcpy(dst, host, n * sizeof(T)); }
-  void download(T* host, const T* src, size_t n) override { std::memcpy(host, src, n * sizeof(T)); }
-  void upload_tokens(int32_t* dst, const int32_t* host, size_t n) override {
-    std::memcpy(dst, host, n * sizeof(int32_t));
+  void* alloc_bytes(size_t bytes) override { return aligned_zeroed(bytes); }
+  void release_bytes(void* p) override { std::free(p); }
+  void upload_bytes(void* dst, const void* host, size_t bytes) override { copy(dst, host, bytes); }
+  void download_bytes(void* host, const void* src, size_t bytes) override { copy(host, src, bytes); }
+  void zero_bytes(void* p, size_t bytes) override {
+    if (bytes) std::memset(p, 0, bytes);
   }
-  void zero(T* p, size_t n) override { std::memset(p, 0, n * sizeof(T)); }
+  void convert(float* dst, const bf16* src, size_t n) override {
+    for (size_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_float(src[i].bits);
+  }
+  void convert(bf16* dst, const float* src, size_t n) override {
+    for (size_t i = 0; i < n; ++i) dst[i].bits = round_to_bf16_bits(src[i]);
+  }
 
-  void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) override {
+  void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C,
+                       int /*V*/) override {
     cpu::encoder_forward(out, tokens, wte, wpe, B, Tn, C);
   }
   void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) override {

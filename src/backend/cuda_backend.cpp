@@ -61,23 +61,26 @@ class CudaBackend final : public Backend<float> {
   }
   void synchronize() override { GPT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
 
-  float* alloc(size_t n) override { return static_cast<float*>(device_zeroed(n * sizeof(float))); }
-  void release(float* p) override { device_free(p); }
-  int32_t* alloc_tokens(size_t n) override { return static_cast<int32_t*>(device_zeroed(n * sizeof(int32_t))); }
-  void release_tokens(int32_t* p) override { device_free(p); }
-  void upload(float* dst, const float* host, size_t n) override {
-    GPT_CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(float), cudaMemcpyHostToDevice));
+  void* alloc_bytes(size_t bytes) override { return device_zeroed(bytes); }
+  void release_bytes(void* p) override { device_free(p); }
+  void upload_bytes(void* dst, const void* host, size_t bytes) override {
+    if (bytes) GPT_CUDA_CHECK(cudaMemcpy(dst, host, bytes, cudaMemcpyHostToDevice));
   }
-  void download(float* host, const float* src, size_t n) override {
-    GPT_CUDA_CHECK(cudaMemcpy(host, src, n * sizeof(float), cudaMemcpyDeviceToHost));
+  void download_bytes(void* host, const void* src, size_t bytes) override {
+    if (bytes) GPT_CUDA_CHECK(cudaMemcpy(host, src, bytes, cudaMemcpyDeviceToHost));
   }
-  void upload_tokens(int32_t* dst, const int32_t* host, size_t n) override {
-    GPT_CUDA_CHECK(cudaMemcpy(dst, host, n * sizeof(int32_t), cudaMemcpyHostToDevice));
+  void zero_bytes(void* p, size_t bytes) override {
+    if (bytes) GPT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
   }
-  void zero(float* p, size_t n) override { GPT_CUDA_CHECK(cudaMemsetAsync(p, 0, n * sizeof(float), stream_)); }
+  void convert(float* dst, const bf16* src, size_t n) override {
+    cuda::bf16_to_float(dst, reinterpret_cast<const uint16_t*>(src), n, stream_);
+  }
+  void convert(bf16* dst, const float* src, size_t n) override {
+    cuda::float_to_bf16(reinterpret_cast<uint16_t*>(dst), src, n, stream_);
+  }
 
-  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int Tn,
-                       int C) override {
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int Tn, int C,
+                       int /*V*/) override {
     cuda::encoder_forward(out, tokens, wte, wpe, B, Tn, C, stream_);
   }
   void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int Tn,

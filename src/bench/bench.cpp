@@ -196,12 +196,10 @@ void bench_gemm(const Config& cfg, const BenchOptions& opt, Table& t, double& pe
 }
 
 struct ModelBench {
-  std::unique_ptr<Backend<float>> backend;
-  std::unique_ptr<GPT<float>> model;
+  std::unique_ptr<Model<float>> model;
   ModelBench(const Config& cfg, const AttentionSpec& attn, const std::string& device = "cpu",
              const std::string& precision = "fp32") {
-    backend = make_backend(device, precision);
-    model = std::make_unique<GPT<float>>(cfg.model, attn, *backend);
+    model = make_model(cfg.model, attn, device, precision, cfg.run.storage);
     model->init(cfg.train.seed);
   }
 };
@@ -216,7 +214,7 @@ void bench_model(const Config& cfg, const BenchOptions& opt, Table& t,
   const double tokens = static_cast<double>(B) * Tn, W = matmul_weights(m);
   const double attn = m.n_layer * attention_forward_flops(B, Tn, m.n_embd);
   ModelBench mb(cfg, resolve_attention(cfg), opt.device, opt.precision);
-  GPT<float>& model = *mb.model;
+  Model<float>& model = *mb.model;
   const auto inputs = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 7),
              targets = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 8);
   const std::string shape = "B=" + std::to_string(B) + " T=" + std::to_string(Tn);
@@ -390,13 +388,17 @@ void run_bench_cuda(const Config& cfg, const BenchOptions& opt, std::ostream& ou
       << ", T=" << m.context << ", B=" << cfg.train.batch_size << " (" << cfg.train.batch_size * m.context
       << " tokens/step), " << m.position << " positions, attention " << cfg.attention.preset << "\n";
   out << "device " << name << ", backend " << probe->name() << ", run.precision " << precision << ": ";
+  const std::string storage =
+      cfg.run.storage == "bf16"
+          ? "run.storage bf16 (activations and working parameters bf16, each op widening its operands to float32 "
+            "scratch; float32 master parameters, gradients, AdamW state)"
+          : "storage float32 (parameters, activations, gradients, AdamW state)";
   if (bf16_gemms)
-    out << "GEMM operands bf16 (rounded from float32 before each GEMM), float32 accumulation and output; storage "
-           "float32 (parameters, activations, gradients, AdamW state); attention, LayerNorm and the other ops "
-           "float32\n";
+    out << "GEMM operands bf16 (rounded to bf16 before each GEMM), float32 accumulation and output; " << storage
+        << "; attention, LayerNorm and the other ops compute in float32\n";
   else
-    out << "GEMMs " << (precision == "tf32" ? "with TF32 tensor cores" : "in strict float32")
-        << "; storage float32 (parameters, activations, gradients, AdamW state)\n";
+    out << "GEMMs " << (precision == "tf32" ? "with TF32 tensor cores" : "in strict float32") << "; " << storage
+        << "\n";
   if (peak > 0)
     out << "MFU against the " << (opt.peak_tflops > 0 ? "given" : peak_name) << " dense peak "
         << Table::fmt("%.1f", peak) << " TFLOP/s (" << peak_src << ")"
@@ -485,6 +487,9 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   out << "threads " << omp_get_max_threads() << " of " << omp_get_num_procs() << " processors, GEMM kernel "
       << cpu::gemm_kernel_name(cpu::gemm_kernel()) << ", " << when << ", load average " << load_average()
       << " at start\n";
+  if (cfg.run.storage == "bf16")
+    out << "run.storage bf16: activations and working parameters bf16, each op widening its operands to float32 "
+           "scratch; float32 master parameters, gradients and AdamW state\n";
   out << "FLOPs: matmul weights N = 12*L*C^2 + V*C = " << Table::fmt("%.2f", matmul_weights(m) / 1e6)
       << "M; per token 2N forward, 6N training; plus attention 2*B*C*T(T+1) per layer forward, 2x that "
          "backward. Times: best of repeated runs.\n\n";

@@ -14,8 +14,8 @@
 //
 // With device "cuda" the parts are gemm (a square GEMM through the backend),
 // train and eval, run on the CUDA backend with the GEMM precision
-// opt.precision (run.precision: fp32, tf32 or bf16 operands; storage is
-// float32 in every mode); the ratio is the MFU against the GPU's data-sheet
+// opt.precision (run.precision: fp32, tf32 or bf16 operands) and the
+// config's run.storage (fp32 or bf16); the ratio is the MFU against the GPU's data-sheet
 // dense peak (cuda_peak) of that precision: float32, TF32 or bf16, with the
 // bf16 peak beside it for the float32 and TF32 modes.
 #pragma once

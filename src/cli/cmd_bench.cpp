@@ -89,7 +89,8 @@ void add_bench(CLI::App& app) {
                   "cpu or cuda (cuda: gemm, train and eval on the GPU, MFU against its peak; default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", args->precision,
-                  "cuda: GEMM precision fp32, tf32 or bf16 (bf16 operands, float32 accumulation and storage); "
+                  "cuda: GEMM precision fp32, tf32 or bf16 (bf16 operands, float32 accumulation; bf16 storage "
+                  "is run.storage: --set run.storage=bf16); "
                   "default: the config's run.precision with --device cuda, fp32 on cpu (cpu takes fp32 only)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   cmd->add_option("--peak-tflops", args->peak_tflops,

@@ -32,6 +32,7 @@ struct EvalArgs {
   int threads = 0;
   std::string device = "cpu";
   std::string precision;  // empty: the run's run.precision on cuda, fp32 on cpu
+  std::string storage;    // empty: the run's run.storage
   AttentionOverride attention;
   std::string task = "loss";
   // --task passkey
@@ -132,7 +133,7 @@ void run_passkey(const EvalArgs& a, LoadedModel& lm) {
 
 void run_eval(const EvalArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  LoadedModel lm = load_model(a.checkpoint, a.attention, a.device, a.precision);
+  LoadedModel lm = load_model(a.checkpoint, a.attention, a.device, a.precision, a.storage);
   if (a.task == "passkey") return run_passkey(a, lm);
   GPT_CHECK(a.depths.empty() && a.samples == 0 && a.digits == 0 && a.tokenizer.empty(),
             "eval: --passkey-depths, --passkey-samples, --passkey-digits and --tokenizer belong to --task passkey");
@@ -222,9 +223,13 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--device", args->device, "Compute backend: cpu or cuda (default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", args->precision,
-                  "GEMMs on cuda: fp32, tf32 or bf16 (bf16 operands, float32 accumulation and storage); "
+                  "GEMMs on cuda: fp32, tf32 or bf16 (bf16 operands, float32 accumulation); "
                   "default: the run's run.precision with --device cuda, fp32 on cpu (cpu takes fp32 only)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  cmd->add_option("--storage", args->storage,
+                  "fp32 or bf16: how activations and the working parameters are stored (the weights are loaded "
+                  "as float32 and rounded for bf16); default: the run's run.storage")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->callback([args] { run_eval(*args); });
 }
 

@@ -25,6 +25,7 @@ struct SampleArgs {
   int threads = 0;
   std::string device = "cpu";
   std::string precision;  // empty: the run's run.precision on cuda, fp32 on cpu
+  std::string storage;    // empty: the run's run.storage
   std::string tokenizer;  // empty: the run's data.tokenizer
 };
 
@@ -51,7 +52,7 @@ int32_t pick_token(std::vector<float> logits, double temperature, int top_k, Rng
 
 void run_sample(const SampleArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  LoadedModel lm = load_model(a.checkpoint, {}, a.device, a.precision);
+  LoadedModel lm = load_model(a.checkpoint, {}, a.device, a.precision, a.storage);
   const ModelConfig& mc = lm.config.model;
   const std::string tok_spec = a.tokenizer.empty() ? lm.config.data.tokenizer : a.tokenizer;
   const std::unique_ptr<Tokenizer> tok = make_tokenizer(tok_spec);
@@ -98,9 +99,13 @@ void add_sample(CLI::App& app) {
   cmd->add_option("--device", args->device, "Compute backend: cpu or cuda (default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", args->precision,
-                  "GEMMs on cuda: fp32, tf32 or bf16 (bf16 operands, float32 accumulation and storage); "
+                  "GEMMs on cuda: fp32, tf32 or bf16 (bf16 operands, float32 accumulation); "
                   "default: the run's run.precision with --device cuda, fp32 on cpu (cpu takes fp32 only)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  cmd->add_option("--storage", args->storage,
+                  "fp32 or bf16: how activations and the working parameters are stored (the weights are loaded "
+                  "as float32 and rounded for bf16); default: the run's run.storage")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   cmd->callback([args] { run_sample(*args); });
 }
 

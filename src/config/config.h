@@ -92,6 +92,7 @@ struct RunConfig {
   std::string dir = "runs/default";  // run directory
   std::string device = "cpu";        // "cpu" or "cuda" (make_backend, src/backend/backend.h)
   std::string precision = "fp32";    // GEMMs on cuda: "fp32", "tf32" or "bf16" (operands); cpu: "fp32" only
+  std::string storage = "fp32";      // activations and working parameters: "fp32" or "bf16" (make_model, model/gpt.h)
 };
 
 struct Config {

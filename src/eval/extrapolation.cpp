@@ -33,7 +33,7 @@ void check_eval_feasible(uint64_t val_tokens, const EvalConfig& eval, int traine
             " (one sequence of ", longest, " tokens plus its last target)");
 }
 
-ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream& val, const EvalConfig& eval,
+ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStream& val, const EvalConfig& eval,
                                            int trained_context, int64_t batch_tokens) {
   check_eval_contexts(model.config(), eval, trained_context);
   const int T = trained_context;

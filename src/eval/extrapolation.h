@@ -46,7 +46,7 @@ struct ExtrapolationResult {
 // tokens of one forward pass (sequences per batch = max(1, batch_tokens / (m·T))).
 // Throws if the validation stream is shorter than one sequence at the largest
 // multiple, or if learned positions cannot reach the largest context.
-ExtrapolationResult evaluate_extrapolation(GPT<float>& model, const TokenStream& val, const EvalConfig& eval,
+ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStream& val, const EvalConfig& eval,
                                            int trained_context, int64_t batch_tokens);
 
 // Throws, naming the cause, when eval.tokens or the validation data cannot

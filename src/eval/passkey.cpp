@@ -104,7 +104,7 @@ int PasskeyMixer::apply(int32_t* inputs, int32_t* targets, int rows, int T, int 
   return replaced;
 }
 
-PasskeyResult evaluate_passkey(GPT<float>& model, const TokenStream& val, const Tokenizer& tok,
+PasskeyResult evaluate_passkey(Model<float>& model, const TokenStream& val, const Tokenizer& tok,
                                const PasskeyEvalConfig& cfg, int trained_context, int64_t batch_tokens) {
   GPT_CHECK(!cfg.multiples.empty() && !cfg.depths.empty(), "passkey: need at least one multiple and one depth");
   GPT_CHECK(cfg.samples >= 1, "passkey: samples must be >= 1, got ", cfg.samples);

@@ -95,7 +95,7 @@ struct PasskeyResult {
 
 // Scores the model on passkey prompts of m·T tokens built from validation text
 // at spread, seeded offsets. batch_tokens bounds the tokens of one forward pass.
-PasskeyResult evaluate_passkey(GPT<float>& model, const TokenStream& val, const Tokenizer& tok,
+PasskeyResult evaluate_passkey(Model<float>& model, const TokenStream& val, const Tokenizer& tok,
                                const PasskeyEvalConfig& cfg, int trained_context, int64_t batch_tokens);
 
 }  // namespace gpt

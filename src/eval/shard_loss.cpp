@@ -26,7 +26,7 @@ int64_t shard_batches(const TokenStream& data, int T, int B) {
   return n;
 }
 
-ShardLossResult shard_loss(GPT<float>& model, const TokenStream& data, int T, int B, int64_t K) {
+ShardLossResult shard_loss(Model<float>& model, const TokenStream& data, int T, int B, int64_t K) {
   const ModelConfig& mc = model.config();
   GPT_CHECK(mc.position != "learned" || T <= mc.position_rows(), "context ", T,
             " exceeds the model's learned position table of ", mc.position_rows(), " rows");

@@ -31,6 +31,6 @@ int64_t shard_batches(const TokenStream& data, int T, int B);
 // Mean loss over K batches (K = 0: every full batch, one pass). K above the
 // number available wraps around the shards as llm.c does (and logs a warning).
 // Throws when the shards hold no full batch, naming the pattern and the sizes.
-ShardLossResult shard_loss(GPT<float>& model, const TokenStream& data, int T, int B, int64_t K = 0);
+ShardLossResult shard_loss(Model<float>& model, const TokenStream& data, int T, int B, int64_t K = 0);
 
 }  // namespace gpt

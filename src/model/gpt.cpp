@@ -7,33 +7,40 @@
 
 namespace gpt {
 
-// Per-layer activations: X(name, width per token). Widths use C, C3 = 3C,
-// C4 = 4C, and 1 for per-row statistics.
-#define GPT_LAYER_ACTS(X)                                                    \
-  X(ln1, C) X(ln1_mean, 1) X(ln1_rstd, 1) X(qkv, C3) X(atty, C) X(attproj, C) \
-  X(res2, C) X(ln2, C) X(ln2_mean, 1) X(ln2_rstd, 1) X(fch, C4) X(fch_gelu, C4) \
-  X(fcproj, C) X(res3, C)
+// Per-layer activations (storage type T): X(name, width per token). Widths
+// use C, C3 = 3C and C4 = 4C.
+#define GPT_LAYER_ACTS(X)                                                                                    \
+  X(ln1, C) X(qkv, C3) X(atty, C) X(attproj, C) X(res2, C) X(ln2, C) X(fch, C4) X(fch_gelu, C4) X(fcproj, C) \
+  X(res3, C)
+// Per-layer row statistics (float32 side, Acc): one value per token.
+#define GPT_LAYER_STATS(X) X(ln1_mean) X(ln1_rstd) X(ln2_mean) X(ln2_rstd)
 // Gradient scratch for the backward pass, shared by all layers.
 #define GPT_GRAD_SCRATCH(X) X(dres, C) X(dln, C) X(dqkv, C3) X(datty, C) X(dfch, C4) X(dfch_gelu, C4)
 
 template <typename T>
 struct LayerActs {
+  using Acc = accum_t<T>;
 #define GPT_FIELD(name, width) Buffer<T> name;
+#define GPT_STAT_FIELD(name) Buffer<Acc> name;
   GPT_LAYER_ACTS(GPT_FIELD)
-  Buffer<T> qkvr;       // qkv after RoPE (rope only; otherwise attention reads qkv)
-  Buffer<T> att_stats;  // (B, NH, Tn, stats_per_row), training only
+  GPT_LAYER_STATS(GPT_STAT_FIELD)
+  Buffer<T> qkvr;         // qkv after RoPE (rope only; otherwise attention reads qkv)
+  Buffer<Acc> att_stats;  // (B, NH, Tn, stats_per_row), training only
 };
 
 template <typename T>
 struct Activations {
+  using Acc = accum_t<T>;
   int B = 0, Tn = 0;
   bool training = false;
   std::vector<LayerActs<T>> layers;  // n_layer slots when training, 1 for inference
-  Buffer<T> encoded, lnf, lnf_mean, lnf_rstd, logits, losses, dlosses;
-  TokenBuffer<T> tokens, targets;
+  Buffer<T> encoded, lnf, logits;
+  Buffer<Acc> lnf_mean, lnf_rstd, losses, dlosses;
+  TokenBuffer tokens, targets;
   GPT_GRAD_SCRATCH(GPT_FIELD)
   Buffer<T> dqkvr;
 #undef GPT_FIELD
+#undef GPT_STAT_FIELD
   LayerActs<T>& layer(int l) { return layers[training ? l : 0]; }
 };
 
@@ -42,9 +49,14 @@ GPT<T>::GPT(const ModelConfig& cfg, const AttentionSpec& attn, Backend<T>& backe
     : cfg_(cfg), attn_(attn), be_(backend), layout_(cfg, attn) {
   attn_.alibi = cfg.position == "alibi";  // the position encoding decides, whatever the caller passed
   if (attn_.trained_context == 0) attn_.trained_context = cfg.context;
-  params_ = Buffer<T>(be_, layout_.total);
-  grads_ = Buffer<T>(be_, layout_.total);
-  p_ = make_views(layout_, params_.get(), cfg_.n_layer);
+  params_ = Buffer<Acc>(be_, layout_.total);
+  grads_ = Buffer<Acc>(be_, layout_.total);
+  if constexpr (kWorkingCopy) {
+    working_ = Buffer<T>(be_, layout_.total);
+    p_ = make_views(layout_, working_.get(), cfg_.n_layer);
+  } else {
+    p_ = make_views(layout_, params_.get(), cfg_.n_layer);
+  }
   g_ = make_views(layout_, grads_.get(), cfg_.n_layer);
 }
 
@@ -53,21 +65,21 @@ GPT<T>::~GPT() = default;
 
 template <typename T>
 void GPT<T>::init(uint64_t seed) {
-  std::vector<T> host(layout_.total);
+  std::vector<Acc> host(layout_.total);
   init_params(layout_, cfg_, seed, host.data());
   set_params(host);
 }
 
 template <typename T>
-void GPT<T>::set_params(const std::vector<T>& host) {
+void GPT<T>::set_params(const std::vector<Acc>& host) {
   GPT_CHECK(host.size() == layout_.total, "parameter count mismatch: got ", host.size(), ", model has ",
             layout_.total);
   be_.upload(params_.get(), host.data(), host.size());
 }
 
 template <typename T>
-std::vector<T> GPT<T>::get_params() {
-  std::vector<T> host(layout_.total);
+std::vector<accum_t<T>> GPT<T>::get_params() {
+  std::vector<Acc> host(layout_.total);
   be_.download(host.data(), params_.get(), host.size());
   return host;
 }
@@ -91,20 +103,23 @@ Activations<T>& GPT<T>::activations(int B, int Tn, bool training) {
   a->layers.resize(training ? cfg_.n_layer : 1);
   for (auto& l : a->layers) {
 #define GPT_ALLOC(name, width) l.name = Buffer<T>(be_, N * (width));
+#define GPT_ALLOC_STAT(name) l.name = Buffer<Acc>(be_, N);
     GPT_LAYER_ACTS(GPT_ALLOC)
+    GPT_LAYER_STATS(GPT_ALLOC_STAT)
+#undef GPT_ALLOC_STAT
     if (cfg_.position == "rope") l.qkvr = Buffer<T>(be_, N * C3);
-    if (training) l.att_stats = Buffer<T>(be_, N * cfg_.n_head * attn_.stats_per_row());
+    if (training) l.att_stats = Buffer<Acc>(be_, N * cfg_.n_head * attn_.stats_per_row());
   }
   a->encoded = Buffer<T>(be_, N * C);
   a->lnf = Buffer<T>(be_, N * C);
-  a->lnf_mean = Buffer<T>(be_, N);
-  a->lnf_rstd = Buffer<T>(be_, N);
+  a->lnf_mean = Buffer<Acc>(be_, N);
+  a->lnf_rstd = Buffer<Acc>(be_, N);
   a->logits = Buffer<T>(be_, N * Vp);
-  a->losses = Buffer<T>(be_, N);
-  a->tokens = TokenBuffer<T>(be_, N);
-  a->targets = TokenBuffer<T>(be_, N);
+  a->losses = Buffer<Acc>(be_, N);
+  a->tokens = TokenBuffer(be_, N);
+  a->targets = TokenBuffer(be_, N);
   if (training) {
-    a->dlosses = Buffer<T>(be_, N);
+    a->dlosses = Buffer<Acc>(be_, N);
 #define GPT_ALLOC_SCRATCH(name, width) a->name = Buffer<T>(be_, N * (width));
     GPT_GRAD_SCRATCH(GPT_ALLOC_SCRATCH)
 #undef GPT_ALLOC_SCRATCH
@@ -131,7 +146,9 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
   GPT_CHECK(cfg_.position != "learned" || Tn <= cfg_.position_rows(), "context ", Tn,
             " exceeds the learned position table (", cfg_.position_rows(),
             " rows); learned positions cannot be evaluated past their table");
-  be_.encoder_forward(a.encoded.get(), a.tokens.get(), p_.wte, p_.wpe, B, Tn, C);
+  // The working copy follows the master parameters, whoever changed them.
+  if constexpr (kWorkingCopy) be_.convert(working_.get(), params_.get(), layout_.total);
+  be_.encoder_forward(a.encoded.get(), a.tokens.get(), p_.wte, p_.wpe, B, Tn, C, Vp);
   const T* res = a.encoded.get();  // (N,C) residual stream entering the block
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const LayerViews<T>& w = p_.layers[l];
@@ -164,7 +181,7 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
 // per-position losses (training keeps every layer's activations).
 template <typename T>
 void GPT<T>::losses_pass(const int32_t* tokens, const int32_t* targets, int B, int Tn, bool training,
-                         std::vector<T>& losses) {
+                         std::vector<Acc>& losses) {
   const size_t N = static_cast<size_t>(B) * Tn;
   check_tokens(tokens, N, "input token");
   check_tokens(targets, N, "target token");
@@ -180,10 +197,10 @@ void GPT<T>::losses_pass(const int32_t* tokens, const int32_t* targets, int B, i
 
 template <typename T>
 double GPT<T>::forward(const int32_t* tokens, const int32_t* targets, int B, int Tn) {
-  std::vector<T> losses;
+  std::vector<Acc> losses;
   losses_pass(tokens, targets, B, Tn, true, losses);
   double sum = 0.0;
-  for (T v : losses) sum += v;
+  for (Acc v : losses) sum += v;
   return sum / static_cast<double>(losses.size());
 }
 
@@ -196,7 +213,7 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
   const bool rope = cfg_.position == "rope";
 
   // d(loss_scale · mean loss)/d loss_n
-  std::vector<T> dl(N, static_cast<T>(loss_scale / N));
+  std::vector<Acc> dl(N, static_cast<Acc>(loss_scale / N));
   be_.upload(a.dlosses.get(), dl.data(), N);
   // Classifier: dlogits overwrite the logits in place.
   be_.crossentropy_backward(a.logits.get(), a.logits.get(), a.targets.get(), a.dlosses.get(), N, cfg_.vocab_size,
@@ -211,7 +228,7 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
   // dres holds dL/d(residual leaving block l); each block adds its branches.
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
     const LayerViews<T>& w = p_.layers[l];
-    const LayerViews<T>& g = g_.layers[l];
+    const LayerViews<Acc>& g = g_.layers[l];
     LayerActs<T>& x = a.layer(l);
     const T* res_in = l == 0 ? a.encoded.get() : a.layer(l - 1).res3.get();
     // MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
@@ -248,7 +265,8 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
 }
 
 template <typename T>
-void GPT<T>::forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<T>& losses) {
+void GPT<T>::forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn,
+                            std::vector<Acc>& losses) {
   losses_pass(tokens, targets, B, Tn, false, losses);
 }
 
@@ -262,28 +280,39 @@ void GPT<T>::forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<in
   const size_t Vp = cfg_.padded_vocab();
   // Rows come down in chunks so host memory stays small at large vocabularies.
   constexpr size_t kChunk = 256;
-  std::vector<T> logits(std::min(N, kChunk) * Vp);
+  std::vector<Acc> logits(std::min(N, kChunk) * Vp);
   argmax.resize(N);
   for (size_t n0 = 0; n0 < N; n0 += kChunk) {
     const size_t rows = std::min(kChunk, N - n0);
-    be_.download(logits.data(), a.logits.get() + n0 * Vp, rows * Vp);
+    download_as_acc(logits.data(), a.logits.get() + n0 * Vp, rows * Vp);
     for (size_t n = 0; n < rows; ++n) {
-      const T* row = logits.data() + n * Vp;
+      const Acc* row = logits.data() + n * Vp;
       argmax[n0 + n] = static_cast<int32_t>(std::max_element(row, row + cfg_.vocab_size) - row);
     }
   }
 }
 
 template <typename T>
-std::vector<T> GPT<T>::next_token_logits(const int32_t* tokens, int Tn) {
+std::vector<accum_t<T>> GPT<T>::next_token_logits(const int32_t* tokens, int Tn) {
   check_tokens(tokens, Tn, "input token");
   Activations<T>& a = activations(1, Tn, false);
   be_.upload_tokens(a.tokens.get(), tokens, Tn);
   forward_trunk(a);
   const size_t Vp = cfg_.padded_vocab();
-  std::vector<T> logits(cfg_.vocab_size);
-  be_.download(logits.data(), a.logits.get() + (Tn - 1) * Vp, cfg_.vocab_size);
+  std::vector<Acc> logits(cfg_.vocab_size);
+  download_as_acc(logits.data(), a.logits.get() + (Tn - 1) * Vp, cfg_.vocab_size);
   return logits;
+}
+
+template <typename T>
+void GPT<T>::download_as_acc(Acc* host, const T* src, size_t count) {
+  if constexpr (kWorkingCopy) {
+    std::vector<T> raw(count);
+    be_.download(raw.data(), src, count);
+    for (size_t i = 0; i < count; ++i) host[i] = bf16_bits_to_float(raw[i].bits);
+  } else {
+    be_.download(host, src, count);
+  }
 }
 
 template <typename T>
@@ -294,5 +323,33 @@ void GPT<T>::collect_attention_diagnostics(std::vector<double>* acc) {
 
 template class GPT<float>;
 template class GPT<double>;
+template class GPT<bf16>;
+
+namespace {
+
+template <typename T>
+struct BackendOwner {
+  std::unique_ptr<Backend<T>> owned;
+};
+
+// A GPT that owns its backend: the base BackendOwner is made first and
+// destroyed last, so the GPT's buffers go back to a live backend.
+template <typename T>
+class OwningModel final : private BackendOwner<T>, public GPT<T> {
+ public:
+  OwningModel(std::unique_ptr<Backend<T>> be, const ModelConfig& cfg, const AttentionSpec& attn)
+      : BackendOwner<T>{std::move(be)}, GPT<T>(cfg, attn, *this->owned) {}
+};
+
+}  // namespace
+
+std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const AttentionSpec& attn, const std::string& device,
+                                         const std::string& precision, const std::string& storage) {
+  GPT_CHECK(storage == "fp32" || storage == "bf16", "run.storage \"", storage,
+            "\" is not a storage type; valid: fp32, bf16");
+  std::unique_ptr<Backend<float>> wide = make_backend(device, precision);
+  if (storage == "fp32") return std::make_unique<OwningModel<float>>(std::move(wide), cfg, attn);
+  return std::make_unique<OwningModel<bf16>>(make_bf16_backend(std::move(wide)), cfg, attn);
+}
 
 }  // namespace gpt

@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "backend/backend.h"
@@ -22,67 +24,122 @@ namespace gpt {
 template <typename T>
 struct Activations;
 
-template <typename T>
-class GPT {
+// What training, evaluation and sampling see of a model, whatever its
+// storage type: A is the float32 side (accum_t of the storage type), the
+// type of the master parameters, their gradients and the losses. GPT<T>
+// implements it; make_model picks T from run.storage.
+template <typename A>
+class Model {
  public:
-  GPT(const ModelConfig& cfg, const AttentionSpec& attn, Backend<T>& backend);
-  ~GPT();
-  GPT(const GPT&) = delete;
-  GPT& operator=(const GPT&) = delete;
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual const ParamLayout& layout() const = 0;
+  virtual const AttentionSpec& attention() const = 0;
+  // The backend's memory and its ops on A tensors (norms, clipping, AdamW).
+  virtual ParamBackend<A>& backend() = 0;
+  // The master parameters and their gradients: flat buffers of num_params()
+  // A values in backend memory, laid out by layout(). Writing the master
+  // parameters is how the optimizer, checkpoints and set_params change the
+  // model; a model that stores T != A rounds them into its working copy at
+  // the start of every forward pass.
+  virtual A* params() = 0;
+  virtual A* grads() = 0;
+  size_t num_params() const { return layout().total; }
+  // Bytes per element of the activations and the working parameters.
+  virtual size_t storage_bytes() const = 0;
 
-  const ModelConfig& config() const { return cfg_; }
-  const ParamLayout& layout() const { return layout_; }
-  const AttentionSpec& attention() const { return attn_; }
-  Backend<T>& backend() { return be_; }
-  T* params() { return params_.get(); }
-  T* grads() { return grads_.get(); }
-  size_t num_params() const { return layout_.total; }
-
-  void init(uint64_t seed);                       // GPT-2 initialisation
-  void set_params(const std::vector<T>& host);    // host -> backend
-  std::vector<T> get_params();                    // backend -> host
-  void zero_grad();
+  virtual void init(uint64_t seed) = 0;                     // GPT-2 initialisation
+  virtual void set_params(const std::vector<A>& host) = 0;  // host -> backend
+  virtual std::vector<A> get_params() = 0;                  // backend -> host
+  virtual void zero_grad() = 0;
 
   // Training forward: keeps activations for backward(). tokens and targets
   // are host arrays of B*Tn ids. Returns the mean loss.
-  double forward(const int32_t* tokens, const int32_t* targets, int B, int Tn);
+  virtual double forward(const int32_t* tokens, const int32_t* targets, int B, int Tn) = 0;
   // Adds d(loss_scale · mean loss)/dθ to the gradients (loss_scale lets
   // gradient accumulation average over micro-batches). grads_ready, when
   // given, is called with l once the ops that finish layer l's gradients
   // (layout().ranges_of_layer(l)) have been issued, for l = L-1 down to 0,
   // then with -1 for the global tensors: a data-parallel run starts reducing
   // a layer while the backend goes on with the layers below it.
-  void backward(double loss_scale = 1.0, const std::function<void(int)>& grads_ready = {});
+  virtual void backward(double loss_scale = 1.0, const std::function<void(int)>& grads_ready = {}) = 0;
 
   // Inference: per-position losses (host, B*Tn) without keeping per-layer
   // activations. Used by evaluation at long contexts.
-  void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<T>& losses);
+  virtual void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn,
+                              std::vector<A>& losses) = 0;
   // Inference: the most likely next token at every position (B*Tn ids; ties
   // go to the lower id), over the real vocabulary.
-  void forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax);
+  virtual void forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax) = 0;
   // Inference: logits (first V entries) of the last position of one sequence.
-  std::vector<T> next_token_logits(const int32_t* tokens, int Tn);
+  virtual std::vector<A> next_token_logits(const int32_t* tokens, int Tn) = 0;
 
   // While set (non-null), inference passes add every layer's attention
   // diagnostics to *acc: (n_layer, n_head, kAttentionDiagStats) doubles,
   // resized and zeroed here. Null stops collecting.
-  void collect_attention_diagnostics(std::vector<double>* acc);
+  virtual void collect_attention_diagnostics(std::vector<double>* acc) = 0;
+};
+
+// The GPT over storage type T (float, double, or bf16): activations and the
+// working parameters the ops read are T. For T = bf16 the master parameters
+// and gradients are float32 (accum_t) and the working copy is their
+// rounding; for float and double the master parameters are the working ones.
+template <typename T>
+class GPT : public Model<accum_t<T>> {
+ public:
+  using Acc = accum_t<T>;
+  GPT(const ModelConfig& cfg, const AttentionSpec& attn, Backend<T>& backend);
+  ~GPT() override;
+  GPT(const GPT&) = delete;
+  GPT& operator=(const GPT&) = delete;
+
+  const ModelConfig& config() const override { return cfg_; }
+  const ParamLayout& layout() const override { return layout_; }
+  const AttentionSpec& attention() const override { return attn_; }
+  Backend<T>& backend() override { return be_; }
+  Acc* params() override { return params_.get(); }
+  Acc* grads() override { return grads_.get(); }
+  size_t storage_bytes() const override { return sizeof(T); }
+
+  void init(uint64_t seed) override;
+  void set_params(const std::vector<Acc>& host) override;
+  std::vector<Acc> get_params() override;
+  void zero_grad() override;
+  double forward(const int32_t* tokens, const int32_t* targets, int B, int Tn) override;
+  void backward(double loss_scale = 1.0, const std::function<void(int)>& grads_ready = {}) override;
+  void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn,
+                      std::vector<Acc>& losses) override;
+  void forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax) override;
+  std::vector<Acc> next_token_logits(const int32_t* tokens, int Tn) override;
+  void collect_attention_diagnostics(std::vector<double>* acc) override;
 
  private:
+  static constexpr bool kWorkingCopy = !std::is_same_v<T, Acc>;
   void check_tokens(const int32_t* tokens, size_t n, const char* what) const;
   Activations<T>& activations(int B, int Tn, bool training);
   void forward_trunk(Activations<T>& a);  // embedding, blocks, final LayerNorm, logits
   void losses_pass(const int32_t* tokens, const int32_t* targets, int B, int Tn, bool training,
-                   std::vector<T>& losses);
+                   std::vector<Acc>& losses);
+  // count values of backend T memory to host Acc values.
+  void download_as_acc(Acc* host, const T* src, size_t count);
 
   ModelConfig cfg_;
   AttentionSpec attn_;
   Backend<T>& be_;
   ParamLayout layout_;
-  Buffer<T> params_, grads_;
-  ParamViews<T> p_, g_;
+  Buffer<Acc> params_, grads_;
+  Buffer<T> working_;  // T != Acc only: the rounded master parameters
+  ParamViews<T> p_;
+  ParamViews<Acc> g_;
   std::unique_ptr<Activations<T>> train_acts_, infer_acts_;
   std::vector<double>* diag_ = nullptr;
 };
+
+// A model and the backend it runs on, from run.device, run.precision (the
+// CUDA GEMMs) and run.storage ("fp32" or "bf16": make_bf16_backend over the
+// device's float32 backend). Throws gpt::Error for an invalid choice, naming
+// the key and the valid values.
+std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const AttentionSpec& attn, const std::string& device,
+                                         const std::string& precision = "fp32", const std::string& storage = "fp32");
 
 }  // namespace gpt

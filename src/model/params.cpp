@@ -124,6 +124,7 @@ void init_params(const ParamLayout& layout, const ModelConfig& m, uint64_t seed,
 
 template ParamViews<float> make_views(const ParamLayout&, float*, int);
 template ParamViews<double> make_views(const ParamLayout&, double*, int);
+template ParamViews<bf16> make_views(const ParamLayout&, bf16*, int);
 template void init_params(const ParamLayout&, const ModelConfig&, uint64_t, float*);
 template void init_params(const ParamLayout&, const ModelConfig&, uint64_t, double*);
 

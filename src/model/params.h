@@ -11,6 +11,7 @@
 
 #include "config/config.h"
 #include "kernels/attention_spec.h"
+#include "kernels/bf16_round.h"
 
 namespace gpt {
 

@@ -25,7 +25,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 }  // namespace
 
-Checkpoint make_checkpoint(GPT<float>& model, AdamW<float>* opt, const Config& cfg, const TrainProgress& progress) {
+Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config& cfg, const TrainProgress& progress) {
   Checkpoint ckpt;
   ckpt.meta = {{"format", "gpt-checkpoint"},
                {"config", config_to_json(cfg)},
@@ -88,7 +88,7 @@ void check_checkpoint_tensors(const Checkpoint& ckpt, const std::string& path, c
   }
 }
 
-void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, GPT<float>& model, AdamW<float>* opt) {
+void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<float>& model, AdamW<float>* opt) {
   // Whole host copies in the flat layout, then one upload (each rank keeps
   // its shard of the moments under ZeRO-1).
   auto gather = [&](const std::string& prefix) {
@@ -112,7 +112,7 @@ void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, GPT<flo
   }
 }
 
-InitFromSummary init_from_checkpoint(GPT<float>& model, const std::string& path) {
+InitFromSummary init_from_checkpoint(Model<float>& model, const std::string& path) {
   const std::string file = resolve_checkpoint(path);
   const Checkpoint ckpt = load_checkpoint(file);
   InitFromSummary sum;
@@ -161,7 +161,7 @@ std::string resolve_checkpoint(const std::string& p) {
 namespace gpt {
 
 LoadedModel load_model(const std::string& path, const AttentionOverride& attention, const std::string& device,
-                       const std::string& precision) {
+                       const std::string& precision, const std::string& storage) {
   LoadedModel m;
   m.path = resolve_checkpoint(path);
   const Checkpoint ckpt = load_checkpoint(m.path);
@@ -188,8 +188,8 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
   const std::string gemm_precision = !precision.empty() ? precision : device == "cuda" ? m.config.run.precision : "fp32";
   m.config.run.device = device;
   m.config.run.precision = gemm_precision;
-  m.backend = make_backend(device, gemm_precision);
-  m.model = std::make_unique<GPT<float>>(m.config.model, spec, *m.backend);
+  m.config.run.storage = !storage.empty() ? storage : m.config.run.storage;
+  m.model = make_model(m.config.model, spec, device, gemm_precision, m.config.run.storage);
   restore_checkpoint(ckpt, m.path, *m.model, nullptr);
   return m;
 }

@@ -17,7 +17,7 @@ struct TrainProgress {
 };
 
 // Snapshot of model (and optimizer, if given) at a point of training.
-Checkpoint make_checkpoint(GPT<float>& model, AdamW<float>* opt, const Config& cfg, const TrainProgress& progress);
+Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config& cfg, const TrainProgress& progress);
 
 // The resolved config stored in a checkpoint (validated).
 Config checkpoint_config(const Checkpoint& ckpt, const std::string& path);
@@ -26,7 +26,7 @@ TrainProgress checkpoint_progress(const Checkpoint& ckpt, const std::string& pat
 // Loads parameters (and optimizer moments, if opt is given) into a model of
 // the same shape. A tensor missing or of another shape is an error that
 // names it and both shapes.
-void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, GPT<float>& model, AdamW<float>* opt);
+void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<float>& model, AdamW<float>* opt);
 
 // Copies into `model` every parameter tensor of the checkpoint (file or run
 // directory) that the model has with the same name and shape; the others keep
@@ -36,7 +36,7 @@ void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, GPT<flo
 struct InitFromSummary {
   std::vector<std::string> copied, kept;
 };
-InitFromSummary init_from_checkpoint(GPT<float>& model, const std::string& path);
+InitFromSummary init_from_checkpoint(Model<float>& model, const std::string& path);
 
 // RUN_DIR/checkpoints/step_NNNNNNNN.bin
 std::string checkpoint_path(const std::string& run_dir, int step);
@@ -55,8 +55,7 @@ struct LoadedModel {
   std::string path;
   Config config;
   TrainProgress progress;
-  std::unique_ptr<Backend<float>> backend;
-  std::unique_ptr<GPT<float>> model;
+  std::unique_ptr<Model<float>> model;  // owns its backend
 };
 // An attention variant to run a trained model with instead of its own
 // (training-free evaluation, e.g. InfoScale on a softmax model): `preset`
@@ -77,6 +76,7 @@ struct AttentionOverride {
 // checkpoint's run.precision on "cuda", "fp32" on "cpu". config.run.device
 // and config.run.precision are set to what is used.
 LoadedModel load_model(const std::string& path, const AttentionOverride& attention = {},
-                       const std::string& device = "cpu", const std::string& precision = "");
+                       const std::string& device = "cpu", const std::string& precision = "",
+                       const std::string& storage = "");
 
 }  // namespace gpt

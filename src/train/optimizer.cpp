@@ -16,7 +16,7 @@ dist::Shard whole_or_shard(size_t n, const TrainConfig& cfg, dist::Communicator*
 }  // namespace
 
 template <typename T>
-AdamW<T>::AdamW(GPT<T>& model, const TrainConfig& cfg, dist::Communicator* comm)
+AdamW<T>::AdamW(Model<T>& model, const TrainConfig& cfg, dist::Communicator* comm)
     : model_(model),
       cfg_(cfg),
       comm_(comm),
@@ -66,8 +66,10 @@ void AdamW<T>::download_moments(std::vector<T>& m, std::vector<T>& v) {
   Buffer<T> full(model_.backend(), n);
   const std::vector<size_t> counts = dist::shard_counts(n, comm_->size());
   for (auto [own, host] : {std::pair{m_.get(), &m}, std::pair{v_.get(), &v}}) {
+    std::vector<T> mine(shard_.size());
+    model_.backend().download(mine.data(), own, mine.size());
     model_.backend().zero(full.get(), n);
-    model_.backend().add_inplace(full.get() + shard_.begin, own, shard_.size());
+    model_.backend().upload(full.get() + shard_.begin, mine.data(), mine.size());
     comm_->allgather(full.get(), counts);
     model_.backend().download(host->data(), full.get(), n);
   }

@@ -18,11 +18,11 @@
 
 namespace gpt {
 
-template <typename T>
+template <typename T>  // the float32 side: Model<T>::params()
 class AdamW {
  public:
   // comm: null or one rank means one process holding all of the state.
-  AdamW(GPT<T>& model, const TrainConfig& cfg, dist::Communicator* comm = nullptr);
+  AdamW(Model<T>& model, const TrainConfig& cfg, dist::Communicator* comm = nullptr);
   // Global L2 norm of the gradients (before clipping).
   double grad_norm();
   // Scales gradients so that their global norm is at most max_norm (no-op if
@@ -49,7 +49,7 @@ class AdamW {
   void upload_moments(const T* m, const T* v);
 
  private:
-  GPT<T>& model_;
+  Model<T>& model_;
   TrainConfig cfg_;
   dist::Communicator* comm_;
   bool sharded_;

@@ -71,7 +71,7 @@ std::string format_duration(double seconds) {
 }
 
 // Name of the first parameter tensor whose gradient holds a NaN or inf.
-std::string first_nonfinite_grad(GPT<float>& model) {
+std::string first_nonfinite_grad(Model<float>& model) {
   for (const ParamSpec& s : model.layout().specs)
     if (!std::isfinite(model.backend().sum_squares(model.grads() + s.offset, s.numel()))) return s.name;
   return "(none)";
@@ -113,7 +113,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   const int Bl = B / nranks;
   check_eval_contexts(mc, cfg.eval, T);
   // The device first: a missing GPU fails before anything is read or written.
-  auto backend = make_backend(cfg.run.device, cfg.run.precision);
+  const AttentionSpec attn = resolve_attention(cfg);
+  std::unique_ptr<Model<float>> model_ptr = make_model(mc, attn, cfg.run.device, cfg.run.precision, cfg.run.storage);
+  Model<float>& model = *model_ptr;
 
   const std::string run_dir = cfg.run.dir;
   if (resume_checkpoint.empty())
@@ -146,8 +148,6 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     metrics = std::make_unique<MetricsLog>((fs::path(run_dir) / "metrics.jsonl").string(), !resume_checkpoint.empty());
   }
 
-  const AttentionSpec attn = resolve_attention(cfg);
-  GPT<float> model(mc, attn, *backend);
   AdamW<float> opt(model, tc, &comm);
 
   TrainProgress progress;
@@ -170,7 +170,8 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   spdlog::info("model: {} layers, {} heads, {} channels, context {}, {} positions, {:.3f}M parameters", mc.n_layer,
                mc.n_head, mc.n_embd, T, mc.position, model.num_params() / 1e6);
   spdlog::info("attention: {}", attention_summary(cfg.attention, attn));
-  if (cfg.run.device == "cuda") spdlog::info("device: {} on {}", backend->name(), cuda_device_name());
+  if (cfg.run.device == "cuda") spdlog::info("device: {} on {}", model.backend().name(), cuda_device_name());
+  else if (cfg.run.storage != "fp32") spdlog::info("device: {}", model.backend().name());
   spdlog::info("data: {} training tokens ({} sequences per epoch), {} validation tokens; {} threads",
                loader.stream().size(), loader.sequences_per_epoch(), val.size(), omp_get_max_threads());
   if (passkey)

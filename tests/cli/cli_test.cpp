@@ -20,6 +20,7 @@
 extern char** environ;
 namespace fs = std::filesystem;
 
+#include "util/metrics_log.h"
 #include "util/run_binary.h"
 
 namespace gpt {
@@ -91,6 +92,58 @@ TEST_F(Cli, TrainsAndEvaluatesATinyModel) {
                {"vocabulary of 257", "pass the tokenizer the model was trained with"});
   // A second fresh run into the same directory is refused (nothing overwritten).
   expect_error(run("train " + config()), {"already holds a training run", "--resume"});
+}
+
+// run.storage "bf16" on the cpu: bf16 activations over float32 master
+// parameters. The run trains close to, but not exactly as, the float32 one;
+// its checkpoint (float32 master parameters) resumes into the same steps;
+// eval takes the run's storage unless --storage says otherwise.
+TEST_F(Cli, Bf16StorageTrainsResumesAndEvaluates) {
+  const std::string steps = " --set train.steps=6 --set train.checkpoint_every=3 --set train.log_every=1";
+  const Result f = run("train " + config() + steps + " --set run.dir=" + (dir_ / "f32").string());
+  ASSERT_EQ(f.status, 0) << f.output;
+  const Result b = run("train " + config() + steps + " --set run.storage=bf16");
+  ASSERT_EQ(b.status, 0) << b.output;
+  EXPECT_NE(b.output.find("device: cpu, bf16 storage"), std::string::npos) << b.output;
+  std::ifstream cfg_in(dir_ / "run" / "config.json");
+  EXPECT_EQ(nlohmann::json::parse(cfg_in).at("run").at("storage"), "bf16");
+  const auto lf = test::train_losses(dir_ / "f32"), lb = test::train_losses(dir_ / "run");
+  ASSERT_EQ(lf.size(), 6u);
+  ASSERT_EQ(lb.size(), 6u);
+  for (const auto& [step, loss] : lf) {
+    EXPECT_NE(lb.at(step), loss) << "step " << step << ": bf16 storage rounded nothing";
+    EXPECT_NEAR(lb.at(step), loss, 0.02 * loss) << "step " << step;
+  }
+  // Resume from step 3: the same steps 4-6 (the master parameters are float32 in the checkpoint).
+  std::ofstream(dir_ / "run" / "checkpoints" / "latest") << "step_00000003.bin\n";
+  const Result r = run("train --resume " + (dir_ / "run").string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto after = test::train_losses(dir_ / "run");
+  for (int step = 4; step <= 6; ++step) EXPECT_NEAR(after.at(step), lb.at(step), 1e-6 * lb.at(step)) << step;
+  // eval: the run's storage by default; --storage fp32 evaluates the same weights in float32.
+  auto eval_losses = [&](const std::string& extra, const std::string& name) {
+    const fs::path out = dir_ / name;
+    const Result e = run("eval " + (dir_ / "run").string() + " --multiples 1,2 --tokens 256 --out " + out.string() +
+                         extra);
+    EXPECT_EQ(e.status, 0) << e.output;
+    std::ifstream in(out);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    std::vector<double> v;
+    for (const auto& m : j.at("multiples")) v.push_back(m.at("loss").get<double>());
+    return v;
+  };
+  const auto eb = eval_losses("", "eb.json"), ef = eval_losses(" --storage fp32", "ef.json");
+  ASSERT_EQ(eb.size(), 2u);
+  ASSERT_EQ(ef.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_NE(eb[i], ef[i]) << i;
+    EXPECT_NEAR(eb[i], ef[i], 0.02 * ef[i]) << i;
+  }
+  const Result bad = run("eval " + (dir_ / "run").string() + " --storage fp16");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.output.find("--storage: fp16 not in {fp32,bf16}"), std::string::npos) << bad.output;
+  expect_error(run("train " + config() + " --set run.storage=fp16 --set run.dir=" + (dir_ / "x").string()),
+               {"run.storage", "fp32, bf16"});
 }
 
 // Training-free evaluation with another attention variant: compatible

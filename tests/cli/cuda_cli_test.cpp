@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -53,10 +54,12 @@ class CudaCli : public ::testing::Test {
     if (!dir_.empty()) fs::remove_all(dir_);
   }
 
-  // gpt train CONFIG into dir_/name on `device`; env: "VAR=value " to prefix the command with.
-  Result train(const std::string& name, const std::string& device, const std::string& env = "") {
+  // gpt train CONFIG into dir_/name on `device`; env: "VAR=value " to prefix
+  // the command with; extra: more arguments.
+  Result train(const std::string& name, const std::string& device, const std::string& env = "",
+               const std::string& extra = "") {
     return test::run_command(env + GPT_BINARY + " train " + config_ + " --set run.dir=" + (dir_ / name).string() +
-                             " --set run.device=" + device);
+                             " --set run.device=" + device + extra);
   }
   // The validation loss at each multiple from an extrapolation or eval JSON.
   static std::vector<double> losses(const fs::path& json_file) {
@@ -65,6 +68,15 @@ class CudaCli : public ::testing::Test {
     std::vector<double> out;
     for (const auto& m : j.at("multiples")) out.push_back(m.at("loss").get<double>());
     return out;
+  }
+  // Points run_dir's checkpoints/latest at step 3 and resumes the run; the
+  // losses of metrics.jsonl then hold the resumed records of steps 4-6.
+  std::map<int, double> resume_from_step_3(const fs::path& run_dir) {
+    std::ofstream(run_dir / "checkpoints" / "latest") << "step_00000003.bin\n";
+    const Result resumed = run("train --resume " + run_dir.string());
+    EXPECT_EQ(resumed.status, 0) << resumed.output;
+    EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
+    return test::train_losses(run_dir);
   }
   static void expect_close(double a, double b, double rel, const char* what, size_t at) {
     EXPECT_LE(std::abs(a - b), rel * std::abs(b)) << what << " " << at << ": " << a << " vs " << b;
@@ -101,13 +113,28 @@ TEST_F(CudaCli, DeviceCheckpointResumesIntoTheSameRun) {
   const auto straight = test::train_losses(run_dir);
   ASSERT_EQ(straight.size(), 6u);
   ASSERT_TRUE(fs::exists(run_dir / "checkpoints" / "step_00000003.bin"));
-  std::ofstream(run_dir / "checkpoints" / "latest") << "step_00000003.bin\n";
-  const Result resumed = run("train --resume " + run_dir.string());
-  ASSERT_EQ(resumed.status, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
-  const auto after = test::train_losses(run_dir);  // the resumed run's records of steps 4-6 come last
+  const auto after = resume_from_step_3(run_dir);
   for (int step = 4; step <= 6; ++step)
     expect_close(after.at(step), straight.at(step), 1e-5, "resumed loss at step", step);
+}
+
+// run.storage "bf16" on the device follows bf16 storage on the cpu (a
+// rounding to bf16 may differ by one step where the float32 kernels do:
+// 1e-2), and its checkpoint resumes into the same steps.
+TEST_F(CudaCli, Bf16StorageOnTheDeviceFollowsTheCpu) {
+  const std::string bf16 = " --set run.storage=bf16";
+  const Result cpu = train("cpu", "cpu", "", bf16);
+  ASSERT_EQ(cpu.status, 0) << cpu.output;
+  const Result gpu = train("cuda", "cuda", "", bf16);
+  ASSERT_EQ(gpu.status, 0) << gpu.output;
+  EXPECT_NE(gpu.output.find("bf16 storage"), std::string::npos) << gpu.output;
+  const auto lc = test::train_losses(dir_ / "cpu"), lg = test::train_losses(dir_ / "cuda");
+  ASSERT_EQ(lc.size(), 6u);
+  ASSERT_EQ(lg.size(), 6u);
+  for (const auto& [step, loss] : lc) expect_close(lg.at(step), loss, 1e-2, "bf16-storage train loss at step", step);
+  const auto after = resume_from_step_3(dir_ / "cuda");
+  for (int step = 4; step <= 6; ++step)
+    expect_close(after.at(step), lg.at(step), 1e-4, "bf16-storage resumed loss at step", step);
 }
 
 // GPT_DIST_NCCL=1 sends a one-GPU run through the NCCL communicator (the

@@ -4,11 +4,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "backend/backend.h"
 #include "core/check.h"
 #include "config/attention.h"
 #include "model/gpt.h"
+#include "train/optimizer.h"
 #include "util/gradcheck.h"
 
 namespace gpt {
@@ -155,6 +157,97 @@ TEST(Model, FloatAgreesWithDouble) {
   const double ld = md.forward(t.data(), t.data() + 1, 2, 5);
   const double lf = mf.forward(t.data(), t.data() + 1, 2, 5);
   EXPECT_NEAR(ld, lf, 1e-5 * std::abs(ld));
+}
+
+// run.storage "bf16": bf16 activations and working parameters over float32
+// master parameters, gradients and AdamW state.
+TEST(Model, Bf16StorageTracksFloat32) {
+  ModelConfig cfg = tiny_config("rope");
+  cfg.n_embd = 16;
+  auto bf = make_cpu_backend<float>();
+  auto bb = make_bf16_backend(make_cpu_backend<float>());
+  GPT<float> mf(cfg, softmax_spec(cfg.context), *bf);
+  GPT<bf16> mb(cfg, softmax_spec(cfg.context), *bb);
+  EXPECT_EQ(mb.storage_bytes(), 2u);
+  mf.init(5);
+  mb.init(5);
+  // The master parameters are float32: the initialisation is not rounded.
+  const std::vector<float> p0 = mb.get_params();
+  EXPECT_EQ(p0, mf.get_params());
+  size_t unrounded = 0;
+  for (float x : p0) unrounded += round_to_bf16(x) != x;
+  EXPECT_GT(unrounded, p0.size() / 2);
+
+  const int B = 2, T = 5;
+  const auto t = tokens_for(B * T + 1, 4, cfg.vocab_size);
+  const double lf = mf.forward(t.data(), t.data() + 1, B, T), lb = mb.forward(t.data(), t.data() + 1, B, T);
+  EXPECT_NEAR(lb, lf, 1e-2 * lf);
+  EXPECT_NE(lb, lf);  // bf16 rounding did happen
+  mf.zero_grad();
+  mb.zero_grad();
+  mf.backward();
+  mb.backward();
+  std::vector<float> gf(mf.num_params()), gb(mb.num_params());
+  bf->download(gf.data(), mf.grads(), gf.size());
+  bb->download(gb.data(), mb.grads(), gb.size());
+  double dot = 0, nf = 0, nb = 0;
+  for (size_t i = 0; i < gf.size(); ++i) {
+    dot += double(gf[i]) * gb[i];
+    nf += double(gf[i]) * gf[i];
+    nb += double(gb[i]) * gb[i];
+  }
+  EXPECT_GT(dot / std::sqrt(nf * nb), 0.999);
+  EXPECT_NEAR(std::sqrt(nb), std::sqrt(nf), 0.02 * std::sqrt(nf));
+
+  // The working copy follows the master parameters, however they change.
+  std::vector<float> half = p0;
+  for (float& x : half) x *= 0.5f;
+  mf.set_params(half);
+  mb.set_params(half);
+  const double hf = mf.forward(t.data(), t.data() + 1, B, T), hb = mb.forward(t.data(), t.data() + 1, B, T);
+  EXPECT_NE(hb, lb);
+  EXPECT_NEAR(hb, hf, 1e-2 * hf);
+
+  // Training on one batch: both fit it, alike; the master parameters keep
+  // float32 updates smaller than a bf16 step.
+  TrainConfig tc;
+  tc.lr = 1e-2;
+  tc.weight_decay = 0.0;
+  AdamW<float> of(mf, tc), ob(mb, tc);
+  double last_f = 0, last_b = 0;
+  for (int step = 0; step < 30; ++step) {
+    for (auto [m, o, last] : {std::tuple<Model<float>*, AdamW<float>*, double*>{&mf, &of, &last_f},
+                              std::tuple<Model<float>*, AdamW<float>*, double*>{&mb, &ob, &last_b}}) {
+      *last = m->forward(t.data(), t.data() + 1, B, T);
+      m->zero_grad();
+      m->backward();
+      o->step(tc.lr);
+    }
+  }
+  EXPECT_LT(last_b, 0.5 * hb);
+  EXPECT_NEAR(last_b, last_f, 0.05 * last_f + 0.02);
+  size_t still_unrounded = 0;
+  for (float x : mb.get_params()) still_unrounded += round_to_bf16(x) != x;
+  EXPECT_GT(still_unrounded, p0.size() / 2);
+}
+
+TEST(Model, MakeModelChoosesTheStorage) {
+  ModelConfig cfg = tiny_config("rope");
+  cfg.n_embd = 16;
+  auto f = make_model(cfg, softmax_spec(cfg.context), "cpu", "fp32", "fp32");
+  auto b = make_model(cfg, softmax_spec(cfg.context), "cpu", "fp32", "bf16");
+  EXPECT_EQ(f->storage_bytes(), 4u);
+  EXPECT_EQ(b->storage_bytes(), 2u);
+  EXPECT_EQ(f->backend().name(), "cpu");
+  EXPECT_EQ(b->backend().name(), "cpu, bf16 storage");
+  try {
+    make_model(cfg, softmax_spec(cfg.context), "cpu", "fp32", "fp16");
+    ADD_FAILURE() << "fp16 storage accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("run.storage \"fp16\" is not a storage type; valid: fp32, bf16"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Model, SameSeedSameWeights) {

@@ -147,8 +147,8 @@ class CudaOps : public ::testing::Test {
     gpu_->upload(b.get(), h.data(), h.size());
     return b;
   }
-  TokenBuffer<float> up_ids(const std::vector<int32_t>& h) {
-    TokenBuffer<float> b(*gpu_, h.size());
+  TokenBuffer up_ids(const std::vector<int32_t>& h) {
+    TokenBuffer b(*gpu_, h.size());
     gpu_->upload_tokens(b.get(), h.data(), h.size());
     return b;
   }
@@ -170,8 +170,8 @@ TEST_F(CudaOps, Encoder) {
     auto g_ids = up_ids(ids);
     auto g_wte = up(wte), g_wpe = up(wpe), g_out = up(std::vector<float>(B * T * C));
     std::vector<float> out(B * T * C);
-    cpu_->encoder_forward(out.data(), ids.data(), wte.data(), with_wpe ? wpe.data() : nullptr, B, T, C);
-    gpu_->encoder_forward(g_out.get(), g_ids.get(), g_wte.get(), with_wpe ? g_wpe.get() : nullptr, B, T, C);
+    cpu_->encoder_forward(out.data(), ids.data(), wte.data(), with_wpe ? wpe.data() : nullptr, B, T, C, V);
+    gpu_->encoder_forward(g_out.get(), g_ids.get(), g_wte.get(), with_wpe ? g_wpe.get() : nullptr, B, T, C, V);
     expect_close(down(g_out, out.size()), out, 1e-6, "encoder_forward");
 
     auto g_dwte = up(dwte), g_dwpe = up(dwpe), g_dout = up(dout);
