@@ -8,8 +8,9 @@
 #   2. run every CUDA parity test and the one-rank NCCL tests (gtest filter
 #      GPU_TEST_FILTER, default below);
 #   3. train the quickstart model on cuda for a few hundred steps (data: the
-#      repository's own text, byte tokens) in fp32 and again in bf16
-#      (run.storage=bf16, run.precision=bf16; final losses side by side), and a few
+#      repository's own text, byte tokens) in fp32, again with bf16 GEMM
+#      operands (run.precision=bf16) and again with bf16 storage too
+#      (run.storage=bf16; final losses side by side), and a few
 #      steps on cpu, and compare the first losses of cpu and cuda fp32; train
 #      50 steps on one GPU plainly and through NCCL (GPT_DIST_NCCL=1: broadcast,
 #      overlapped all-reduce) and compare every loss;
@@ -161,6 +162,31 @@ train_common=(--set "data.train=$data/text_train_*.bin" --set "data.val=$data/te
 loss_at() {  # loss_at RUN_DIR STEP
   grep "\"event\":\"train\"" "$1/metrics.jsonl" | grep "\"step\":$2," | tail -1 | sed 's/.*"loss":\([^,}]*\).*/\1/'
 }
+# compare_bf16_run LABEL NAME ARGS...: trains the fp32 cuda run's config again
+# with ARGS into runs/NAME and prints its final loss next to the fp32 one
+# ($last); a relative difference of 5% or more (or a NaN) is a failure.
+compare_bf16_run() {
+  local label=$1 name=$2 t1 bfirst blast btoks bcmp
+  shift 2
+  t1=$(date +%s)
+  if "$gpt" train configs/quickstart.json "${train_common[@]}" --set run.device=cuda "$@" \
+       --set train.steps="$train_steps" --set train.warmup_steps=$((train_steps / 10)) \
+       --set "run.dir=$build/check/runs/$name" >"$logs/train_$name.log" 2>&1; then
+    bfirst=$(loss_at "$build/check/runs/$name" 1)
+    blast=$(loss_at "$build/check/runs/$name" "$train_steps")
+    btoks=$(grep -oP '\| \K[0-9]+(?= tok/s)' "$logs/train_$name.log" | tail -1)
+    # Same data and seed: bf16 should end within a few percent of fp32.
+    bcmp=$(awk -v a="$blast" -v b="$last" 'BEGIN { d = a - b; if (d < 0) d = -d;
+                                             if (b + 0 <= 0 || a != a + 0) { print "FAIL nan"; exit }
+                                             r = d / b; printf "%s %.2e", (r < 0.05 ? "ok" : "FAIL"), r }')
+    [ "${bcmp%% *}" = ok ] || status=1
+    row "$label" "${bcmp%% *}" \
+      "$train_steps steps: loss $bfirst -> $blast (fp32: $last; relative difference ${bcmp#* }), $btoks tok/s ($(elapsed "$t1"))"
+  else
+    failed "$label" "log $logs/train_$name.log"
+    tail -n 5 "$logs/train_$name.log" | sed 's/^/    /'
+  fi
+}
 if "$gpt" data text "$data/corpus.txt" "$data" --tokenizer byte --val-fraction 0.1 --name text >"$logs/data.log" 2>&1 &&
    "$gpt" train configs/quickstart.json "${train_common[@]}" --set run.device=cuda --set train.steps="$train_steps" \
      --set train.warmup_steps=$((train_steps / 10)) \
@@ -169,27 +195,11 @@ if "$gpt" data text "$data/corpus.txt" "$data" --tokenizer byte --val-fraction 0
   last=$(loss_at "$build/check/runs/cuda" "$train_steps")
   toks=$(grep -oP '\| \K[0-9]+(?= tok/s)' "$logs/train_cuda.log" | tail -1)
   row "train quickstart on cuda" ok "$train_steps steps: loss $first -> $last, $toks tok/s ($(elapsed "$t0"))"
-  # The same run in bf16 (bf16 storage of activations and working parameters,
-  # bf16 GEMM operands): its final loss next to the fp32 one.
-  t1=$(date +%s)
-  if "$gpt" train configs/quickstart.json "${train_common[@]}" --set run.device=cuda --set run.precision=bf16 \
-       --set run.storage=bf16 \
-       --set train.steps="$train_steps" --set train.warmup_steps=$((train_steps / 10)) \
-       --set "run.dir=$build/check/runs/cuda_bf16" >"$logs/train_cuda_bf16.log" 2>&1; then
-    bfirst=$(loss_at "$build/check/runs/cuda_bf16" 1)
-    blast=$(loss_at "$build/check/runs/cuda_bf16" "$train_steps")
-    btoks=$(grep -oP '\| \K[0-9]+(?= tok/s)' "$logs/train_cuda_bf16.log" | tail -1)
-    # Same data and seed: bf16 should end within a few percent of fp32.
-    bcmp=$(awk -v a="$blast" -v b="$last" 'BEGIN { d = a - b; if (d < 0) d = -d;
-                                             if (b + 0 <= 0 || a != a + 0) { print "FAIL nan"; exit }
-                                             r = d / b; printf "%s %.2e", (r < 0.05 ? "ok" : "FAIL"), r }')
-    [ "${bcmp%% *}" = ok ] || status=1
-    row "train quickstart cuda bf16" "${bcmp%% *}" \
-      "$train_steps steps: loss $bfirst -> $blast (fp32: $last; relative difference ${bcmp#* }), $btoks tok/s ($(elapsed "$t1"))"
-  else
-    failed "train quickstart cuda bf16" "log $logs/train_cuda_bf16.log"
-    tail -n 5 "$logs/train_cuda_bf16.log" | sed 's/^/    /'
-  fi
+  # The same run with bf16 GEMM operands, then with bf16 storage as well:
+  # each final loss next to the fp32 one.
+  compare_bf16_run "train quickstart cuda bf16" cuda_bf16 --set run.precision=bf16
+  compare_bf16_run "train cuda bf16 storage" cuda_bf16_storage --set run.precision=bf16 \
+    --set run.storage=bf16
   if "$gpt" train configs/quickstart.json "${train_common[@]}" --set run.device=cpu --set train.steps=20 --set train.warmup_steps=2 \
        --set train.log_every=10 --set "run.dir=$build/check/runs/cpu" >"$logs/train_cpu.log" 2>&1; then
     # Same seed and data order: the first step is the same computation on both.
@@ -264,7 +274,7 @@ bench_row "bench GPT-2 small bf16" "$logs/bench_bf16.log"
 # bf16 storage (run.storage=bf16) with bf16 GEMMs: training throughput.
 timeout 300 "$gpt" bench configs/gpt2_small_cuda.json --device cuda --precision bf16 --set run.storage=bf16 \
   --only train --steps "$bench_steps" --min-seconds 0.2 >"$logs/bench_bf16_storage.log" 2>&1
-bench_row "bench GPT-2 small bf16 storage" "$logs/bench_bf16_storage.log"
+bench_row "bench GPT-2 bf16 storage" "$logs/bench_bf16_storage.log"
 # Evaluation memory of GPT-2 small with RoPE at 1x, 4x and 16x T = 1024 (16K
 # tokens): the same KiB per token at every multiple means no T x T buffer.
 timeout 200 "$gpt" bench configs/gpt2_fineweb/softmax.json --device cuda --precision fp32 --only memory \

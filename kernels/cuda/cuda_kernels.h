@@ -71,18 +71,28 @@ class Matmul {
   // used by both GEMMs; dbias sums the float32 dout.
   void backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                 int N, int C, int OC, cudaStream_t stream);
+  // The same on bf16 operands (bit patterns; bf16 storage, make_bf16_backend)
+  // with float32 results: no conversion, the GEMMs read them as they are.
+  // bf16 values are exact in float32, so in every precision these are bf16
+  // GEMMs with float32 accumulation (CUBLAS_COMPUTE_32F; TF32 would not
+  // change the products). dbias sums dout widened.
+  void forward_bf16(float* out, const uint16_t* inp, const uint16_t* weight, const float* bias, int N, int C, int OC,
+                    cudaStream_t stream);
+  void backward_bf16(float* dinp, float* dweight, float* dbias, const uint16_t* dout, const uint16_t* inp,
+                     const uint16_t* weight, int N, int C, int OC, cudaStream_t stream);
 
  private:
   // A row-major (rows, cols) matrix of operands.
   struct Operand {
     const void* p;
-    int ld;  // elements between rows
+    int ld;     // elements between rows
+    bool bf16;  // bf16 elements (else float32)
   };
   // The float32 operand as it enters the GEMM: itself (Fp32, Tf32), or its
   // bf16 copy in scratch buffer `slot` (Bf16).
   Operand operand(int slot, const float* src, int rows, int cols, cudaStream_t stream);
   // Column-major D (m,n) = op(A)·op(B) + beta·D, as cuBLAS sees it; A and B
-  // are float32, or bf16 in Bf16 mode.
+  // are both float32 or both bf16 (Operand::bf16).
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, Operand A, Operand B, float* D, int ldd, float beta,
             cudaStream_t stream);
   static constexpr int kScratchSlots = 3;
@@ -100,8 +110,9 @@ void convert_to_bf16(uint16_t* dst, const float* src, int rows, int cols, int ld
 
 // out (N,OC) += bias broadcast over rows.
 void bias_add(float* out, const float* bias, int N, int OC, cudaStream_t stream);
-// dbias (OC) += Σ_n dout[n,:].
+// dbias (OC) += Σ_n dout[n,:] (dout float32, or bf16 bit patterns).
 void bias_backward(float* dbias, const float* dout, int N, int OC, cudaStream_t stream);
+void bias_backward_bf16(float* dbias, const uint16_t* dout, int N, int OC, cudaStream_t stream);
 
 // ---- GELU (tanh approximation) -----------------------------------------------------------
 void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream);

@@ -51,11 +51,11 @@ struct Descriptors {
 
 // Largest power of two (at most 256) dividing the address: cuBLASLt's
 // heuristic assumes 256-byte alignment unless told otherwise, and parameter
-// tensors inside the flat buffer are only float-aligned.
+// tensors inside the flat buffer are only element-aligned (2 bytes for bf16).
 uint32_t alignment_of(const void* p) {
   const auto addr = reinterpret_cast<uintptr_t>(p);
   uint32_t a = 256;
-  while (a > 4 && addr % a != 0) a /= 2;
+  while (a > 2 && addr % a != 0) a /= 2;
   return a;
 }
 
@@ -128,7 +128,7 @@ Matmul::~Matmul() {
 }
 
 Matmul::Operand Matmul::operand(int slot, const float* src, int rows, int cols, cudaStream_t stream) {
-  if (precision_ != GemmPrecision::Bf16) return {src, cols};
+  if (precision_ != GemmPrecision::Bf16) return {src, cols, false};
   const int ld = (cols + kBf16RowMultiple - 1) / kBf16RowMultiple * kBf16RowMultiple;
   const size_t need = size_t(rows) * ld;
   if (scratch_elems_[slot] < need) {
@@ -145,7 +145,7 @@ Matmul::Operand Matmul::operand(int slot, const float* src, int rows, int cols, 
     scratch_elems_[slot] = need;
   }
   convert_to_bf16(scratch_[slot], src, rows, cols, ld, stream);
-  return {scratch_[slot], ld};
+  return {scratch_[slot], ld, true};
 }
 
 void Matmul::gemm(bool trans_a, bool trans_b, int m, int n, int k, Operand A, Operand B, float* D, int ldd, float beta,
@@ -155,11 +155,13 @@ void Matmul::gemm(bool trans_a, bool trans_b, int m, int n, int k, Operand A, Op
     GPT_CHECK(beta == 1.0f, "matmul: inner dimension 0 with beta ", beta, " is not supported");
     return;  // D += nothing
   }
-  const bool bf16 = precision_ == GemmPrecision::Bf16;
+  GPT_CHECK(A.bf16 == B.bf16, "matmul: operands of two types (one bf16, one float32)");
+  const bool bf16 = A.bf16;
   // A and B: bf16 or float32; C = D: float32; scale type (alpha, beta): float32.
+  // TF32 only for float32 operands (bf16 products are exact in float32).
   const cudaDataType_t ab_type = bf16 ? CUDA_R_16BF : CUDA_R_32F;
   const cublasComputeType_t compute =
-      precision_ == GemmPrecision::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      precision_ == GemmPrecision::Tf32 && !bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   Descriptors g;
   GPT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&g.op, compute, CUDA_R_32F));
   const cublasOperation_t opa = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, opb = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -215,6 +217,26 @@ void Matmul::backward(float* dinp, float* dweight, float* dbias, const float* do
   }
   // Empty shapes: nothing to add (every GEMM above would be D += 0).
   if (dbias) bias_backward(dbias, dout, N, OC, stream);
+}
+
+void Matmul::forward_bf16(float* out, const uint16_t* inp, const uint16_t* weight, const float* bias, int N, int C,
+                          int OC, cudaStream_t stream) {
+  if (N > 0 && OC > 0 && C > 0) {
+    gemm(true, false, OC, N, C, Operand{weight, C, true}, Operand{inp, C, true}, out, OC, 0.0f, stream);
+  } else if (N > 0 && OC > 0) {
+    GPT_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(N) * OC * sizeof(float), stream));
+  }
+  if (bias) bias_add(out, bias, N, OC, stream);
+}
+
+void Matmul::backward_bf16(float* dinp, float* dweight, float* dbias, const uint16_t* dout, const uint16_t* inp,
+                           const uint16_t* weight, int N, int C, int OC, cudaStream_t stream) {
+  if (N > 0 && C > 0 && OC > 0) {
+    const Operand dy{dout, OC, true};
+    if (dinp) gemm(false, false, C, N, OC, Operand{weight, C, true}, dy, dinp, C, 1.0f, stream);
+    gemm(false, true, C, OC, N, Operand{inp, C, true}, dy, dweight, C, 1.0f, stream);
+  }
+  if (dbias) bias_backward_bf16(dbias, dout, N, OC, stream);
 }
 
 }  // namespace gpt::cuda

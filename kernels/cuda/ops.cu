@@ -126,12 +126,18 @@ __global__ void layernorm_backward_params_kernel(float* dw, float* db, const flo
   }
 }
 
-__global__ void bias_backward_kernel(float* dbias, const float* dout, int N, int OC) {
+// dout as float32, or bf16 bit patterns (bf16 storage).
+__device__ inline float widen_value(float x) { return x; }
+__device__ inline float widen_value(uint16_t b) { return bf16_bits_to_float(b); }
+
+template <typename In>
+__global__ void bias_backward_kernel(float* dbias, const In* dout, int N, int OC) {
   GPT_SHARED(float, sb, [kColRows][33]);
   const int o = blockIdx.x * 32 + threadIdx.x;
   float acc = 0.f;
   if (o < OC)
-    for (int n = blockIdx.y * kColRows + threadIdx.y; n < N; n += gridDim.y * kColRows) acc += dout[size_t(n) * OC + o];
+    for (int n = blockIdx.y * kColRows + threadIdx.y; n < N; n += gridDim.y * kColRows)
+      acc += widen_value(dout[size_t(n) * OC + o]);
   sb[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
   if (threadIdx.y == 0 && o < OC) {
@@ -280,11 +286,22 @@ void bias_add(float* out, const float* bias, int N, int OC, cudaStream_t stream)
   GPT_CUDA_CHECK_LAUNCH("bias_add_kernel");
 }
 
-void bias_backward(float* dbias, const float* dout, int N, int OC, cudaStream_t stream) {
+namespace {
+template <typename In>
+void bias_backward_of(float* dbias, const In* dout, int N, int OC, cudaStream_t stream) {
   if (N <= 0 || OC <= 0) return;
   const dim3 grid((OC + 31) / 32, row_blocks(N)), block(32, kColRows);
-  GPT_LAUNCH(grid, block, stream, bias_backward_kernel)(dbias, dout, N, OC);
+  GPT_LAUNCH(grid, block, stream, bias_backward_kernel<In>)(dbias, dout, N, OC);
   GPT_CUDA_CHECK_LAUNCH("bias_backward_kernel");
+}
+}  // namespace
+
+void bias_backward(float* dbias, const float* dout, int N, int OC, cudaStream_t stream) {
+  bias_backward_of(dbias, dout, N, OC, stream);
+}
+
+void bias_backward_bf16(float* dbias, const uint16_t* dout, int N, int OC, cudaStream_t stream) {
+  bias_backward_of(dbias, dout, N, OC, stream);
 }
 
 void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream) {

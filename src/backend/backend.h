@@ -107,6 +107,21 @@ class Backend : public ParamBackend<accum_t<T>> {
   virtual void crossentropy_forward(Acc* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) = 0;
   virtual void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const Acc* dloss, int N,
                                      int V, int Vp) = 0;
+
+  // Optional, for the bf16-storage adapter (make_bf16_backend): the linear
+  // layer reading bf16 operands (inp, w, dout) as they are, with float32
+  // results (out, dinp, dw, dbias) and the contracts of matmul_forward /
+  // matmul_backward on the operands widened. false: this backend has no
+  // such path for these shapes, nothing was done, and the adapter widens the
+  // operands itself.
+  virtual bool matmul_forward_bf16(float* /*out*/, const bf16* /*inp*/, const bf16* /*w*/, const float* /*bias*/,
+                                   int /*N*/, int /*C*/, int /*OC*/) {
+    return false;
+  }
+  virtual bool matmul_backward_bf16(float* /*dinp*/, float* /*dw*/, float* /*dbias*/, const bf16* /*dout*/,
+                                    const bf16* /*inp*/, const bf16* /*w*/, int /*N*/, int /*C*/, int /*OC*/) {
+    return false;
+  }
 };
 
 // The CPU backend (kernels/cpu), for float or double.
@@ -129,9 +144,11 @@ std::unique_ptr<Backend<float>> make_backend(const std::string& device, const st
 // bf16 inputs (and the bf16 outputs it accumulates into) to float32 scratch
 // on `wide`, runs wide's float32 op there, and rounds its bf16 outputs once
 // (to nearest even). So the adapter over the CPU backend is the reference
-// of the one over CUDA, op for op. The conversions are extra passes over
-// memory: correct first; native bf16 kernels are left to when a GPU can
-// measure them (docs/gpu.md).
+// of the one over CUDA, op for op. The linear layers skip the widening
+// where the float32 backend reads bf16 operands itself (matmul_*_bf16: the
+// CUDA backend's cuBLASLt). Elsewhere the conversions are extra passes
+// over memory: correct first; native bf16 kernels are left to when a GPU
+// can measure them (docs/gpu.md).
 std::unique_ptr<Backend<bf16>> make_bf16_backend(std::unique_ptr<Backend<float>> wide);
 
 // Whether make_backend("cuda") can work here; otherwise *why says why

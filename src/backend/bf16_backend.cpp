@@ -65,16 +65,19 @@ class Bf16Backend final : public Backend<bf16> {
                       int OC) override {
     const size_t NOC = static_cast<size_t>(N) * OC;
     float* o = scratch(0, NOC);
-    wide_->matmul_forward(o, widen(1, inp, static_cast<size_t>(N) * C), widen(2, w, static_cast<size_t>(OC) * C),
-                          widen(3, bias, OC), N, C, OC);
+    float* b = widen(3, bias, OC);
+    if (!wide_->matmul_forward_bf16(o, inp, w, b, N, C, OC))
+      wide_->matmul_forward(o, widen(1, inp, static_cast<size_t>(N) * C), widen(2, w, static_cast<size_t>(OC) * C), b,
+                            N, C, OC);
     narrow(out, o, NOC);
   }
   void matmul_backward(bf16* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp, const bf16* w, int N,
                        int C, int OC) override {
     const size_t NC = static_cast<size_t>(N) * C;
     float* di = widen(0, dinp, NC);
-    wide_->matmul_backward(di, dw, dbias, widen(1, dout, static_cast<size_t>(N) * OC), widen(2, inp, NC),
-                           widen(3, w, static_cast<size_t>(OC) * C), N, C, OC);
+    if (!wide_->matmul_backward_bf16(di, dw, dbias, dout, inp, w, N, C, OC))
+      wide_->matmul_backward(di, dw, dbias, widen(1, dout, static_cast<size_t>(N) * OC), widen(2, inp, NC),
+                             widen(3, w, static_cast<size_t>(OC) * C), N, C, OC);
     if (dinp) narrow(dinp, di, NC);
   }
   void gelu_forward(bf16* out, const bf16* inp, size_t n) override {

@@ -1,4 +1,5 @@
 // Backend<T> over the CPU kernels: memory is ordinary host memory.
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -9,6 +10,9 @@
 
 namespace gpt {
 namespace {
+
+// Conversions shorter than this stay on one thread.
+constexpr size_t kMinParallelConvert = size_t(1) << 15;
 
 void copy(void* dst, const void* src, size_t bytes) {
   if (bytes) std::memcpy(dst, src, bytes);
@@ -35,10 +39,14 @@ class CpuBackend final : public Backend<T> {
     if (bytes) std::memset(p, 0, bytes);
   }
   void convert(float* dst, const bf16* src, size_t n) override {
-    for (size_t i = 0; i < n; ++i) dst[i] = bf16_bits_to_float(src[i].bits);
+    const auto m = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (n >= kMinParallelConvert)
+    for (std::ptrdiff_t i = 0; i < m; ++i) dst[i] = bf16_bits_to_float(src[i].bits);
   }
   void convert(bf16* dst, const float* src, size_t n) override {
-    for (size_t i = 0; i < n; ++i) dst[i].bits = round_to_bf16_bits(src[i]);
+    const auto m = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (n >= kMinParallelConvert)
+    for (std::ptrdiff_t i = 0; i < m; ++i) dst[i].bits = round_to_bf16_bits(src[i]);
   }
 
   void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C,

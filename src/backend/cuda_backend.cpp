@@ -42,6 +42,9 @@ void device_free(void* p) {
   if (st != cudaSuccess) spdlog::warn("cudaFree failed: {}", cudaGetErrorString(st));
 }
 
+// bf16 elements as the kernels take them: their bit patterns.
+const uint16_t* bits(const bf16* p) { return reinterpret_cast<const uint16_t*>(p); }
+
 class CudaBackend final : public Backend<float> {
  public:
   explicit CudaBackend(cuda::GemmPrecision precision) : matmul_(precision) {
@@ -72,9 +75,7 @@ class CudaBackend final : public Backend<float> {
   void zero_bytes(void* p, size_t bytes) override {
     if (bytes) GPT_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, stream_));
   }
-  void convert(float* dst, const bf16* src, size_t n) override {
-    cuda::bf16_to_float(dst, reinterpret_cast<const uint16_t*>(src), n, stream_);
-  }
+  void convert(float* dst, const bf16* src, size_t n) override { cuda::bf16_to_float(dst, bits(src), n, stream_); }
   void convert(bf16* dst, const float* src, size_t n) override {
     cuda::float_to_bf16(reinterpret_cast<uint16_t*>(dst), src, n, stream_);
   }
@@ -102,6 +103,21 @@ class CudaBackend final : public Backend<float> {
   void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
                        int N, int C, int OC) override {
     matmul_.backward(dinp, dw, dbias, dout, inp, w, N, C, OC, stream_);
+  }
+  // bf16 operands straight into cuBLASLt when every row is a multiple of 16
+  // bytes (C and OC multiples of 8), which its bf16 tensor-core kernels want;
+  // other shapes go the adapter's widening way.
+  bool matmul_forward_bf16(float* out, const bf16* inp, const bf16* w, const float* bias, int N, int C,
+                           int OC) override {
+    if (C % 8 != 0 || OC % 8 != 0) return false;
+    matmul_.forward_bf16(out, bits(inp), bits(w), bias, N, C, OC, stream_);
+    return true;
+  }
+  bool matmul_backward_bf16(float* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp, const bf16* w,
+                            int N, int C, int OC) override {
+    if (C % 8 != 0 || OC % 8 != 0) return false;
+    matmul_.backward_bf16(dinp, dw, dbias, bits(dout), bits(inp), bits(w), N, C, OC, stream_);
+    return true;
   }
   void gelu_forward(float* out, const float* inp, size_t n) override { cuda::gelu_forward(out, inp, n, stream_); }
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {

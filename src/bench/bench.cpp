@@ -370,7 +370,8 @@ void run_bench_cuda(const Config& cfg, const BenchOptions& opt, std::ostream& ou
          "so the times below say nothing about a GPU\n";
 #endif
   const std::string& precision = opt.precision;
-  const bool bf16_gemms = precision == "bf16";
+  // bf16 storage multiplies bf16 operands in every precision.
+  const bool bf16_gemms = precision == "bf16" || cfg.run.storage == "bf16";
   const char* peak_name = bf16_gemms ? "bf16" : precision == "tf32" ? "TF32" : "float32";
   const GpuPeak* known = cuda_peak(name);
   double peak = 0, bf16 = 0;  // TFLOP/s; bf16: the bf16 peak for the extra column (float32 and TF32 runs)
@@ -388,12 +389,12 @@ void run_bench_cuda(const Config& cfg, const BenchOptions& opt, std::ostream& ou
       << ", T=" << m.context << ", B=" << cfg.train.batch_size << " (" << cfg.train.batch_size * m.context
       << " tokens/step), " << m.position << " positions, attention " << cfg.attention.preset << "\n";
   out << "device " << name << ", backend " << probe->name() << ", run.precision " << precision << ": ";
-  const std::string storage =
-      cfg.run.storage == "bf16"
-          ? "run.storage bf16 (activations and working parameters bf16, each op widening its operands to float32 "
-            "scratch; float32 master parameters, gradients, AdamW state)"
-          : "storage float32 (parameters, activations, gradients, AdamW state)";
-  if (bf16_gemms)
+  const std::string storage = "storage float32 (parameters, activations, gradients, AdamW state)";
+  if (cfg.run.storage == "bf16")
+    out << "run.storage bf16: activations and working parameters bf16; the GEMMs read them as stored (bf16 "
+           "operands, float32 accumulation, whatever run.precision) where C and OC are multiples of 8; the other "
+           "ops widen their operands to float32 scratch; float32 master parameters, gradients, AdamW state\n";
+  else if (bf16_gemms)
     out << "GEMM operands bf16 (rounded to bf16 before each GEMM), float32 accumulation and output; " << storage
         << "; attention, LayerNorm and the other ops compute in float32\n";
   else

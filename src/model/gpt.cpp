@@ -347,7 +347,15 @@ std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const Attention
                                          const std::string& precision, const std::string& storage) {
   GPT_CHECK(storage == "fp32" || storage == "bf16", "run.storage \"", storage,
             "\" is not a storage type; valid: fp32, bf16");
-  std::unique_ptr<Backend<float>> wide = make_backend(device, precision);
+  return make_model(cfg, attn, make_backend(device, precision), storage);
+}
+
+
+std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const AttentionSpec& attn,
+                                         std::unique_ptr<Backend<float>> wide, const std::string& storage) {
+  GPT_CHECK(wide, "make_model: no backend given");
+  GPT_CHECK(storage == "fp32" || storage == "bf16", "run.storage \"", storage,
+            "\" is not a storage type; valid: fp32, bf16");
   if (storage == "fp32") return std::make_unique<OwningModel<float>>(std::move(wide), cfg, attn);
   return std::make_unique<OwningModel<bf16>>(make_bf16_backend(std::move(wide)), cfg, attn);
 }

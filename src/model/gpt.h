@@ -141,5 +141,8 @@ class GPT : public Model<accum_t<T>> {
 // the key and the valid values.
 std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const AttentionSpec& attn, const std::string& device,
                                          const std::string& precision = "fp32", const std::string& storage = "fp32");
+// The same over a float32 backend already made (make_backend).
+std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const AttentionSpec& attn,
+                                         std::unique_ptr<Backend<float>> backend, const std::string& storage = "fp32");
 
 }  // namespace gpt

@@ -73,8 +73,9 @@ struct AttentionOverride {
 // (make_backend; the checkpoint's own run.device is not used, so a model
 // trained on a GPU evaluates anywhere); precision: run.precision of the
 // backend ("fp32"; "tf32" and "bf16" need device "cuda"); empty: the
-// checkpoint's run.precision on "cuda", "fp32" on "cpu". config.run.device
-// and config.run.precision are set to what is used.
+// checkpoint's run.precision on "cuda", "fp32" on "cpu"; storage:
+// run.storage ("fp32" or "bf16"), empty: the checkpoint's. config.run.device,
+// config.run.precision and config.run.storage are set to what is used.
 LoadedModel load_model(const std::string& path, const AttentionOverride& attention = {},
                        const std::string& device = "cpu", const std::string& precision = "",
                        const std::string& storage = "");

@@ -113,9 +113,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   const int Bl = B / nranks;
   check_eval_contexts(mc, cfg.eval, T);
   // The device first: a missing GPU fails before anything is read or written.
-  const AttentionSpec attn = resolve_attention(cfg);
-  std::unique_ptr<Model<float>> model_ptr = make_model(mc, attn, cfg.run.device, cfg.run.precision, cfg.run.storage);
-  Model<float>& model = *model_ptr;
+  std::unique_ptr<Backend<float>> backend = make_backend(cfg.run.device, cfg.run.precision);
 
   const std::string run_dir = cfg.run.dir;
   if (resume_checkpoint.empty())
@@ -148,6 +146,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     metrics = std::make_unique<MetricsLog>((fs::path(run_dir) / "metrics.jsonl").string(), !resume_checkpoint.empty());
   }
 
+  const AttentionSpec attn = resolve_attention(cfg);
+  const std::unique_ptr<Model<float>> model_ptr = make_model(mc, attn, std::move(backend), cfg.run.storage);
+  Model<float>& model = *model_ptr;
   AdamW<float> opt(model, tc, &comm);
 
   TrainProgress progress;

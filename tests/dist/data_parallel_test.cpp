@@ -226,6 +226,24 @@ TEST_F(DataParallel, ZeroOneFollowsOneRankAndMatchesPlainDataParallel) {
   EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
 }
 
+// run.storage "bf16" under ZeRO-1: each rank updates its shard of the
+// float32 master parameters, the all-gather completes them, and every
+// rank's next forward pass rounds the whole of them into its bf16 working
+// copy; so ZeRO-1 gives exactly the plain 2-rank run, as in float32.
+TEST_F(DataParallel, Bf16StorageZeroOneMatchesPlainDataParallel) {
+  const std::string bf16 = "--set run.storage=bf16 --set train.grad_accum=2 --set train.batch_size=4";
+  const Result zero = train(2, "zero", bf16 + " --set train.zero=1");
+  ASSERT_EQ(zero.status, 0) << zero.output;
+  EXPECT_NE(zero.output.find("ZeRO-1"), std::string::npos) << zero.output;
+  EXPECT_NE(zero.output.find("bf16 storage"), std::string::npos) << zero.output;
+  const Result plain = train(2, "plain", bf16);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  const auto lz = train_losses(dir_ / "zero"), lp = train_losses(dir_ / "plain");
+  ASSERT_EQ(lz.size(), 20u);
+  EXPECT_LT(lz.at(20), lz.at(1) - 0.1) << "the model should learn";
+  EXPECT_EQ(lz, lp);
+}
+
 // Each layer's gradients reduced as soon as its backward pass is done (the
 // default), with gradient accumulation (only the last micro-batch reduces):
 // bit-identical to one reduction after the backward pass, losses and final
