@@ -187,8 +187,8 @@ void Matmul::gemm(bool trans_a, bool trans_b, int m, int n, int k, Operand A, Op
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
   GPT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, g.op, g.a, g.b, g.d, g.d, g.pref, 1, &heuristic, &found));
-  GPT_CHECK(found > 0, "cuBLASLt found no ", gemm_precision_name(precision_), " GEMM algorithm (A and B ",
-            bf16 ? "bf16" : "float32", ", D float32) for m=", m, " n=", n, " k=", k, " (alignments A ", align_a,
+  GPT_CHECK(found > 0, "cuBLASLt found no ", bf16 ? "bf16-operand" : gemm_precision_name(precision_),
+            " GEMM algorithm (A and B ", bf16 ? "bf16" : "float32", ", D float32) for m=", m, " n=", n, " k=", k, " (alignments A ", align_a,
             ", B ", align_b, ", D ", align_d, " bytes; leading dimensions ", A.ld, ", ", B.ld, ", ", ldd, ")");
   const float alpha = 1.0f;
   GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, g.op, &alpha, A.p, g.a, B.p, g.b, &beta, D, g.d, D, g.d, &heuristic.algo,

@@ -135,6 +135,10 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     passkey = std::make_unique<PasskeyMixer>(*tokenizer, cfg.data.passkey_digits, cfg.data.passkey_fraction, tc.seed);
     passkey->check_context(T);  // before anything is written
   }
+  // The model's memory, before anything is written (an allocation that fails leaves no run behind).
+  const AttentionSpec attn = resolve_attention(cfg);
+  const std::unique_ptr<Model<float>> model_ptr = make_model(mc, attn, std::move(backend), cfg.run.storage);
+  Model<float>& model = *model_ptr;
 
   // A fresh run starts a fresh log (a crashed attempt may have left one behind);
   // a resumed run appends. After a resume from an older checkpoint the steps
@@ -146,9 +150,6 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     metrics = std::make_unique<MetricsLog>((fs::path(run_dir) / "metrics.jsonl").string(), !resume_checkpoint.empty());
   }
 
-  const AttentionSpec attn = resolve_attention(cfg);
-  const std::unique_ptr<Model<float>> model_ptr = make_model(mc, attn, std::move(backend), cfg.run.storage);
-  Model<float>& model = *model_ptr;
   AdamW<float> opt(model, tc, &comm);
 
   TrainProgress progress;

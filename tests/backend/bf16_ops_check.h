@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -105,14 +106,14 @@ class Bf16OpsCheck {
     ++checked_;
   }
   int checked() const { return checked_; }
-  static int expected_checks(const AttentionSpec& spec) { return spec.scale == Scale::Ssmax ? 32 : 31; }
+  static int expected_checks(const AttentionSpec& spec) { return spec.scale == Scale::Ssmax ? 38 : 37; }
 
   // Every op once (attention with `spec`; head_scale used when the spec
   // learns its scales). Returns after the first op whose check failed.
   // Makes expected_checks(spec) comparisons.
-  // OC: output width of the linear layer (CUDA reads bf16 operands directly
-  // when it is a multiple of 8, and widens them otherwise).
-  void run_all(const AttentionSpec& spec, const std::string& label, int OC = 24) {
+  // IC, OC: input and output widths of the linear layer (CUDA reads bf16
+  // operands directly when both are multiples of 8, and widens them otherwise).
+  void run_all(const AttentionSpec& spec, const std::string& label, int OC = 24, int IC = 32) {
     const int B = 2, T = 7, C = 32, NH = 2, V = 13, Vp = 16;
     const size_t N = static_cast<size_t>(B) * T, NC = N * C;
     uint64_t seed = 100;
@@ -157,24 +158,24 @@ class Bf16OpsCheck {
       expect_acc(db, "layernorm_backward db");
     }
     if (::testing::Test::HasFailure()) return;
-    for (bool bias : {true, false}) {  // linear layer; without bias also without dinp (both null)
-      const std::string tag = bias ? "" : " without bias and dinp";
-      auto inp = pair(values(NC, next())), w = pair(values(size_t(OC) * C, next())), b = pair(values(OC, next()));
+    // The linear layer with and without a bias, with and without dinp (null).
+    for (auto [bias, with_dinp] : {std::pair{true, true}, {true, false}, {false, true}, {false, false}}) {
+      const std::string tag = std::string(bias ? "" : " without bias") + (with_dinp ? "" : " without dinp");
+      const size_t NI = N * IC;
+      auto inp = pair(values(NI, next())), w = pair(values(size_t(OC) * IC, next())), b = pair(values(OC, next()));
       auto out = pair(std::vector<float>(N * OC));
-      s_.matmul_forward(out.s.get(), inp.s.get(), w.s.get(), bias ? b.s.get() : nullptr, N, C, OC);
-      r_.matmul_forward(out.r.get(), inp.r.get(), w.r.get(), bias ? b.r.get() : nullptr, N, C, OC);
+      s_.matmul_forward(out.s.get(), inp.s.get(), w.s.get(), bias ? b.s.get() : nullptr, N, IC, OC);
+      r_.matmul_forward(out.r.get(), inp.r.get(), w.r.get(), bias ? b.r.get() : nullptr, N, IC, OC);
       expect_storage(out, "matmul_forward" + tag);
-      auto dinp = pair(values(NC, next())), dout = pair(values(N * OC, next()));
-      auto dw = acc_pair(values(size_t(OC) * C, next())), db = acc_pair(values(OC, next()));
-      s_.matmul_backward(bias ? dinp.s.get() : nullptr, dw.s.get(), bias ? db.s.get() : nullptr, dout.s.get(),
-                         inp.s.get(), w.s.get(), N, C, OC);
-      r_.matmul_backward(bias ? dinp.r.get() : nullptr, dw.r.get(), bias ? db.r.get() : nullptr, dout.r.get(),
-                         inp.r.get(), w.r.get(), N, C, OC);
+      auto dinp = pair(values(NI, next())), dout = pair(values(N * OC, next()));
+      auto dw = acc_pair(values(size_t(OC) * IC, next())), db = acc_pair(values(OC, next()));
+      s_.matmul_backward(with_dinp ? dinp.s.get() : nullptr, dw.s.get(), bias ? db.s.get() : nullptr, dout.s.get(),
+                         inp.s.get(), w.s.get(), N, IC, OC);
+      r_.matmul_backward(with_dinp ? dinp.r.get() : nullptr, dw.r.get(), bias ? db.r.get() : nullptr, dout.r.get(),
+                         inp.r.get(), w.r.get(), N, IC, OC);
       expect_acc(dw, "matmul_backward dw" + tag);
-      if (bias) {
-        expect_storage(dinp, "matmul_backward dinp");
-        expect_acc(db, "matmul_backward dbias");
-      }
+      if (with_dinp) expect_storage(dinp, "matmul_backward dinp" + tag);
+      if (bias) expect_acc(db, "matmul_backward dbias" + tag);
     }
     if (::testing::Test::HasFailure()) return;
     {  // element-wise

@@ -13,6 +13,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -48,18 +50,32 @@ TEST_F(CudaBf16Storage, EveryOpMatchesTheCpuFloatOpRoundedOnce) {
   }
 }
 
-// A linear layer of 20 outputs is not one the CUDA backend multiplies on
-// bf16 operands directly (rows of 40 bytes): the adapter widens them, and
-// the results are the same.
-TEST_F(CudaBf16Storage, LinearLayerOfOtherWidthsTakesTheWideningPath) {
+// The CUDA backend multiplies bf16 operands as stored exactly when both
+// widths are multiples of 8 (rows of 16 bytes); otherwise it declines and
+// the adapter widens them. Both ways give the float32 op's results.
+TEST_F(CudaBf16Storage, DirectGemmPathForRowsOf16BytesWideningOtherwise) {
+  auto gpu = make_backend("cuda", "fp32");
+  const int N = 3;
+  for (auto [C, OC, direct] : {std::tuple{32, 24, true}, {32, 20, false}, {20, 24, false}}) {
+    Buffer<bf16> inp(*gpu, size_t(N) * C), w(*gpu, size_t(OC) * C), dout(*gpu, size_t(N) * OC);
+    Buffer<float> out(*gpu, size_t(N) * OC), dinp(*gpu, size_t(N) * C), dw(*gpu, size_t(OC) * C);
+    EXPECT_EQ(gpu->matmul_forward_bf16(out.get(), inp.get(), w.get(), nullptr, N, C, OC), direct) << C << "x" << OC;
+    EXPECT_EQ(gpu->matmul_backward_bf16(dinp.get(), dw.get(), nullptr, dout.get(), inp.get(), w.get(), N, C, OC),
+              direct)
+        << C << "x" << OC;
+  }
+  EXPECT_FALSE(make_cpu_backend<float>()->matmul_forward_bf16(nullptr, nullptr, nullptr, nullptr, 1, 8, 8));
+
   auto subject = make_bf16_backend(make_backend("cuda", "fp32"));
   auto ref = make_cpu_backend<float>();
   ModelConfig mc;
   mc.context = 7;
   const AttentionSpec spec = resolve_attention(AttentionConfig{}, mc);
-  testing_bf16::Bf16OpsCheck check(*subject, *ref, {0x1p-7, 2e-4, 1e-5});
-  check.run_all(spec, "softmax", 20);
-  EXPECT_EQ(check.checked(), testing_bf16::Bf16OpsCheck::expected_checks(spec));
+  for (auto [OC, IC] : {std::pair{20, 32}, {24, 20}}) {
+    testing_bf16::Bf16OpsCheck check(*subject, *ref, {0x1p-7, 2e-4, 1e-5});
+    check.run_all(spec, "softmax", OC, IC);
+    EXPECT_EQ(check.checked(), testing_bf16::Bf16OpsCheck::expected_checks(spec));
+  }
 }
 
 // host -> backend memory, Device::convert there, back to the host.
