@@ -1,7 +1,8 @@
 // float32 -> bfloat16 rounding, the one definition used everywhere: by the
 // CUDA backend's bf16 GEMM operands (kernels/cuda/matmul.cu converts with it
-// on the device), by the llm.c bf16 export (src/convert/llmc.cpp) and by the
-// tests' CPU references. Plain C++: with nvcc the functions are
+// on the device), by bf16 storage (Device::convert on the CPU and CUDA), by
+// the llm.c bf16 export (src/convert/llmc.cpp) and by the tests' CPU
+// references. Plain C++: with nvcc the functions are
 // __host__ __device__, with g++ they are ordinary inline functions.
 //
 // bfloat16 is the upper 16 bits of a float32 (sign, 8 exponent bits, 7

@@ -1,8 +1,10 @@
 // CUDA kernels for every op of Backend<float> except attention
 // (kernels/cuda/attention.h): the same contracts as kernels/cpu/cpu_kernels.h
 // (layouts llm.c-style, every backward ACCUMULATES, crossentropy_backward
-// overwrites and may alias). Every tensor is float32; the only reduced
-// precision is inside the linear layer's GEMMs (Matmul: TF32, or bf16
+// overwrites and may alias). Every tensor is float32, except the bf16
+// conversions and the linear layer's bf16-operand entry points for bf16
+// storage (Matmul::forward_bf16/backward_bf16, bias_backward_bf16); the
+// other reduced precision is inside the GEMMs (Matmul: TF32, or bf16
 // operands with float32 accumulation and output).
 // All pointers are device memory and every launch goes to `stream`; a failed
 // CUDA or cuBLAS call throws gpt::Error naming the call and the message.

@@ -2,7 +2,10 @@
 // cudaMalloc, every op on the default stream, GEMMs through cuBLASLt. Every
 // tensor is float32 (parameters, activations, gradients, AdamW moments);
 // run.precision only changes how the linear layers' GEMMs compute: fp32,
-// tf32, or bf16 operands with float32 accumulation (cuda::Matmul). Compiled
+// tf32, or bf16 operands with float32 accumulation (cuda::Matmul). For bf16
+// storage (run.storage, make_bf16_backend over this backend) it converts
+// between bf16 and float32 and multiplies bf16 operands as stored
+// (matmul_forward_bf16 / matmul_backward_bf16). Compiled
 // only when nvcc was found (GPT_HAVE_CUDA); make_backend("cuda") refuses
 // otherwise.
 #ifdef GPT_HAVE_CUDA
