@@ -3,7 +3,8 @@
 // (layouts llm.c-style, every backward ACCUMULATES, crossentropy_backward
 // overwrites and may alias). Every tensor is float32, except the bf16
 // conversions and the linear layer's bf16-operand entry points for bf16
-// storage (Matmul::forward_bf16/backward_bf16, bias_backward_bf16); the
+// storage (the uint16_t overloads of Matmul::forward/backward and
+// bias_backward); the
 // other reduced precision is inside the GEMMs (Matmul: TF32, or bf16
 // operands with float32 accumulation and output).
 // All pointers are device memory and every launch goes to `stream`; a failed
@@ -78,10 +79,10 @@ class Matmul {
   // bf16 values are exact in float32, so in every precision these are bf16
   // GEMMs with float32 accumulation (CUBLAS_COMPUTE_32F; TF32 would not
   // change the products). dbias sums dout widened.
-  void forward_bf16(float* out, const uint16_t* inp, const uint16_t* weight, const float* bias, int N, int C, int OC,
-                    cudaStream_t stream);
-  void backward_bf16(float* dinp, float* dweight, float* dbias, const uint16_t* dout, const uint16_t* inp,
-                     const uint16_t* weight, int N, int C, int OC, cudaStream_t stream);
+  void forward(float* out, const uint16_t* inp, const uint16_t* weight, const float* bias, int N, int C, int OC,
+               cudaStream_t stream);
+  void backward(float* dinp, float* dweight, float* dbias, const uint16_t* dout, const uint16_t* inp,
+                const uint16_t* weight, int N, int C, int OC, cudaStream_t stream);
 
  private:
   // A row-major (rows, cols) matrix of operands.
@@ -93,6 +94,17 @@ class Matmul {
   // The float32 operand as it enters the GEMM: itself (Fp32, Tf32), or its
   // bf16 copy in scratch buffer `slot` (Bf16).
   Operand operand(int slot, const float* src, int rows, int cols, cudaStream_t stream);
+  // A bf16 operand enters the GEMM as it is (contiguous rows).
+  static Operand operand(int /*slot*/, const uint16_t* src, int /*rows*/, int cols, cudaStream_t /*stream*/) {
+    return {src, cols, true};
+  }
+  // forward / backward for operands of element type E (float or uint16_t).
+  template <typename E>
+  void forward_of(float* out, const E* inp, const E* weight, const float* bias, int N, int C, int OC,
+                  cudaStream_t stream);
+  template <typename E>
+  void backward_of(float* dinp, float* dweight, float* dbias, const E* dout, const E* inp, const E* weight, int N,
+                   int C, int OC, cudaStream_t stream);
   // Column-major D (m,n) = op(A)·op(B) + beta·D, as cuBLAS sees it; A and B
   // are both float32 or both bf16 (Operand::bf16).
   void gemm(bool trans_a, bool trans_b, int m, int n, int k, Operand A, Operand B, float* D, int ldd, float beta,
@@ -114,7 +126,7 @@ void convert_to_bf16(uint16_t* dst, const float* src, int rows, int cols, int ld
 void bias_add(float* out, const float* bias, int N, int OC, cudaStream_t stream);
 // dbias (OC) += Σ_n dout[n,:] (dout float32, or bf16 bit patterns).
 void bias_backward(float* dbias, const float* dout, int N, int OC, cudaStream_t stream);
-void bias_backward_bf16(float* dbias, const uint16_t* dout, int N, int OC, cudaStream_t stream);
+void bias_backward(float* dbias, const uint16_t* dout, int N, int OC, cudaStream_t stream);
 
 // ---- GELU (tanh approximation) -----------------------------------------------------------
 void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream);

@@ -195,8 +195,9 @@ void Matmul::gemm(bool trans_a, bool trans_b, int m, int n, int k, Operand A, Op
                                   workspace_, workspace_bytes_, stream));
 }
 
-void Matmul::forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC,
-                     cudaStream_t stream) {
+template <typename E>
+void Matmul::forward_of(float* out, const E* inp, const E* weight, const float* bias, int N, int C, int OC,
+                        cudaStream_t stream) {
   if (N > 0 && OC > 0 && C > 0) {
     const Operand w = operand(0, weight, OC, C, stream), x = operand(1, inp, N, C, stream);
     gemm(true, false, OC, N, C, w, x, out, OC, 0.0f, stream);
@@ -207,8 +208,9 @@ void Matmul::forward(float* out, const float* inp, const float* weight, const fl
   if (bias) bias_add(out, bias, N, OC, stream);
 }
 
-void Matmul::backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                      const float* weight, int N, int C, int OC, cudaStream_t stream) {
+template <typename E>
+void Matmul::backward_of(float* dinp, float* dweight, float* dbias, const E* dout, const E* inp, const E* weight,
+                         int N, int C, int OC, cudaStream_t stream) {
   if (N > 0 && C > 0 && OC > 0) {
     // dout once, for both GEMMs (slot 0); W (slot 1) only when dinp is wanted.
     const Operand dy = operand(0, dout, N, OC, stream);
@@ -219,24 +221,24 @@ void Matmul::backward(float* dinp, float* dweight, float* dbias, const float* do
   if (dbias) bias_backward(dbias, dout, N, OC, stream);
 }
 
-void Matmul::forward_bf16(float* out, const uint16_t* inp, const uint16_t* weight, const float* bias, int N, int C,
-                          int OC, cudaStream_t stream) {
-  if (N > 0 && OC > 0 && C > 0) {
-    gemm(true, false, OC, N, C, Operand{weight, C, true}, Operand{inp, C, true}, out, OC, 0.0f, stream);
-  } else if (N > 0 && OC > 0) {
-    GPT_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(N) * OC * sizeof(float), stream));
-  }
-  if (bias) bias_add(out, bias, N, OC, stream);
+void Matmul::forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC,
+                     cudaStream_t stream) {
+  forward_of(out, inp, weight, bias, N, C, OC, stream);
 }
 
-void Matmul::backward_bf16(float* dinp, float* dweight, float* dbias, const uint16_t* dout, const uint16_t* inp,
-                           const uint16_t* weight, int N, int C, int OC, cudaStream_t stream) {
-  if (N > 0 && C > 0 && OC > 0) {
-    const Operand dy{dout, OC, true};
-    if (dinp) gemm(false, false, C, N, OC, Operand{weight, C, true}, dy, dinp, C, 1.0f, stream);
-    gemm(false, true, C, OC, N, Operand{inp, C, true}, dy, dweight, C, 1.0f, stream);
-  }
-  if (dbias) bias_backward_bf16(dbias, dout, N, OC, stream);
+void Matmul::backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                      const float* weight, int N, int C, int OC, cudaStream_t stream) {
+  backward_of(dinp, dweight, dbias, dout, inp, weight, N, C, OC, stream);
+}
+
+void Matmul::forward(float* out, const uint16_t* inp, const uint16_t* weight, const float* bias, int N, int C, int OC,
+                     cudaStream_t stream) {
+  forward_of(out, inp, weight, bias, N, C, OC, stream);
+}
+
+void Matmul::backward(float* dinp, float* dweight, float* dbias, const uint16_t* dout, const uint16_t* inp,
+                      const uint16_t* weight, int N, int C, int OC, cudaStream_t stream) {
+  backward_of(dinp, dweight, dbias, dout, inp, weight, N, C, OC, stream);
 }
 
 }  // namespace gpt::cuda

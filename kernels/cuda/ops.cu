@@ -300,7 +300,7 @@ void bias_backward(float* dbias, const float* dout, int N, int OC, cudaStream_t 
   bias_backward_of(dbias, dout, N, OC, stream);
 }
 
-void bias_backward_bf16(float* dbias, const uint16_t* dout, int N, int OC, cudaStream_t stream) {
+void bias_backward(float* dbias, const uint16_t* dout, int N, int OC, cudaStream_t stream) {
   bias_backward_of(dbias, dout, N, OC, stream);
 }
 

@@ -113,13 +113,13 @@ class CudaBackend final : public Backend<float> {
   bool matmul_forward_bf16(float* out, const bf16* inp, const bf16* w, const float* bias, int N, int C,
                            int OC) override {
     if (C % 8 != 0 || OC % 8 != 0) return false;
-    matmul_.forward_bf16(out, bits(inp), bits(w), bias, N, C, OC, stream_);
+    matmul_.forward(out, bits(inp), bits(w), bias, N, C, OC, stream_);
     return true;
   }
   bool matmul_backward_bf16(float* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp, const bf16* w,
                             int N, int C, int OC) override {
     if (C % 8 != 0 || OC % 8 != 0) return false;
-    matmul_.backward_bf16(dinp, dw, dbias, bits(dout), bits(inp), bits(w), N, C, OC, stream_);
+    matmul_.backward(dinp, dw, dbias, bits(dout), bits(inp), bits(w), N, C, OC, stream_);
     return true;
   }
   void gelu_forward(float* out, const float* inp, size_t n) override { cuda::gelu_forward(out, inp, n, stream_); }

@@ -66,10 +66,10 @@ void AdamW<T>::download_moments(std::vector<T>& m, std::vector<T>& v) {
   Buffer<T> full(model_.backend(), n);
   const std::vector<size_t> counts = dist::shard_counts(n, comm_->size());
   for (auto [own, host] : {std::pair{m_.get(), &m}, std::pair{v_.get(), &v}}) {
-    std::vector<T> mine(shard_.size());
-    model_.backend().download(mine.data(), own, mine.size());
-    model_.backend().zero(full.get(), n);
-    model_.backend().upload(full.get() + shard_.begin, mine.data(), mine.size());
+    // This rank's shard in place, through the host; the all-gather fills the rest.
+    T* mine = host->data() + shard_.begin;
+    model_.backend().download(mine, own, shard_.size());
+    model_.backend().upload(full.get() + shard_.begin, mine, shard_.size());
     comm_->allgather(full.get(), counts);
     model_.backend().download(host->data(), full.get(), n);
   }

@@ -78,6 +78,13 @@ class CudaCli : public ::testing::Test {
     EXPECT_NE(resumed.output.find("resumed from"), std::string::npos) << resumed.output;
     return test::train_losses(run_dir);
   }
+  // Both runs logged all 6 steps, and run b's loss at each is within rel of run a's.
+  static void expect_losses_follow(const fs::path& a, const fs::path& b, double rel, const char* what) {
+    const auto la = test::train_losses(a), lb = test::train_losses(b);
+    ASSERT_EQ(la.size(), 6u) << a;
+    ASSERT_EQ(lb.size(), 6u) << b;
+    for (const auto& [step, loss] : la) expect_close(lb.at(step), loss, rel, what, step);
+  }
   static void expect_close(double a, double b, double rel, const char* what, size_t at) {
     EXPECT_LE(std::abs(a - b), rel * std::abs(b)) << what << " " << at << ": " << a << " vs " << b;
   }
@@ -94,10 +101,7 @@ TEST_F(CudaCli, TrainingOnTheDeviceFollowsTheCpu) {
   ASSERT_EQ(cpu.status, 0) << cpu.output;
   const Result gpu = train("cuda", "cuda");
   ASSERT_EQ(gpu.status, 0) << gpu.output;
-  const auto lc = test::train_losses(dir_ / "cpu"), lg = test::train_losses(dir_ / "cuda");
-  ASSERT_EQ(lc.size(), 6u);
-  ASSERT_EQ(lg.size(), 6u);
-  for (const auto& [step, loss] : lc) expect_close(lg.at(step), loss, 1e-4, "train loss at step", step);
+  ASSERT_NO_FATAL_FAILURE(expect_losses_follow(dir_ / "cpu", dir_ / "cuda", 1e-4, "train loss at step"));
   const auto ec = losses(dir_ / "cpu" / "extrapolation.json"), eg = losses(dir_ / "cuda" / "extrapolation.json");
   ASSERT_EQ(ec.size(), 2u);
   ASSERT_EQ(eg.size(), 2u);
@@ -128,10 +132,9 @@ TEST_F(CudaCli, Bf16StorageOnTheDeviceFollowsTheCpu) {
   const Result gpu = train("cuda", "cuda", "", bf16);
   ASSERT_EQ(gpu.status, 0) << gpu.output;
   EXPECT_NE(gpu.output.find("bf16 storage"), std::string::npos) << gpu.output;
-  const auto lc = test::train_losses(dir_ / "cpu"), lg = test::train_losses(dir_ / "cuda");
-  ASSERT_EQ(lc.size(), 6u);
-  ASSERT_EQ(lg.size(), 6u);
-  for (const auto& [step, loss] : lc) expect_close(lg.at(step), loss, 1e-2, "bf16-storage train loss at step", step);
+  ASSERT_NO_FATAL_FAILURE(
+      expect_losses_follow(dir_ / "cpu", dir_ / "cuda", 1e-2, "bf16-storage train loss at step"));
+  const auto lg = test::train_losses(dir_ / "cuda");
   const auto after = resume_from_step_3(dir_ / "cuda");
   for (int step = 4; step <= 6; ++step)
     expect_close(after.at(step), lg.at(step), 1e-4, "bf16-storage resumed loss at step", step);
@@ -147,10 +150,8 @@ TEST_F(CudaCli, OneRankThroughNcclTrainsAsThePlainRun) {
   const Result nccl = train("nccl", "cuda", "GPT_DIST_NCCL=1 ");
   ASSERT_EQ(nccl.status, 0) << nccl.output;
   EXPECT_NE(nccl.output.find("NCCL"), std::string::npos) << nccl.output;
-  const auto lp = test::train_losses(dir_ / "plain"), ln = test::train_losses(dir_ / "nccl");
-  ASSERT_EQ(lp.size(), 6u);
-  ASSERT_EQ(ln.size(), 6u);
-  for (const auto& [step, loss] : lp) expect_close(ln.at(step), loss, 1e-5, "train loss through NCCL at step", step);
+  ASSERT_NO_FATAL_FAILURE(
+      expect_losses_follow(dir_ / "plain", dir_ / "nccl", 1e-5, "train loss through NCCL at step"));
 }
 
 // eval and sample read a checkpoint onto the device; eval agrees with the CPU.
