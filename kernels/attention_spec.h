@@ -54,6 +54,48 @@ GPT_ATTN_STAGE(Normalize, GPT_ATTN_NORMALIZATIONS)
 #undef GPT_ATTN_NAME
 
 // ---- the resolved variant, as every backend's kernels take it (plain data) ----
+// ---- context extension: RoPE frequency rules, masks, temperatures ---------------
+// ../shared/docs/context_extension.md. Notation: d_r rotated dimensions of a
+// head, base b, pair k < d_r/2, θ_k = b^(−2k/d_r), N the trained context, L
+// the evaluated length, s = L/N unless fixed; every rule is the identity for
+// s <= 1.
+#define GPT_ROPE_SCALINGS(X) \
+  X(None, "none") X(Pi, "pi") X(Ntk, "ntk") X(DynamicNtk, "dynamic_ntk") X(Yarn, "yarn") X(Llama3, "llama3")
+#define GPT_CONTEXT_MASKS(X) X(None, "none") X(Window, "window") X(Sinks, "sinks")
+#define GPT_CONTEXT_TEMPERATURES(X) X(None, "none") X(Yarn, "yarn") X(Llama4, "llama4")
+#define GPT_CONTEXT_ROW_INDICES(X) X(Position, "position") X(Keys, "keys")
+
+#define GPT_ATTN_ENUMERATOR(e, name) e,
+#define GPT_ATTN_NAME(e, name) name,
+#define GPT_ATTN_STAGE(Type, LIST)                                                 \
+  enum class Type : int { LIST(GPT_ATTN_ENUMERATOR) };                             \
+  inline constexpr const char* k##Type##Names[] = {LIST(GPT_ATTN_NAME)};           \
+  inline constexpr int k##Type##Count = sizeof(k##Type##Names) / sizeof(const char*); \
+  constexpr const char* stage_name(Type v) { return k##Type##Names[static_cast<int>(v)]; }
+GPT_ATTN_STAGE(RopeScaling, GPT_ROPE_SCALINGS)
+GPT_ATTN_STAGE(ContextMask, GPT_CONTEXT_MASKS)
+GPT_ATTN_STAGE(Temperature, GPT_CONTEXT_TEMPERATURES)
+GPT_ATTN_STAGE(RowIndex, GPT_CONTEXT_ROW_INDICES)
+#undef GPT_ATTN_STAGE
+#undef GPT_ATTN_ENUMERATOR
+#undef GPT_ATTN_NAME
+
+// How RoPE rotates q and k (plain data, both backends): the "half" pair
+// layout over the first rot_dims channels of each head (partial RoPE: the
+// rest carry no position), with the frequencies of `scaling`.
+struct RopeSpec {
+  double theta = 10000;     // base b
+  int rot_dims = 0;         // d_r (even); 0 = the whole head
+  RopeScaling scaling = RopeScaling::None;
+  double factor = 0;        // s; 0 = L/N of the evaluated length
+  int trained_context = 0;  // N
+  double beta_fast = 32;    // yarn: pairs rotating more than beta_fast times in N keep θ_k
+  double beta_slow = 1;     // yarn: pairs rotating fewer than beta_slow times are interpolated
+  double low_freq = 1;      // llama3 l_f
+  double high_freq = 4;     // llama3 h_f
+  double dynamic_alpha = 1; // dynamic_ntk α
+};
+
 struct AttentionSpec {
   Score score = Score::Dot;
   Scale scale = Scale::None;
@@ -67,6 +109,16 @@ struct AttentionSpec {
   double norm_const = 1;     // c of normalisation "fixed"
   bool alibi = false;        // ALiBi position bias (model.position = "alibi")
   int trained_context = 0;   // N: the context length the model was trained at
+  // Context extension (context_extension.md §3–4).
+  int window = 0;            // keys m − window < n <= m are kept; 0 = no window
+  int sinks = 0;             // keys n < sinks are kept whatever the window
+  RowIndex row_index = RowIndex::Position;  // the i of the scales and of sharpening
+  Temperature temperature = Temperature::None;
+  double temp_beta = 0.1;    // llama4: q × (1 + β·ln(⌊i/F⌋ + 1))
+  int temp_floor = 0;        // llama4 F; 0 = N
+  double attn_factor = 0;    // YaRN's t; 0 = 0.1·ln s + 1 where YaRN's factor applies (for_length)
+  double logit_factor = 1;   // every logit × this: t², set per evaluated length by for_length
+  RopeSpec rope;             // how the model rotates q and k (model.position = "rope")
 
   GPT_HD bool sharpened() const { return p > 0; }
   // The ssmax scale s_h is a learned parameter, one per layer and head.
@@ -125,10 +177,54 @@ GPT_HD inline double score_factor(const AttentionSpec& s, int head_dim) {
 // backward is dq = (dq̂ − (dq̂·q̂) q̂) / sqrt(‖q‖² + eps²).
 inline constexpr double kNormEps = 1e-6;
 
+// ---- masks and the row index (context_extension.md §3) --------------------------
+// Key n (0-based) is kept for query m (0-based): causal, inside the window
+// (m − window < n) or a sink (n < sinks).
+GPT_HD inline bool masked(const AttentionSpec& s) { return s.window > 0; }
+GPT_HD inline bool key_kept(const AttentionSpec& s, int m, int n) {
+  return n <= m && (s.window <= 0 || n > m - s.window || n < s.sinks);
+}
+// The first window key of query m (0-based; 0 without a window).
+GPT_HD inline int window_begin(const AttentionSpec& s, int m) {
+  return s.window > 0 && m - s.window + 1 > 0 ? m - s.window + 1 : 0;
+}
+// Whether any query of rows q_first..q_last keeps any key of k_first..k_last
+// (0-based, inclusive): kernels skip key blocks where it is false.
+GPT_HD inline bool block_seen(const AttentionSpec& s, int q_first, int q_last, int k_first, int k_last) {
+  if (k_first > q_last) return false;
+  return s.window <= 0 || k_first < s.sinks || k_last >= window_begin(s, q_first);
+}
+// The number of keys row i (1-based) keeps.
+GPT_HD inline int kept_keys(const AttentionSpec& s, int i) {
+  if (s.window <= 0 || i <= s.window) return i;
+  const int start = i - s.window;  // first window key
+  return s.window + (s.sinks < start ? s.sinks : start);
+}
+// The i of stage 2's scales and stage 5's threshold for row i: the query
+// position (default), or the number of keys the row keeps.
+GPT_HD inline int row_index(const AttentionSpec& s, int i) {
+  return s.row_index == RowIndex::Keys ? kept_keys(s, i) : i;
+}
+// The temperature of row i (1-based): YaRN's t² (logit_factor) times
+// Llama 4's 1 + β·ln(⌊i/F⌋ + 1) (i = m + 1 for the 0-based position m).
+GPT_HD inline double row_temperature(const AttentionSpec& s, int i) {
+  double t = s.logit_factor;
+  if (s.temperature == Temperature::Llama4) {
+    const double F = s.temp_floor > 0 ? s.temp_floor : (s.trained_context > 0 ? s.trained_context : 1);
+    t *= 1.0 + s.temp_beta * log(floor(i / F) + 1.0);
+  }
+  return t;
+}
+
 // Stage 2: λ_i of row i (1-based) with d the head size and s_h the learned
-// per-head scale (ssmax). Never clamps i to N: the scales keep changing past
-// the training length, which is the mechanism under study.
+// per-head scale (ssmax), times the row's temperature. The scales see
+// row_index(i). Never clamps i to N: the scales keep changing past the
+// training length, which is the mechanism under study.
+GPT_HD inline double base_row_scale(const AttentionSpec& s, int i, int head_dim, double head_scale);
 GPT_HD inline double row_scale(const AttentionSpec& s, int i, int head_dim, double head_scale) {
+  return base_row_scale(s, row_index(s, i), head_dim, head_scale) * row_temperature(s, i);
+}
+GPT_HD inline double base_row_scale(const AttentionSpec& s, int i, int head_dim, double head_scale) {
   const double n = i, N = s.trained_context;
   switch (s.scale) {
     case Scale::None:
@@ -155,7 +251,7 @@ GPT_HD inline double row_scale(const AttentionSpec& s, int i, int head_dim, doub
 }
 // dλ_i/ds_h: nonzero only for the learned ssmax scale.
 GPT_HD inline double row_scale_grad(const AttentionSpec& s, int i) {
-  return s.scale == Scale::Ssmax ? log(static_cast<double>(i)) : 0.0;
+  return s.scale == Scale::Ssmax ? log(static_cast<double>(row_index(s, i))) * row_temperature(s, i) : 0.0;
 }
 // ssmax's initial s_h: 1/ln N, so training starts as softmax at length N.
 inline double ssmax_init(int trained_context) {
@@ -281,8 +377,9 @@ GPT_HD inline Row<T> row_from_stats(const AttentionSpec& s, int i, const T* st) 
   Row<T> r;
   r.shift = st[0];
   r.inv_z = inv_norm(s, st[1]);
-  r.i = T(i);
-  r.offset = T(sharpen_offset(s, i));
+  const int ri = row_index(s, i);
+  r.i = T(ri);
+  r.offset = T(sharpen_offset(s, ri));
   r.t_max = r.i * st[2] - r.offset;
   r.p = T(s.p);
   r.sharpen = s.sharpened() && r.t_max > T(kSharpenMinTMax);
@@ -309,6 +406,79 @@ GPT_HD inline T grad_x(const AttentionSpec& s, const Row<T>& r, T x, T h, T S) {
 }
 
 }  // namespace attn
+
+// ---- RoPE frequencies (context_extension.md §1) -----------------------------------
+namespace rope {
+
+// s for windows of L tokens: the fixed factor, else L/N.
+GPT_HD inline double scale_factor(const RopeSpec& r, int L) {
+  if (r.factor > 0) return r.factor;
+  return r.trained_context > 0 ? static_cast<double>(L) / r.trained_context : 1.0;
+}
+// d_r of a head of head_dim channels.
+GPT_HD inline int dims(const RopeSpec& r, int head_dim) { return r.rot_dims > 0 ? r.rot_dims : head_dim; }
+
+// YaRN's c(r) = d_r·ln(N/(2πr)) / (2 ln b): the pair whose wavelength fits r times into N.
+GPT_HD inline double yarn_pair(double rotations, int d_r, double base, double N) {
+  return d_r * log(N / (rotations * 2.0 * 3.14159265358979323846)) / (2.0 * log(base));
+}
+
+// θ'_k of pair k (0 <= k < d_r/2) for windows of L tokens.
+GPT_HD inline double inv_freq(const RopeSpec& r, int k, int d_r, int L) {
+  const double b = r.theta, e = -2.0 * k / d_r;
+  const double theta_k = pow(b, e);
+  const double N = r.trained_context;
+  if (r.scaling == RopeScaling::None || N <= 0) return theta_k;
+  if (r.scaling == RopeScaling::DynamicNtk) {
+    if (L <= N) return theta_k;
+    const double a = r.dynamic_alpha;
+    return pow(b * pow(a * L / N - (a - 1.0), d_r / (d_r - 2.0)), e);
+  }
+  const double s = scale_factor(r, L);
+  if (s <= 1.0) return theta_k;
+  switch (r.scaling) {
+    case RopeScaling::Pi:
+      return theta_k / s;
+    case RopeScaling::Ntk:
+      return pow(b * pow(s, d_r / (d_r - 2.0)), e);
+    case RopeScaling::Yarn: {
+      double lo = floor(yarn_pair(r.beta_fast, d_r, b, N)), hi = ceil(yarn_pair(r.beta_slow, d_r, b, N));
+      lo = lo > 0 ? lo : 0;
+      hi = hi < d_r - 1 ? hi : d_r - 1;
+      if (hi == lo) hi += 0.001;
+      double g = (k - lo) / (hi - lo);
+      g = g < 0 ? 0 : (g > 1 ? 1 : g);
+      return g * theta_k / s + (1.0 - g) * theta_k;
+    }
+    case RopeScaling::Llama3: {
+      const double wavelen = 2.0 * 3.14159265358979323846 / theta_k;
+      if (wavelen < N / r.high_freq) return theta_k;
+      if (wavelen > N / r.low_freq) return theta_k / s;
+      const double sm = (N / wavelen - r.low_freq) / (r.high_freq - r.low_freq);
+      return (1.0 - sm) * theta_k / s + sm * theta_k;
+    }
+    default:
+      return theta_k;
+  }
+}
+
+}  // namespace rope
+
+// YaRN's attention factor t for windows of L tokens (logits × t²): the fixed
+// attn_factor, else 0.1·ln s + 1 (1 for s <= 1), where YaRN's rope scaling
+// or the "yarn" temperature is on; 1 otherwise.
+inline double yarn_attention_factor(const AttentionSpec& s, int L) {
+  if (s.rope.scaling != RopeScaling::Yarn && s.temperature != Temperature::Yarn) return 1.0;
+  if (s.attn_factor > 0) return s.attn_factor;
+  const double f = rope::scale_factor(s.rope, L);
+  return f > 1.0 ? 0.1 * log(f) + 1.0 : 1.0;
+}
+// The spec the kernels take for windows of L tokens.
+inline AttentionSpec for_length(AttentionSpec s, int L) {
+  const double t = yarn_attention_factor(s, L);
+  s.logit_factor = t * t;
+  return s;
+}
 
 // Per-head attention diagnostics accumulated by the forward pass (evaluation):
 // sums over rows of the entropy of the row's weights (normalised to sum 1),

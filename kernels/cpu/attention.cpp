@@ -85,6 +85,8 @@ void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool ha
   GPT_CHECK(spec.normalize != Normalize::Fixed || spec.norm_const > 0,
             "attention: the fixed normalisation constant must be > 0, got ", spec.norm_const);
   GPT_CHECK(!spec.learned_scale() || has_head_scale, "attention: the ssmax scale needs the per-head scales s_h");
+  GPT_CHECK(spec.window >= 0 && spec.sinks >= 0, "attention: the window and the sinks must be >= 0, got window=",
+            spec.window, " sinks=", spec.sinks);
 }
 
 template <typename T>
@@ -168,27 +170,51 @@ void normalize_qk_backward(T* dqkv, const T* dhat, const T* qkv, int B, int Tn, 
 
 // ---- one block of query rows -------------------------------------------------------------
 // Rows i0..i1-1 (0-based) of one (b,h) slice; row r of a tile (ld scalars,
-// Tn rounded up to whole vector blocks) belongs to query i0 + r, whose keys
-// are 0..i0+r.
+// Tn rounded up to whole vector blocks) belongs to query i0 + r. Its columns
+// are the keys the block can see: without a context mask keys 0..i1-1
+// (column c = key c; row r's keys are 0..i0+r); with one (attn::masked) the
+// ns sink keys 0..ns-1 and then the keys klo..i1-1 from the block's first
+// window key on, so that keys no row of the block keeps cost nothing (a
+// window of w keys makes a row block O(w) wide, not O(T)).
 template <typename T>
 struct RowBlock {
   int i0, i1;
   size_t ld;
+  bool masked = false;
+  int ns = 0, klo = 0;  // sink columns; the first key of the band columns
+
+  RowBlock(int i0_, int i1_, size_t ld_, const AttentionSpec& s) : i0(i0_), i1(i1_), ld(ld_) {
+    masked = attn::masked(s);
+    if (masked) {
+      klo = attn::window_begin(s, i0);
+      ns = std::min(s.sinks, klo);
+    }
+  }
   int rows() const { return i1 - i0; }
-  int keys(int r) const { return i0 + r + 1; }  // causal: j <= i
+  int cols() const { return ns + i1 - klo; }
+  int keys(int r) const { return ns + i0 + r + 1 - klo; }  // columns up to the causal limit j <= i
   T* row(T* tile, int r) const { return tile + static_cast<size_t>(r) * ld; }
+  // Calls f(first column, first key, columns) for each run of columns that
+  // are consecutive keys (one without a mask, up to two with one).
+  template <typename F>
+  void segments(F&& f) const {
+    if (ns > 0) f(0, 0, ns);
+    f(ns, klo, i1 - klo);
+  }
 };
 
 size_t tile_ld(int Tn) { return static_cast<size_t>(attn_rows::padded_keys(Tn)); }
 
-// tile row r, j < i1: q_i·k_j (before the score factor), one GEMM over the
-// block's rows and all keys up to the block's last row; the entries past
-// the causal limit (j > i, only in the last 32 columns) are masked later.
+// tile row r, column c: q_i·k_key(c) (before the score factor), one GEMM per
+// segment over the block's rows; the entries past the causal limit (only in
+// the last 64 columns) and the masked ones are dealt with by the row functions.
 template <typename T>
 void block_scores(T* tile, const RowBlock<T>& rb, const HeadView<const T>& hv) {
-  for (int r = 0; r < rb.rows(); ++r) std::fill(rb.row(tile, r), rb.row(tile, r) + rb.i1, T(0));
-  gemm_accumulate_serial(tile, rb.ld, MatView<T>{hv.q_row(rb.i0), hv.stride, 1}, MatView<T>{hv.k, 1, hv.stride},
-                         rb.rows(), rb.i1, hv.D);
+  for (int r = 0; r < rb.rows(); ++r) std::fill(rb.row(tile, r), rb.row(tile, r) + rb.cols(), T(0));
+  rb.segments([&](int c0, int k0, int nc) {
+    gemm_accumulate_serial(tile + c0, rb.ld, MatView<T>{hv.q_row(rb.i0), hv.stride, 1},
+                           MatView<T>{hv.k_row(k0), 1, hv.stride}, rb.rows(), nc, hv.D);
+  });
 }
 
 // The per-row constants of stage 2 for one (b,h) slice.
@@ -200,11 +226,25 @@ struct HeadConsts {
   int D;
 };
 
-// x_j = λ_i f σ_j + bias − slope (i − j) of row i (1-based) as the row functions take it.
+// x_j = λ_i f σ_j + bias − slope (i − j) of row r of the block (i = i0 + r + 1,
+// 1-based) as the row functions take it, with the block's column map.
 template <typename T>
-attn_rows::RowArgs<T> row_args(int i, const AttentionSpec& s, const HeadConsts& hc) {
-  return {i, i, static_cast<T>(attn::row_scale(s, i, hc.D, hc.head_scale) * hc.factor), static_cast<T>(hc.bias),
-          static_cast<T>(hc.slope)};
+attn_rows::RowArgs<T> row_args(const RowBlock<T>& rb, int r, const AttentionSpec& s, const HeadConsts& hc) {
+  const int i = rb.i0 + r + 1;
+  attn_rows::RowArgs<T> a;
+  a.i = i;
+  a.n = rb.keys(r);
+  a.lf = static_cast<T>(attn::row_scale(s, i, hc.D, hc.head_scale) * hc.factor);
+  a.bias = static_cast<T>(hc.bias);
+  a.slope = static_cast<T>(hc.slope);
+  if (rb.masked) {
+    a.masked = true;
+    a.ns = rb.ns;
+    a.off = rb.klo - rb.ns;
+    a.lo = attn::window_begin(s, i - 1);
+    a.sinks = s.sinks;
+  }
+  return a;
 }
 
 // The row functions: vectorised for float, scalar (attn:: directly) for double.
@@ -231,20 +271,22 @@ double backward_grad_row(GemmKernel isa, const T* qk, const T* u, const T* w, T*
     return attn_rows::backward_grad_row_scalar(qk, u, w, g, a, s, r, D, lambda_f, f, want);
 }
 
-// Adds one row's diagnostics to acc[kAttentionDiagStats].
+// Adds one row's diagnostics to acc[kAttentionDiagStats] (columns mapped to
+// keys by a: the first key's share, the share of the last N keys).
 template <typename T>
-void row_diagnostics(double* acc, const T* w, int n, int N) {
-  double mass = 0, wlogw = 0, recent = 0;
-  const int first_recent = N > 0 ? std::max(0, n - N) : 0;
-  for (int j = 0; j < n; ++j) {
+void row_diagnostics(double* acc, const T* w, const attn_rows::RowArgs<T>& a, int N) {
+  double mass = 0, wlogw = 0, recent = 0, first = 0;
+  const int first_recent = N > 0 ? std::max(0, a.i - N) : 0;
+  for (int j = 0; j < a.n; ++j) {
     const double x = w[j];
     mass += x;
     if (x > 0) wlogw += x * std::log(x);
-    if (j >= first_recent) recent += x;
+    if (a.key(j) >= first_recent) recent += x;
+    if (a.key(j) == 0) first = x;
   }
   if (mass > 0) {
     acc[0] += std::log(mass) - wlogw / mass;  // entropy of w / mass
-    acc[1] += w[0] / mass;
+    acc[1] += first / mass;
     acc[2] += recent / mass;
   }
   acc[3] += mass;
@@ -261,13 +303,16 @@ void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, const Ro
   for (int r = 0; r < rb.rows(); ++r) {
     T* row = rb.row(tile, r);
     const int n = rb.keys(r);
-    forward_row(isa, row, row_args<T>(rb.i0 + r + 1, s, hc), s, st + r * kStats);
-    if (diag) row_diagnostics(diag, row, n, s.trained_context);
-    std::fill(row + n, row + rb.i1, T(0));  // the causal mask
+    const attn_rows::RowArgs<T> a = row_args<T>(rb, r, s, hc);
+    forward_row(isa, row, a, s, st + r * kStats);
+    if (diag) row_diagnostics(diag, row, a, s.trained_context);
+    std::fill(row + n, row + rb.cols(), T(0));  // the causal mask
   }
   for (int r = 0; r < rb.rows(); ++r) std::fill(y + r * y_stride, y + r * y_stride + hv.D, T(0));
-  gemm_accumulate_serial(y, y_stride, MatView<T>{tile, rb.ld, 1}, MatView<T>{hv.v, hv.stride, 1}, rb.rows(), hv.D,
-                         rb.i1);
+  rb.segments([&](int c0, int k0, int nc) {
+    gemm_accumulate_serial(y, y_stride, MatView<T>{tile + c0, rb.ld, 1}, MatView<T>{hv.v_row(k0), hv.stride, 1},
+                           rb.rows(), hv.D, nc);
+  });
 }
 
 // Per-thread tiles of the backward pass.
@@ -291,17 +336,22 @@ double block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_
   std::array<T, kRowBlock> Di;
   std::array<attn::Row<T>, kRowBlock> rows;
   block_scores(qk, rb, hv);
+  const int ncols = rb.cols();
   for (int r = 0; r < R; ++r) {
     const int i = rb.i0 + r + 1, n = rb.keys(r);
     rows[r] = attn::row_from_stats(s, i, st + r * kStats);
-    backward_weights_row(isa, rb.row(qk, r), rb.row(u, r), rb.row(w, r), row_args<T>(i, s, hc), s, rows[r]);
-    std::fill(rb.row(w, r) + n, rb.row(w, r) + rb.i1, T(0));  // the causal mask
+    backward_weights_row(isa, rb.row(qk, r), rb.row(u, r), rb.row(w, r), row_args<T>(rb, r, s, hc), s, rows[r]);
+    std::fill(rb.row(w, r) + n, rb.row(w, r) + ncols, T(0));  // the causal mask
     Di[r] = dot(dy + r * y_stride, y + r * y_stride, D);
-    std::fill(rb.row(g, r), rb.row(g, r) + rb.i1, T(0));
+    std::fill(rb.row(g, r), rb.row(g, r) + ncols, T(0));
   }
   // g_ij = dy_i·v_j; dv_j += Σ_i w_ij dy_i
-  gemm_accumulate_serial(g, ld, MatView<T>{dy, y_stride, 1}, MatView<T>{hv.v, 1, hv.stride}, R, rb.i1, D);
-  gemm_accumulate_serial(dhv.v, dhv.stride, MatView<T>{w, 1, ld}, MatView<T>{dy, y_stride, 1}, rb.i1, D, R);
+  rb.segments([&](int c0, int k0, int nc) {
+    gemm_accumulate_serial(g + c0, ld, MatView<T>{dy, y_stride, 1}, MatView<T>{hv.v_row(k0), 1, hv.stride}, R, nc,
+                           D);
+    gemm_accumulate_serial(dhv.v_row(k0), dhv.stride, MatView<T>{w + c0, 1, ld}, MatView<T>{dy, y_stride, 1}, nc, D,
+                           R);
+  });
   // Per row: h, S, dx, and dσ = λ f dx into g.
   double dhead = 0;
   const T f = static_cast<T>(hc.factor);
@@ -309,16 +359,18 @@ double block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_
     const int i = rb.i0 + r + 1, n = rb.keys(r);
     const T lambda = static_cast<T>(attn::row_scale(s, i, hc.D, hc.head_scale));
     const double sigma_dx = backward_grad_row(isa, rb.row(qk, r), rb.row(u, r), rb.row(w, r), rb.row(g, r),
-                                              row_args<T>(i, s, hc), s, rows[r], Di[r], lambda * f, f,
+                                              row_args<T>(rb, r, s, hc), s, rows[r], Di[r], lambda * f, f,
                                               s.learned_scale());
-    std::fill(rb.row(g, r) + n, rb.row(g, r) + rb.i1, T(0));
+    std::fill(rb.row(g, r) + n, rb.row(g, r) + ncols, T(0));
     dhead += attn::row_scale_grad(s, i) * sigma_dx;
   }
   // Through σ_ij = q_i·k_j: dq_i += Σ_j dσ_ij k_j, dk_j += Σ_i dσ_ij q_i.
-  gemm_accumulate_serial(dhv.q_row(rb.i0), dhv.stride, MatView<T>{g, ld, 1}, MatView<T>{hv.k, hv.stride, 1}, R, D,
-                         rb.i1);
-  gemm_accumulate_serial(dhv.k, dhv.stride, MatView<T>{g, 1, ld}, MatView<T>{hv.q_row(rb.i0), hv.stride, 1}, rb.i1,
-                         D, R);
+  rb.segments([&](int c0, int k0, int nc) {
+    gemm_accumulate_serial(dhv.q_row(rb.i0), dhv.stride, MatView<T>{g + c0, ld, 1},
+                           MatView<T>{hv.k_row(k0), hv.stride, 1}, R, D, nc);
+    gemm_accumulate_serial(dhv.k_row(k0), dhv.stride, MatView<T>{g + c0, 1, ld},
+                           MatView<T>{hv.q_row(rb.i0), hv.stride, 1}, nc, D, R);
+  });
   return dhead;
 }
 
@@ -354,7 +406,7 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
       const int bh = static_cast<int>(item / nblocks);
       const int b = bh / NH, h = bh % NH;
       const HeadView<const T> hv(heads.data(), b, h, Tn, NH, D);
-      const RowBlock<T> rb{blk * kRowBlock, std::min(Tn, (blk + 1) * kRowBlock), tile_ld(Tn)};
+      const RowBlock<T> rb(blk * kRowBlock, std::min(Tn, (blk + 1) * kRowBlock), tile_ld(Tn), spec);
       // out (B,T,C) row (b,i0), head h
       T* y = out + (static_cast<size_t>(b) * Tn + rb.i0) * C + static_cast<size_t>(h) * D;
       block_forward(y, static_cast<size_t>(C), st.data(), diag ? &item_diag[item * kAttentionDiagStats] : nullptr,
@@ -399,7 +451,7 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
       const HeadView<T> dhv(dheads.data(), b, h, Tn, NH, D);
       const HeadConsts hc = head_consts(spec, h, NH, D, head_scale);
       for (int i0 = 0; i0 < Tn; i0 += kRowBlock) {
-        const RowBlock<T> rb{i0, std::min(Tn, i0 + kRowBlock), tile_ld(Tn)};
+        const RowBlock<T> rb(i0, std::min(Tn, i0 + kRowBlock), tile_ld(Tn), spec);
         // dout, out (B,T,C) row (b,i0), head h; stats (B,NH,T,kStats)
         const size_t row = (static_cast<size_t>(b) * Tn + i0) * C + static_cast<size_t>(h) * D;
         const T* st = stats + (static_cast<size_t>(bh) * Tn + i0) * kStats;

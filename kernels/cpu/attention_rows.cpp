@@ -22,14 +22,18 @@ namespace gpt::cpu::attn_rows {
 template <typename T>
 void forward_row_scalar(T* row, const RowArgs<T>& a, const AttentionSpec& s, T* st) {
   const int n = a.n;
-  for (int j = 0; j < n; ++j) row[j] = a.lf * row[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - j);
+  for (int j = 0; j < n; ++j) row[j] = a.lf * row[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j));
   T shift = 0;
   if (attn::shifted(s)) {
-    shift = row[0];
-    for (int j = 1; j < n; ++j) shift = std::max(shift, row[j]);
+    bool first = true;
+    for (int j = 0; j < n; ++j)
+      if (a.kept(j)) {
+        shift = first ? row[j] : std::max(shift, row[j]);
+        first = false;
+      }
   }
   T z = 0;
-  for (int j = 0; j < n; ++j) z += (row[j] = attn::positivity(s.positivity, row[j] - shift));
+  for (int j = 0; j < n; ++j) z += (row[j] = a.kept(j) ? attn::positivity(s.positivity, row[j] - shift) : T(0));
   const T inv_z = attn::inv_norm(s, z);
   T a_max = 0;
   for (int j = 0; j < n; ++j) a_max = std::max(a_max, row[j] *= inv_z);
@@ -40,7 +44,8 @@ void forward_row_scalar(T* row, const RowArgs<T>& a, const AttentionSpec& s, T* 
   const attn::Row<T> r = attn::row_from_stats(s, a.i, st);
   if (!r.sharpen) return;  // w = a (a uniform row under re-weighting keeps a)
   T sum = 0;
-  for (int j = 0; j < n; ++j) sum += (row[j] = attn::sharpen_value(r.i * row[j] - r.offset, r.t_max, r.p));
+  for (int j = 0; j < n; ++j)
+    sum += (row[j] = a.kept(j) ? attn::sharpen_value(r.i * row[j] - r.offset, r.t_max, r.p) : T(0));
   st[3] = sum;
   const T inv = T(1) / sum;  // sum >= 1: the largest t contributes (t/t_max)^p = 1
   for (int j = 0; j < n; ++j) row[j] *= inv;
@@ -50,9 +55,9 @@ template <typename T>
 void backward_weights_row_scalar(const T* qk, T* u, T* w, const RowArgs<T>& a, const AttentionSpec& s,
                                  const attn::Row<T>& r) {
   for (int j = 0; j < a.n; ++j) {
-    const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - j);
+    const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j));
     u[j] = r.u(s, x);
-    w[j] = r.w_from_a(u[j] * r.inv_z);
+    w[j] = a.kept(j) ? r.w_from_a(u[j] * r.inv_z) : T(0);
   }
 }
 
@@ -65,15 +70,19 @@ double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const
   if (r.sharpen) {
     for (int j = 0; j < n; ++j) {
       const T av = u[j] * r.inv_z;
-      g[j] = attn::grad_a(r, av, w[j], g[j], D);
-      S += av * g[j];
+      g[j] = a.kept(j) ? attn::grad_a(r, av, w[j], g[j], D) : T(0);
+      S += a.kept(j) ? av * g[j] : T(0);
     }
   } else {
     S = D;  // w = a, h = g: Σ a h = Σ w g = dy·y
   }
   double sigma_dx = 0;
   for (int j = 0; j < n; ++j) {
-    const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - j);
+    if (!a.kept(j)) {
+      g[j] = 0;
+      continue;
+    }
+    const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j));
     const T dx = attn::grad_x_u(s, r, x, u[j], g[j], S);
     if (want_sigma_dx) sigma_dx += static_cast<double>(f * qk[j] * dx);
     g[j] = lambda_f * dx;
@@ -147,19 +156,40 @@ GPT_ALWAYS_INLINE float lane_max(const float* v) {
   return m;
 }
 
-template <Positivity P>
+// The key of column c and whether the row keeps it (RowArgs::key, kept),
+// branch-free; M = false (no context mask): key c, kept below n.
+struct ColMap {
+  int n, ns, off, lo, sinks;
+  explicit ColMap(const RowArgs<float>& a) : n(a.n), ns(a.ns), off(a.off), lo(a.lo), sinks(a.sinks) {}
+  template <bool M>
+  GPT_ALWAYS_INLINE int key(int c) const {
+    if constexpr (M) return c < ns ? c : c + off;
+    return c;
+  }
+  template <bool M>
+  GPT_ALWAYS_INLINE bool in(int c) const {
+    if constexpr (M) {
+      const int k = key<M>(c);
+      return c < n && (k < sinks || k >= lo);
+    }
+    return c < n;
+  }
+};
+
+template <Positivity P, bool M>
 GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
   const float lf = a.lf, bias = a.bias, slope = a.slope;
+  const ColMap cm(a);
   float mx[L];
   for (int l = 0; l < L; ++l) mx[l] = -FLT_MAX;
   for (int j0 = 0; j0 < nb; j0 += L) {
     float* x = row + j0;
 #pragma omp simd
     for (int l = 0; l < L; ++l) {
-      const float v = lf * x[l] + bias - slope * static_cast<float>(im1 - j0 - l);
+      const float v = lf * x[l] + bias - slope * static_cast<float>(im1 - cm.key<M>(j0 + l));
       x[l] = v;
-      mx[l] = j0 + l < n && v > mx[l] ? v : mx[l];
+      mx[l] = cm.in<M>(j0 + l) && v > mx[l] ? v : mx[l];
     }
   }
   const float shift = attn::shifted(s) ? lane_max(mx) : 0.0f;
@@ -168,9 +198,9 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
     float* x = row + j0;
 #pragma omp simd
     for (int l = 0; l < L; ++l) {
-      const bool in = j0 + l < n;
+      const bool in = cm.in<M>(j0 + l);
       const float u = phi_v<P>(x[l] - shift);
-      x[l] = u;
+      x[l] = M && !in ? 0.0f : u;  // masked columns inside the row get weight 0
       z[l] += in ? u : 0.0f;
       um[l] = in && u > um[l] ? u : um[l];
     }
@@ -196,7 +226,7 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
 #pragma omp simd
     for (int l = 0; l < L; ++l) {
       const float t = ri * (x[l] * inv_z) - off;
-      const float v = j0 + l < n && t > 0.0f ? pow01_v(t / t_max, p) : 0.0f;
+      const float v = cm.in<M>(j0 + l) && t > 0.0f ? pow01_v(t / t_max, p) : 0.0f;
       x[l] = v;
       rs[l] += v;
     }
@@ -210,40 +240,44 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
   }
 }
 
-template <Positivity P>
+template <Positivity P, bool M>
 GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, float* w, const RowArgs<float>& a,
                                                  const attn::Row<float>& r) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
+  const ColMap cm(a);
+  (void)n;
   const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z;
   const float ri = r.i, off = r.offset, t_max = r.t_max, p = r.p, inv_r = r.inv_r;
   for (int j0 = 0; j0 < nb; j0 += L) {
     if (r.sharpen) {
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
-        const float x = lf * qk[j0 + l] + bias - slope * static_cast<float>(im1 - j0 - l);
+        const float x = lf * qk[j0 + l] + bias - slope * static_cast<float>(im1 - cm.key<M>(j0 + l));
         const float uu = phi_v<P>(x - shift);
         u[j0 + l] = uu;
         const float t = ri * (uu * inv_z) - off;
-        w[j0 + l] = j0 + l < n && t > 0.0f ? pow01_v(t / t_max, p) * inv_r : 0.0f;
+        w[j0 + l] = cm.in<M>(j0 + l) && t > 0.0f ? pow01_v(t / t_max, p) * inv_r : 0.0f;
       }
     } else {
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
-        const float x = lf * qk[j0 + l] + bias - slope * static_cast<float>(im1 - j0 - l);
+        const float x = lf * qk[j0 + l] + bias - slope * static_cast<float>(im1 - cm.key<M>(j0 + l));
         const float uu = phi_v<P>(x - shift);
         u[j0 + l] = uu;
-        w[j0 + l] = j0 + l < n ? uu * inv_z : 0.0f;
+        w[j0 + l] = cm.in<M>(j0 + l) ? uu * inv_z : 0.0f;
       }
     }
   }
 }
 
-template <Positivity P>
+template <Positivity P, bool M>
 GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u, const float* w, float* g,
                                                 const RowArgs<float>& a, const AttentionSpec& s,
                                                 const attn::Row<float>& r, float D, float lambda_f, float f,
                                                 bool want_sigma_dx) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
+  const ColMap cm(a);
+  (void)n;
   const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z;
   float S = D;  // without sharpening w = a, h = g: Σ a h = Σ w g = dy·y
   if (r.sharpen) {
@@ -254,7 +288,7 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
       for (int l = 0; l < L; ++l) {
         const float av = u[j0 + l] * inv_z;
         const float t = ri * av - off;
-        const bool in = j0 + l < n;
+        const bool in = cm.in<M>(j0 + l);
         const float h = in && t > 0.0f ? ri * (p * w[j0 + l] / t * (g[j0 + l] - D)) : 0.0f;
         g[j0 + l] = h;
         sl[l] += in ? av * h : 0.0f;  // (past n, av may be inf: inv_z only bounds the row's own u)
@@ -268,8 +302,8 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
   for (int j0 = 0; j0 < nb; j0 += L) {
 #pragma omp simd
     for (int l = 0; l < L; ++l) {
-      const bool in = j0 + l < n;
-      const float x = lf * qk[j0 + l] + bias - slope * static_cast<float>(im1 - j0 - l);
+      const bool in = cm.in<M>(j0 + l);
+      const float x = lf * qk[j0 + l] + bias - slope * static_cast<float>(im1 - cm.key<M>(j0 + l));
       const float dx = phi_grad_v<P>(x - shift, u[j0 + l]) * inv_z * (g[j0 + l] - S_l1);
       sd[l] += in ? f * qk[j0 + l] * dx : 0.0f;
       g[j0 + l] = in ? lambda_f * dx : 0.0f;
@@ -311,9 +345,12 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
     return 0.0;                                                                                                 \
   }
 
-#define FWD_CALL(P) forward_row_body<P>(row, a, s, st)
-#define BW_CALL(P) backward_weights_row_body<P>(qk, u, w, a, r)
-#define BG_CALL(P) backward_grad_row_body<P>(qk, u, w, g, a, s, r, D, lambda_f, f, want)
+#define FWD_CALL(P) a.masked ? forward_row_body<P, true>(row, a, s, st) : forward_row_body<P, false>(row, a, s, st)
+#define BW_CALL(P) \
+  a.masked ? backward_weights_row_body<P, true>(qk, u, w, a, r) : backward_weights_row_body<P, false>(qk, u, w, a, r)
+#define BG_CALL(P)                                                                 \
+  a.masked ? backward_grad_row_body<P, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want) \
+           : backward_grad_row_body<P, false>(qk, u, w, g, a, s, r, D, lambda_f, f, want)
 
 GPT_ATTN_ROWS_FOR_ISA(avx512, __attribute__((target("avx512f"))))
 GPT_ATTN_ROWS_FOR_ISA(avx2, __attribute__((target("avx2,fma"))))

@@ -26,13 +26,23 @@ namespace gpt::cpu::attn_rows {
 inline constexpr int kRowLanes = 16;
 inline int padded_keys(int n) { return (n + kRowLanes - 1) / kRowLanes * kRowLanes; }
 
-// Row i (1-based) with its n = i keys: x_j = lf·σ_j + bias − slope·(i − 1 − j),
-// where σ_j = q_i·k_j and lf = λ_i·f (stage 2).
+// Row i (1-based) over n columns: x_c = lf·σ_c + bias − slope·(i − 1 − key(c)),
+// where σ_c = q_i·k_key(c) and lf = λ_i·f (stage 2). Without a mask column c
+// is key c and n = i. With a context mask (attn::masked) the columns are the
+// keys a row block can see: c < ns the sink keys c, c >= ns the keys c + off
+// (n reaches the row's own key); column c is kept when its key is a sink
+// (< sinks) or at least lo, the row's first window key, and the others get
+// weight 0 (left out of Z, the maximum and every sum, as the causal mask does).
 template <typename T>
 struct RowArgs {
   int i = 1;
   int n = 1;
   T lf = 1, bias = 0, slope = 0;
+  bool masked = false;
+  int ns = 0, off = 0, lo = 0, sinks = 0;
+
+  int key(int c) const { return c < ns ? c : c + off; }
+  bool kept(int c) const { return c < n && (!masked || key(c) < sinks || key(c) >= lo); }
 };
 
 // Forward: row holds σ_j (j < n); leaves the weights w_j and writes the

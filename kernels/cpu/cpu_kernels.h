@@ -73,15 +73,14 @@ void scale_inplace(T* x, T s, size_t n);
 
 // ---- rotary position embedding -------------------------------------------------
 // qkv (B,T,3C) with heads of size D = C/NH. Rotates the q and k parts of out
-// (v is copied unchanged). Pairs are (x[i], x[i + D/2]) for i < D/2 within a
-// head ("half" layout), angle = (pos0 + t) · theta^(-2i/D).
+// (v is copied unchanged). Pairs are (x[i], x[i + d_r/2]) for i < d_r/2 within
+// a head ("half" layout over the first d_r = rope::dims(rs, D) channels; the
+// rest pass through), angle = (pos0 + t) · rope::inv_freq(rs, i, d_r, pos0 + T).
 template <typename T>
-void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH,
-                  double theta, int pos0);
+void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0);
 // dinp += Rᵀ·dout for q and k; dinp += dout for v.
 template <typename T>
-void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH,
-                   double theta, int pos0);
+void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0);
 
 // ---- causal self-attention -----------------------------------------------------
 // Every stage combination of kernels/attention_spec.h. qkv (B,T,3C): q, k, v

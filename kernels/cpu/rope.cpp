@@ -1,6 +1,9 @@
 // Rotary position embedding (RoPE) on the q and k parts of qkv, "half" pair
-// layout: within a head, x[i] and x[i + D/2] form the pair rotated by angle
-// (pos0 + t) · theta^(-2i/D). The angles are computed in double because
+// layout over the first d_r channels of a head (d_r = D unless partial):
+// x[i] and x[i + d_r/2] form the pair rotated by angle (pos0 + t) · θ'_i, with
+// θ'_i = rope::inv_freq of kernels/attention_spec.h (θ^(-2i/d_r), or one of
+// the context-extension rules for windows of L = pos0 + T tokens); channels
+// past d_r pass through. The angles are computed in double because
 // evaluation positions reach ~16x the training context, where a float angle
 // would lose several bits before the sine is even taken.
 #include "kernels/cpu/cpu_kernels.h"
@@ -16,18 +19,22 @@ namespace {
 
 constexpr double kMinParallelWork = 1 << 14;
 
-void check_shapes(int B, int Tn, int C, int NH, double theta) {
+void check_shapes(int B, int Tn, int C, int NH, const RopeSpec& rs) {
+  const double theta = rs.theta;
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "rope: B, T, C, NH must be positive, got B=", B, " T=", Tn,
             " C=", C, " NH=", NH);
   GPT_CHECK(C % NH == 0 && (C / NH) % 2 == 0, "rope: the head size C/NH must be an even integer, got C=", C,
             " NH=", NH);
   GPT_CHECK(theta > 0.0, "rope: theta must be positive, got ", theta);
+  const int d_r = rope::dims(rs, C / NH);
+  GPT_CHECK(d_r >= 2 && d_r % 2 == 0 && d_r <= C / NH, "rope: the rotated dimensions must be even and within the head (",
+            C / NH, "), got ", d_r);
 }
 
-// theta^(-2i/D) for i < D/2, shared by all positions.
-std::vector<double> inverse_frequencies(int D, double theta) {
-  std::vector<double> f(D / 2);
-  for (int i = 0; i < D / 2; ++i) f[i] = std::pow(theta, -2.0 * i / D);
+// θ'_i for i < d_r/2, shared by all positions of windows of L tokens.
+std::vector<double> inverse_frequencies(const RopeSpec& rs, int d_r, int L) {
+  std::vector<double> f(d_r / 2);
+  for (int i = 0; i < d_r / 2; ++i) f[i] = rope::inv_freq(rs, i, d_r, L);
   return f;
 }
 
@@ -41,9 +48,12 @@ void position_angles(double* cs, double* sn, const std::vector<double>& inv_freq
 }
 
 // Applies the rotation R (sign = +1) or its transpose Rᵀ (sign = -1) to one
-// head vector x (D), writing (accumulate = false) or adding into y.
+// head vector x (D channels, the first 2·half rotated), writing
+// (accumulate = false) or adding into y.
 template <typename T>
-void rotate_head(T* y, const T* x, const double* cs, const double* sn, int half, double sign, bool accumulate) {
+void rotate_head(T* y, const T* x, const double* cs, const double* sn, int half, int D, double sign,
+                 bool accumulate) {
+  for (int c = 2 * half; c < D; ++c) y[c] = accumulate ? y[c] + x[c] : x[c];
   for (int i = 0; i < half; ++i) {
     const double x1 = x[i], x2 = x[i + half];
     const double s = sign * sn[i];
@@ -63,11 +73,11 @@ void rotate_head(T* y, const T* x, const double* cs, const double* sn, int half,
 // cos/sin of every position are computed once per call (Tn·D/2 of each) and
 // shared by the B sequences.
 template <typename T>
-void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, double theta, int pos0, double sign,
+void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0, double sign,
                 bool accumulate) {
-  check_shapes(B, Tn, C, NH, theta);
-  const int D = C / NH, half = D / 2;
-  const std::vector<double> inv_freq = inverse_frequencies(D, theta);
+  check_shapes(B, Tn, C, NH, rs);
+  const int D = C / NH, d_r = rope::dims(rs, D), half = d_r / 2;
+  const std::vector<double> inv_freq = inverse_frequencies(rs, d_r, pos0 + Tn);
   const size_t C3 = 3 * static_cast<size_t>(C);
   std::vector<double> cs(static_cast<size_t>(Tn) * half), sn(cs.size());
   // Tiny calls (gradient checks) run on one thread: a parallel region would
@@ -88,7 +98,7 @@ void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, double theta
       const T* x = src + bt * C3;
       for (int h = 0; h < 2 * NH; ++h) {
         const size_t off = static_cast<size_t>(h) * D;  // q then k: contiguous 2C columns
-        rotate_head(y + off, x + off, c, s, half, sign, accumulate);
+        rotate_head(y + off, x + off, c, s, half, D, sign, accumulate);
       }
       for (size_t col = 2 * static_cast<size_t>(C); col < C3; ++col) y[col] = accumulate ? y[col] + x[col] : x[col];
     }
@@ -98,18 +108,18 @@ void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, double theta
 }  // namespace
 
 template <typename T>
-void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, double theta, int pos0) {
-  rope_apply(out, inp, B, Tn, C, NH, theta, pos0, +1.0, false);
+void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) {
+  rope_apply(out, inp, B, Tn, C, NH, rs, pos0, +1.0, false);
 }
 
 template <typename T>
-void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, double theta, int pos0) {
-  rope_apply(dinp, dout, B, Tn, C, NH, theta, pos0, -1.0, true);
+void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) {
+  rope_apply(dinp, dout, B, Tn, C, NH, rs, pos0, -1.0, true);
 }
 
-template void rope_forward<float>(float*, const float*, int, int, int, int, double, int);
-template void rope_forward<double>(double*, const double*, int, int, int, int, double, int);
-template void rope_backward<float>(float*, const float*, int, int, int, int, double, int);
-template void rope_backward<double>(double*, const double*, int, int, int, int, double, int);
+template void rope_forward<float>(float*, const float*, int, int, int, int, const RopeSpec&, int);
+template void rope_forward<double>(double*, const double*, int, int, int, int, const RopeSpec&, int);
+template void rope_backward<float>(float*, const float*, int, int, int, int, const RopeSpec&, int);
+template void rope_backward<double>(double*, const double*, int, int, int, int, const RopeSpec&, int);
 
 }  // namespace gpt::cpu

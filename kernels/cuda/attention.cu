@@ -15,7 +15,10 @@
 // and dot products are finished with shuffles inside the group. Loops over
 // the other side run the same number of times in every lane of a block (the
 // causal mask only decides whether a term is used), so shuffles and barriers
-// are never divergent.
+// are never divergent. A context mask (window, sinks: attn::key_kept) decides
+// per term the same way, and a tile that no row of the block keeps a key of
+// (attn::block_seen, the same for every thread of the block) is skipped
+// whole, so a window of w keys costs O(T·w), not O(T²).
 //
 // Kernels:
 //   forward   query rows; one pass (running maximum for exp + l1, plain sums
@@ -248,6 +251,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   // sharpening also Σ u v, rescaled whenever the maximum grows.
   float m = shifted ? -INFINITY : 0.f, z = 0.f, umax = 0.f;
   for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
+    if (!attn::block_seen(s, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
     __syncthreads();
     load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
     if (!two_pass) load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
@@ -257,7 +261,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
 #pragma unroll
     for (int jj = 0; jj < kKeyTile; ++jj) {
       x[jj] = logit(rc.lf, rc.bias, rc.slope, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
-      if (row_ok && j0 + jj <= i0) tmax = fmaxf(tmax, x[jj]);
+      if (row_ok && attn::key_kept(s, i0, j0 + jj)) tmax = fmaxf(tmax, x[jj]);
     }
     if (shifted && tmax > m) {  // online softmax: rescale what was summed under the old maximum
       const float corr = expf(m - tmax);
@@ -268,7 +272,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
     }
 #pragma unroll
     for (int jj = 0; jj < kKeyTile; ++jj) {
-      const bool valid = row_ok && j0 + jj <= i0;
+      const bool valid = row_ok && attn::key_kept(s, i0, j0 + jj);
       const float u = valid ? attn::positivity(PHI, x[jj] - m) : 0.f;
       z += u;
       umax = fmaxf(umax, u);
@@ -284,6 +288,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
     const attn::Row<float> row = attn::row_from_stats(s, i, st);
     float R = 0.f;
     for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
+      if (!attn::block_seen(s, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
       __syncthreads();
       load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
       load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
@@ -292,7 +297,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
       for (int jj = 0; jj < kKeyTile; ++jj) {
         const float x = logit(rc.lf, rc.bias, rc.slope, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
         float e = 0.f;
-        if (row_ok && j0 + jj <= i0) {
+        if (row_ok && attn::key_kept(s, i0, j0 + jj)) {
           const float a = row.a(s, x);
           e = row.sharpen ? attn::sharpen_value(row.i * a - row.offset, row.t_max, row.p) : a;
         }
@@ -338,6 +343,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   double mass = 0, wlogw = 0, recent = 0, w0 = 0;
   const int n_keys = min(T, q0 + kRowsPerBlock);
   for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
+    if (!attn::block_seen(s, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
     __syncthreads();
     load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
     __syncthreads();
@@ -345,7 +351,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
     for (int jj = 0; jj < kKeyTile; ++jj) {
       const int j = j0 + jj;
       const float x = logit(rc.lf, rc.bias, rc.slope, q.dot(ks + jj * G::D4, lane), i0, j);
-      if (row_ok && j <= i0) {
+      if (row_ok && attn::key_kept(s, i0, j)) {
         const double w = row.w_from_a(row.a(s, x));
         mass += w;
         if (w > 0) wlogw += w * log(w);
@@ -421,6 +427,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   if (s.sharpened()) {  // S_i = Σ_j a_ij h_ij needs a pass of its own
     float sum = 0.f;
     for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
+      if (!attn::block_seen(s, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
       __syncthreads();
       load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
       load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
@@ -428,7 +435,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
 #pragma unroll 4
       for (int jj = 0; jj < kKeyTile; ++jj) {
         const float qk = q.dot(ks + jj * G::D4, lane), g = dy.dot(vs + jj * G::D4, lane);
-        if (row_ok && row.sharpen && j0 + jj <= i0) {
+        if (row_ok && row.sharpen && attn::key_kept(s, i0, j0 + jj)) {
           const float x = logit(rc.lf, rc.bias, rc.slope, qk, i0, j0 + jj);
           const float a = row.a(s, x), w = row.w_from_a(a);
           sum += a * attn::grad_a(row, a, w, g, Di);
@@ -442,6 +449,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   double sigma_dx = 0;
   acc.zero();
   for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
+    if (!attn::block_seen(s, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
     __syncthreads();
     load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
     load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
@@ -449,7 +457,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
 #pragma unroll 4
     for (int jj = 0; jj < kKeyTile; ++jj) {
       const float qk = q.dot(ks + jj * G::D4, lane), g = dy.dot(vs + jj * G::D4, lane);
-      if (row_ok && j0 + jj <= i0) {
+      if (row_ok && attn::key_kept(s, i0, j0 + jj)) {
         const float x = logit(rc.lf, rc.bias, rc.slope, qk, i0, j0 + jj);
         const float a = row.a(s, x), w = row.w_from_a(a);
         const float dx = attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Di), S);
@@ -501,6 +509,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
   dv.zero();
 
   for (int q0 = k0 / kQueryTile * kQueryTile; q0 < T; q0 += kQueryTile) {
+    if (!attn::block_seen(s, q0, q0 + kQueryTile - 1, k0, k0 + kKeysPerBlock - 1)) continue;  // uniform
     __syncthreads();
     load_tile<D>(qs, qbase, in.qk_stride, q0, kQueryTile, T);
     load_tile<D>(dys, dybase, C, q0, kQueryTile, T);
@@ -526,7 +535,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
     for (int r = 0; r < kQueryTile; ++r) {
       const int i0 = q0 + r;
       const float qk = k.dot(qs + r * G::D4, lane), g = v.dot(dys + r * G::D4, lane);
-      if (key_ok && i0 < T && j <= i0) {
+      if (key_ok && i0 < T && attn::key_kept(s, i0, j)) {
         const attn::Row<float> row = rows[r];
         const float x = logit(lfs[r], rc0.bias, rc0.slope, qk, i0, j);
         const float a = row.a(s, x), w = row.w_from_a(a);

@@ -16,6 +16,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/attention_spec.h"
+
 namespace gpt::cuda {
 
 // ---- error checking ---------------------------------------------------------------
@@ -146,10 +148,11 @@ void scale_inplace(float* x, float s, size_t n, cudaStream_t stream);
 constexpr int kSumSquaresBlocks = 256;
 void sum_squares_partials(double* partial, const float* x, size_t n, cudaStream_t stream);
 
-// ---- RoPE ("half" pair layout, angle (pos0 + t)·theta^(-2i/D) in double) ----------------
-void rope_forward(float* out, const float* inp, int B, int Tn, int C, int NH, double theta, int pos0,
+// ---- RoPE ("half" pair layout over d_r channels, angle (pos0 + t)·θ'_i in double) -------
+// The contract of cpu::rope_forward / rope_backward (kernels/cpu/cpu_kernels.h).
+void rope_forward(float* out, const float* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,
                   cudaStream_t stream);
-void rope_backward(float* dinp, const float* dout, int B, int Tn, int C, int NH, double theta, int pos0,
+void rope_backward(float* dinp, const float* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,
                    cudaStream_t stream);
 
 // ---- fused classifier -----------------------------------------------------------------------

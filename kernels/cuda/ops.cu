@@ -198,20 +198,22 @@ __global__ void sum_squares_kernel(double* partial, const float* x, size_t n) {
 }
 
 // ---- RoPE: one thread per output element of (B,T,3C) -------------------------------------
-// sign +1 applies R, -1 its transpose; accumulate adds into dst.
-__global__ void rope_kernel(float* dst, const float* src, int Tn, int C, int NH, double theta, int pos0, double sign,
+// sign +1 applies R, -1 its transpose; accumulate adds into dst. The pairs are
+// (k, k + d_r/2) over the first d_r channels of a head; the rest pass through.
+__global__ void rope_kernel(float* dst, const float* src, int Tn, int C, int NH, RopeSpec rs, int pos0, double sign,
                             bool accumulate, size_t total) {
   const size_t C3 = 3 * size_t(C);
-  const int D = C / NH, half = D / 2;
+  const int D = C / NH, d_r = rope::dims(rs, D), half = d_r / 2;
   GPT_GRID_STRIDE(i, total) {
     const size_t bt = i / C3, col = i % C3;
+    const int j = static_cast<int>(col % D);
     float y;
-    if (col >= 2 * size_t(C)) {
-      y = src[i];  // v passes through
+    if (col >= 2 * size_t(C) || j >= d_r) {
+      y = src[i];  // v and the channels past d_r pass through
     } else {
-      const int j = static_cast<int>(col % D), k = j < half ? j : j - half;  // pair (k, k + half)
-      const float* x = src + bt * C3 + (col - j);                          // this head's D values
-      const double a = double(pos0 + static_cast<long>(bt % Tn)) * pow(theta, -2.0 * k / D);
+      const int k = j < half ? j : j - half;      // pair (k, k + half)
+      const float* x = src + bt * C3 + (col - j);  // this head's D values
+      const double a = double(pos0 + static_cast<long>(bt % Tn)) * rope::inv_freq(rs, k, d_r, pos0 + Tn);
       double sn, cs;
       sincos(a, &sn, &cs);
       sn *= sign;
@@ -354,28 +356,31 @@ void sum_squares_partials(double* partial, const float* x, size_t n, cudaStream_
 }
 
 namespace {
-void rope_apply(float* dst, const float* src, int B, int Tn, int C, int NH, double theta, int pos0, double sign,
+void rope_apply(float* dst, const float* src, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0, double sign,
                 bool accumulate, cudaStream_t stream) {
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "rope: B, T, C, NH must be positive, got B=", B, " T=", Tn,
             " C=", C, " NH=", NH);
   GPT_CHECK(C % NH == 0 && (C / NH) % 2 == 0, "rope: the head size C/NH must be an even integer, got C=", C,
             " NH=", NH);
-  GPT_CHECK(theta > 0.0, "rope: theta must be positive, got ", theta);
+  GPT_CHECK(rs.theta > 0.0, "rope: theta must be positive, got ", rs.theta);
+  const int d_r = rope::dims(rs, C / NH);
+  GPT_CHECK(d_r >= 2 && d_r % 2 == 0 && d_r <= C / NH, "rope: the rotated dimensions must be even and within the head (",
+            C / NH, "), got ", d_r);
   const size_t total = size_t(B) * Tn * 3 * C;
   GPT_LAUNCH(grid_for(total, kThreads), kThreads, stream, rope_kernel)(
-      dst, src, Tn, C, NH, theta, pos0, sign, accumulate, total);
+      dst, src, Tn, C, NH, rs, pos0, sign, accumulate, total);
   GPT_CUDA_CHECK_LAUNCH("rope_kernel");
 }
 }  // namespace
 
-void rope_forward(float* out, const float* inp, int B, int Tn, int C, int NH, double theta, int pos0,
+void rope_forward(float* out, const float* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,
                   cudaStream_t stream) {
-  rope_apply(out, inp, B, Tn, C, NH, theta, pos0, +1.0, false, stream);
+  rope_apply(out, inp, B, Tn, C, NH, rs, pos0, +1.0, false, stream);
 }
 
-void rope_backward(float* dinp, const float* dout, int B, int Tn, int C, int NH, double theta, int pos0,
+void rope_backward(float* dinp, const float* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,
                    cudaStream_t stream) {
-  rope_apply(dinp, dout, B, Tn, C, NH, theta, pos0, -1.0, true, stream);
+  rope_apply(dinp, dout, B, Tn, C, NH, rs, pos0, -1.0, true, stream);
 }
 
 void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, double lr, double beta1,

@@ -97,8 +97,9 @@ class Backend : public ParamBackend<accum_t<T>> {
   virtual void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) = 0;
   virtual void residual_forward(T* out, const T* a, const T* b, size_t n) = 0;
   virtual void add_inplace(T* dst, const T* src, size_t n) = 0;
-  virtual void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, double theta, int pos0) = 0;
-  virtual void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, double theta, int pos0) = 0;
+  virtual void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) = 0;
+  virtual void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs,
+                             int pos0) = 0;
   virtual void attention_forward(T* out, Acc* stats, const T* qkv, int B, int Tn, int C, int NH,
                                  const AttentionSpec& spec, const T* head_scale, double* diag) = 0;
   virtual void attention_backward(T* dqkv, Acc* dhead_scale, const T* dout, const T* out, const Acc* stats,

@@ -100,16 +100,16 @@ class Bf16Backend final : public Backend<bf16> {
     wide_->add_inplace(d, widen(1, src, n), n);
     narrow(dst, d, n);
   }
-  void rope_forward(bf16* out, const bf16* inp, int B, int Tn, int C, int NH, double theta, int pos0) override {
+  void rope_forward(bf16* out, const bf16* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
     const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
     float* o = scratch(0, n);
-    wide_->rope_forward(o, widen(1, inp, n), B, Tn, C, NH, theta, pos0);
+    wide_->rope_forward(o, widen(1, inp, n), B, Tn, C, NH, rs, pos0);
     narrow(out, o, n);
   }
-  void rope_backward(bf16* dinp, const bf16* dout, int B, int Tn, int C, int NH, double theta, int pos0) override {
+  void rope_backward(bf16* dinp, const bf16* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
     const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
     float* di = widen(0, dinp, n);
-    wide_->rope_backward(di, widen(1, dout, n), B, Tn, C, NH, theta, pos0);
+    wide_->rope_backward(di, widen(1, dout, n), B, Tn, C, NH, rs, pos0);
     narrow(dinp, di, n);
   }
   void attention_forward(bf16* out, float* stats, const bf16* qkv, int B, int Tn, int C, int NH,

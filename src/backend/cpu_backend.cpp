@@ -78,11 +78,11 @@ class CpuBackend final : public Backend<T> {
   void add_inplace(T* dst, const T* src, size_t n) override { cpu::add_inplace(dst, src, n); }
   double sum_squares(const T* x, size_t n) override { return cpu::sum_squares(x, n); }
   void scale_inplace(T* x, T s, size_t n) override { cpu::scale_inplace(x, s, n); }
-  void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, double theta, int pos0) override {
-    cpu::rope_forward(out, inp, B, Tn, C, NH, theta, pos0);
+  void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
+    cpu::rope_forward(out, inp, B, Tn, C, NH, rs, pos0);
   }
-  void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, double theta, int pos0) override {
-    cpu::rope_backward(dinp, dout, B, Tn, C, NH, theta, pos0);
+  void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
+    cpu::rope_backward(dinp, dout, B, Tn, C, NH, rs, pos0);
   }
   void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                          const T* head_scale, double* diag) override {

@@ -139,11 +139,11 @@ class CudaBackend final : public Backend<float> {
     return total;
   }
   void scale_inplace(float* x, float s, size_t n) override { cuda::scale_inplace(x, s, n, stream_); }
-  void rope_forward(float* out, const float* inp, int B, int Tn, int C, int NH, double theta, int pos0) override {
-    cuda::rope_forward(out, inp, B, Tn, C, NH, theta, pos0, stream_);
+  void rope_forward(float* out, const float* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
+    cuda::rope_forward(out, inp, B, Tn, C, NH, rs, pos0, stream_);
   }
-  void rope_backward(float* dinp, const float* dout, int B, int Tn, int C, int NH, double theta, int pos0) override {
-    cuda::rope_backward(dinp, dout, B, Tn, C, NH, theta, pos0, stream_);
+  void rope_backward(float* dinp, const float* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
+    cuda::rope_backward(dinp, dout, B, Tn, C, NH, rs, pos0, stream_);
   }
   // diag (host doubles, NH × kAttentionDiagStats) += what the kernel adds to a
   // zeroed device copy.

@@ -40,6 +40,9 @@ struct EvalArgs {
   int samples = 0;
   int digits = 0;
   std::string tokenizer;
+  // --context: a number selects the mean-loss mode's sequence length, names
+  // are context-extension methods (attention.context_methods).
+  std::string context_arg;
   // Mean loss on shards, batched as llm.c does (any of the three selects it).
   int context = 0;
   int batch = 0;
@@ -62,6 +65,11 @@ std::string default_output(const std::string& ckpt) {
   const fs::path run = run_dir_of(ckpt);
   if (!run.empty()) return (run / "eval" / (fs::path(ckpt).stem().string() + ".json")).string();
   return (fs::path(ckpt).replace_extension(".extrapolation.json")).string();
+}
+
+std::string override_note(const AttentionOverride& o) {
+  if (o.empty() && o.context_empty()) return "";
+  return " (override at evaluation)";
 }
 
 // `gpt eval CKPT --context T --batch B [--batches K]`: one line, the mean loss.
@@ -109,7 +117,8 @@ void run_passkey(const EvalArgs& a, LoadedModel& lm) {
   spdlog::info("passkey retrieval of {} (step {}) on {}: {} digits, {} prompts per cell, tokenizer {}", lm.path,
                lm.progress.step, pattern, pc.digits, pc.samples, tok_spec);
   spdlog::info("attention: {}{}", attention_summary(rc.attention, lm.model->attention()),
-               a.attention.empty() ? "" : " (override at evaluation)");
+               override_note(a.attention));
+  spdlog::info("context extension: {}", context_summary(lm.model->attention()));
   const PasskeyResult r = evaluate_passkey(*lm.model, val, *tok, pc, rc.model.context,
                                            static_cast<int64_t>(rc.train.batch_size) * rc.model.context);
   nlohmann::json j = r.to_json();
@@ -119,6 +128,8 @@ void run_passkey(const EvalArgs& a, LoadedModel& lm) {
   j["tokenizer"] = tok_spec;
   j["attention"] = attention_to_json(rc.attention, lm.model->attention());
   j["attention"]["override"] = !a.attention.empty();
+  j["context"] = context_to_json(lm.model->attention());
+  j["context"]["override"] = !a.attention.context_empty();
   std::string out = a.out;
   if (out.empty()) {
     const fs::path run = run_dir_of(lm.path);
@@ -131,8 +142,37 @@ void run_passkey(const EvalArgs& a, LoadedModel& lm) {
   spdlog::info("results written to {}", out);
 }
 
-void run_eval(const EvalArgs& a) {
+// --context T (digits: the mean-loss mode) or --context METHOD[,METHOD...].
+void parse_context_arg(EvalArgs& a) {
+  const std::string& v = a.context_arg;
+  if (v.empty()) return;
+  if (v.find_first_not_of("0123456789") == std::string::npos) {
+    long long t = 0;
+    try {
+      t = std::stoll(v);
+    } catch (const std::exception&) {
+      t = 0;
+    }
+    GPT_CHECK(t >= 1 && t <= (1 << 24), "eval: --context ", v, ": a sequence length must lie in 1..", 1 << 24);
+    a.context = static_cast<int>(t);
+    return;
+  }
+  size_t start = 0;
+  while (start <= v.size()) {
+    const size_t comma = v.find(',', start);
+    const std::string name = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    GPT_CHECK(!name.empty(), "eval: --context \"", v, "\" has an empty method name; valid: ", context_method_names());
+    a.attention.context_methods.push_back(name);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  context_methods_to_json(a.attention.context_methods);  // unknown names fail here, before loading
+}
+
+void run_eval(EvalArgs a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
+  parse_context_arg(a);
+  if (!a.multiples.empty()) a.attention.multiples = a.multiples;
   LoadedModel lm = load_model(a.checkpoint, a.attention, a.device, a.precision, a.storage);
   if (a.task == "passkey") return run_passkey(a, lm);
   GPT_CHECK(a.depths.empty() && a.samples == 0 && a.digits == 0 && a.tokenizer.empty(),
@@ -153,12 +193,15 @@ void run_eval(const EvalArgs& a) {
   spdlog::info("evaluating {} (step {}) on {}", lm.path, lm.progress.step, pattern);
   const TokenStream val(pattern, lm.config.model.vocab_size);
   spdlog::info("attention: {}{}", attention_summary(lm.config.attention, lm.model->attention()),
-               a.attention.empty() ? "" : " (override at evaluation)");
+               override_note(a.attention));
+  spdlog::info("context extension: {}", context_summary(lm.model->attention()));
   ExtrapolationResult r = evaluate_extrapolation(*lm.model, val, ec, T,
                                                  static_cast<int64_t>(lm.config.train.batch_size) * T);
   r.attention = attention_to_json(lm.config.attention, lm.model->attention());
   r.attention["override"] = !a.attention.empty();
   nlohmann::json j = r.to_json();
+  j["context"] = context_to_json(lm.model->attention());
+  j["context"]["override"] = !a.attention.context_empty();
   j["checkpoint"] = lm.path;
   j["step"] = lm.progress.step;
   j["data"] = pattern;
@@ -196,9 +239,14 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--attention-set", args->attention.sets,
                   "Override one key of the attention section, e.g. scale=infoscale or p=15 (repeatable; applied "
                   "after --attention)");
-  cmd->add_option("--context", args->context,
-                  "Mean-loss mode: sequence length T (default: the model's context); prints `val loss X over N tokens`")
-      ->check(CLI::PositiveNumber);
+  cmd->add_option("--context", args->context_arg,
+                  "METHOD[,METHOD...]: evaluate with these context-extension methods instead of the run's (training-free; "
+                  "replaces its context section): " + context_method_names() +
+                      " (docs: ../shared/docs/context_extension.md). Or a number T: the mean-loss mode's sequence "
+                      "length (default: the model's context); prints `val loss X over N tokens`");
+  cmd->add_option("--context-set", args->attention.context_sets,
+                  "Override one key of the context section, e.g. factor=16, window=256, attn_factor=1 (repeatable; "
+                  "applied after --context; gpt info --config-keys lists them)");
   cmd->add_option("--batch", args->batch, "Mean-loss mode: rows B per batch, read as llm.c reads shards (default 4)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--batches", args->batches,

@@ -10,10 +10,11 @@ namespace {
 
 // The enumerator of `name` among a stage's names (validated by the schema).
 template <typename E, size_t N>
-E stage_from(const std::string& name, const char* const (&names)[N], const char* key) {
+E stage_from(const std::string& name, const char* const (&names)[N], const char* key,
+             const char* section = "attention") {
   for (size_t i = 0; i < N; ++i)
     if (name == names[i]) return static_cast<E>(i);
-  fail("config: \"attention.", key, "\" = \"", name, "\" is not a valid choice");
+  fail("config: \"", section, ".", key, "\" = \"", name, "\" is not a valid choice");
 }
 
 }  // namespace
@@ -24,7 +25,12 @@ const AttentionPreset* find_attention_preset(const std::string& name) {
   return nullptr;
 }
 
-AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m) {
+int rope_rotated_dims(const ModelConfig& m) {
+  const int D = m.n_embd / m.n_head;
+  return static_cast<int>(m.rope_fraction * D / 2 + 1e-9) * 2;
+}
+
+AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, const ContextConfig& ctx) {
   const AttentionPreset* preset = find_attention_preset(a.preset);
   GPT_CHECK(preset, "config: unknown attention preset \"", a.preset, "\"");
   AttentionSpec s;
@@ -42,7 +48,155 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m) 
   s.bias = a.bias.value_or(default_bias(s.positivity, m.context));
   s.norm_const = a.norm_const.value_or(default_norm_const(m.context));
   s.alibi = m.position == "alibi";
+  // RoPE and the context-extension section (validated by the schema).
+  RopeSpec& r = s.rope;
+  r.theta = m.rope_theta;
+  r.rot_dims = rope_rotated_dims(m);
+  r.trained_context = m.context;
+  r.scaling = stage_from<RopeScaling>(ctx.rope_scaling, kRopeScalingNames, "rope_scaling", "context");
+  r.factor = ctx.factor;
+  r.beta_fast = ctx.beta_fast;
+  r.beta_slow = ctx.beta_slow;
+  r.low_freq = ctx.low_freq;
+  r.high_freq = ctx.high_freq;
+  r.dynamic_alpha = ctx.dynamic_alpha;
+  s.attn_factor = ctx.attn_factor.value_or(0.0);
+  const ContextMask mask = stage_from<ContextMask>(ctx.mask, kContextMaskNames, "mask", "context");
+  if (mask != ContextMask::None) {
+    s.sinks = mask == ContextMask::Sinks ? ctx.sinks : 0;
+    s.window = ctx.window > 0 ? ctx.window : m.context - s.sinks;
+  }
+  s.row_index = stage_from<RowIndex>(ctx.row_index, kRowIndexNames, "row_index", "context");
+  s.temperature = stage_from<Temperature>(ctx.temperature, kTemperatureNames, "temperature", "context");
+  s.temp_beta = ctx.temp_beta;
+  s.temp_floor = ctx.temp_floor;
   return s;
+}
+
+namespace {
+struct ContextMethod {
+  const char* name;
+  const char* key;
+  const char* value;
+  const char* kind;
+};
+constexpr ContextMethod kContextMethods[] = {
+    {"pi", "rope_scaling", "pi", "RoPE frequency rule"},
+    {"ntk", "rope_scaling", "ntk", "RoPE frequency rule"},
+    {"dynamic_ntk", "rope_scaling", "dynamic_ntk", "RoPE frequency rule"},
+    {"yarn", "rope_scaling", "yarn", "RoPE frequency rule"},
+    {"llama3", "rope_scaling", "llama3", "RoPE frequency rule"},
+    {"window", "mask", "window", "mask"},
+    {"sinks", "mask", "sinks", "mask"},
+    {"yarn_temp", "temperature", "yarn", "temperature"},
+    {"llama4_temp", "temperature", "llama4", "temperature"},
+};
+}  // namespace
+
+std::string context_method_names() {
+  std::string out;
+  for (const ContextMethod& m : kContextMethods) out += std::string(out.empty() ? "" : ", ") + m.name;
+  return out + ", none";
+}
+
+nlohmann::json context_methods_to_json(const std::vector<std::string>& methods) {
+  nlohmann::json j = nlohmann::json::object();
+  std::vector<std::pair<std::string, std::string>> used;  // key -> method name
+  for (const std::string& name : methods) {
+    if (name == "none") continue;
+    const ContextMethod* found = nullptr;
+    for (const ContextMethod& m : kContextMethods)
+      if (name == m.name) found = &m;
+    GPT_CHECK(found, "context method \"", name, "\" is unknown; valid: ", context_method_names());
+    for (const auto& [key, other] : used)
+      GPT_CHECK(key != found->key, "context methods \"", other, "\" and \"", name, "\" are both a ", found->kind,
+                "; use one");
+    used.emplace_back(found->key, name);
+    j[found->key] = found->value;
+  }
+  return j;
+}
+
+nlohmann::json context_to_json(const AttentionSpec& s) {
+  const RopeSpec& r = s.rope;
+  nlohmann::json j = {{"rope_scaling", stage_name(r.scaling)}, {"rope_rot_dims", r.rot_dims}};
+  if (r.scaling != RopeScaling::None) j["factor"] = r.factor > 0 ? nlohmann::json(r.factor) : nlohmann::json("L/N");
+  if (r.scaling == RopeScaling::Yarn) {
+    j["beta_fast"] = r.beta_fast;
+    j["beta_slow"] = r.beta_slow;
+  }
+  if (r.scaling == RopeScaling::Llama3) {
+    j["low_freq"] = r.low_freq;
+    j["high_freq"] = r.high_freq;
+  }
+  if (r.scaling == RopeScaling::DynamicNtk) j["dynamic_alpha"] = r.dynamic_alpha;
+  if (r.scaling == RopeScaling::Yarn || s.temperature == Temperature::Yarn)
+    j["attn_factor"] = s.attn_factor > 0 ? nlohmann::json(s.attn_factor) : nlohmann::json("0.1 ln s + 1");
+  j["mask"] = s.window > 0 ? (s.sinks > 0 ? "sinks" : "window") : "none";
+  if (s.window > 0) {
+    j["window"] = s.window;
+    j["sinks"] = s.sinks;
+    j["row_index"] = stage_name(s.row_index);
+  }
+  j["temperature"] = stage_name(s.temperature);
+  if (s.temperature == Temperature::Llama4) {
+    j["temp_beta"] = s.temp_beta;
+    j["temp_floor"] = s.temp_floor > 0 ? s.temp_floor : s.trained_context;
+  }
+  return j;
+}
+
+std::string context_summary(const AttentionSpec& s) {
+  std::ostringstream os;
+  const RopeSpec& r = s.rope;
+  const auto add = [&os](const std::string& part) { os << (os.tellp() > 0 ? ", " : "") << part; };
+  if (r.scaling != RopeScaling::None) {
+    std::ostringstream m;
+    m << stage_name(r.scaling);
+    if (r.scaling != RopeScaling::DynamicNtk) {
+      m << " s=";
+      if (r.factor > 0)
+        m << r.factor;
+      else
+        m << "L/N";
+    }
+    if (r.scaling == RopeScaling::Yarn) {
+      m << " (t=";
+      if (s.attn_factor > 0)
+        m << s.attn_factor;
+      else
+        m << "0.1 ln s + 1";
+      m << ")";
+    }
+    add(m.str());
+  }
+  if (s.window > 0) {
+    std::ostringstream m;
+    if (s.sinks > 0)
+      m << "sinks " << s.sinks << " + window " << s.window;
+    else
+      m << "window " << s.window;
+    if (s.row_index == RowIndex::Keys) m << " (i = keys kept)";
+    add(m.str());
+  }
+  if (s.temperature == Temperature::Yarn) {
+    std::ostringstream m;
+    m << "temperature yarn (t=";
+    if (s.attn_factor > 0)
+      m << s.attn_factor;
+    else
+      m << "0.1 ln s + 1";
+    m << ")";
+    add(m.str());
+  }
+  if (s.temperature == Temperature::Llama4) {
+    std::ostringstream m;
+    m << "temperature llama4 (beta=" << s.temp_beta << ", F=" << (s.temp_floor > 0 ? s.temp_floor : s.trained_context)
+      << ")";
+    add(m.str());
+  }
+  const std::string out = os.str();
+  return out.empty() ? "none" : out;
 }
 
 nlohmann::json attention_to_json(const AttentionConfig& a, const AttentionSpec& s) {

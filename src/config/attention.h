@@ -16,9 +16,28 @@ namespace gpt {
 // The preset named `name`, or null.
 const AttentionPreset* find_attention_preset(const std::string& name);
 
-// Resolves preset + overrides. trained_context = model.context.
-AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m);
-inline AttentionSpec resolve_attention(const Config& c) { return resolve_attention(c.attention, c.model); }
+// Resolves preset + overrides, the RoPE of the model and the
+// context-extension section. trained_context = model.context.
+AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, const ContextConfig& ctx = {});
+inline AttentionSpec resolve_attention(const Config& c) { return resolve_attention(c.attention, c.model, c.context); }
+
+// d_r: the channels of each head that RoPE rotates (model.rope_fraction of
+// the head size, rounded down to even).
+int rope_rotated_dims(const ModelConfig& m);
+
+// The context-extension part of a spec (RoPE rule and its parameters, mask,
+// row index, temperature), recorded in results beside the attention.
+nlohmann::json context_to_json(const AttentionSpec& s);
+// One line, e.g. "yarn s=L/N (t=0.1 ln s + 1), window 128" or "none".
+std::string context_summary(const AttentionSpec& s);
+
+// The context section for a list of method names (gpt eval --context, gpt
+// sweep): each of pi, ntk, dynamic_ntk, yarn, llama3 sets rope_scaling;
+// window, sinks set mask; yarn_temp, llama4_temp set temperature; none adds
+// nothing. Two methods of one kind, or an unknown name, are errors naming them.
+nlohmann::json context_methods_to_json(const std::vector<std::string>& methods);
+// "pi, ntk, ..., none": every name context_methods_to_json takes.
+std::string context_method_names();
 
 // Every stage and constant, e.g. {"preset":"lssar","score":"cosine",...,"p":15}.
 nlohmann::json attention_to_json(const AttentionConfig& a, const AttentionSpec& s);

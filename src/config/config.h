@@ -22,6 +22,7 @@ struct ModelConfig {
   int context = 128;             // training context T
   std::string position = "rope"; // "learned" | "rope" | "none" | "alibi"
   double rope_theta = 10000.0;
+  double rope_fraction = 1.0;    // partial RoPE: share of each head's channels rotated (d_r = even part of f·D)
   int max_position = 0;          // rows of the learned position table; 0 = context
   double init_std = 0.02;
 
@@ -88,6 +89,28 @@ struct AttentionConfig {
   std::optional<double> norm_const;   // divisor of normalize "fixed"; null: N (the training context)
 };
 
+// Context extension (../shared/docs/context_extension.md): a RoPE frequency
+// rule, a mask and a temperature, each composable with every attention
+// variant; config/attention.h folds them into the AttentionSpec. Used for
+// training, and overridden at evaluation by gpt eval --context.
+struct ContextConfig {
+  std::string rope_scaling = "none";  // none | pi | ntk | dynamic_ntk | yarn | llama3
+  double factor = 0;                  // s; 0 = evaluated length / model.context
+  double beta_fast = 32;              // yarn
+  double beta_slow = 1;               // yarn
+  double low_freq = 1;                // llama3 l_f
+  double high_freq = 4;               // llama3 h_f
+  double dynamic_alpha = 1;           // dynamic_ntk α
+  std::optional<double> attn_factor;  // YaRN's t; null: 0.1 ln s + 1
+  std::string mask = "none";          // none | window | sinks
+  int window = 0;                     // w; 0: N for window, N - sinks for sinks
+  int sinks = 4;                      // k_s of mask "sinks"
+  std::string row_index = "position"; // position | keys: the i of the scales and of re-weighting
+  std::string temperature = "none";   // none | yarn | llama4
+  double temp_beta = 0.1;             // llama4 β
+  int temp_floor = 0;                 // llama4 F; 0 = model.context
+};
+
 struct RunConfig {
   std::string dir = "runs/default";  // run directory
   std::string device = "cpu";        // "cpu" or "cuda" (make_backend, src/backend/backend.h)
@@ -101,6 +124,7 @@ struct Config {
   TrainConfig train;
   EvalConfig eval;
   AttentionConfig attention;
+  ContextConfig context;
   RunConfig run;
 };
 

@@ -21,6 +21,11 @@ Allowed above(double lo) {
   a.lo_open = true;
   return a;
 }
+Allowed above_up_to(double lo, double hi) {  // (lo, hi]
+  Allowed a = between(lo, hi);
+  a.lo_open = true;
+  return a;
+}
 Allowed unit_interval() {  // [0, 1)
   Allowed a = between(0, 1);
   a.hi_open = true;
@@ -61,6 +66,11 @@ std::vector<std::string_view> stage_names(const char* const (&names)[N]) {
 }
 constexpr double kMaxContext = 1 << 20;
 
+template <size_t N>
+std::vector<std::string_view> names_of(const char* const (&names)[N]) {
+  return std::vector<std::string_view>(std::begin(names), std::end(names));
+}
+
 // Section, name and accessor from one spelling, so the path can never drift
 // from the struct member it names.
 #define GPT_KEY(sec, member) #sec, #member, [](Config& c) -> FieldRef { return &c.sec.member; }
@@ -76,6 +86,8 @@ std::vector<Key> make_keys() {
       {GPT_KEY(model, context), between(1, kMaxContext), "training context length T"},
       {GPT_KEY(model, position), one_of({"learned", "rope", "none", "alibi"}), "position encoding"},
       {GPT_KEY(model, rope_theta), above(0), "RoPE base frequency"},
+      {GPT_KEY(model, rope_fraction), above_up_to(0, 1),
+       "partial RoPE: share f of each head's channels rotated (d_r = f·D rounded down to even, >= 2); 1 = all"},
       {GPT_KEY(model, max_position), between(0, kMaxVocab),
        "rows of the learned position table; 0 = context"},
       {GPT_KEY(model, init_std), above(0), "standard deviation of the weight init"},
@@ -130,6 +142,29 @@ std::vector<Key> make_keys() {
       {GPT_KEY(attention, bias), any(), "added to the scores before positivity; null: -ln N for sigmoid, else 0"},
       {GPT_KEY(attention, norm_const), above(0), "divisor of normalize \"fixed\"; null: N = model.context"},
 
+      {GPT_KEY(context, rope_scaling), one_of(names_of(kRopeScalingNames)),
+       "RoPE frequency rule past the training context (context_extension.md §1): pi, ntk, dynamic_ntk, yarn, llama3"},
+      {GPT_KEY(context, factor), at_least(0),
+       "scale factor s of the rope rule: 0 = evaluated length / model.context per window, or a fixed s >= 1"},
+      {GPT_KEY(context, beta_fast), above(0), "yarn: pairs rotating more than this often in N keep their frequency"},
+      {GPT_KEY(context, beta_slow), above(0), "yarn: pairs rotating fewer times than this in N are interpolated"},
+      {GPT_KEY(context, low_freq), above(0), "llama3 low_freq_factor l_f (wavelengths above N/l_f are interpolated)"},
+      {GPT_KEY(context, high_freq), above(0), "llama3 high_freq_factor h_f (wavelengths below N/h_f are kept)"},
+      {GPT_KEY(context, dynamic_alpha), above(0), "dynamic_ntk α: base b·(α·L/N − α + 1)^(d_r/(d_r−2)) for L > N"},
+      {GPT_KEY(context, attn_factor), above(0),
+       "YaRN's attention factor t (logits × t²) with rope_scaling or temperature yarn; null: 0.1·ln s + 1"},
+      {GPT_KEY(context, mask), one_of(names_of(kContextMaskNames)),
+       "keys a query sees: none, window (the last w keys), sinks (StreamingLLM: the first k_s keys and the last w)"},
+      {GPT_KEY(context, window), between(0, kMaxContext), "w of mask window/sinks; 0 = model.context (sinks: minus k_s)"},
+      {GPT_KEY(context, sinks), between(1, kMaxContext), "k_s, the sink keys of mask sinks"},
+      {GPT_KEY(context, row_index), one_of(names_of(kRowIndexNames)),
+       "with a mask, the i of the logn/ssmax/infoscale/lssa scales and of re-weighting: the query position or the "
+       "number of keys kept"},
+      {GPT_KEY(context, temperature), one_of(names_of(kTemperatureNames)),
+       "length-dependent temperature: yarn (logits × t², no frequency change), llama4 (q × 1 + β·ln(⌊i/F⌋ + 1))"},
+      {GPT_KEY(context, temp_beta), at_least(0), "llama4 temperature β"},
+      {GPT_KEY(context, temp_floor), between(0, kMaxContext), "llama4 temperature F; 0 = model.context"},
+
       {GPT_KEY(run, dir), non_empty(), "run directory (logs, checkpoints, results)"},
       {GPT_KEY(run, device), one_of({"cpu", "cuda"}), "compute backend"},
       {GPT_KEY(run, precision), one_of({"fp32", "tf32", "bf16"}),
@@ -144,6 +179,15 @@ std::vector<Key> make_keys() {
 #undef GPT_KEY
 
 int head_size(const Config& c) { return c.model.n_embd / c.model.n_head; }
+// d_r: the rotated channels of a head under model.rope_fraction.
+int rope_dims(const Config& c) { return rope_rotated_dims(c.model); }
+// Keys a masked row can keep: window plus sinks.
+int64_t mask_reach(const Config& c) {
+  const int64_t N = c.model.context;
+  const int64_t sinks = c.context.mask == "sinks" ? c.context.sinks : 0;
+  const int64_t w = c.context.window > 0 ? c.context.window : N - sinks;
+  return w + sinks;
+}
 
 std::vector<Rule> make_rules() {
   return {
@@ -166,6 +210,65 @@ std::vector<Rule> make_rules() {
          const bool uses_ln_n = s.scale == Scale::Logn || s.scale == Scale::Ssmax || s.scale == Scale::Infoscale ||
                                 (s.positivity == Positivity::Sigmoid && !c.attention.bias);
          return c.model.context >= 2 || !uses_ln_n;
+       }},
+      {"\"model.rope_fraction\" must rotate an even number >= 2 of each head's channels (f·D >= 2) and applies only "
+       "to \"model.position\" = \"rope\"",
+       {"model.rope_fraction", "model.position", "model.n_embd", "model.n_head"},
+       [](const Config& c) {
+         if (c.model.position != "rope") return c.model.rope_fraction == 1.0;
+         return rope_dims(c) >= 2;
+       }},
+      {"\"context.rope_scaling\" changes RoPE's frequencies and needs \"model.position\" = \"rope\"",
+       {"context.rope_scaling", "model.position"},
+       [](const Config& c) { return c.context.rope_scaling == "none" || c.model.position == "rope"; }},
+      {"\"context.factor\" must be 0 (evaluated length / model.context) or a fixed s >= 1",
+       {"context.factor"},
+       [](const Config& c) { return c.context.factor == 0 || c.context.factor >= 1; }},
+      {"\"context.rope_scaling\" = \"dynamic_ntk\" recomputes its base from each evaluated length: leave "
+       "\"context.factor\" at 0 and set \"context.dynamic_alpha\" instead",
+       {"context.rope_scaling", "context.factor"},
+       [](const Config& c) { return c.context.rope_scaling != "dynamic_ntk" || c.context.factor == 0; }},
+      {"\"context.rope_scaling\" ntk and dynamic_ntk need at least 4 rotated channels per head (d_r/(d_r-2))",
+       {"context.rope_scaling", "model.rope_fraction", "model.n_embd", "model.n_head"},
+       [](const Config& c) {
+         const bool ntk = c.context.rope_scaling == "ntk" || c.context.rope_scaling == "dynamic_ntk";
+         return !ntk || rope_dims(c) >= 4;
+       }},
+      {"yarn needs \"context.beta_fast\" > \"context.beta_slow\"",
+       {"context.rope_scaling", "context.beta_fast", "context.beta_slow"},
+       [](const Config& c) { return c.context.rope_scaling != "yarn" || c.context.beta_fast > c.context.beta_slow; }},
+      {"llama3 needs \"context.high_freq\" > \"context.low_freq\"",
+       {"context.rope_scaling", "context.high_freq", "context.low_freq"},
+       [](const Config& c) { return c.context.rope_scaling != "llama3" || c.context.high_freq > c.context.low_freq; }},
+      {"\"context.attn_factor\" is YaRN's attention factor: it needs \"context.rope_scaling\" = \"yarn\" or "
+       "\"context.temperature\" = \"yarn\"",
+       {"context.attn_factor", "context.rope_scaling", "context.temperature"},
+       [](const Config& c) {
+         return !c.context.attn_factor || c.context.rope_scaling == "yarn" || c.context.temperature == "yarn";
+       }},
+      {"\"context.rope_scaling\" = \"yarn\" already applies YaRN's attention factor; \"context.temperature\" = "
+       "\"yarn\" is that factor alone (without the frequency change): use one of them",
+       {"context.rope_scaling", "context.temperature"},
+       [](const Config& c) { return !(c.context.rope_scaling == "yarn" && c.context.temperature == "yarn"); }},
+      {"\"context.window\" and \"context.row_index\" = \"keys\" need \"context.mask\" = \"window\" or \"sinks\"",
+       {"context.window", "context.row_index", "context.mask"},
+       [](const Config& c) {
+         return c.context.mask != "none" || (c.context.window == 0 && c.context.row_index == "position");
+       }},
+      {"\"context.mask\" = \"sinks\" with the default window N - k_s needs \"context.sinks\" < \"model.context\"",
+       {"context.mask", "context.sinks", "context.window", "model.context"},
+       [](const Config& c) {
+         return c.context.mask != "sinks" || c.context.window > 0 || c.context.sinks < c.model.context;
+       }},
+      {"the mask would never hide a key: \"context.window\" (plus \"context.sinks\" for mask sinks) must be "
+       "smaller than the longest context it runs at, max(\"eval.multiples\") * \"model.context\"",
+       {"context.mask", "context.window", "context.sinks", "eval.multiples", "model.context"},
+       [](const Config& c) {
+         if (c.context.mask == "none") return true;
+         const int64_t longest =
+             static_cast<int64_t>(c.eval.multiples.empty() ? 1 : std::max(1, c.eval.multiples.back())) *
+             c.model.context;
+         return mask_reach(c) < std::max<int64_t>(longest, c.model.context);
        }},
       {"\"train.lr_min\" must be <= \"train.lr\"",
        {"train.lr_min", "train.lr"},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "config/attention.h"
 #include "core/check.h"
 
 namespace gpt {
@@ -49,6 +50,10 @@ GPT<T>::GPT(const ModelConfig& cfg, const AttentionSpec& attn, Backend<T>& backe
     : cfg_(cfg), attn_(attn), be_(backend), layout_(cfg, attn) {
   attn_.alibi = cfg.position == "alibi";  // the position encoding decides, whatever the caller passed
   if (attn_.trained_context == 0) attn_.trained_context = cfg.context;
+  // RoPE's base and rotated channels belong to the model config too.
+  attn_.rope.theta = cfg.rope_theta;
+  attn_.rope.rot_dims = rope_rotated_dims(cfg);
+  if (attn_.rope.trained_context == 0) attn_.rope.trained_context = cfg.context;
   params_ = Buffer<Acc>(be_, layout_.total);
   grads_ = Buffer<Acc>(be_, layout_.total);
   if constexpr (kWorkingCopy) {
@@ -148,6 +153,7 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
             " rows); learned positions cannot be evaluated past their table");
   // The working copy follows the master parameters, whoever changed them.
   if constexpr (kWorkingCopy) be_.convert(working_.get(), params_.get(), layout_.total);
+  const AttentionSpec spec = for_length(attn_, Tn);  // YaRN's attention factor depends on the length
   be_.encoder_forward(a.encoded.get(), a.tokens.get(), p_.wte, p_.wpe, B, Tn, C, Vp);
   const T* res = a.encoded.get();  // (N,C) residual stream entering the block
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -157,11 +163,11 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
     be_.matmul_forward(x.qkv.get(), x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
     const T* qkv = x.qkv.get();
     if (rope) {
-      be_.rope_forward(x.qkvr.get(), x.qkv.get(), B, Tn, C, NH, cfg_.rope_theta, 0);
+      be_.rope_forward(x.qkvr.get(), x.qkv.get(), B, Tn, C, NH, spec.rope, 0);
       qkv = x.qkvr.get();
     }
     double* diag = diag_ && !a.training ? diag_->data() + static_cast<size_t>(l) * NH * kAttentionDiagStats : nullptr;
-    be_.attention_forward(x.atty.get(), a.training ? x.att_stats.get() : nullptr, qkv, B, Tn, C, NH, attn_,
+    be_.attention_forward(x.atty.get(), a.training ? x.att_stats.get() : nullptr, qkv, B, Tn, C, NH, spec,
                           w.attnscale, diag);
     be_.matmul_forward(x.attproj.get(), x.atty.get(), w.attprojw, w.attprojb, N, C, C);
     be_.residual_forward(x.res2.get(), res, x.attproj.get(), static_cast<size_t>(N) * C);
@@ -211,6 +217,7 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
   const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, NH = cfg_.n_head, N = B * Tn, Vp = cfg_.padded_vocab();
   const size_t NC = static_cast<size_t>(N) * C;
   const bool rope = cfg_.position == "rope";
+  const AttentionSpec spec = for_length(attn_, Tn);
 
   // d(loss_scale · mean loss)/d loss_n
   std::vector<Acc> dl(N, static_cast<Acc>(loss_scale / N));
@@ -248,11 +255,11 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
     if (rope) {
       be_.zero(a.dqkvr.get(), NC * 3);
       be_.attention_backward(a.dqkvr.get(), g.attnscale, a.datty.get(), x.atty.get(), x.att_stats.get(),
-                             x.qkvr.get(), B, Tn, C, NH, attn_, w.attnscale);
-      be_.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, C, NH, cfg_.rope_theta, 0);
+                             x.qkvr.get(), B, Tn, C, NH, spec, w.attnscale);
+      be_.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, C, NH, spec.rope, 0);
     } else {
       be_.attention_backward(a.dqkv.get(), g.attnscale, a.datty.get(), x.atty.get(), x.att_stats.get(), x.qkv.get(),
-                             B, Tn, C, NH, attn_, w.attnscale);
+                             B, Tn, C, NH, spec, w.attnscale);
     }
     be_.zero(a.dln.get(), NC);
     be_.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv.get(), x.ln1.get(), w.qkvw, N, C, 3 * C);

@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/config.h"
+#include "config/attention.h"
 #include "core/check.h"
 #include "core/files.h"
 
@@ -232,7 +233,7 @@ SweepPlan load_sweep(const std::string& path) {
   if (j.contains("evals")) {
     GPT_CHECK(j["evals"].is_array(), path, ": \"evals\" must be an array");
     for (const auto& e : j["evals"]) {
-      check_keys(e, "evals[]", {"name", "run", "attention", "set"}, path);
+      check_keys(e, "evals[]", {"name", "run", "attention", "set", "context", "context_set"}, path);
       SweepEval ev;
       ev.name = get_as<std::string>(e, "name", "evals[].", path, "");
       check_name(ev.name, "eval", path);
@@ -242,8 +243,25 @@ SweepPlan load_sweep(const std::string& path) {
                 ": eval \"", ev.name, "\" names run \"", ev.run, "\", which the sweep does not train");
       ev.attention = get_as<std::string>(e, "attention", "evals[].", path, "");
       ev.set = get_as<std::vector<std::string>>(e, "set", "evals[].", path, {});
-      GPT_CHECK(!ev.attention.empty() || !ev.set.empty(), path, ": eval \"", ev.name,
-                "\" changes nothing; give \"attention\" or \"set\"");
+      ev.context = get_as<std::string>(e, "context", "evals[].", path, "");
+      ev.context_set = get_as<std::vector<std::string>>(e, "context_set", "evals[].", path, {});
+      GPT_CHECK(!ev.attention.empty() || !ev.set.empty() || !ev.context.empty() || !ev.context_set.empty(), path,
+                ": eval \"", ev.name, "\" changes nothing; give \"attention\", \"set\", \"context\" or \"context_set\"");
+      if (!ev.context.empty()) {
+        GPT_CHECK(ev.context.find_first_not_of("0123456789") != std::string::npos, path, ": eval \"", ev.name,
+                  "\": \"context\" names context-extension methods (", context_method_names(), "), not a length");
+        std::vector<std::string> methods;
+        for (size_t a = 0, b; a <= ev.context.size(); a = b + 1) {
+          b = ev.context.find(',', a);
+          if (b == std::string::npos) b = ev.context.size();
+          methods.push_back(ev.context.substr(a, b - a));
+        }
+        try {
+          context_methods_to_json(methods);
+        } catch (const Error& err) {
+          fail(path, ": eval \"", ev.name, "\": ", err.what());
+        }
+      }
       p.evals.push_back(ev);
     }
   }
@@ -305,6 +323,8 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
               fs::path(dir) / "eval" / (e.name + ".json")};
       if (!e.attention.empty()) job.argv.insert(job.argv.end(), {"--attention", e.attention});
       for (const auto& s : e.set) job.argv.insert(job.argv.end(), {"--attention-set", s});
+      if (!e.context.empty()) job.argv.insert(job.argv.end(), {"--context", e.context});
+      for (const auto& s : e.context_set) job.argv.insert(job.argv.end(), {"--context-set", s});
       job.argv.insert(job.argv.end(), {"--out", job.done.string()});
       jobs.push_back(job);
     }
@@ -389,6 +409,8 @@ std::string summarize_sweep(const SweepPlan& plan) {
   for (const auto& e : plan.evals) {
     std::string how = e.attention.empty() ? "" : "--attention " + e.attention;
     for (const auto& s : e.set) how += (how.empty() ? "" : " ") + std::string("--attention-set ") + s;
+    if (!e.context.empty()) how += (how.empty() ? "" : " ") + std::string("--context ") + e.context;
+    for (const auto& s : e.context_set) how += (how.empty() ? "" : " ") + std::string("--context-set ") + s;
     Variant v{e.name, "eval of " + e.run + ": " + how, e.run, plan.run(e.run).seeds, {}, {}};
     for (int s : v.seeds) {
       auto j = read_json_if(fs::path(plan.run_dir(e.run, s)) / "eval" / (e.name + ".json"));

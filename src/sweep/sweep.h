@@ -38,6 +38,8 @@ struct SweepEval {
   std::string run;
   std::string attention;          // gpt eval --attention (may be empty)
   std::vector<std::string> set;   // gpt eval --attention-set
+  std::string context;            // gpt eval --context METHOD[,METHOD] (may be empty)
+  std::vector<std::string> context_set;  // gpt eval --context-set
 };
 
 struct SweepPlan {

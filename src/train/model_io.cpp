@@ -168,16 +168,20 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
   m.config = checkpoint_config(ckpt, m.path);
   m.progress = checkpoint_progress(ckpt, m.path);
   AttentionSpec spec = resolve_attention(m.config);
-  if (!attention.empty()) {
+  if (!attention.empty() || !attention.context_empty()) {
     nlohmann::json j = config_to_json(m.config);
     if (!attention.preset.empty()) j["attention"] = {{"preset", attention.preset}};
+    if (!attention.context_methods.empty()) j["context"] = context_methods_to_json(attention.context_methods);
+    if (!attention.multiples.empty()) j["eval"]["multiples"] = attention.multiples;
     Config wanted;
     try {
       for (const std::string& set : attention.sets) apply_override(j, "attention." + set);
+      for (const std::string& set : attention.context_sets) apply_override(j, "context." + set);
       wanted = config_from_json(j);
     } catch (const Error& e) {
-      fail("attention override: ", e.what());
+      fail(attention.context_empty() ? "attention override: " : "attention/context override: ", e.what());
     }
+    wanted.eval.multiples = m.config.eval.multiples;  // the caller's multiples were for the check only
     const AttentionSpec wanted_spec = resolve_attention(wanted);
     check_attention_compatible(spec, wanted_spec, attention_summary(m.config.attention, spec),
                                attention_summary(wanted.attention, wanted_spec));

@@ -61,10 +61,19 @@ struct LoadedModel {
 // (training-free evaluation, e.g. InfoScale on a softmax model): `preset`
 // replaces the checkpoint's attention block (empty: keep it), then each of
 // `sets` ("key=value", keys of the attention section) overrides one key.
+// context_methods (names of context_methods_to_json, e.g. {"yarn", "window"})
+// likewise replaces the context-extension section, then context_sets
+// ("key=value", keys of the context section) override single keys;
+// multiples, when given, are the evaluated multiples the result is checked
+// against (a mask must hide keys at the longest of them).
 struct AttentionOverride {
   std::string preset;
   std::vector<std::string> sets;
+  std::vector<std::string> context_methods;
+  std::vector<std::string> context_sets;
+  std::vector<int> multiples;
   bool empty() const { return preset.empty() && sets.empty(); }
+  bool context_empty() const { return context_methods.empty() && context_sets.empty(); }
 };
 
 // path: a checkpoint file or a run directory. A non-empty override that is

@@ -172,6 +172,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   spdlog::info("model: {} layers, {} heads, {} channels, context {}, {} positions, {:.3f}M parameters", mc.n_layer,
                mc.n_head, mc.n_embd, T, mc.position, model.num_params() / 1e6);
   spdlog::info("attention: {}", attention_summary(cfg.attention, attn));
+  spdlog::info("context extension: {}", context_summary(attn));
   if (cfg.run.device == "cuda") spdlog::info("device: {} on {}", model.backend().name(), cuda_device_name());
   else if (cfg.run.storage != "fp32") spdlog::info("device: {}", model.backend().name());
   spdlog::info("data: {} training tokens ({} sequences per epoch), {} validation tokens; {} threads",
@@ -208,6 +209,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     ExtrapolationResult r = evaluate_extrapolation(model, val, cfg.eval, T, static_cast<int64_t>(B) * T);
     r.attention = attention_to_json(cfg.attention, attn);
     nlohmann::json j = r.to_json();
+    j["context"] = context_to_json(attn);
     j["step"] = step;
     metrics->write({{"event", "eval"}, {"step", step}, {"results", j}});
     if (final) {

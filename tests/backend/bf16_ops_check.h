@@ -199,12 +199,12 @@ class Bf16OpsCheck {
     if (::testing::Test::HasFailure()) return;
     {  // RoPE on (N, 3C)
       auto inp = pair(values(3 * NC, next())), out = pair(std::vector<float>(3 * NC));
-      s_.rope_forward(out.s.get(), inp.s.get(), B, T, C, NH, 10000.0, 2);
-      r_.rope_forward(out.r.get(), inp.r.get(), B, T, C, NH, 10000.0, 2);
+      s_.rope_forward(out.s.get(), inp.s.get(), B, T, C, NH, RopeSpec{10000.0}, 2);
+      r_.rope_forward(out.r.get(), inp.r.get(), B, T, C, NH, RopeSpec{10000.0}, 2);
       expect_storage(out, "rope_forward");
       auto dinp = pair(values(3 * NC, next()));
-      s_.rope_backward(dinp.s.get(), inp.s.get(), B, T, C, NH, 10000.0, 2);
-      r_.rope_backward(dinp.r.get(), inp.r.get(), B, T, C, NH, 10000.0, 2);
+      s_.rope_backward(dinp.s.get(), inp.s.get(), B, T, C, NH, RopeSpec{10000.0}, 2);
+      r_.rope_backward(dinp.r.get(), inp.r.get(), B, T, C, NH, RopeSpec{10000.0}, 2);
       expect_storage(dinp, "rope_backward");
     }
     if (::testing::Test::HasFailure()) return;

@@ -173,6 +173,61 @@ TEST_F(Cli, EvalWithAnotherAttentionVariant) {
   EXPECT_NE(bad.output.find("nosuch not in {softmax,logn"), std::string::npos) << bad.output;
 }
 
+// Training-free evaluation with context-extension methods (gpt eval
+// --context METHOD[,METHOD] --context-set key=value): recorded in the
+// results JSON beside the attention; refused combinations name both parts;
+// --context with a number keeps its meaning (the mean-loss mode's length).
+TEST_F(Cli, EvalWithContextExtensionMethods) {
+  ASSERT_EQ(run("train " + config()).status, 0);
+  const std::string runs = (dir_ / "run").string(), out = (dir_ / "ctx.json").string();
+  const Result plain = run("eval " + runs + " --tokens 256 --out " + (dir_ / "plain.json").string());
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  const Result e = run("eval " + runs + " --context yarn,window --context-set window=24 --tokens 256 --out " + out);
+  ASSERT_EQ(e.status, 0) << e.output;
+  EXPECT_NE(e.output.find("context extension: yarn s=L/N (t=0.1 ln s + 1), window 24"), std::string::npos)
+      << e.output;
+  const auto j = nlohmann::json::parse(std::ifstream(out));
+  const auto p = nlohmann::json::parse(std::ifstream(dir_ / "plain.json"));
+  EXPECT_EQ(j["context"]["rope_scaling"], "yarn");
+  EXPECT_EQ(j["context"]["mask"], "window");
+  EXPECT_EQ(j["context"]["window"], 24);
+  EXPECT_EQ(j["context"]["override"], true);
+  EXPECT_EQ(p["context"]["rope_scaling"], "none");
+  EXPECT_EQ(p["context"]["override"], false);
+  // 1x (16 tokens, inside the window of 24, s = 1) is the plain model; 2x is not.
+  EXPECT_EQ(j["multiples"][0]["loss"], p["multiples"][0]["loss"]);
+  EXPECT_NE(j["multiples"][1]["loss"], p["multiples"][1]["loss"]);
+  EXPECT_EQ(run("eval " + runs + " --context llama4_temp,sinks --context-set sinks=2 --tokens 256").status, 0);
+  EXPECT_EQ(run("eval " + runs + " --context ntk --context-set factor=4 --tokens 256").status, 0);
+  expect_error(run("eval " + runs + " --context pi,yarn"), {"\"pi\" and \"yarn\"", "RoPE frequency rule"});
+  expect_error(run("eval " + runs + " --context rerope2"), {"rerope2", "valid: pi, ntk"});
+  expect_error(run("eval " + runs + " --context window --context-set window=32 --multiples 1,2"),
+               {"never hide a key", "context.window"});
+  expect_error(run("eval " + runs + " --context-set attn_factor=2"), {"context.attn_factor", "yarn"});
+  expect_error(run("eval " + runs + " --context yarn --context-set factor=0.5"), {"context.factor"});
+  // The mean-loss mode's --context T still works.
+  const Result ml = run("eval " + runs + " --context 8 --batch 2 --batches 2");
+  ASSERT_EQ(ml.status, 0) << ml.output;
+  EXPECT_NE(ml.output.find("val loss"), std::string::npos) << ml.output;
+}
+
+// A model trained with a window and partial RoPE: the run records both,
+// and alibi refuses a RoPE rule naming both keys.
+TEST_F(Cli, TrainsWithContextMethods) {
+  const Result t = run("train " + config(R"(, "rope_fraction": 0.5)",
+                                         R"(, "context": {"mask": "sinks", "sinks": 2, "window": 6,
+                                               "temperature": "llama4", "temp_floor": 8})"));
+  ASSERT_EQ(t.status, 0) << t.output;
+  EXPECT_NE(t.output.find("context extension: sinks 2 + window 6, temperature llama4 (beta=0.1, F=8)"),
+            std::string::npos)
+      << t.output;
+  const auto j = nlohmann::json::parse(std::ifstream(dir_ / "run" / "extrapolation.json"));
+  EXPECT_EQ(j["context"]["mask"], "sinks");
+  EXPECT_EQ(j["context"]["rope_rot_dims"], 4);
+  expect_error(run("train " + config(R"(, "position": "alibi")", R"(, "context": {"rope_scaling": "yarn"})")),
+               {"context.rope_scaling", "model.position"});
+}
+
 // An lssa run evaluated with re-weighting added (how early LSSAR was used).
 TEST_F(Cli, LssaRunEvaluatedWithReweighting) {
   ASSERT_EQ(run("train " + config("", R"(, "attention": {"preset": "lssa"})")).status, 0);

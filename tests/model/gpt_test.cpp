@@ -48,18 +48,14 @@ AttentionSpec softmax_spec(int context) {
 // (position encoding, attention preset)
 class ModelGradcheck : public ::testing::TestWithParam<std::pair<std::string, std::string>> {};
 
-TEST_P(ModelGradcheck, WholeModelMatchesFiniteDifferences) {
-  const auto& [position, preset] = GetParam();
-  const std::string label = position + "," + preset;
-  const ModelConfig cfg = tiny_config(position);
-  AttentionConfig ac;
-  ac.preset = preset;
-  // The kernel tests check cosine at the preset's s = 32; here, where every
-  // parameter's finite difference goes through several layers, s = 10 keeps
-  // the loss smooth enough for a clean five-point estimate.
-  if (preset == "cosine") ac.cosine_scale = 10;
+// The whole model's gradient against five-point finite differences, per
+// parameter tensor. T = cfg.context, B = 2.
+// h: the finite-difference step (0: the preset's, see below).
+void check_model_gradient(const ModelConfig& cfg, const AttentionConfig& ac, const ContextConfig& cc,
+                          const std::string& label, double h = 0) {
+  const std::string& preset = ac.preset;
   auto be = make_cpu_backend<double>();
-  GPT<double> model(cfg, resolve_attention(ac, cfg), *be);
+  GPT<double> model(cfg, resolve_attention(ac, cfg, cc), *be);
   model.init(7);
   // Non-trivial LayerNorm parameters and biases, so their gradients are tested
   // in a general position rather than at the initial ones/zeros.
@@ -91,7 +87,7 @@ TEST_P(ModelGradcheck, WholeModelMatchesFiniteDifferences) {
   // so lssar and cosine use h = 5e-5. The others keep 1e-3, where rounding noise
   // (~1e-16·loss/h) stays below the floor on entries that are exactly zero
   // (softmax ignores the key bias).
-  const double h = preset == "lssar" || preset == "cosine" ? 5e-5 : 1e-3;
+  if (h <= 0) h = preset == "lssar" || preset == "cosine" ? 5e-5 : 1e-3;
   const std::vector<double> numeric = test::numeric_gradient(params, loss, h);
 
   // Report per tensor, assert on each.
@@ -108,6 +104,83 @@ TEST_P(ModelGradcheck, WholeModelMatchesFiniteDifferences) {
   }
   // The zero padding rows of the tied embedding get no gradient.
   for (size_t i = wte.offset + real_wte; i < wte.offset + wte.numel(); ++i) ASSERT_EQ(analytic[i], 0.0);
+}
+
+TEST_P(ModelGradcheck, WholeModelMatchesFiniteDifferences) {
+  const auto& [position, preset] = GetParam();
+  AttentionConfig ac;
+  ac.preset = preset;
+  // The kernel tests check cosine at the preset's s = 32; here, where every
+  // parameter's finite difference goes through several layers, s = 10 keeps
+  // the loss smooth enough for a clean five-point estimate.
+  if (preset == "cosine") ac.cosine_scale = 10;
+  check_model_gradient(tiny_config(position), ac, ContextConfig{}, position + "," + preset);
+}
+
+// The context-extension methods a model can be trained with (partial RoPE,
+// window, sinks, the temperatures), through the whole model. T = 7 with a
+// window of 3 (sinks 1 + 2) and F = 2, so every rule acts inside the
+// training window.
+TEST(ModelContextGradcheck, TrainableContextMethodsMatchFiniteDifferences) {
+  struct Case {
+    const char* label;
+    const char* position;
+    const char* preset;
+    double rope_fraction;
+    void (*edit)(ContextConfig&);
+    double h = 0;
+  };
+  const Case cases[] = {
+      {"rope f=0.5,window,llama4", "rope", "softmax", 0.5,
+       [](ContextConfig& c) { c.mask = "window", c.window = 3, c.temperature = "llama4", c.temp_floor = 2; }},
+      {"rope,lssar,sinks,keys", "rope", "lssar", 1.0,
+       [](ContextConfig& c) { c.mask = "sinks", c.sinks = 1, c.window = 2, c.row_index = "keys"; },
+       // Rounding noise (~1e-16·loss/h) dominates this case's estimate at
+       // the lssar step of 5e-5: measured max error 8e-6 at h = 1e-5,
+       // 3.9e-6 at 5e-5, 6.5e-7 at 2e-4 (falling with larger h, as noise does).
+       2e-4},
+      {"rope,ssmax,yarn factor 2", "rope", "ssmax", 1.0,
+       [](ContextConfig& c) { c.rope_scaling = "yarn", c.factor = 2; }},
+      {"alibi,window,yarn_temp", "alibi", "softmax", 1.0,
+       [](ContextConfig& c) { c.mask = "window", c.window = 3, c.temperature = "yarn", c.factor = 3; }},
+  };
+  for (const Case& c : cases) {
+    ModelConfig cfg = tiny_config(c.position);
+    cfg.context = 7;
+    cfg.n_embd = 16;  // head size 8: partial RoPE rotates 4 of 8 channels
+    cfg.rope_fraction = c.rope_fraction;
+    AttentionConfig ac;
+    ac.preset = c.preset;
+    ContextConfig cc;
+    c.edit(cc);
+    SCOPED_TRACE(c.label);
+    check_model_gradient(cfg, ac, cc, c.label, c.h);
+  }
+}
+
+// A context-extension rule acts past the training length only: at 1x a
+// model with any RoPE rule, and YaRN's temperature, gives the plain model's
+// losses bit for bit; at 4x they differ.
+TEST(Model, RopeRulesAreThePlainModelAtTheTrainingLength) {
+  ModelConfig cfg = tiny_config("rope");
+  cfg.n_embd = 16;
+  auto be = make_cpu_backend<float>();
+  GPT<float> plain(cfg, resolve_attention(AttentionConfig{}, cfg), *be);
+  plain.init(3);
+  const auto t = tokens_for(4 * cfg.context + 1, 5, cfg.vocab_size);
+  std::vector<float> base1, base4, l1, l4;
+  plain.forward_losses(t.data(), t.data() + 1, 1, cfg.context, base1);
+  plain.forward_losses(t.data(), t.data() + 1, 1, 4 * cfg.context, base4);
+  for (const char* rule : {"pi", "ntk", "dynamic_ntk", "yarn", "llama3"}) {
+    ContextConfig cc;
+    cc.rope_scaling = rule;
+    GPT<float> m(cfg, resolve_attention(AttentionConfig{}, cfg, cc), *be);
+    m.set_params(plain.get_params());
+    m.forward_losses(t.data(), t.data() + 1, 1, cfg.context, l1);
+    m.forward_losses(t.data(), t.data() + 1, 1, 4 * cfg.context, l4);
+    EXPECT_EQ(l1, base1) << rule;
+    EXPECT_NE(l4, base4) << rule;
+  }
 }
 
 std::vector<std::pair<std::string, std::string>> model_cases() {

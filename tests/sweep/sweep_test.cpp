@@ -71,13 +71,18 @@ TEST_F(Sweep, FileErrorsNameTheProblem) {
   expect_load_error(R"("runs": [])", "\"runs\" must be a non-empty array");
   expect_load_error(R"("runs": [{"name": "a"}], "passkey": {"depths": [2]})", "depths must lie in [0, 1]");
   expect_load_error(R"("runs": [{"name": "a"}], "plot": {"profile": ["b"]})", "plot.profile names \"b\"");
+  expect_load_error(R"("runs": [{"name": "a"}], "evals": [{"name": "e", "run": "a", "context": "pi,yarn"}])",
+                    "\"pi\" and \"yarn\" are both a RoPE frequency rule");
+  expect_load_error(R"("runs": [{"name": "a"}], "evals": [{"name": "e", "run": "a", "context": "256"}])",
+                    "not a length");
 }
 
 TEST_F(Sweep, TrainsEvaluatesSummarisesAndSkipsFinishedJobs) {
   const std::string file = sweep_file(R"(
       "runs": [{"name": "softmax", "set": ["attention.preset=softmax"], "seeds": [1, 2], "passkey": true},
                {"name": "lssa", "set": ["attention.preset=lssa"]}],
-      "evals": [{"name": "softmax+logn", "run": "softmax", "attention": "logn"}],
+      "evals": [{"name": "softmax+logn", "run": "softmax", "attention": "logn"},
+                {"name": "softmax+yarn", "run": "softmax", "context": "yarn", "context_set": ["factor=2"]}],
       "passkey": {"depths": [0, 1], "samples": 2})");
   const auto first = test::run("sweep " + file);
   ASSERT_EQ(first.status, 0) << first.output;
@@ -85,19 +90,23 @@ TEST_F(Sweep, TrainsEvaluatesSummarisesAndSkipsFinishedJobs) {
     EXPECT_TRUE(fs::exists(dir_ / "out" / run / "extrapolation.json")) << run;
   EXPECT_TRUE(fs::exists(dir_ / "out" / "softmax" / "seed2" / "eval" / "softmax+logn.json"));
   EXPECT_TRUE(fs::exists(dir_ / "out" / "softmax" / "seed1" / "eval" / "passkey.json"));
-  // 3 trainings + 2 evals + 2 passkey evaluations; a second run does none.
+  // 3 trainings + 4 evals + 2 passkey evaluations; a second run does none.
   const auto again = test::run("sweep " + file);
   ASSERT_EQ(again.status, 0) << again.output;
-  EXPECT_NE(again.output.find("7 jobs, 7 already done, 0 failed"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("9 jobs, 9 already done, 0 failed"), std::string::npos) << again.output;
   EXPECT_EQ(again.output.find("train softmax seed 1: /"), std::string::npos) << again.output;
 
   const fs::path sum = dir_ / "out" / "summary";
   std::ifstream in(sum / "summary.json");
   const auto j = nlohmann::json::parse(in);
-  ASSERT_EQ(j["variants"].size(), 3u);
+  ASSERT_EQ(j["variants"].size(), 4u);
   EXPECT_EQ(j["variants"][0]["name"], "softmax");
   EXPECT_EQ(j["variants"][0]["seeds"], 2);
   EXPECT_EQ(j["variants"][2]["name"], "softmax+logn");
+  EXPECT_EQ(j["variants"][3]["name"], "softmax+yarn");
+  const auto yarn = nlohmann::json::parse(std::ifstream(dir_ / "out" / "softmax" / "seed1" / "eval" / "softmax+yarn.json"));
+  EXPECT_EQ(yarn["context"]["rope_scaling"], "yarn");
+  EXPECT_EQ(yarn["context"]["factor"], 2.0);
   EXPECT_TRUE(j["variants"][0]["multiples"][1]["loss_mean"].is_number());
   EXPECT_EQ(j["passkey"][0]["grid"].size(), 4u);  // 2 multiples x 2 depths
   std::ifstream md(sum / "results.md");

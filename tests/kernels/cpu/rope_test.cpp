@@ -30,7 +30,7 @@ struct Shape {
 template <typename T>
 std::vector<T> rope(const std::vector<T>& x, const Shape& s, int pos0, double theta = kTheta) {
   std::vector<T> out(x.size());
-  rope_forward(out.data(), x.data(), s.B, s.T, s.C, s.NH, theta, pos0);
+  rope_forward(out.data(), x.data(), s.B, s.T, s.C, s.NH, RopeSpec{theta}, pos0);
   return out;
 }
 
@@ -71,7 +71,7 @@ TEST(Rope, Gradcheck) {
   std::vector<double> x = random_vector(s.size(), 2);
   const std::vector<double> w = random_vector(s.size(), 3);
   std::vector<double> analytic(s.size(), 0.0);
-  rope_backward(analytic.data(), w.data(), s.B, s.T, s.C, s.NH, 100.0, pos0);
+  rope_backward(analytic.data(), w.data(), s.B, s.T, s.C, s.NH, RopeSpec{100.0}, pos0);
   // RoPE is linear, so a larger eps has no truncation error and less rounding.
   const std::vector<double> numeric =
       numeric_gradient(x, [&] { return weighted_sum(rope(x, s, pos0, 100.0), w); }, 1e-3);
@@ -87,7 +87,7 @@ TEST(Rope, BackwardIsTheTransposeAndAccumulates) {
   const std::vector<double> g = random_vector(s.size(), 5);
   const std::vector<double> prior = random_vector(s.size(), 6);
   std::vector<double> dx = prior;
-  rope_backward(dx.data(), g.data(), s.B, s.T, s.C, s.NH, kTheta, pos0);
+  rope_backward(dx.data(), g.data(), s.B, s.T, s.C, s.NH, RopeSpec{kTheta}, pos0);
   // <R x, g> = <x, Rᵀ g>
   double lhs = 0.0, rhs = 0.0;
   const std::vector<double> rx = rope(x, s, pos0);
@@ -98,7 +98,7 @@ TEST(Rope, BackwardIsTheTransposeAndAccumulates) {
   EXPECT_NEAR(lhs, rhs, 1e-11);
   // Rᵀ undoes R exactly up to rounding.
   std::vector<double> back(s.size(), 0.0);
-  rope_backward(back.data(), rx.data(), s.B, s.T, s.C, s.NH, kTheta, pos0);
+  rope_backward(back.data(), rx.data(), s.B, s.T, s.C, s.NH, RopeSpec{kTheta}, pos0);
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(back[i], x[i], 1e-14);
 }
 
@@ -152,7 +152,7 @@ TEST(Rope, FarPositionsKeepFloatAccuracy) {
 
 TEST(Rope, RejectsOddHeadSize) {
   std::vector<float> x(3 * 6), y(3 * 6);
-  EXPECT_THROW(rope_forward(y.data(), x.data(), 1, 1, 6, 2, kTheta, 0), gpt::Error);
+  EXPECT_THROW(rope_forward(y.data(), x.data(), 1, 1, 6, 2, RopeSpec{kTheta}, 0), gpt::Error);
 }
 
 }  // namespace

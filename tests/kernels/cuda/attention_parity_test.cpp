@@ -289,6 +289,43 @@ TEST_F(CudaAttention, LongContext) {
   run_case({"softmax T=1500", preset_spec("softmax", 1024), 1, 1500, 64, 1, kTol});
 }
 
+// Context extension (context_extension.md §3–4): windows and sinks, whose
+// skipped key tiles must be skipped alike by every kernel (forward, diag,
+// dq and the key-major dkdv), the row index "keys", and the temperatures.
+AttentionSpec context_spec(const std::string& preset, int N, void (*edit)(ContextConfig&)) {
+  AttentionConfig a;
+  a.preset = preset;
+  ModelConfig m;
+  m.context = N;
+  ContextConfig c;
+  edit(c);
+  return for_length(resolve_attention(a, m, c), 8 * N);
+}
+
+TEST_F(CudaAttention, ContextMasksAndTemperatures) {
+  auto window = [](ContextConfig& c) { c.mask = "window", c.window = 40; };
+  auto sinks = [](ContextConfig& c) { c.mask = "sinks", c.sinks = 4, c.window = 29; };
+  auto keys = [](ContextConfig& c) { c.mask = "sinks", c.sinks = 3, c.window = 50, c.row_index = "keys"; };
+  auto llama4 = [](ContextConfig& c) { c.temperature = "llama4", c.temp_floor = 16, c.temp_beta = 0.3; };
+  auto yarn_t = [](ContextConfig& c) { c.temperature = "yarn"; };
+  for (const char* p : {"softmax", "lssar", "sigmoid", "relu", "ssmax"}) {
+    const double tol = std::string(p) == "lssar" ? kTolSharp : kTol;
+    run_case({std::string(p) + "+window40", context_spec(p, kN, window), 2, 300, 64, 2, tol});
+    run_case({std::string(p) + "+sinks4+29", context_spec(p, kN, sinks), 1, 300, 64, 2, tol});
+  }
+  run_case({"lssar+sinks+keys", context_spec("lssar", kN, keys), 1, 200, 64, 2, kTolSharp});
+  run_case({"ssmax+sinks+keys", context_spec("ssmax", kN, keys), 1, 200, 64, 2, kTol});
+  run_case({"softmax+llama4", context_spec("softmax", kN, llama4), 1, 200, 64, 2, kTol});
+  run_case({"ssmax+llama4", context_spec("ssmax", kN, llama4), 1, 200, 64, 2, kTol});
+  run_case({"cosine+yarn_temp", context_spec("cosine", kN, yarn_t), 1, 200, 64, 2, kTol});
+  AttentionSpec alibi = context_spec("softmax", kN, sinks);
+  alibi.alibi = true;
+  run_case({"softmax+alibi+sinks", alibi, 1, 300, 96, 3, kTol});
+  // A window of one key: every row sees only itself.
+  run_case({"softmax+window1", context_spec("softmax", kN, [](ContextConfig& c) { c.mask = "window", c.window = 1; }),
+            1, 70, 64, 2, kTol});
+}
+
 TEST_F(CudaAttention, InferenceWithoutStatsStillGivesDiagnostics) {
   // stats == nullptr: the diagnostics use scratch statistics of their own.
   const AttentionSpec s = preset_spec("lssar", kN);

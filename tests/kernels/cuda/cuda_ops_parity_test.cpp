@@ -283,18 +283,44 @@ TEST_F(CudaOps, Rope) {
   const auto inp = random_floats(n, 1), dout = random_floats(n, 2);
   for (int pos0 : {0, 1000}) {  // 1000: large angles, as in evaluation past the context
     std::vector<float> out(n);
-    cpu_->rope_forward(out.data(), inp.data(), B, T, C, NH, 10000.0, pos0);
+    cpu_->rope_forward(out.data(), inp.data(), B, T, C, NH, RopeSpec{10000.0}, pos0);
     auto g_inp = up(inp), g_out = up(std::vector<float>(n));
-    gpu_->rope_forward(g_out.get(), g_inp.get(), B, T, C, NH, 10000.0, pos0);
+    gpu_->rope_forward(g_out.get(), g_inp.get(), B, T, C, NH, RopeSpec{10000.0}, pos0);
     expect_close(down(g_out, n), out, 1e-5, "rope_forward pos0=" + std::to_string(pos0));
     auto dinp = random_floats(n, 3);
     auto g_dinp = up(dinp), g_dout = up(dout);
-    cpu_->rope_backward(dinp.data(), dout.data(), B, T, C, NH, 10000.0, pos0);
-    gpu_->rope_backward(g_dinp.get(), g_dout.get(), B, T, C, NH, 10000.0, pos0);
+    cpu_->rope_backward(dinp.data(), dout.data(), B, T, C, NH, RopeSpec{10000.0}, pos0);
+    gpu_->rope_backward(g_dinp.get(), g_dout.get(), B, T, C, NH, RopeSpec{10000.0}, pos0);
     expect_close(down(g_dinp, n), dinp, 1e-5, "rope_backward pos0=" + std::to_string(pos0));
   }
   auto g = up(inp), g_out = up(inp);
-  EXPECT_THROW(gpu_->rope_forward(g_out.get(), g.get(), B, T, 45, NH, 10000.0, 0), Error);  // odd head size
+  EXPECT_THROW(gpu_->rope_forward(g_out.get(), g.get(), B, T, 45, NH, RopeSpec{10000.0}, 0), Error);  // odd head size
+}
+
+// Every RoPE frequency rule of context_extension.md §1 and partial RoPE
+// (d_r = 8 of a head of 16), at a length past the trained context.
+TEST_F(CudaOps, RopeEveryFrequencyRuleAndPartialRope) {
+  const int B = 2, T = 45, C = 48, NH = 3;
+  const size_t n = size_t(B) * T * 3 * C;
+  const auto inp = random_floats(n, 4), dout = random_floats(n, 5);
+  for (int rule = 0; rule < kRopeScalingCount; ++rule)
+    for (int d_r : {0, 8}) {
+      RopeSpec rs;
+      rs.scaling = static_cast<RopeScaling>(rule);
+      rs.trained_context = 11;
+      rs.rot_dims = d_r;
+      const std::string what = std::string(stage_name(rs.scaling)) + " d_r=" + std::to_string(d_r);
+      std::vector<float> out(n);
+      cpu_->rope_forward(out.data(), inp.data(), B, T, C, NH, rs, 0);
+      auto g_inp = up(inp), g_out = up(std::vector<float>(n));
+      gpu_->rope_forward(g_out.get(), g_inp.get(), B, T, C, NH, rs, 0);
+      expect_close(down(g_out, n), out, 1e-5, "rope_forward " + what);
+      auto dinp = random_floats(n, 6);
+      auto g_dinp = up(dinp), g_dout = up(dout);
+      cpu_->rope_backward(dinp.data(), dout.data(), B, T, C, NH, rs, 0);
+      gpu_->rope_backward(g_dinp.get(), g_dout.get(), B, T, C, NH, rs, 0);
+      expect_close(down(g_dinp, n), dinp, 1e-5, "rope_backward " + what);
+    }
 }
 
 TEST_F(CudaOps, CrossEntropyFusedInPlace) {

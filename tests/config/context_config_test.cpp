@@ -1,0 +1,149 @@
+// The context section (context-extension methods): how it resolves into the
+// AttentionSpec, every refused combination with the message that names both
+// parts, and the method list of gpt eval --context.
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+
+#include "config/attention.h"
+#include "config/config.h"
+#include "core/check.h"
+
+namespace gpt {
+namespace {
+
+using nlohmann::json;
+
+std::string error_of(const std::string& text) {
+  try {
+    config_from_json(json::parse(text));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a gpt::Error for " << text;
+  return "";
+}
+
+void expect_contains(const std::string& message, std::initializer_list<std::string> parts) {
+  for (const auto& part : parts)
+    EXPECT_NE(message.find(part), std::string::npos) << "missing [" << part << "] in: " << message;
+}
+
+AttentionSpec spec_of(const std::string& text) { return resolve_attention(config_from_json(json::parse(text))); }
+
+TEST(ContextConfig, DefaultsChangeNothing) {
+  const AttentionSpec s = spec_of("{}");
+  EXPECT_EQ(s.rope.scaling, RopeScaling::None);
+  EXPECT_EQ(s.window, 0);
+  EXPECT_EQ(s.sinks, 0);
+  EXPECT_EQ(s.temperature, Temperature::None);
+  EXPECT_EQ(s.rope.rot_dims, 32);  // C = 128, 4 heads
+  EXPECT_EQ(for_length(s, 2048).logit_factor, 1.0);
+  EXPECT_EQ(context_summary(s), "none");
+}
+
+TEST(ContextConfig, ResolvesEveryKey) {
+  const AttentionSpec y = spec_of(R"({"context": {"rope_scaling": "yarn", "factor": 4, "beta_fast": 16}})");
+  EXPECT_EQ(y.rope.scaling, RopeScaling::Yarn);
+  EXPECT_EQ(y.rope.factor, 4);
+  EXPECT_EQ(y.rope.beta_fast, 16);
+  EXPECT_EQ(y.rope.trained_context, 128);
+  const double t = 0.1 * std::log(4.0) + 1;
+  EXPECT_DOUBLE_EQ(for_length(y, 128).logit_factor, t * t);  // a fixed factor: the same at every length
+  const AttentionSpec auto_y = spec_of(R"({"context": {"rope_scaling": "yarn"}})");
+  EXPECT_EQ(for_length(auto_y, 128).logit_factor, 1.0);
+  const double t16 = 0.1 * std::log(16.0) + 1;
+  EXPECT_DOUBLE_EQ(for_length(auto_y, 2048).logit_factor, t16 * t16);
+  const AttentionSpec fixed_t = spec_of(R"({"context": {"rope_scaling": "yarn", "attn_factor": 1}})");
+  EXPECT_EQ(for_length(fixed_t, 2048).logit_factor, 1.0);  // frequencies alone
+  const AttentionSpec temp = spec_of(R"({"context": {"temperature": "yarn"}})");
+  EXPECT_EQ(temp.rope.scaling, RopeScaling::None);  // temperature alone
+  EXPECT_DOUBLE_EQ(for_length(temp, 2048).logit_factor, t16 * t16);
+
+  const AttentionSpec w = spec_of(R"({"context": {"mask": "window"}})");
+  EXPECT_EQ(w.window, 128);  // default w = N
+  EXPECT_EQ(w.sinks, 0);
+  const AttentionSpec k = spec_of(R"({"context": {"mask": "sinks"}})");
+  EXPECT_EQ(k.sinks, 4);
+  EXPECT_EQ(k.window, 124);  // default w = N - k_s
+  const AttentionSpec keys = spec_of(R"({"context": {"mask": "sinks", "sinks": 2, "window": 60, "row_index": "keys"}})");
+  EXPECT_EQ(keys.window, 60);
+  EXPECT_EQ(keys.row_index, RowIndex::Keys);
+  EXPECT_EQ(attn::kept_keys(keys, 50), 50);
+  EXPECT_EQ(attn::kept_keys(keys, 100), 62);
+  EXPECT_EQ(attn::kept_keys(keys, 61), 61);  // key 0 is both the oldest window key and a sink
+  EXPECT_EQ(attn::kept_keys(keys, 62), 62);
+  EXPECT_EQ(attn::kept_keys(keys, 63), 62);
+
+  const AttentionSpec l4 = spec_of(R"({"context": {"temperature": "llama4", "temp_beta": 0.2}})");
+  EXPECT_EQ(l4.temperature, Temperature::Llama4);
+  EXPECT_DOUBLE_EQ(attn::row_temperature(l4, 127), 1.0);  // ⌊127/128⌋ = 0
+  EXPECT_DOUBLE_EQ(attn::row_temperature(l4, 256), 1 + 0.2 * std::log(3.0));
+
+  const AttentionSpec partial = spec_of(R"({"model": {"rope_fraction": 0.25}})");
+  EXPECT_EQ(partial.rope.rot_dims, 8);
+  EXPECT_NE(context_summary(y).find("yarn s=4"), std::string::npos) << context_summary(y);
+  const json j = context_to_json(k);
+  EXPECT_EQ(j.at("mask"), "sinks");
+  EXPECT_EQ(j.at("window"), 124);
+}
+
+TEST(ContextConfig, RefusedCombinationsNameBothParts) {
+  expect_contains(error_of(R"({"model": {"position": "alibi"}, "context": {"rope_scaling": "yarn"}})"),
+                  {"context.rope_scaling", "model.position", "alibi"});
+  expect_contains(error_of(R"({"model": {"position": "none"}, "context": {"rope_scaling": "pi"}})"),
+                  {"context.rope_scaling", "model.position"});
+  expect_contains(error_of(R"({"context": {"rope_scaling": "pi", "factor": 0.5}})"), {"context.factor", ">= 1"});
+  expect_contains(error_of(R"({"context": {"rope_scaling": "dynamic_ntk", "factor": 4}})"),
+                  {"dynamic_ntk", "context.factor", "context.dynamic_alpha"});
+  expect_contains(error_of(R"({"model": {"rope_fraction": 0.0625}, "context": {"rope_scaling": "ntk"}})"),
+                  {"ntk", "4 rotated channels"});
+  expect_contains(error_of(R"({"context": {"rope_scaling": "yarn", "beta_fast": 1, "beta_slow": 2}})"),
+                  {"context.beta_fast", "context.beta_slow"});
+  expect_contains(error_of(R"({"context": {"rope_scaling": "llama3", "high_freq": 1}})"),
+                  {"context.high_freq", "context.low_freq"});
+  expect_contains(error_of(R"({"context": {"attn_factor": 1.2}})"), {"context.attn_factor", "yarn"});
+  expect_contains(error_of(R"({"context": {"rope_scaling": "yarn", "temperature": "yarn"}})"),
+                  {"context.rope_scaling", "context.temperature"});
+  expect_contains(error_of(R"({"context": {"window": 64}})"), {"context.window", "context.mask"});
+  expect_contains(error_of(R"({"context": {"row_index": "keys"}})"), {"context.row_index", "context.mask"});
+  expect_contains(error_of(R"({"context": {"mask": "sinks", "sinks": 128}})"), {"context.sinks", "model.context"});
+  // A window that never hides a key at the longest evaluated context.
+  expect_contains(error_of(R"({"eval": {"multiples": [1, 2]}, "context": {"mask": "window", "window": 256}})"),
+                  {"never hide", "context.window", "eval.multiples"});
+  expect_contains(error_of(R"({"eval": {"multiples": [1]}, "context": {"mask": "window"}})"),
+                  {"never hide", "= 128"});
+  expect_contains(error_of(R"({"model": {"position": "alibi", "rope_fraction": 0.5}})"),
+                  {"model.rope_fraction", "rope"});
+  expect_contains(error_of(R"({"model": {"rope_fraction": 0.01}})"), {"model.rope_fraction", ">= 2"});
+  expect_contains(error_of(R"({"model": {"rope_fraction": 0}})"), {"model.rope_fraction"});
+  expect_contains(error_of(R"({"context": {"rope_scaling": "longrope"}})"), {"context.rope_scaling", "yarn"});
+  expect_contains(error_of(R"({"context": {"mask": "lambda"}})"), {"context.mask", "window, sinks"});
+  // Masks and temperatures apply to every position encoding.
+  EXPECT_NO_THROW(config_from_json(json::parse(R"({"model": {"position": "alibi"}, "context": {"mask": "window",
+      "temperature": "llama4"}})")));
+  EXPECT_NO_THROW(config_from_json(json::parse(R"({"model": {"position": "none"}, "context": {"mask": "sinks"}})")));
+}
+
+TEST(ContextConfig, MethodListOfGptEvalContext) {
+  EXPECT_EQ(context_methods_to_json({"yarn", "window"}), json({{"rope_scaling", "yarn"}, {"mask", "window"}}));
+  EXPECT_EQ(context_methods_to_json({"llama4_temp", "sinks", "none"}),
+            json({{"temperature", "llama4"}, {"mask", "sinks"}}));
+  EXPECT_EQ(context_methods_to_json({"none"}), json::object());
+  try {
+    context_methods_to_json({"pi", "yarn"});
+    ADD_FAILURE() << "two frequency rules";
+  } catch (const Error& e) {
+    expect_contains(e.what(), {"\"pi\"", "\"yarn\"", "RoPE frequency rule"});
+  }
+  try {
+    context_methods_to_json({"rerope2"});
+    ADD_FAILURE() << "unknown method";
+  } catch (const Error& e) {
+    expect_contains(e.what(), {"rerope2", "pi, ntk, dynamic_ntk, yarn, llama3, window, sinks"});
+  }
+}
+
+}  // namespace
+}  // namespace gpt

@@ -1,0 +1,506 @@
+// The context-extension methods of ../shared/docs/context_extension.md in the
+// CPU kernels: RoPE frequency rules (pi, ntk, dynamic_ntk, yarn, llama3) and
+// partial RoPE against known values and a plain rotation reference; masks
+// (window, sinks), the row-index choice and the temperatures (llama4, YaRN's
+// factor) against a T×T reference written here from the doc's formulas;
+// finite-difference gradients; the identities (factor 1, window = T); key
+// blocks no row keeps get zero gradient; thread-count independence.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "config/attention.h"
+#include "core/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "util/gradcheck.h"
+
+namespace gpt::cpu {
+namespace {
+
+using gpt::test::cast;
+using gpt::test::max_abs_diff;
+using gpt::test::numeric_gradient;
+using gpt::test::random_vector;
+using gpt::test::weighted_sum;
+
+constexpr double kPi = 3.14159265358979323846;
+
+// ---- RoPE frequency rules ---------------------------------------------------------------
+
+RopeSpec rope_rule(RopeScaling r, int N, double factor = 0) {
+  RopeSpec s;
+  s.theta = 10000;
+  s.scaling = r;
+  s.trained_context = N;
+  s.factor = factor;
+  return s;
+}
+
+// d_r = 64, b = 10000, N = 1024, s = 8: θ'_k for k = 0, 8, 16, 24, 31, worked
+// out by hand from the doc's formulas (a separate Python script, not this
+// code): θ_k = 10^(−k/8); pi θ_k/8; ntk base 10000·8^(64/62); yarn with
+// k_lo = ⌊c(32)⌋ = 5, k_hi = ⌈c(1)⌉ = 18; llama3 with l_f = 1, h_f = 4
+// (wavelength 2π/θ_k against N/4 = 256 and N = 1024).
+TEST(ContextExtension, RopeFrequenciesMatchKnownValues) {
+  const int ks[5] = {0, 8, 16, 24, 31};
+  struct Row {
+    RopeScaling rule;
+    double expect[5];
+  };
+  const Row rows[] = {
+      {RopeScaling::None, {1.0, 0.1, 0.01, 0.001, 0.0001333521432163324}},
+      {RopeScaling::Pi, {0.125, 0.0125, 0.00125, 0.000125, 1.666901790204155e-05}},
+      {RopeScaling::Ntk, {1.0, 0.05847153827988435, 0.003418920788815981, 0.00019990955777914602,
+                          1.6669017902041553e-05}},
+      {RopeScaling::Yarn, {1.0, 0.07980769230769232, 0.002596153846153846, 0.000125, 1.666901790204155e-05}},
+      {RopeScaling::Llama3, {1.0, 0.1, 0.003086760967011274, 0.000125, 1.666901790204155e-05}},
+  };
+  std::printf("[known values] d_r=64 b=10000 N=1024 s=8: method, max relative difference\n");
+  for (const Row& r : rows) {
+    const RopeSpec s = rope_rule(r.rule, 1024, 8);
+    double worst = 0;
+    for (int i = 0; i < 5; ++i) {
+      const double got = rope::inv_freq(s, ks[i], 64, 1024);
+      worst = std::max(worst, std::abs(got - r.expect[i]) / r.expect[i]);
+      EXPECT_NEAR(got, r.expect[i], 1e-13 * r.expect[i]) << stage_name(r.rule) << " k=" << ks[i];
+    }
+    std::printf("[known values] %-12s %.1e\n", stage_name(r.rule), worst);
+  }
+  // dynamic_ntk at L = 8192 = 8N (α = 1) is ntk with s = 8.
+  const RopeSpec dyn = rope_rule(RopeScaling::DynamicNtk, 1024);
+  for (int i = 0; i < 5; ++i)
+    EXPECT_NEAR(rope::inv_freq(dyn, ks[i], 64, 8192), rows[2].expect[i], 1e-13 * rows[2].expect[i]);
+}
+
+// The doc's formulas once more, written independently as the reference of
+// the kernels' rotation (every method, automatic and fixed factors).
+double ref_inv_freq(const RopeSpec& r, int k, int d_r, int L) {
+  const double b = r.theta, N = r.trained_context, th = std::pow(b, -2.0 * k / d_r);
+  if (r.scaling == RopeScaling::DynamicNtk) {
+    if (L <= N) return th;
+    const double bb = b * std::pow(r.dynamic_alpha * L / N - (r.dynamic_alpha - 1), d_r / (d_r - 2.0));
+    return std::pow(bb, -2.0 * k / d_r);
+  }
+  const double s = r.factor > 0 ? r.factor : L / N;
+  if (r.scaling == RopeScaling::None || s <= 1) return th;
+  if (r.scaling == RopeScaling::Pi) return th / s;
+  if (r.scaling == RopeScaling::Ntk) return std::pow(b * std::pow(s, d_r / (d_r - 2.0)), -2.0 * k / d_r);
+  const double lambda = 2 * kPi / th;
+  if (r.scaling == RopeScaling::Llama3) {
+    if (lambda < N / r.high_freq) return th;
+    if (lambda > N / r.low_freq) return th / s;
+    const double sm = (N / lambda - r.low_freq) / (r.high_freq - r.low_freq);
+    return (1 - sm) * th / s + sm * th;
+  }
+  // yarn: the ramp over the pair index between ⌊c(β_fast)⌋ and ⌈c(β_slow)⌉
+  auto c = [&](double rot) { return d_r * std::log(N / (rot * 2 * kPi)) / (2 * std::log(b)); };
+  const double lo = std::max(0.0, std::floor(c(r.beta_fast)));
+  double hi = std::min(d_r - 1.0, std::ceil(c(r.beta_slow)));
+  if (hi == lo) hi += 0.001;
+  const double g = std::clamp((k - lo) / (hi - lo), 0.0, 1.0);
+  return g * th / s + (1 - g) * th;
+}
+
+// qkv (B,T,3C) rotated by the reference: pairs (k, k + d_r/2) of the first d_r
+// channels of each q and k head at position pos0 + t.
+std::vector<double> ref_rope(const std::vector<double>& x, int B, int T, int C, int NH, const RopeSpec& r, int d_r,
+                             int pos0) {
+  std::vector<double> y = x;
+  const int D = C / NH, half = d_r / 2;
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < 2 * NH; ++h)
+        for (int k = 0; k < half; ++k) {
+          const size_t o = (static_cast<size_t>(b) * T + t) * 3 * C + static_cast<size_t>(h) * D;
+          const double a = (pos0 + t) * ref_inv_freq(r, k, d_r, pos0 + T);
+          const double x1 = x[o + k], x2 = x[o + k + half];
+          y[o + k] = x1 * std::cos(a) - x2 * std::sin(a);
+          y[o + k + half] = x1 * std::sin(a) + x2 * std::cos(a);
+        }
+  return y;
+}
+
+TEST(ContextExtension, RopeKernelMatchesReferenceForEveryRule) {
+  const int B = 2, T = 37, C = 48, NH = 2, D = C / NH;  // odd T, head size 24
+  const std::vector<double> x = random_vector(static_cast<size_t>(B) * T * 3 * C, 3);
+  std::printf("[rope reference] method, factor, d_r: max abs difference (double / float)\n");
+  for (int rule = 0; rule < kRopeScalingCount; ++rule)
+    for (double factor : {0.0, 3.0})
+      for (int d_r : {D, 8}) {
+        RopeSpec r = rope_rule(static_cast<RopeScaling>(rule), 9, factor);  // N = 9: T is 4.1x past it
+        if (r.scaling == RopeScaling::DynamicNtk && factor > 0) continue;
+        r.rot_dims = d_r;
+        if (r.scaling == RopeScaling::DynamicNtk) r.dynamic_alpha = 2;
+        const std::vector<double> ref = ref_rope(x, B, T, C, NH, r, d_r, 0);
+        std::vector<double> y(x.size());
+        rope_forward(y.data(), x.data(), B, T, C, NH, r, 0);
+        std::vector<float> yf(x.size());
+        const std::vector<float> xf = cast<float>(x);
+        rope_forward(yf.data(), xf.data(), B, T, C, NH, r, 0);
+        const double e = max_abs_diff(y, ref), ef = max_abs_diff(yf, ref);
+        std::printf("[rope reference] %-12s %-4g %2d: %.1e / %.1e\n", stage_name(r.scaling), factor, d_r, e, ef);
+        EXPECT_LT(e, 1e-12) << stage_name(r.scaling) << " factor " << factor << " d_r " << d_r;
+        EXPECT_LT(ef, 2e-6) << stage_name(r.scaling);
+        // Channels past d_r and v are untouched.
+        for (int t = 0; t < T; ++t)
+          for (int c = 0; c < 3 * C; ++c)
+            if (c >= 2 * C || c % D >= d_r) {
+              ASSERT_EQ(y[static_cast<size_t>(t) * 3 * C + c], x[t * 3 * C + c]);
+            }
+      }
+}
+
+// At the training length (s = L/N = 1), and for a fixed factor of 1, every
+// rule is plain RoPE, bit for bit.
+TEST(ContextExtension, EveryRopeRuleIsPlainRopeAtFactorOne) {
+  const int B = 1, T = 33, C = 32, NH = 2;
+  const std::vector<float> x = cast<float>(random_vector(static_cast<size_t>(B) * T * 3 * C, 4));
+  std::vector<float> plain(x.size()), y(x.size());
+  rope_forward(plain.data(), x.data(), B, T, C, NH, rope_rule(RopeScaling::None, T), 0);
+  for (int rule = 1; rule < kRopeScalingCount; ++rule) {
+    for (double factor : {0.0, 1.0}) {
+      const RopeSpec r = rope_rule(static_cast<RopeScaling>(rule), T, rule == 3 ? 0.0 : factor);
+      rope_forward(y.data(), x.data(), B, T, C, NH, r, 0);
+      EXPECT_EQ(y, plain) << stage_name(r.scaling) << " factor " << factor;
+    }
+    // Shorter than N is the identity too.
+    const RopeSpec r = rope_rule(static_cast<RopeScaling>(rule), 2 * T);
+    rope_forward(y.data(), x.data(), B, T, C, NH, r, 0);
+    EXPECT_EQ(y, plain) << stage_name(r.scaling) << " below N";
+  }
+}
+
+TEST(ContextExtension, RopeBackwardIsTheTransposeWithEveryRule) {
+  const int B = 1, T = 21, C = 24, NH = 2;
+  for (int rule = 0; rule < kRopeScalingCount; ++rule) {
+    RopeSpec r = rope_rule(static_cast<RopeScaling>(rule), 5);
+    r.rot_dims = 8;
+    const std::vector<double> x = random_vector(static_cast<size_t>(B) * T * 3 * C, 7);
+    const std::vector<double> w = random_vector(x.size(), 8);
+    std::vector<double> y(x.size()), dx(x.size(), 0.0);
+    rope_backward(dx.data(), w.data(), B, T, C, NH, r, 0);
+    std::vector<double> xx = x;
+    const std::vector<double> numeric = numeric_gradient(xx, [&] {
+      rope_forward(y.data(), xx.data(), B, T, C, NH, r, 0);
+      return weighted_sum(y, w);
+    });
+    test::expect_gradient_scaled("rope", stage_name(r.scaling), dx, numeric);
+  }
+}
+
+// ---- masks and temperatures in the attention kernel -------------------------------------
+
+struct Shape {
+  int B, T, C, NH;
+  int D() const { return C / NH; }
+  size_t qkv_size() const { return static_cast<size_t>(B) * T * 3 * C; }
+  size_t out_size() const { return static_cast<size_t>(B) * T * C; }
+  size_t stats_size() const { return static_cast<size_t>(B) * NH * T * AttentionSpec::kStatsPerRow; }
+};
+
+struct Case {
+  std::string name;
+  AttentionSpec spec;
+};
+
+// A preset with the context section `edit` sets, trained at N.
+Case make_case(const std::string& preset, int N, void (*edit)(ContextConfig&), const std::string& name) {
+  AttentionConfig a;
+  a.preset = preset;
+  ModelConfig m;
+  m.context = N;
+  ContextConfig c;
+  edit(c);
+  return {name, resolve_attention(a, m, c)};
+}
+
+std::vector<Case> mask_cases(int N) {
+  std::vector<Case> v;
+  auto window = [](ContextConfig& c) { c.mask = "window", c.window = 13; };
+  auto sinks = [](ContextConfig& c) { c.mask = "sinks", c.sinks = 3, c.window = 11; };
+  auto window_keys = [](ContextConfig& c) { c.mask = "window", c.window = 13, c.row_index = "keys"; };
+  auto llama4 = [](ContextConfig& c) { c.temperature = "llama4", c.temp_floor = 5, c.temp_beta = 0.3; };
+  auto yarn_t = [](ContextConfig& c) { c.temperature = "yarn", c.factor = 4; };
+  auto sinks_llama4 = [](ContextConfig& c) {
+    c.mask = "sinks", c.sinks = 2, c.window = 70, c.temperature = "llama4", c.temp_floor = 7;
+  };
+  for (const char* p : {"softmax", "lssar", "sigmoid", "relu", "cosine", "ssmax", "infoscale", "lssa"}) {
+    v.push_back(make_case(p, N, window, std::string(p) + "+window"));
+    v.push_back(make_case(p, N, sinks, std::string(p) + "+sinks"));
+  }
+  v.push_back(make_case("lssar", N, window_keys, "lssar+window+keys"));
+  v.push_back(make_case("ssmax", N, window_keys, "ssmax+window+keys"));
+  v.push_back(make_case("softmax", N, llama4, "softmax+llama4"));
+  v.push_back(make_case("ssmax", N, llama4, "ssmax+llama4"));
+  v.push_back(make_case("lssar", N, yarn_t, "lssar+yarn_temp"));
+  v.push_back(make_case("softmax", N, sinks_llama4, "softmax+sinks70+llama4"));
+  Case alibi = make_case("softmax", N, sinks, "softmax+alibi+sinks");
+  alibi.spec.alibi = true;
+  v.push_back(alibi);
+  for (Case& c : v) c.spec = for_length(c.spec, 4 * N);  // the YaRN factor of s = 4 where it applies
+  return v;
+}
+
+template <typename T>
+std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, const AttentionSpec& spec,
+                       const std::vector<T>& hs, std::vector<T>* stats = nullptr, std::vector<double>* diag = nullptr) {
+  std::vector<T> out(s.out_size());
+  if (stats) stats->assign(s.stats_size(), T(0));
+  if (diag) diag->assign(static_cast<size_t>(s.NH) * kAttentionDiagStats, 0.0);
+  attention_forward(out.data(), stats ? stats->data() : nullptr, qkv.data(), s.B, s.T, s.C, s.NH, spec,
+                    hs.empty() ? nullptr : hs.data(), diag ? diag->data() : nullptr);
+  return out;
+}
+
+template <typename T>
+std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, const Shape& s, const AttentionSpec& spec,
+                        const std::vector<T>& hs, std::vector<T>* dhead = nullptr) {
+  std::vector<T> stats;
+  const std::vector<T> out = forward(qkv, s, spec, hs, &stats);
+  std::vector<T> dqkv(s.qkv_size(), T(0)), dh(s.NH, T(0));
+  attention_backward(dqkv.data(), dh.data(), w.data(), out.data(), stats.data(), qkv.data(), s.B, s.T, s.C, s.NH, spec,
+                     hs.empty() ? nullptr : hs.data());
+  if (dhead) *dhead = dh;
+  return dqkv;
+}
+
+std::vector<double> scales_for(const AttentionSpec& s, int NH) {
+  return s.learned_scale() ? random_vector(NH, 5, 0.2, 0.6) : std::vector<double>{};
+}
+
+// The reference, from the doc: query m (0-based) keeps key n when n <= m and
+// (n > m − w or n < k_s); the row index i of the scales and the re-weighting
+// is m + 1, or the count of kept keys; the logits are multiplied by t² and
+// by Llama 4's 1 + β ln(⌊(m+1)/F⌋ + 1). Masked keys get weight 0.
+double ref_lambda(const AttentionSpec& s, double i, int d, double s_h) {
+  const double N = s.trained_context;
+  switch (s.scale) {
+    case Scale::None:
+      return 1;
+    case Scale::Logn:
+      return std::max(1.0, std::log(i) / std::log(N));
+    case Scale::Ssmax:
+      return s_h * std::log(i);
+    case Scale::Infoscale:
+      return std::max(1.0, std::sqrt(1 - std::pow(i, -2.0 / d)) / std::sqrt(1 - std::pow(N, -2.0 / d)));
+    case Scale::Lssa:
+      return std::log(d) * std::log(i);
+    case Scale::Fixed:
+      return s.scale_value;
+  }
+  return NAN;
+}
+double ref_phi(Positivity k, double x) {
+  switch (k) {
+    case Positivity::Exp:
+      return std::exp(x);
+    case Positivity::Softplus:
+      return std::log1p(std::exp(x));
+    case Positivity::Sigmoid:
+      return 1 / (1 + std::exp(-x));
+    case Positivity::Relu:
+      return std::max(0.0, x);
+  }
+  return NAN;
+}
+
+std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,
+                              const std::vector<double>& hs) {
+  const int T = s.T, d = s.D(), w_len = sp.window, k_s = sp.sinks;
+  std::vector<double> out(s.out_size(), 0.0);
+  for (int b = 0; b < s.B; ++b)
+    for (int h = 0; h < s.NH; ++h) {
+      auto at = [&](int t, int part, int c) {
+        return qkv[(static_cast<size_t>(b) * T + t) * 3 * s.C + part * s.C + h * d + c];
+      };
+      auto norm = [&](int t, int part) {
+        double n = 0;
+        for (int c = 0; c < d; ++c) n += at(t, part, c) * at(t, part, c);
+        return std::sqrt(n + 1e-12);
+      };
+      const double slope = sp.alibi ? std::pow(2.0, -8.0 * (h + 1) / s.NH) : 0.0;
+      for (int m = 0; m < T; ++m) {
+        std::vector<bool> keep(m + 1);
+        int kept = 0;
+        for (int n = 0; n <= m; ++n) kept += (keep[n] = w_len <= 0 || n > m - w_len || n < k_s);
+        const double i = sp.row_index == RowIndex::Keys ? kept : m + 1;
+        double temp = sp.logit_factor;
+        if (sp.temperature == Temperature::Llama4) {
+          const double F = sp.temp_floor > 0 ? sp.temp_floor : sp.trained_context;
+          temp *= 1 + sp.temp_beta * std::log(std::floor((m + 1) / F) + 1);
+        }
+        std::vector<double> a(m + 1, 0.0);
+        double z = 0;
+        for (int n = 0; n <= m; ++n) {
+          if (!keep[n]) continue;
+          double qk = 0;
+          for (int c = 0; c < d; ++c) qk += at(m, 0, c) * at(n, 1, c);
+          const double score =
+              sp.score == Score::Dot ? qk / std::sqrt(d) : sp.cosine_scale * qk / (norm(m, 0) * norm(n, 1));
+          const double x = temp * ref_lambda(sp, i, d, hs.empty() ? 0 : hs[h]) * score + sp.bias - slope * (m - n);
+          z += (a[n] = ref_phi(sp.positivity, x));
+        }
+        for (double& v : a) {
+          if (sp.normalize == Normalize::L1) v = z > 0 ? v / z : 0;
+          if (sp.normalize == Normalize::Fixed) v /= sp.norm_const;
+        }
+        std::vector<double> wt = a;
+        if (sp.p > 0) {
+          const double o = i <= sp.offset_rows ? 0 : 1;
+          double rs = 0, tmax = 0;
+          std::vector<double> r(m + 1, 0.0);
+          for (int n = 0; n <= m; ++n)
+            if (keep[n]) tmax = std::max(tmax, i * a[n] - o);
+          for (int n = 0; n <= m; ++n)
+            if (keep[n]) rs += (r[n] = std::pow(std::max(0.0, i * a[n] - o), sp.p));
+          if (tmax > 1e-4 && rs > 0)
+            for (int n = 0; n <= m; ++n) wt[n] = r[n] / rs;
+        }
+        for (int c = 0; c < d; ++c) {
+          double acc = 0;
+          for (int n = 0; n <= m; ++n) acc += wt[n] * at(n, 2, c);
+          out[(static_cast<size_t>(b) * T + m) * s.C + h * d + c] = acc;
+        }
+      }
+    }
+  return out;
+}
+
+TEST(ContextExtension, MaskedAndTemperedAttentionMatchesReference) {
+  // T = 150: three row blocks of 64, a window of 13 (sinks 3 + 11) far below
+  // them, so whole key ranges are skipped; N = 37.
+  const Shape s{2, 150, 32, 4};
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 21, -1.5, 1.5);
+  std::printf("[mask reference] variant: max abs difference (double kernel / float kernel)\n");
+  for (const Case& c : mask_cases(37)) {
+    const std::vector<double> hs = scales_for(c.spec, s.NH);
+    const std::vector<double> ref = reference(qkv, s, c.spec, hs);
+    const double e = max_abs_diff(forward(qkv, s, c.spec, hs), ref);
+    const double ef = max_abs_diff(forward(cast<float>(qkv), s, c.spec, cast<float>(hs)), ref);
+    double scale = 1;
+    for (double x : ref) scale = std::max(scale, std::abs(x));
+    std::printf("[mask reference] %-24s %.2e / %.2e\n", c.name.c_str(), e, ef);
+    EXPECT_LT(e, 1e-11 * scale) << c.name;
+    EXPECT_LT(ef, 3e-5 * scale) << c.name;
+  }
+}
+
+// A window of T keys hides nothing: bit for bit the unmasked kernel (float
+// and double, forward and backward).
+TEST(ContextExtension, WindowOfTheWholeRowIsTheUnmaskedKernel) {
+  const Shape s{1, 77, 32, 2};
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 9), w = random_vector(s.out_size(), 10);
+  for (const char* preset : {"softmax", "lssar"}) {
+    AttentionConfig a;
+    a.preset = preset;
+    ModelConfig m;
+    m.context = 16;
+    AttentionSpec plain = resolve_attention(a, m), windowed = plain;
+    windowed.window = s.T;
+    EXPECT_EQ(forward(cast<float>(qkv), s, windowed, {}), forward(cast<float>(qkv), s, plain, {})) << preset;
+    EXPECT_EQ(backward(cast<float>(qkv), cast<float>(w), s, windowed, {}),
+              backward(cast<float>(qkv), cast<float>(w), s, plain, {}))
+        << preset;
+    EXPECT_EQ(backward(qkv, w, s, windowed, {}), backward(qkv, w, s, plain, {})) << preset;
+  }
+}
+
+class ContextGradcheck : public ::testing::TestWithParam<int> {};
+
+TEST_P(ContextGradcheck, MatchesFiniteDifferences) {
+  // T = 70 spans two row blocks; the window (13, or 3 sinks + 11) leaves the
+  // second block's band far from key 0.
+  const Shape s{1, 70, 16, 2};
+  Case c = mask_cases(11)[GetParam()];
+  std::vector<double> qkv = random_vector(s.qkv_size(), 31, -1.5, 1.5);
+  if (c.spec.positivity == Positivity::Relu) {  // stay on the linear side of relu's kink
+    for (size_t r = 0; r < qkv.size() / (3 * s.C); ++r)
+      for (int k = 0; k < 2 * s.C; ++k) qkv[r * 3 * s.C + k] *= 0.25;
+    c.spec.bias = 0.6;
+  }
+  std::vector<double> hs = scales_for(c.spec, s.NH);
+  const std::vector<double> w = random_vector(s.out_size(), 32);
+  std::vector<double> dhead;
+  const std::vector<double> analytic = backward(qkv, w, s, c.spec, hs, &dhead);
+  auto loss = [&] { return weighted_sum(forward(qkv, s, c.spec, hs), w); };
+  test::expect_gradient_scaled("attention", (c.name + " dqkv").c_str(), analytic, numeric_gradient(qkv, loss));
+  if (c.spec.learned_scale())
+    test::expect_gradient_scaled("attention", (c.name + " ds_h").c_str(), dhead, numeric_gradient(hs, loss));
+}
+
+INSTANTIATE_TEST_SUITE_P(ContextExtension, ContextGradcheck,
+                         ::testing::Range(0, static_cast<int>(mask_cases(11).size())),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           std::string name = mask_cases(11)[info.param].name;
+                           for (char& ch : name)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name;
+                         });
+
+// Keys that no query keeps, and queries' own masked keys, get exactly zero
+// gradient: with T = 40, window 4 and the loss on rows 0..9 only, keys 10..39
+// are seen by no scored row, and keys 0..5 reach rows 0..9.
+TEST(ContextExtension, MaskedKeysGetZeroGradient) {
+  const Shape s{1, 40, 16, 2};
+  AttentionSpec spec;
+  spec.trained_context = 8;
+  spec.window = 4;
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 41);
+  std::vector<double> w(s.out_size(), 0.0);
+  for (int t = 0; t < 10; ++t)
+    for (int c = 0; c < s.C; ++c) w[static_cast<size_t>(t) * s.C + c] = std::sin(1.0 + t * s.C + c);
+  const std::vector<double> g = backward(qkv, w, s, spec, {});
+  for (int t = 0; t < s.T; ++t)
+    for (int c = s.C; c < 3 * s.C; ++c) {  // dk and dv
+      const double v = g[static_cast<size_t>(t) * 3 * s.C + c];
+      if (t >= 10) {
+        EXPECT_EQ(v, 0.0) << "key " << t;
+      }
+    }
+  double reached = 0;
+  for (int c = s.C; c < 3 * s.C; ++c) reached += std::abs(g[static_cast<size_t>(6) * 3 * s.C + c]);
+  EXPECT_GT(reached, 0.0) << "key 6 is inside the windows of rows 6..9";
+}
+
+TEST(ContextExtension, MaskedKernelDoesNotDependOnThreadCount) {
+  const Shape s{2, 200, 32, 4};
+  const Case c = mask_cases(37)[3];  // lssar+sinks
+  const std::vector<float> qkv = cast<float>(random_vector(s.qkv_size(), 61));
+  const std::vector<float> w = cast<float>(random_vector(s.out_size(), 62));
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const std::vector<float> y1 = forward(qkv, s, c.spec, {}), g1 = backward(qkv, w, s, c.spec, {});
+  omp_set_num_threads(std::max(2, saved));
+  const std::vector<float> y2 = forward(qkv, s, c.spec, {}), g2 = backward(qkv, w, s, c.spec, {});
+  omp_set_num_threads(saved);
+  EXPECT_EQ(y1, y2);
+  EXPECT_EQ(g1, g2);
+}
+
+// The diagnostics see keys, not columns: with sinks the first key keeps
+// weight; with a window past key 0 it has none.
+TEST(ContextExtension, DiagnosticsReportTheFirstKeyOfMaskedRows) {
+  const Shape s{1, 130, 16, 2};
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 71);
+  AttentionSpec window;
+  window.trained_context = 16;
+  window.window = 8;
+  AttentionSpec sinks = window;
+  sinks.sinks = 1;
+  std::vector<double> dw, ds;
+  forward<double>(qkv, s, window, {}, nullptr, &dw);
+  forward<double>(qkv, s, sinks, {}, nullptr, &ds);
+  // Rows 0..7 see key 0 in both; sinks adds rows 8..129.
+  EXPECT_GT(ds[1], dw[1] + 1.0);
+  EXPECT_EQ(dw[4], s.T * 1.0);
+  EXPECT_NEAR(dw[3], s.T, 1e-9);  // l1 rows sum to 1
+}
+
+}  // namespace
+}  // namespace gpt::cpu
