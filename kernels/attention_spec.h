@@ -61,7 +61,11 @@ GPT_ATTN_STAGE(Normalize, GPT_ATTN_NORMALIZATIONS)
 // s <= 1.
 #define GPT_ROPE_SCALINGS(X) \
   X(None, "none") X(Pi, "pi") X(Ntk, "ntk") X(DynamicNtk, "dynamic_ntk") X(Yarn, "yarn") X(Llama3, "llama3")
-#define GPT_CONTEXT_MASKS(X) X(None, "none") X(Window, "window") X(Sinks, "sinks")
+#define GPT_CONTEXT_MASKS(X) X(None, "none") X(Window, "window") X(Sinks, "sinks") X(Lambda, "lambda")
+#define GPT_CONTEXT_REMAPS(X) X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend")
+#define GPT_REMAP_KINDS(X) X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend") X(Cap, "cap") \
+  X(CacheSinks, "cache_sinks")
+#define GPT_SINK_POSITIONS(X) X(Original, "original") X(Cache, "cache")
 #define GPT_CONTEXT_TEMPERATURES(X) X(None, "none") X(Yarn, "yarn") X(Llama4, "llama4")
 #define GPT_CONTEXT_ROW_INDICES(X) X(Position, "position") X(Keys, "keys")
 
@@ -76,6 +80,9 @@ GPT_ATTN_STAGE(RopeScaling, GPT_ROPE_SCALINGS)
 GPT_ATTN_STAGE(ContextMask, GPT_CONTEXT_MASKS)
 GPT_ATTN_STAGE(Temperature, GPT_CONTEXT_TEMPERATURES)
 GPT_ATTN_STAGE(RowIndex, GPT_CONTEXT_ROW_INDICES)
+GPT_ATTN_STAGE(ContextRemap, GPT_CONTEXT_REMAPS)
+GPT_ATTN_STAGE(RemapKind, GPT_REMAP_KINDS)
+GPT_ATTN_STAGE(SinkPositions, GPT_SINK_POSITIONS)
 #undef GPT_ATTN_STAGE
 #undef GPT_ATTN_ENUMERATOR
 #undef GPT_ATTN_NAME
@@ -94,6 +101,16 @@ struct RopeSpec {
   double low_freq = 1;      // llama3 l_f
   double high_freq = 4;     // llama3 h_f
   double dynamic_alpha = 1; // dynamic_ntk α
+  // Relative-distance remapping (context_extension.md §2): a key n of query
+  // m at distance Δ = m − n >= remap_window is scored with the "far" copies
+  // of q and k, rotated at far_query_pos(m) and far_key_pos(n) instead of m
+  // and n (remap::), so that it is seen at the distance Δ′ of the rule.
+  RemapKind remap = RemapKind::None;
+  int remap_window = 0;        // w (rerope), w_n (self_extend), n_local (cap), w (cache_sinks)
+  double rerope_kappa = 0;     // rerope: 0 = Δ′ = w; κ > 1: the leaky Δ′ = w + (Δ − w)/κ
+  int group = 1;               // self_extend G; <= 0: chosen per length by for_length
+  int remap_sinks = 0;         // cache_sinks: k_s
+  bool far_positions = false;  // the rope kernels rotate at the far positions (set by the model)
 };
 
 struct AttentionSpec {
@@ -117,7 +134,8 @@ struct AttentionSpec {
   double temp_beta = 0.1;    // llama4: q × (1 + β·ln(⌊i/F⌋ + 1))
   int temp_floor = 0;        // llama4 F; 0 = N
   double attn_factor = 0;    // YaRN's t; 0 = 0.1·ln s + 1 where YaRN's factor applies (for_length)
-  double logit_factor = 1;   // every logit × this: t², set per evaluated length by for_length
+  double logit_scale = 1;    // a global temperature τ: every logit × τ (gpt eval --calibrate temperature)
+  double logit_factor = 1;   // every logit × this: τ·t², set per evaluated length by for_length
   RopeSpec rope;             // how the model rotates q and k (model.position = "rope")
 
   GPT_HD bool sharpened() const { return p > 0; }
@@ -407,6 +425,50 @@ GPT_HD inline T grad_x(const AttentionSpec& s, const Row<T>& r, T x, T h, T S) {
 
 }  // namespace attn
 
+// ---- relative-distance remapping (context_extension.md §2) --------------------------
+namespace remap {
+
+GPT_HD inline bool on(const RopeSpec& r) { return r.remap != RemapKind::None; }
+// Whether key n (0-based) of query m is scored at the remapped distance.
+GPT_HD inline bool far(const RopeSpec& r, int m, int n) { return r.remap != RemapKind::None && m - n >= r.remap_window; }
+// The positions the far copies of q (query m) and k (key n) are rotated at:
+// Δ′ = far_query_pos(m) − far_key_pos(n).
+//   rerope       Δ′ = w (κ = 0), or w + (Δ − w)/κ: q at m/κ + w(1 − 1/κ), k at n/κ
+//   self_extend  Δ′ = ⌊m/G⌋ − ⌊n/G⌋ + (w_n − ⌊w_n/G⌋)
+//   cap          Δ′ = n_local (LM-Infinite's min(Δ, n_local) for Δ >= n_local)
+//   cache_sinks  Δ′ = min(m, k_s + w − 1) − n (StreamingLLM's positions inside the cache)
+GPT_HD inline double far_query_pos(const RopeSpec& r, int m) {
+  const int w = r.remap_window;
+  switch (r.remap) {
+    case RemapKind::Rerope:
+      return r.rerope_kappa > 0 ? m / r.rerope_kappa + w * (1.0 - 1.0 / r.rerope_kappa) : w;
+    case RemapKind::SelfExtend:
+      return floor(static_cast<double>(m) / r.group) + (w - floor(static_cast<double>(w) / r.group));
+    case RemapKind::Cap:
+      return w;
+    case RemapKind::CacheSinks: {
+      const int top = r.remap_sinks + w - 1;
+      return m < top ? m : top;
+    }
+    default:
+      return m;
+  }
+}
+GPT_HD inline double far_key_pos(const RopeSpec& r, int n) {
+  switch (r.remap) {
+    case RemapKind::Rerope:
+      return r.rerope_kappa > 0 ? n / r.rerope_kappa : 0.0;
+    case RemapKind::SelfExtend:
+      return floor(static_cast<double>(n) / r.group);
+    case RemapKind::Cap:
+      return 0.0;
+    default:
+      return n;
+  }
+}
+
+}  // namespace remap
+
 // ---- RoPE frequencies (context_extension.md §1) -----------------------------------
 namespace rope {
 
@@ -473,10 +535,21 @@ inline double yarn_attention_factor(const AttentionSpec& s, int L) {
   const double f = rope::scale_factor(s.rope, L);
   return f > 1.0 ? 0.1 * log(f) + 1.0 : 1.0;
 }
-// The spec the kernels take for windows of L tokens.
+// SelfExtend's automatic group size for windows of L tokens: the smallest G
+// with (L − w_n)/G + w_n <= N, so that no remapped distance exceeds the
+// trained context (the paper's rule); 1 when L <= N.
+inline int self_extend_group(int w_n, int N, int L) {
+  if (L <= N || N <= w_n) return 1;
+  const int g = static_cast<int>(ceil(static_cast<double>(L - w_n) / (N - w_n) - 1e-9));
+  return g > 1 ? g : 1;
+}
+// The spec the kernels take for windows of L tokens: YaRN's t², and the
+// SelfExtend group size where it is automatic (group <= 0: self_extend_group).
 inline AttentionSpec for_length(AttentionSpec s, int L) {
   const double t = yarn_attention_factor(s, L);
-  s.logit_factor = t * t;
+  s.logit_factor = s.logit_scale * t * t;
+  if (s.rope.remap == RemapKind::SelfExtend && s.rope.group <= 0)
+    s.rope.group = self_extend_group(s.rope.remap_window, s.trained_context, L);
   return s;
 }
 

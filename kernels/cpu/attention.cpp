@@ -77,6 +77,15 @@ inline size_t head_offset(int b, int h, int part, int t, int Tn, int NH, int D) 
   return (((static_cast<size_t>(b) * NH + h) * 3 + part) * Tn + t) * D;
 }
 
+// A distance remapping needs the far copy of q and k, and only it does.
+void check_far(const AttentionSpec& spec, bool has_far) {
+  GPT_CHECK(remap::on(spec.rope) == has_far, "attention: ",
+            has_far ? "a far copy of qkv was given without a distance remapping"
+                    : "the distance remapping needs the far copy of qkv (rotated at the remapped positions)");
+  GPT_CHECK(!has_far || spec.rope.remap_window >= 1, "attention: the remap window must be >= 1, got ",
+            spec.rope.remap_window);
+}
+
 void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale) {
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "attention: B, T, C, NH must be positive, got B=", B,
             " T=", Tn, " C=", C, " NH=", NH);
@@ -217,6 +226,59 @@ void block_scores(T* tile, const RowBlock<T>& rb, const HeadView<const T>& hv) {
   });
 }
 
+// ---- distance remapping (remap:: of attention_spec.h) -------------------------------------
+// A key n of query m with m − n >= W (the remap window) is scored with the
+// far copies of q and k (qkv_far, rotated at the remapped positions). In a
+// segment of the block's columns (keys k0..k0+nc-1) the far keys of row m
+// are a prefix: columns c < m − W − k0 + 1.
+struct FarCols {
+  int window = 0;
+  // Far-capable columns of a segment for any row of the block (rows < i1).
+  int capable(int i1, int k0, int nc) const { return std::clamp(i1 - window - k0, 0, nc); }
+  // Far columns of row m in that segment.
+  int of_row(int m, int k0, int nc) const { return std::clamp(m - window - k0 + 1, 0, nc); }
+};
+
+// Far scores q̃_i·k̃_j of the far-capable columns into ftile, then copied
+// over the near scores of tile where the pair is far.
+template <typename T>
+void merge_far_scores(T* tile, T* ftile, const RowBlock<T>& rb, const HeadView<const T>& fv, const FarCols& fc) {
+  rb.segments([&](int c0, int k0, int nc) {
+    const int nf = fc.capable(rb.i1, k0, nc);
+    if (nf == 0) return;
+    for (int r = 0; r < rb.rows(); ++r) std::fill(rb.row(ftile, r) + c0, rb.row(ftile, r) + c0 + nf, T(0));
+    gemm_accumulate_serial(ftile + c0, rb.ld, MatView<T>{fv.q_row(rb.i0), fv.stride, 1},
+                           MatView<T>{fv.k_row(k0), 1, fv.stride}, rb.rows(), nf, fv.D);
+    for (int r = 0; r < rb.rows(); ++r) {
+      const int upto = fc.of_row(rb.i0 + r, k0, nc);
+      std::copy(rb.row(ftile, r) + c0, rb.row(ftile, r) + c0 + upto, rb.row(tile, r) + c0);
+    }
+  });
+}
+
+// Moves dL/dσ of the far pairs from g to gf (zero elsewhere) and adds their
+// products: dq̃_i += Σ_j dσ_ij k̃_j, dk̃_j += Σ_i dσ_ij q̃_i.
+template <typename T>
+void far_backward(T* g, T* gf, const RowBlock<T>& rb, const HeadView<const T>& fv, const HeadView<T>& dfv,
+                  const FarCols& fc) {
+  rb.segments([&](int c0, int k0, int nc) {
+    const int nf = fc.capable(rb.i1, k0, nc);
+    if (nf == 0) return;
+    for (int r = 0; r < rb.rows(); ++r) {
+      const int upto = fc.of_row(rb.i0 + r, k0, nc);
+      T* gr = rb.row(g, r) + c0;
+      T* fr = rb.row(gf, r) + c0;
+      std::copy(gr, gr + upto, fr);
+      std::fill(fr + upto, fr + nf, T(0));
+      std::fill(gr, gr + upto, T(0));
+    }
+    gemm_accumulate_serial(dfv.q_row(rb.i0), dfv.stride, MatView<T>{gf + c0, rb.ld, 1},
+                           MatView<T>{fv.k_row(k0), fv.stride, 1}, rb.rows(), fv.D, nf);
+    gemm_accumulate_serial(dfv.k_row(k0), dfv.stride, MatView<T>{gf + c0, 1, rb.ld},
+                           MatView<T>{fv.q_row(rb.i0), fv.stride, 1}, nf, fv.D, rb.rows());
+  });
+}
+
 // The per-row constants of stage 2 for one (b,h) slice.
 struct HeadConsts {
   double factor;      // stage 1's f
@@ -297,9 +359,11 @@ void row_diagnostics(double* acc, const T* w, const attn_rows::RowArgs<T>& a, in
 // (kStats each), optional diagnostics. Scores and the weighted sum
 // y = W·V are GEMMs (kernels/cpu/gemm.h) on the block's panels.
 template <typename T>
-void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, const RowBlock<T>& rb,
-                   const HeadView<const T>& hv, const AttentionSpec& s, const HeadConsts& hc, GemmKernel isa) {
+void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, T* ftile, const RowBlock<T>& rb,
+                   const HeadView<const T>& hv, const HeadView<const T>* fv, const AttentionSpec& s,
+                   const HeadConsts& hc, GemmKernel isa) {
   block_scores(tile, rb, hv);
+  if (fv) merge_far_scores(tile, ftile, rb, *fv, FarCols{s.rope.remap_window});
   for (int r = 0; r < rb.rows(); ++r) {
     T* row = rb.row(tile, r);
     const int n = rb.keys(r);
@@ -319,7 +383,8 @@ void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, const Ro
 template <typename T>
 struct BackwardTiles {
   std::vector<T> qk, u, w, g;  // σ = q·k; φ values u; weights w; g = dL/dw, then h, then dL/dσ
-  explicit BackwardTiles(size_t n) : qk(n), u(n), w(n), g(n) {}
+  std::vector<T> far;          // far scores, then the far pairs' dL/dσ (distance remapping only)
+  BackwardTiles(size_t n, bool remap) : qk(n), u(n), w(n), g(n), far(remap ? n : 0) {}
 };
 
 // Backward of one row block: accumulates into dq_i (its rows), dk_j, dv_j
@@ -329,13 +394,16 @@ struct BackwardTiles {
 template <typename T>
 double block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_stride, const T* st,
                       BackwardTiles<T>& tl, const RowBlock<T>& rb, const HeadView<const T>& hv,
-                      const AttentionSpec& s, const HeadConsts& hc, GemmKernel isa) {
+                      const HeadView<const T>* fv, const HeadView<T>* dfv, const AttentionSpec& s,
+                      const HeadConsts& hc, GemmKernel isa) {
   const int D = hv.D, R = rb.rows();
   const size_t ld = rb.ld;
   T *qk = tl.qk.data(), *u = tl.u.data(), *w = tl.w.data(), *g = tl.g.data();
   std::array<T, kRowBlock> Di;
   std::array<attn::Row<T>, kRowBlock> rows;
   block_scores(qk, rb, hv);
+  const FarCols fc{s.rope.remap_window};
+  if (fv) merge_far_scores(qk, tl.far.data(), rb, *fv, fc);
   const int ncols = rb.cols();
   for (int r = 0; r < R; ++r) {
     const int i = rb.i0 + r + 1, n = rb.keys(r);
@@ -364,6 +432,8 @@ double block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_
     std::fill(rb.row(g, r) + n, rb.row(g, r) + ncols, T(0));
     dhead += attn::row_scale_grad(s, i) * sigma_dx;
   }
+  // The far pairs' share goes to the far copies of q and k.
+  if (fv) far_backward(g, tl.far.data(), rb, *fv, *dfv, fc);
   // Through σ_ij = q_i·k_j: dq_i += Σ_j dσ_ij k_j, dk_j += Σ_i dσ_ij q_i.
   rb.segments([&](int c0, int k0, int nc) {
     gemm_accumulate_serial(dhv.q_row(rb.i0), dhv.stride, MatView<T>{g + c0, ld, 1},
@@ -384,11 +454,13 @@ HeadConsts head_consts(const AttentionSpec& s, int h, int NH, int D, const T* he
 
 template <typename T>
 void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                       const T* head_scale, double* diag) {
+                       const T* head_scale, double* diag, const T* qkv_far) {
   check_args(B, Tn, C, NH, spec, head_scale != nullptr);
+  check_far(spec, qkv_far != nullptr);
   const int D = C / NH;
-  std::vector<T> heads(static_cast<size_t>(B) * Tn * 3 * C);
+  std::vector<T> heads(static_cast<size_t>(B) * Tn * 3 * C), heads_far(qkv_far ? heads.size() : 0);
   to_heads(heads.data(), qkv, B, Tn, C, NH, spec.score == Score::Cosine);
+  if (qkv_far) to_heads(heads_far.data(), qkv_far, B, Tn, C, NH, spec.score == Score::Cosine);
   const int nblocks = (Tn + kRowBlock - 1) / kRowBlock;
   const GemmKernel isa = gemm_kernel();
   const long nitems = static_cast<long>(B) * NH * nblocks;
@@ -397,7 +469,7 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
 
 #pragma omp parallel if (score_work(B, Tn, C) > kMinParallelWork)
   {
-    std::vector<T> tile(static_cast<size_t>(kRowBlock) * tile_ld(Tn));
+    std::vector<T> tile(static_cast<size_t>(kRowBlock) * tile_ld(Tn)), ftile(qkv_far ? tile.size() : 0);
     std::array<T, kRowBlock * kStats> st;
 #pragma omp for schedule(dynamic, 1)
     for (long item = 0; item < nitems; ++item) {
@@ -406,11 +478,13 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
       const int bh = static_cast<int>(item / nblocks);
       const int b = bh / NH, h = bh % NH;
       const HeadView<const T> hv(heads.data(), b, h, Tn, NH, D);
+      const HeadView<const T> fv(qkv_far ? heads_far.data() : heads.data(), b, h, Tn, NH, D);
       const RowBlock<T> rb(blk * kRowBlock, std::min(Tn, (blk + 1) * kRowBlock), tile_ld(Tn), spec);
       // out (B,T,C) row (b,i0), head h
       T* y = out + (static_cast<size_t>(b) * Tn + rb.i0) * C + static_cast<size_t>(h) * D;
       block_forward(y, static_cast<size_t>(C), st.data(), diag ? &item_diag[item * kAttentionDiagStats] : nullptr,
-                    tile.data(), rb, hv, spec, head_consts(spec, h, NH, D, head_scale), isa);
+                    tile.data(), ftile.data(), rb, hv, qkv_far ? &fv : nullptr, spec,
+                    head_consts(spec, h, NH, D, head_scale), isa);
       // stats (B,NH,T,kStats)
       if (stats)
         std::copy(st.begin(), st.begin() + rb.rows() * kStats,
@@ -427,14 +501,18 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
 
 template <typename T>
 void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, const T* stats, const T* qkv, int B,
-                        int Tn, int C, int NH, const AttentionSpec& spec, const T* head_scale) {
+                        int Tn, int C, int NH, const AttentionSpec& spec, const T* head_scale, T* dqkv_far,
+                        const T* qkv_far) {
   check_args(B, Tn, C, NH, spec, head_scale != nullptr);
+  check_far(spec, qkv_far != nullptr);
+  GPT_CHECK(!qkv_far || dqkv_far, "attention_backward: a distance remapping needs dqkv_far");
   GPT_CHECK(stats != nullptr, "attention_backward: the forward's stats are required");
   GPT_CHECK(!spec.learned_scale() || dhead_scale != nullptr, "attention_backward: ssmax needs dhead_scale");
   const int D = C / NH;
   const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
-  std::vector<T> heads(n), dheads(n, T(0));
+  std::vector<T> heads(n), dheads(n, T(0)), heads_far(qkv_far ? n : 0), dheads_far(qkv_far ? n : 0, T(0));
   to_heads(heads.data(), qkv, B, Tn, C, NH, spec.score == Score::Cosine);
+  if (qkv_far) to_heads(heads_far.data(), qkv_far, B, Tn, C, NH, spec.score == Score::Cosine);
   std::vector<double> dhead(static_cast<size_t>(B) * NH, 0.0);
   const GemmKernel isa = gemm_kernel();
 
@@ -443,30 +521,36 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
   // the sums is fixed whatever the thread count.
 #pragma omp parallel if (score_work(B, Tn, C) > kMinParallelWork)
   {
-    BackwardTiles<T> tiles(static_cast<size_t>(kRowBlock) * tile_ld(Tn));
+    BackwardTiles<T> tiles(static_cast<size_t>(kRowBlock) * tile_ld(Tn), qkv_far != nullptr);
 #pragma omp for schedule(dynamic, 1)
     for (int bh = 0; bh < B * NH; ++bh) {
       const int b = bh / NH, h = bh % NH;
       const HeadView<const T> hv(heads.data(), b, h, Tn, NH, D);
       const HeadView<T> dhv(dheads.data(), b, h, Tn, NH, D);
+      const HeadView<const T> fv(qkv_far ? heads_far.data() : heads.data(), b, h, Tn, NH, D);
+      const HeadView<T> dfv(qkv_far ? dheads_far.data() : dheads.data(), b, h, Tn, NH, D);
       const HeadConsts hc = head_consts(spec, h, NH, D, head_scale);
       for (int i0 = 0; i0 < Tn; i0 += kRowBlock) {
         const RowBlock<T> rb(i0, std::min(Tn, i0 + kRowBlock), tile_ld(Tn), spec);
         // dout, out (B,T,C) row (b,i0), head h; stats (B,NH,T,kStats)
         const size_t row = (static_cast<size_t>(b) * Tn + i0) * C + static_cast<size_t>(h) * D;
         const T* st = stats + (static_cast<size_t>(bh) * Tn + i0) * kStats;
-        dhead[bh] += block_backward(dhv, dout + row, out + row, static_cast<size_t>(C), st, tiles, rb, hv, spec, hc,
-                                    isa);
+        dhead[bh] += block_backward(dhv, dout + row, out + row, static_cast<size_t>(C), st, tiles, rb, hv,
+                                    qkv_far ? &fv : nullptr, qkv_far ? &dfv : nullptr, spec, hc, isa);
       }
     }
   }
-  if (spec.score == Score::Cosine) {
-    std::vector<T> dhat(n, T(0));  // dL/d(normalised q, k) and dL/dv, in qkv's layout
-    add_from_heads(dhat.data(), dheads.data(), B, Tn, C, NH);
-    normalize_qk_backward(dqkv, dhat.data(), qkv, B, Tn, C, NH);
-  } else {
-    add_from_heads(dqkv, dheads.data(), B, Tn, C, NH);
-  }
+  auto scatter = [&](T* dst, const std::vector<T>& dh, const T* src) {
+    if (spec.score == Score::Cosine) {
+      std::vector<T> dhat(n, T(0));  // dL/d(normalised q, k) and dL/dv, in qkv's layout
+      add_from_heads(dhat.data(), dh.data(), B, Tn, C, NH);
+      normalize_qk_backward(dst, dhat.data(), src, B, Tn, C, NH);
+    } else {
+      add_from_heads(dst, dh.data(), B, Tn, C, NH);
+    }
+  };
+  scatter(dqkv, dheads, qkv);
+  if (qkv_far) scatter(dqkv_far, dheads_far, qkv_far);
   if (spec.learned_scale())
     for (int h = 0; h < NH; ++h) {
       double sum = 0;
@@ -476,12 +560,13 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
 }
 
 template void attention_forward<float>(float*, float*, const float*, int, int, int, int, const AttentionSpec&,
-                                       const float*, double*);
+                                       const float*, double*, const float*);
 template void attention_forward<double>(double*, double*, const double*, int, int, int, int, const AttentionSpec&,
-                                        const double*, double*);
+                                        const double*, double*, const double*);
 template void attention_backward<float>(float*, float*, const float*, const float*, const float*, const float*, int,
-                                        int, int, int, const AttentionSpec&, const float*);
+                                        int, int, int, const AttentionSpec&, const float*, float*, const float*);
 template void attention_backward<double>(double*, double*, const double*, const double*, const double*,
-                                         const double*, int, int, int, int, const AttentionSpec&, const double*);
+                                         const double*, int, int, int, int, const AttentionSpec&, const double*,
+                                         double*, const double*);
 
 }  // namespace gpt::cpu

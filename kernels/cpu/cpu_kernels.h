@@ -92,16 +92,22 @@ void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const R
 // blocks of query rows are streamed through per-thread tiles of (row block ×
 // T) scalars, so memory is linear in T.
 template <typename T>
+// With a distance remapping (remap::on(spec.rope)) qkv_far is the far copy
+// of qkv, q and k rotated at remap::far_query_pos / far_key_pos (v unused):
+// a pair with m − n >= the remap window is scored with it. Null otherwise.
 void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C,
                        int NH, const AttentionSpec& spec, const T* head_scale,
-                       double* diag);
+                       double* diag, const T* qkv_far = nullptr);
 // dqkv (B,T,3C) += gradient and dhead_scale (NH) += dL/ds_h (ssmax only;
 // may be null otherwise), given dout (B,T,C) and the forward's out, stats.
 // Weights are recomputed row by row from qkv and stats.
 template <typename T>
+// With a distance remapping, dqkv_far += the gradient of the far copy (its q
+// and k parts; v gets none).
 void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out,
                         const T* stats, const T* qkv, int B, int Tn, int C,
-                        int NH, const AttentionSpec& spec, const T* head_scale);
+                        int NH, const AttentionSpec& spec, const T* head_scale,
+                        T* dqkv_far = nullptr, const T* qkv_far = nullptr);
 
 // ---- classifier -------------------------------------------------------------------
 // logits (N,Vp) of which the first V columns are real (the rest is padding and

@@ -39,9 +39,9 @@ std::vector<double> inverse_frequencies(const RopeSpec& rs, int d_r, int L) {
 }
 
 // cos/sin of the angles of one position.
-void position_angles(double* cs, double* sn, const std::vector<double>& inv_freq, long pos) {
+void position_angles(double* cs, double* sn, const std::vector<double>& inv_freq, double pos) {
   for (size_t i = 0; i < inv_freq.size(); ++i) {
-    const double a = static_cast<double>(pos) * inv_freq[i];
+    const double a = pos * inv_freq[i];
     cs[i] = std::cos(a);
     sn[i] = std::sin(a);
   }
@@ -71,7 +71,10 @@ void rotate_head(T* y, const T* x, const double* cs, const double* sn, int half,
 
 // Shared body of forward (R, write) and backward (Rᵀ, accumulate). The
 // cos/sin of every position are computed once per call (Tn·D/2 of each) and
-// shared by the B sequences.
+// shared by the B sequences. With rs.far_positions (the far copy of a
+// distance remapping) q and k of token t are rotated at
+// remap::far_query_pos(t) and remap::far_key_pos(t) instead of t, each with
+// its own table.
 template <typename T>
 void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0, double sign,
                 bool accumulate) {
@@ -80,14 +83,19 @@ void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, const RopeSp
   const std::vector<double> inv_freq = inverse_frequencies(rs, d_r, pos0 + Tn);
   const size_t C3 = 3 * static_cast<size_t>(C);
   std::vector<double> cs(static_cast<size_t>(Tn) * half), sn(cs.size());
+  const bool far = rs.far_positions;
+  std::vector<double> cs_k(far ? cs.size() : 0), sn_k(cs_k.size());
   // Tiny calls (gradient checks) run on one thread: a parallel region would
   // cost more than the work.
 #pragma omp parallel if (static_cast<double>(B) * Tn * C > kMinParallelWork)
   {
 #pragma omp for schedule(static)
-    for (int t = 0; t < Tn; ++t)
-      position_angles(cs.data() + static_cast<size_t>(t) * half, sn.data() + static_cast<size_t>(t) * half,
-                      inv_freq, static_cast<long>(pos0) + t);
+    for (int t = 0; t < Tn; ++t) {
+      const size_t o = static_cast<size_t>(t) * half;
+      const int pos = pos0 + t;
+      position_angles(cs.data() + o, sn.data() + o, inv_freq, far ? remap::far_query_pos(rs, pos) : pos);
+      if (far) position_angles(cs_k.data() + o, sn_k.data() + o, inv_freq, remap::far_key_pos(rs, pos));
+    }
 #pragma omp for schedule(static)
     for (long bt = 0; bt < static_cast<long>(B) * Tn; ++bt) {
       const size_t t = static_cast<size_t>(bt % Tn);
@@ -96,9 +104,11 @@ void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, const RopeSp
       // (B,T,3C) row bt: q heads at h*D, k heads at C + h*D, v at 2C..3C
       T* y = dst + bt * C3;
       const T* x = src + bt * C3;
+      const double* ck = far ? cs_k.data() + t * half : c;
+      const double* sk = far ? sn_k.data() + t * half : s;
       for (int h = 0; h < 2 * NH; ++h) {
         const size_t off = static_cast<size_t>(h) * D;  // q then k: contiguous 2C columns
-        rotate_head(y + off, x + off, c, s, half, D, sign, accumulate);
+        rotate_head(y + off, x + off, h < NH ? c : ck, h < NH ? s : sk, half, D, sign, accumulate);
       }
       for (size_t col = 2 * static_cast<size_t>(C); col < C3; ++col) y[col] = accumulate ? y[col] + x[col] : x[col];
     }

@@ -213,7 +213,12 @@ __global__ void rope_kernel(float* dst, const float* src, int Tn, int C, int NH,
     } else {
       const int k = j < half ? j : j - half;      // pair (k, k + half)
       const float* x = src + bt * C3 + (col - j);  // this head's D values
-      const double a = double(pos0 + static_cast<long>(bt % Tn)) * rope::inv_freq(rs, k, d_r, pos0 + Tn);
+      const int t = pos0 + static_cast<int>(bt % Tn);
+      // The far copy of a distance remapping rotates q and k at their own positions.
+      const double pos = !rs.far_positions ? double(t)
+                         : col < size_t(C)  ? remap::far_query_pos(rs, t)
+                                            : remap::far_key_pos(rs, t);
+      const double a = pos * rope::inv_freq(rs, k, d_r, pos0 + Tn);
       double sn, cs;
       sincos(a, &sn, &cs);
       sn *= sign;

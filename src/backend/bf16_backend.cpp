@@ -113,20 +113,24 @@ class Bf16Backend final : public Backend<bf16> {
     narrow(dinp, di, n);
   }
   void attention_forward(bf16* out, float* stats, const bf16* qkv, int B, int Tn, int C, int NH,
-                         const AttentionSpec& spec, const bf16* head_scale, double* diag) override {
+                         const AttentionSpec& spec, const bf16* head_scale, double* diag,
+                         const bf16* qkv_far) override {
     const size_t NC = static_cast<size_t>(B) * Tn * C;
     float* o = scratch(0, NC);
-    wide_->attention_forward(o, stats, widen(1, qkv, 3 * NC), B, Tn, C, NH, spec, widen(2, head_scale, NH), diag);
+    wide_->attention_forward(o, stats, widen(1, qkv, 3 * NC), B, Tn, C, NH, spec, widen(2, head_scale, NH), diag,
+                             widen(3, qkv_far, 3 * NC));
     narrow(out, o, NC);
   }
   void attention_backward(bf16* dqkv, float* dhead_scale, const bf16* dout, const bf16* out, const float* stats,
                           const bf16* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                          const bf16* head_scale) override {
+                          const bf16* head_scale, bf16* dqkv_far, const bf16* qkv_far) override {
     const size_t NC = static_cast<size_t>(B) * Tn * C;
     float* dq = widen(0, dqkv, 3 * NC);
+    float* dqf = widen(5, dqkv_far, 3 * NC);
     wide_->attention_backward(dq, dhead_scale, widen(1, dout, NC), widen(2, out, NC), stats, widen(3, qkv, 3 * NC),
-                              B, Tn, C, NH, spec, widen(4, head_scale, NH));
+                              B, Tn, C, NH, spec, widen(4, head_scale, NH), dqf, widen(6, qkv_far, 3 * NC));
     narrow(dqkv, dq, 3 * NC);
+    if (dqkv_far) narrow(dqkv_far, dqf, 3 * NC);
   }
   void crossentropy_forward(float* losses, const bf16* logits, const int32_t* targets, int N, int V,
                             int Vp) override {
@@ -142,7 +146,7 @@ class Bf16Backend final : public Backend<bf16> {
   }
 
  private:
-  static constexpr int kSlots = 5;
+  static constexpr int kSlots = 7;
 
   // Scratch slot `slot` with room for n floats (grown on demand). Ops run in
   // order on the wide backend, so each op may reuse every slot.

@@ -346,6 +346,56 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
   }
 }
 
+// The context-extension methods of cfg.context against the same preset
+// without them, in one run: a window or the sinks must make the cost grow
+// linearly with T (the kernels skip the key blocks no row keeps), so the
+// time per token of the masked kernel stays flat while the plain kernel's
+// grows with T.
+void bench_attention_context(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
+  const ModelConfig& m = cfg.model;
+  const int C = m.n_embd, NH = m.n_head;
+  std::vector<std::string> names = opt.presets;
+  if (names.empty()) names = {"softmax", "lssar"};
+  out << "\nattention with the context methods (" << context_summary(resolve_attention(cfg)) << ") against "
+      << "without them (cpu kernels), B=1, " << NH << " heads, C=" << C << ": ms per call, ratio, and us per token\n";
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%-10s %7s %10s %10s %7s %9s %10s %10s %7s %9s\n", "preset", "T", "fwd", "fwd+ctx",
+                "ratio", "us/tok", "f+b", "f+b+ctx", "ratio", "us/tok");
+  out << buf;
+  for (const std::string& name : names) {
+    AttentionConfig ac;
+    ac.preset = name;
+    AttentionSpec plain = resolve_attention(ac, m);
+    plain.alibi = m.position == "alibi";
+    for (int Tn : opt.attention_contexts) {
+      const AttentionSpec ctx = for_length(resolve_attention(ac, m, cfg.context), Tn);
+      GPT_CHECK(!remap::on(ctx.rope), "bench: the distance remappings need the far copy of q and k, which this "
+                "kernel benchmark does not make; bench the masks and temperatures");
+      const size_t n3 = static_cast<size_t>(Tn) * 3 * C, n1 = static_cast<size_t>(Tn) * C;
+      const auto qkv = random_floats(n3, 11), dout = random_floats(n1, 12, 0.01f);
+      const std::vector<float> scale(NH, 1.0f);
+      std::vector<float> y(n1), stats(static_cast<size_t>(NH) * Tn * plain.stats_per_row()), dqkv(n3), dscale(NH);
+      double sec[2][2];  // [plain/ctx][fwd/f+b]
+      for (int which = 0; which < 2; ++which)
+        for (int bw = 0; bw < 2; ++bw) {
+          const AttentionSpec& sp = which ? ctx : plain;
+          auto fb = [&] {
+            cpu::attention_forward(y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, sp, scale.data(), nullptr);
+            if (bw)
+              cpu::attention_backward(dqkv.data(), dscale.data(), dout.data(), y.data(), stats.data(), qkv.data(), 1,
+                                      Tn, C, NH, sp, scale.data());
+          };
+          const bool long_ctx = Tn >= 2048;
+          sec[which][bw] = best_seconds(fb, long_ctx ? 0.0 : opt.min_seconds, 2, long_ctx ? 0 : 1);
+        }
+      std::snprintf(buf, sizeof buf, "%-10s %7d %10.2f %10.2f %7.3f %9.3f %10.2f %10.2f %7.3f %9.3f\n", name.c_str(),
+                    Tn, 1e3 * sec[0][0], 1e3 * sec[1][0], sec[1][0] / sec[0][0], 1e6 * sec[1][0] / Tn,
+                    1e3 * sec[0][1], 1e3 * sec[1][1], sec[1][1] / sec[0][1], 1e6 * sec[1][1] / Tn);
+      out << buf << std::flush;
+    }
+  }
+}
+
 // ---- cuda ----------------------------------------------------------------------------
 // Square n^3 GEMM through the backend (device buffers), best of repeats.
 double backend_square_gemm_seconds(Backend<float>& be, int n, double min_seconds) {
@@ -508,7 +558,10 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   }
   if (selected(opt, "train") || selected(opt, "eval")) bench_model(cfg, opt, t);
   if (selected(opt, "memory")) bench_memory(cfg, opt, t, false);
-  if (selected(opt, "attention")) bench_attention(cfg, opt, out, peak);
+  if (selected(opt, "attention")) {
+    bench_attention(cfg, opt, out, peak);
+    if (context_summary(resolve_attention(cfg)) != "none") bench_attention_context(cfg, opt, out);
+  }
   if (selected(opt, "cuda-attention")) run_cuda_attention_bench(cuda_attention_options(opt), out);
   out << "\ntotal " << Table::fmt("%.2f", seconds_since(start)) << " s, load average " << load_average()
       << " at end\n";

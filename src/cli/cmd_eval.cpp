@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include <spdlog/spdlog.h>
 
@@ -12,6 +13,7 @@
 #include "core/files.h"
 #include "core/metrics.h"
 #include "data/shard.h"
+#include "eval/calibrate.h"
 #include "eval/extrapolation.h"
 #include "eval/passkey.h"
 #include "eval/shard_loss.h"
@@ -35,6 +37,11 @@ struct EvalArgs {
   std::string storage;    // empty: the run's run.storage
   AttentionOverride attention;
   std::string task = "loss";
+  // --calibrate
+  std::string calibrate;
+  int calibrate_on = 0;
+  double calibrate_fraction = 0.25;
+  int64_t calibrate_tokens = 0;
   // --task passkey
   std::vector<double> depths;
   int samples = 0;
@@ -191,17 +198,53 @@ void run_eval(EvalArgs a) {
   const std::string pattern = a.data.empty() ? lm.config.data.val : a.data;
   const int T = lm.config.model.context;
   spdlog::info("evaluating {} (step {}) on {}", lm.path, lm.progress.step, pattern);
-  const TokenStream val(pattern, lm.config.model.vocab_size);
+  const TokenStream full(pattern, lm.config.model.vocab_size);
   spdlog::info("attention: {}{}", attention_summary(lm.config.attention, lm.model->attention()),
                override_note(a.attention));
   spdlog::info("context extension: {}", context_summary(lm.model->attention()));
-  ExtrapolationResult r = evaluate_extrapolation(*lm.model, val, ec, T,
-                                                 static_cast<int64_t>(lm.config.train.batch_size) * T);
+  const int64_t batch_tokens = static_cast<int64_t>(lm.config.train.batch_size) * T;
+  // --calibrate: the first calibrate_fraction of the validation stream fits
+  // the knob, the rest is evaluated (the two never share a token).
+  nlohmann::json calibration;
+  TokenStream val = full;
+  std::unique_ptr<ExtrapolationResult> before;
+  if (!a.calibrate.empty()) {
+    check_calibration_knob(lm.model->attention(), a.calibrate);
+    const int m = a.calibrate_on > 0 ? a.calibrate_on : ec.multiples.back();
+    GPT_CHECK(a.calibrate_fraction > 0 && a.calibrate_fraction < 1, "eval: --calibrate-fraction must lie in (0, 1), got ",
+              a.calibrate_fraction);
+    const uint64_t split = static_cast<uint64_t>(a.calibrate_fraction * static_cast<double>(full.size()));
+    const int64_t L = static_cast<int64_t>(m) * T;
+    GPT_CHECK(split >= static_cast<uint64_t>(L) + 1, "eval: the calibration split (", a.calibrate_fraction, " of ",
+              full.size(), " validation tokens = ", split, ") cannot hold one sequence of ", L,
+              " tokens at --calibrate-on ", m, "; raise --calibrate-fraction or lower --calibrate-on");
+    const TokenStream calib = full.slice(0, split);
+    val = full.slice(split, full.size());
+    const int64_t ctokens =
+        a.calibrate_tokens > 0 ? a.calibrate_tokens : std::min<int64_t>(ec.tokens, static_cast<int64_t>(split) - 1);
+    spdlog::info("calibrating {} at {}x on validation tokens [0, {}) ({} scored per probe); evaluating on [{}, {})",
+                 a.calibrate, m, split, ctokens, split, full.size());
+    before = std::make_unique<ExtrapolationResult>(evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens));
+    const CalibrationResult cr =
+        calibrate(*lm.model, calib, a.calibrate, m, ctokens, T, batch_tokens, 14, [&](double v, double loss) {
+          spdlog::info("calibrate {} = {:.4f}: loss {:.4f} at {}x", a.calibrate, v, loss, m);
+        });
+    spdlog::info("calibrated {} = {:.4f} (loss {:.4f} at {}x; {:.4f} at the run's {:.4f})", a.calibrate, cr.fitted,
+                 cr.fitted_loss, m, cr.default_loss, cr.default_value);
+    calibration = cr.to_json();
+    calibration["calibration_tokens"] = {0, split};
+    calibration["evaluation_tokens"] = {split, full.size()};
+  }
+  ExtrapolationResult r = evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens);
   r.attention = attention_to_json(lm.config.attention, lm.model->attention());
   r.attention["override"] = !a.attention.empty();
   nlohmann::json j = r.to_json();
   j["context"] = context_to_json(lm.model->attention());
   j["context"]["override"] = !a.attention.context_empty();
+  if (!calibration.is_null()) {
+    j["calibration"] = calibration;
+    j["uncalibrated"] = before->to_json()["multiples"];
+  }
   j["checkpoint"] = lm.path;
   j["step"] = lm.progress.step;
   j["data"] = pattern;
@@ -212,6 +255,10 @@ void run_eval(EvalArgs a) {
   const fs::path run = run_dir_of(lm.path);
   if (!run.empty() && fs::exists(run / "metrics.jsonl"))
     MetricsLog((run / "metrics.jsonl").string()).write({{"event", "eval"}, {"source", "gpt eval"}, {"step", lm.progress.step}, {"results", j}});
+  if (before)
+    std::cout << "uncalibrated, on the evaluation split:\n"
+              << before->table() << "calibrated (" << a.calibrate << " = " << calibration["fitted"].get<double>()
+              << "), on the evaluation split:\n";
   std::cout << r.table() << "attention diagnostics (mean over heads and rows, per layer):\n"
             << r.diagnostics_table();
   spdlog::info("results written to {}", out);
@@ -244,6 +291,20 @@ void add_eval(CLI::App& app) {
                   "replaces its context section): " + context_method_names() +
                       " (docs: ../shared/docs/context_extension.md). Or a number T: the mean-loss mode's sequence "
                       "length (default: the model's context); prints `val loss X over N tokens`");
+  cmd->add_option("--calibrate", args->calibrate,
+                  "Fit one scalar before evaluating, by a golden-section search on a held-out calibration split: "
+                  "temperature (a global logit scale), yarn_attn_factor (YaRN's t; needs --context yarn or yarn_temp) "
+                  "or ntk_factor (needs --context ntk)")
+      ->check(CLI::IsMember({"temperature", "yarn_attn_factor", "ntk_factor"}));
+  cmd->add_option("--calibrate-on", args->calibrate_on,
+                  "Calibration: the multiple whose mean loss is minimised (default: the largest evaluated)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--calibrate-fraction", args->calibrate_fraction,
+                  "Calibration: the share of the validation stream, from its start, held out to fit on; the "
+                  "evaluation scores only the rest (default 0.25)");
+  cmd->add_option("--calibrate-tokens", args->calibrate_tokens,
+                  "Calibration: tokens scored per probe (default: eval.tokens, at most the calibration split)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--context-set", args->attention.context_sets,
                   "Override one key of the context section, e.g. factor=16, window=256, attn_factor=1 (repeatable; "
                   "applied after --context; gpt info --config-keys lists them)");

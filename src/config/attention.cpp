@@ -1,5 +1,6 @@
 #include "config/attention.h"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -63,12 +64,35 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
   s.attn_factor = ctx.attn_factor.value_or(0.0);
   const ContextMask mask = stage_from<ContextMask>(ctx.mask, kContextMaskNames, "mask", "context");
   if (mask != ContextMask::None) {
-    s.sinks = mask == ContextMask::Sinks ? ctx.sinks : 0;
-    s.window = ctx.window > 0 ? ctx.window : m.context - s.sinks;
+    s.sinks = mask == ContextMask::Sinks    ? (ctx.sinks > 0 ? ctx.sinks : 4)
+              : mask == ContextMask::Lambda ? (ctx.sinks > 0 ? ctx.sinks : 10)
+                                            : 0;
+    s.window = ctx.window > 0 ? ctx.window : mask == ContextMask::Sinks ? m.context - s.sinks : m.context;
+  }
+  // Distance remappings (the far copy of q and k).
+  const ContextRemap remap = stage_from<ContextRemap>(ctx.remap, kContextRemapNames, "remap", "context");
+  if (remap == ContextRemap::Rerope) {
+    r.remap = RemapKind::Rerope;
+    r.remap_window = ctx.remap_window > 0 ? ctx.remap_window : std::max(1, m.context / 2);
+    r.rerope_kappa = ctx.rerope_kappa;
+  } else if (remap == ContextRemap::SelfExtend) {
+    r.remap = RemapKind::SelfExtend;
+    r.remap_window = ctx.remap_window > 0 ? ctx.remap_window : std::max(1, m.context / 4);
+    r.group = ctx.group;  // 0: per length (for_length)
+  } else if (mask == ContextMask::Lambda) {
+    r.remap = RemapKind::Cap;
+    r.remap_window = s.window;  // Δ′ = min(Δ, n_local)
+  } else if (mask == ContextMask::Sinks &&
+             stage_from<SinkPositions>(ctx.sink_positions, kSinkPositionsNames, "sink_positions", "context") ==
+                 SinkPositions::Cache) {
+    r.remap = RemapKind::CacheSinks;
+    r.remap_window = s.window;
+    r.remap_sinks = s.sinks;
   }
   s.row_index = stage_from<RowIndex>(ctx.row_index, kRowIndexNames, "row_index", "context");
   s.temperature = stage_from<Temperature>(ctx.temperature, kTemperatureNames, "temperature", "context");
   s.temp_beta = ctx.temp_beta;
+  s.logit_scale = ctx.logit_scale;
   s.temp_floor = ctx.temp_floor;
   return s;
 }
@@ -79,6 +103,8 @@ struct ContextMethod {
   const char* key;
   const char* value;
   const char* kind;
+  const char* key2 = nullptr;  // a second key the method sets
+  const char* value2 = nullptr;
 };
 constexpr ContextMethod kContextMethods[] = {
     {"pi", "rope_scaling", "pi", "RoPE frequency rule"},
@@ -88,6 +114,10 @@ constexpr ContextMethod kContextMethods[] = {
     {"llama3", "rope_scaling", "llama3", "RoPE frequency rule"},
     {"window", "mask", "window", "mask"},
     {"sinks", "mask", "sinks", "mask"},
+    {"streaming_llm", "mask", "sinks", "mask", "sink_positions", "cache"},
+    {"lambda", "mask", "lambda", "mask"},
+    {"rerope", "remap", "rerope", "distance remapping"},
+    {"self_extend", "remap", "self_extend", "distance remapping"},
     {"yarn_temp", "temperature", "yarn", "temperature"},
     {"llama4_temp", "temperature", "llama4", "temperature"},
 };
@@ -113,6 +143,7 @@ nlohmann::json context_methods_to_json(const std::vector<std::string>& methods) 
                 "; use one");
     used.emplace_back(found->key, name);
     j[found->key] = found->value;
+    if (found->key2) j[found->key2] = found->value2;
   }
   return j;
 }
@@ -132,13 +163,18 @@ nlohmann::json context_to_json(const AttentionSpec& s) {
   if (r.scaling == RopeScaling::DynamicNtk) j["dynamic_alpha"] = r.dynamic_alpha;
   if (r.scaling == RopeScaling::Yarn || s.temperature == Temperature::Yarn)
     j["attn_factor"] = s.attn_factor > 0 ? nlohmann::json(s.attn_factor) : nlohmann::json("0.1 ln s + 1");
-  j["mask"] = s.window > 0 ? (s.sinks > 0 ? "sinks" : "window") : "none";
+  j["mask"] = s.window > 0 ? (s.rope.remap == RemapKind::Cap ? "lambda" : s.sinks > 0 ? "sinks" : "window") : "none";
+  j["remap"] = stage_name(r.remap);
+  if (r.remap != RemapKind::None) j["remap_window"] = r.remap_window;
+  if (r.remap == RemapKind::Rerope) j["rerope_kappa"] = r.rerope_kappa;
+  if (r.remap == RemapKind::SelfExtend) j["group"] = r.group > 0 ? nlohmann::json(r.group) : nlohmann::json("auto");
   if (s.window > 0) {
     j["window"] = s.window;
     j["sinks"] = s.sinks;
     j["row_index"] = stage_name(s.row_index);
   }
   j["temperature"] = stage_name(s.temperature);
+  j["logit_scale"] = s.logit_scale;
   if (s.temperature == Temperature::Llama4) {
     j["temp_beta"] = s.temp_beta;
     j["temp_floor"] = s.temp_floor > 0 ? s.temp_floor : s.trained_context;
@@ -172,11 +208,29 @@ std::string context_summary(const AttentionSpec& s) {
   }
   if (s.window > 0) {
     std::ostringstream m;
-    if (s.sinks > 0)
-      m << "sinks " << s.sinks << " + window " << s.window;
+    if (s.rope.remap == RemapKind::Cap)
+      m << "lambda (n_global " << s.sinks << ", n_local " << s.window << ", distances capped at n_local)";
+    else if (s.sinks > 0)
+      m << "sinks " << s.sinks << " + window " << s.window
+        << (s.rope.remap == RemapKind::CacheSinks ? " (cache positions)" : "");
     else
       m << "window " << s.window;
     if (s.row_index == RowIndex::Keys) m << " (i = keys kept)";
+    add(m.str());
+  }
+  if (r.remap == RemapKind::Rerope) {
+    std::ostringstream m;
+    m << "rerope w=" << r.remap_window;
+    if (r.rerope_kappa > 0) m << " kappa=" << r.rerope_kappa;
+    add(m.str());
+  }
+  if (r.remap == RemapKind::SelfExtend) {
+    std::ostringstream m;
+    m << "self_extend w_n=" << r.remap_window << " G=";
+    if (r.group > 0)
+      m << r.group;
+    else
+      m << "auto";
     add(m.str());
   }
   if (s.temperature == Temperature::Yarn) {
@@ -193,6 +247,11 @@ std::string context_summary(const AttentionSpec& s) {
     std::ostringstream m;
     m << "temperature llama4 (beta=" << s.temp_beta << ", F=" << (s.temp_floor > 0 ? s.temp_floor : s.trained_context)
       << ")";
+    add(m.str());
+  }
+  if (s.logit_scale != 1) {
+    std::ostringstream m;
+    m << "logits x " << s.logit_scale;
     add(m.str());
   }
   const std::string out = os.str();

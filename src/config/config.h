@@ -102,11 +102,17 @@ struct ContextConfig {
   double high_freq = 4;               // llama3 h_f
   double dynamic_alpha = 1;           // dynamic_ntk α
   std::optional<double> attn_factor;  // YaRN's t; null: 0.1 ln s + 1
-  std::string mask = "none";          // none | window | sinks
-  int window = 0;                     // w; 0: N for window, N - sinks for sinks
-  int sinks = 4;                      // k_s of mask "sinks"
+  std::string mask = "none";          // none | window | sinks | lambda
+  int window = 0;                     // w; 0: N for window and lambda, N - sinks for sinks
+  int sinks = 0;                      // k_s of mask sinks (0: 4) or n_global of lambda (0: 10)
+  std::string sink_positions = "original";  // sinks: original positions, or cache (re-indexed, StreamingLLM)
+  std::string remap = "none";         // none | rerope | self_extend: relative-distance remapping
+  int remap_window = 0;               // rerope w (0: N/2), self_extend w_n (0: N/4)
+  double rerope_kappa = 0;            // rerope: 0 = Δ' = w beyond w; κ > 1: leaky w + (Δ - w)/κ
+  int group = 0;                      // self_extend G; 0 = the smallest G that keeps distances below N
   std::string row_index = "position"; // position | keys: the i of the scales and of re-weighting
   std::string temperature = "none";   // none | yarn | llama4
+  double logit_scale = 1;             // a global temperature: every logit × this
   double temp_beta = 0.1;             // llama4 β
   int temp_floor = 0;                 // llama4 F; 0 = model.context
 };

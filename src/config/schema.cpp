@@ -154,15 +154,31 @@ std::vector<Key> make_keys() {
       {GPT_KEY(context, attn_factor), above(0),
        "YaRN's attention factor t (logits × t²) with rope_scaling or temperature yarn; null: 0.1·ln s + 1"},
       {GPT_KEY(context, mask), one_of(names_of(kContextMaskNames)),
-       "keys a query sees: none, window (the last w keys), sinks (StreamingLLM: the first k_s keys and the last w)"},
-      {GPT_KEY(context, window), between(0, kMaxContext), "w of mask window/sinks; 0 = model.context (sinks: minus k_s)"},
-      {GPT_KEY(context, sinks), between(1, kMaxContext), "k_s, the sink keys of mask sinks"},
+       "keys a query sees: none, window (the last w keys), sinks (StreamingLLM: the first k_s keys and the last w), "
+       "lambda (LM-Infinite: n_global first keys, n_local last ones, distances capped at n_local)"},
+      {GPT_KEY(context, window), between(0, kMaxContext),
+       "w of mask window/sinks, n_local of lambda; 0 = model.context (sinks: minus k_s)"},
+      {GPT_KEY(context, sinks), between(0, kMaxContext),
+       "k_s, the sink keys of mask sinks (0 = 4), or n_global of lambda (0 = 10)"},
+      {GPT_KEY(context, sink_positions), one_of(names_of(kSinkPositionsNames)),
+       "mask sinks: sink keys at their original positions, or at cache positions (StreamingLLM: a sink is seen at "
+       "distance min(m, k_s + w - 1) - n)"},
+      {GPT_KEY(context, remap), one_of(names_of(kContextRemapNames)),
+       "relative-distance remapping (context_extension.md §2): rerope (distances beyond w seen as w), self_extend "
+       "(grouped distances beyond w_n)"},
+      {GPT_KEY(context, remap_window), between(0, kMaxContext),
+       "rerope w (0 = model.context/2), self_extend neighbour window w_n (0 = model.context/4)"},
+      {GPT_KEY(context, rerope_kappa), at_least(0), "rerope: 0 = distances beyond w are w; kappa > 1: w + (d - w)/kappa"},
+      {GPT_KEY(context, group), between(0, kMaxContext),
+       "self_extend group size G; 0 = per evaluated length L the smallest G with (L - w_n)/G + w_n <= model.context"},
       {GPT_KEY(context, row_index), one_of(names_of(kRowIndexNames)),
        "with a mask, the i of the logn/ssmax/infoscale/lssa scales and of re-weighting: the query position or the "
        "number of keys kept"},
       {GPT_KEY(context, temperature), one_of(names_of(kTemperatureNames)),
        "length-dependent temperature: yarn (logits × t², no frequency change), llama4 (q × 1 + β·ln(⌊i/F⌋ + 1))"},
       {GPT_KEY(context, temp_beta), at_least(0), "llama4 temperature β"},
+      {GPT_KEY(context, logit_scale), above(0),
+       "a global temperature: every attention logit times this (what gpt eval --calibrate temperature fits)"},
       {GPT_KEY(context, temp_floor), between(0, kMaxContext), "llama4 temperature F; 0 = model.context"},
 
       {GPT_KEY(run, dir), non_empty(), "run directory (logs, checkpoints, results)"},
@@ -181,12 +197,18 @@ std::vector<Key> make_keys() {
 int head_size(const Config& c) { return c.model.n_embd / c.model.n_head; }
 // d_r: the rotated channels of a head under model.rope_fraction.
 int rope_dims(const Config& c) { return rope_rotated_dims(c.model); }
-// Keys a masked row can keep: window plus sinks.
+// Keys a masked row can keep: window plus sinks (the defaults as
+// resolve_attention fills them in).
 int64_t mask_reach(const Config& c) {
   const int64_t N = c.model.context;
-  const int64_t sinks = c.context.mask == "sinks" ? c.context.sinks : 0;
-  const int64_t w = c.context.window > 0 ? c.context.window : N - sinks;
+  const int64_t sinks = c.context.mask == "sinks"    ? (c.context.sinks > 0 ? c.context.sinks : 4)
+                        : c.context.mask == "lambda" ? (c.context.sinks > 0 ? c.context.sinks : 10)
+                                                     : 0;
+  const int64_t w = c.context.window > 0 ? c.context.window : c.context.mask == "sinks" ? N - sinks : N;
   return w + sinks;
+}
+bool remaps(const Config& c) {
+  return c.context.remap != "none" || c.context.mask == "lambda" || c.context.sink_positions == "cache";
 }
 
 std::vector<Rule> make_rules() {
@@ -258,7 +280,8 @@ std::vector<Rule> make_rules() {
       {"\"context.mask\" = \"sinks\" with the default window N - k_s needs \"context.sinks\" < \"model.context\"",
        {"context.mask", "context.sinks", "context.window", "model.context"},
        [](const Config& c) {
-         return c.context.mask != "sinks" || c.context.window > 0 || c.context.sinks < c.model.context;
+         return c.context.mask != "sinks" || c.context.window > 0 ||
+                (c.context.sinks > 0 ? c.context.sinks : 4) < c.model.context;
        }},
       {"the mask would never hide a key: \"context.window\" (plus \"context.sinks\" for mask sinks) must be "
        "smaller than the longest context it runs at, max(\"eval.multiples\") * \"model.context\"",
@@ -269,6 +292,50 @@ std::vector<Rule> make_rules() {
              static_cast<int64_t>(c.eval.multiples.empty() ? 1 : std::max(1, c.eval.multiples.back())) *
              c.model.context;
          return mask_reach(c) < std::max<int64_t>(longest, c.model.context);
+       }},
+      {"a distance remapping (\"context.remap\", \"context.mask\" = \"lambda\", \"context.sink_positions\" = "
+       "\"cache\") rotates q and k at other positions and needs \"model.position\" = \"rope\"; on alibi or none "
+       "positions use mask window or sinks",
+       {"context.remap", "context.mask", "context.sink_positions", "model.position"},
+       [](const Config& c) { return !remaps(c) || c.model.position == "rope"; }},
+      {"one distance remapping at a time: \"context.remap\", \"context.mask\" = \"lambda\" (its distance cap) and "
+       "\"context.sink_positions\" = \"cache\" each remap distances",
+       {"context.remap", "context.mask", "context.sink_positions"},
+       [](const Config& c) {
+         return (c.context.remap != "none") + (c.context.mask == "lambda") + (c.context.sink_positions == "cache") <= 1;
+       }},
+      {"\"context.sink_positions\" = \"cache\" needs \"context.mask\" = \"sinks\"",
+       {"context.sink_positions", "context.mask"},
+       [](const Config& c) { return c.context.sink_positions == "original" || c.context.mask == "sinks"; }},
+      {"a distance remapping composes with the frequency rule yarn only (YaRN + ReRoPE, as in the YaRN repository); "
+       "not with pi, ntk, dynamic_ntk or llama3",
+       {"context.remap", "context.mask", "context.sink_positions", "context.rope_scaling"},
+       [](const Config& c) {
+         return !remaps(c) || c.context.rope_scaling == "none" || c.context.rope_scaling == "yarn";
+       }},
+      {"\"context.remap_window\", \"context.rerope_kappa\" and \"context.group\" need \"context.remap\"",
+       {"context.remap_window", "context.rerope_kappa", "context.group", "context.remap"},
+       [](const Config& c) {
+         return c.context.remap != "none" ||
+                (c.context.remap_window == 0 && c.context.rerope_kappa == 0 && c.context.group == 0);
+       }},
+      {"\"context.rerope_kappa\" must be 0 (distances beyond w are w) or > 1 (the leaky form; 1 changes nothing)",
+       {"context.rerope_kappa"},
+       [](const Config& c) { return c.context.rerope_kappa == 0 || c.context.rerope_kappa > 1; }},
+      {"self_extend needs a neighbour window \"context.remap_window\" < \"model.context\"",
+       {"context.remap", "context.remap_window", "model.context"},
+       [](const Config& c) {
+         return c.context.remap != "self_extend" || c.context.remap_window < c.model.context;
+       }},
+      {"the remapping would never act: \"context.remap_window\" must be smaller than the longest context it runs at, "
+       "max(\"eval.multiples\") * \"model.context\"",
+       {"context.remap", "context.remap_window", "eval.multiples", "model.context"},
+       [](const Config& c) {
+         if (c.context.remap == "none") return true;
+         const int64_t longest =
+             static_cast<int64_t>(c.eval.multiples.empty() ? 1 : std::max(1, c.eval.multiples.back())) *
+             c.model.context;
+         return c.context.remap_window < std::max<int64_t>(longest, c.model.context);
        }},
       {"\"train.lr_min\" must be <= \"train.lr\"",
        {"train.lr_min", "train.lr"},

@@ -215,9 +215,19 @@ TokenStream::TokenStream(const std::string& pattern, int vocab_size) : vocab_siz
   files_ = std::make_shared<ShardFiles>(std::move(paths));
 }
 
+TokenStream TokenStream::slice(uint64_t begin, uint64_t end) const {
+  GPT_CHECK(begin <= end && end <= total_, "TokenStream::slice [", begin, ", ", end, ") is outside the stream of ",
+            total_, " tokens");
+  TokenStream s = *this;
+  s.base_ = base_ + begin;
+  s.total_ = end - begin;
+  return s;
+}
+
 void TokenStream::read(uint64_t offset, uint64_t n, int32_t* out) const {
   GPT_CHECK(offset <= total_ && n <= total_ - offset, "TokenStream::read of tokens [", offset, ", ",
             offset + n, ") is outside the stream of ", total_, " tokens");
+  offset += base_;
   // The shard holding `offset`: the last one starting at or before it.
   size_t s = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin()) - 1;
   std::vector<uint16_t> narrow;

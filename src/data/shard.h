@@ -40,8 +40,12 @@ class TokenStream {
   // boundaries). Throws if out of range or if an id >= vocab_size (naming the
   // shard, the position and the id).
   void read(uint64_t offset, uint64_t n, int32_t* out) const;
+  // Tokens [begin, end) of this stream as a stream of its own (the same
+  // files; offsets start at 0). Throws if the range is outside the stream.
+  TokenStream slice(uint64_t begin, uint64_t end) const;
 
  private:
+  uint64_t base_ = 0;  // offset of this stream's token 0 in the shards (slices)
   std::vector<ShardInfo> shards_;
   std::vector<uint64_t> starts_;  // stream offset of each shard's first token
   uint64_t total_ = 0;

@@ -26,6 +26,7 @@ struct LayerActs {
   GPT_LAYER_ACTS(GPT_FIELD)
   GPT_LAYER_STATS(GPT_STAT_FIELD)
   Buffer<T> qkvr;         // qkv after RoPE (rope only; otherwise attention reads qkv)
+  Buffer<T> qkvf;         // qkv rotated at the far positions of a distance remapping (remap::on only)
   Buffer<Acc> att_stats;  // (B, NH, Tn, stats_per_row), training only
 };
 
@@ -39,21 +40,27 @@ struct Activations {
   Buffer<Acc> lnf_mean, lnf_rstd, losses, dlosses;
   TokenBuffer tokens, targets;
   GPT_GRAD_SCRATCH(GPT_FIELD)
-  Buffer<T> dqkvr;
+  Buffer<T> dqkvr, dqkvf;
 #undef GPT_FIELD
 #undef GPT_STAT_FIELD
   LayerActs<T>& layer(int l) { return layers[training ? l : 0]; }
 };
 
+// The spec as the model runs it: the model config decides the position
+// encoding's part (ALiBi, RoPE's base and rotated channels), whatever the
+// caller passed.
+AttentionSpec spec_for_model(AttentionSpec s, const ModelConfig& cfg) {
+  s.alibi = cfg.position == "alibi";
+  if (s.trained_context == 0) s.trained_context = cfg.context;
+  s.rope.theta = cfg.rope_theta;
+  s.rope.rot_dims = rope_rotated_dims(cfg);
+  if (s.rope.trained_context == 0) s.rope.trained_context = cfg.context;
+  return s;
+}
+
 template <typename T>
 GPT<T>::GPT(const ModelConfig& cfg, const AttentionSpec& attn, Backend<T>& backend)
-    : cfg_(cfg), attn_(attn), be_(backend), layout_(cfg, attn) {
-  attn_.alibi = cfg.position == "alibi";  // the position encoding decides, whatever the caller passed
-  if (attn_.trained_context == 0) attn_.trained_context = cfg.context;
-  // RoPE's base and rotated channels belong to the model config too.
-  attn_.rope.theta = cfg.rope_theta;
-  attn_.rope.rot_dims = rope_rotated_dims(cfg);
-  if (attn_.rope.trained_context == 0) attn_.rope.trained_context = cfg.context;
+    : cfg_(cfg), attn_(spec_for_model(attn, cfg)), be_(backend), layout_(cfg, attn) {
   params_ = Buffer<Acc>(be_, layout_.total);
   grads_ = Buffer<Acc>(be_, layout_.total);
   if constexpr (kWorkingCopy) {
@@ -113,6 +120,7 @@ Activations<T>& GPT<T>::activations(int B, int Tn, bool training) {
     GPT_LAYER_STATS(GPT_ALLOC_STAT)
 #undef GPT_ALLOC_STAT
     if (cfg_.position == "rope") l.qkvr = Buffer<T>(be_, N * C3);
+    if (remap::on(attn_.rope)) l.qkvf = Buffer<T>(be_, N * C3);
     if (training) l.att_stats = Buffer<Acc>(be_, N * cfg_.n_head * attn_.stats_per_row());
   }
   a->encoded = Buffer<T>(be_, N * C);
@@ -129,10 +137,24 @@ Activations<T>& GPT<T>::activations(int B, int Tn, bool training) {
     GPT_GRAD_SCRATCH(GPT_ALLOC_SCRATCH)
 #undef GPT_ALLOC_SCRATCH
     if (cfg_.position == "rope") a->dqkvr = Buffer<T>(be_, N * C3);
+    if (remap::on(attn_.rope)) a->dqkvf = Buffer<T>(be_, N * C3);
   }
 #undef GPT_ALLOC
   slot = std::move(a);
   return *slot;
+}
+
+template <typename T>
+void GPT<T>::set_attention(const AttentionSpec& spec) {
+  const AttentionSpec s = spec_for_model(spec, cfg_);
+  GPT_CHECK(s.learned_scale() == attn_.learned_scale() && s.score == attn_.score,
+            "set_attention: the score type and the learned scales must not change (they decide the parameters)");
+  // The buffers of the far copy exist only with a distance remapping.
+  if (remap::on(s.rope) != remap::on(attn_.rope)) {
+    train_acts_.reset();
+    infer_acts_.reset();
+  }
+  attn_ = s;
 }
 
 template <typename T>
@@ -154,6 +176,8 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
   // The working copy follows the master parameters, whoever changed them.
   if constexpr (kWorkingCopy) be_.convert(working_.get(), params_.get(), layout_.total);
   const AttentionSpec spec = for_length(attn_, Tn);  // YaRN's attention factor depends on the length
+  RopeSpec far_rope = spec.rope;
+  far_rope.far_positions = true;
   be_.encoder_forward(a.encoded.get(), a.tokens.get(), p_.wte, p_.wpe, B, Tn, C, Vp);
   const T* res = a.encoded.get();  // (N,C) residual stream entering the block
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -166,9 +190,14 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
       be_.rope_forward(x.qkvr.get(), x.qkv.get(), B, Tn, C, NH, spec.rope, 0);
       qkv = x.qkvr.get();
     }
+    const T* qkv_far = nullptr;
+    if (remap::on(spec.rope)) {  // the second rotation of a distance remapping
+      be_.rope_forward(x.qkvf.get(), x.qkv.get(), B, Tn, C, NH, far_rope, 0);
+      qkv_far = x.qkvf.get();
+    }
     double* diag = diag_ && !a.training ? diag_->data() + static_cast<size_t>(l) * NH * kAttentionDiagStats : nullptr;
     be_.attention_forward(x.atty.get(), a.training ? x.att_stats.get() : nullptr, qkv, B, Tn, C, NH, spec,
-                          w.attnscale, diag);
+                          w.attnscale, diag, qkv_far);
     be_.matmul_forward(x.attproj.get(), x.atty.get(), w.attprojw, w.attprojb, N, C, C);
     be_.residual_forward(x.res2.get(), res, x.attproj.get(), static_cast<size_t>(N) * C);
     be_.layernorm_forward(x.ln2.get(), x.ln2_mean.get(), x.ln2_rstd.get(), x.res2.get(), w.ln2w, w.ln2b, N, C);
@@ -218,6 +247,9 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
   const size_t NC = static_cast<size_t>(N) * C;
   const bool rope = cfg_.position == "rope";
   const AttentionSpec spec = for_length(attn_, Tn);
+  const bool far = remap::on(spec.rope);
+  RopeSpec far_rope = spec.rope;
+  far_rope.far_positions = true;
 
   // d(loss_scale · mean loss)/d loss_n
   std::vector<Acc> dl(N, static_cast<Acc>(loss_scale / N));
@@ -254,9 +286,12 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
     be_.zero(a.dqkv.get(), NC * 3);
     if (rope) {
       be_.zero(a.dqkvr.get(), NC * 3);
+      if (far) be_.zero(a.dqkvf.get(), NC * 3);
       be_.attention_backward(a.dqkvr.get(), g.attnscale, a.datty.get(), x.atty.get(), x.att_stats.get(),
-                             x.qkvr.get(), B, Tn, C, NH, spec, w.attnscale);
+                             x.qkvr.get(), B, Tn, C, NH, spec, w.attnscale, far ? a.dqkvf.get() : nullptr,
+                             far ? x.qkvf.get() : nullptr);
       be_.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, C, NH, spec.rope, 0);
+      if (far) be_.rope_backward(a.dqkv.get(), a.dqkvf.get(), B, Tn, C, NH, far_rope, 0);
     } else {
       be_.attention_backward(a.dqkv.get(), g.attnscale, a.datty.get(), x.atty.get(), x.att_stats.get(), x.qkv.get(),
                              B, Tn, C, NH, spec, w.attnscale);

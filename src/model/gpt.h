@@ -35,6 +35,10 @@ class Model {
   virtual const ModelConfig& config() const = 0;
   virtual const ParamLayout& layout() const = 0;
   virtual const AttentionSpec& attention() const = 0;
+  // Runs the model with another attention spec from now on (evaluation-time
+  // variants, calibration). The score type and the learned scales must stay
+  // (they decide the parameters): throws otherwise.
+  virtual void set_attention(const AttentionSpec& spec) = 0;
   // The backend's memory and its ops on A tensors (norms, clipping, AdamW).
   virtual ParamBackend<A>& backend() = 0;
   // The master parameters and their gradients: flat buffers of num_params()
@@ -96,6 +100,7 @@ class GPT : public Model<accum_t<T>> {
   const ModelConfig& config() const override { return cfg_; }
   const ParamLayout& layout() const override { return layout_; }
   const AttentionSpec& attention() const override { return attn_; }
+  void set_attention(const AttentionSpec& spec) override;
   Backend<T>& backend() override { return be_; }
   Acc* params() override { return params_.get(); }
   Acc* grads() override { return grads_.get(); }

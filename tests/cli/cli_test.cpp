@@ -199,6 +199,12 @@ TEST_F(Cli, EvalWithContextExtensionMethods) {
   EXPECT_NE(j["multiples"][1]["loss"], p["multiples"][1]["loss"]);
   EXPECT_EQ(run("eval " + runs + " --context llama4_temp,sinks --context-set sinks=2 --tokens 256").status, 0);
   EXPECT_EQ(run("eval " + runs + " --context ntk --context-set factor=4 --tokens 256").status, 0);
+  for (const char* m : {"rerope", "self_extend", "lambda", "streaming_llm", "rerope,yarn"}) {
+    const Result r = run("eval " + runs + " --context " + m + " --tokens 256 --out " + (dir_ / "m.json").string());
+    ASSERT_EQ(r.status, 0) << m << "\n" << r.output;
+    const auto jm = nlohmann::json::parse(std::ifstream(dir_ / "m.json"));
+    EXPECT_NE(jm["context"]["remap"], "none") << m;
+  }
   expect_error(run("eval " + runs + " --context pi,yarn"), {"\"pi\" and \"yarn\"", "RoPE frequency rule"});
   expect_error(run("eval " + runs + " --context rerope2"), {"rerope2", "valid: pi, ntk"});
   expect_error(run("eval " + runs + " --context window --context-set window=32 --multiples 1,2"),

@@ -81,6 +81,22 @@ TEST(ContextConfig, ResolvesEveryKey) {
   EXPECT_DOUBLE_EQ(attn::row_temperature(l4, 127), 1.0);  // ⌊127/128⌋ = 0
   EXPECT_DOUBLE_EQ(attn::row_temperature(l4, 256), 1 + 0.2 * std::log(3.0));
 
+  const AttentionSpec rr = spec_of(R"({"context": {"remap": "rerope"}})");
+  EXPECT_EQ(rr.rope.remap, RemapKind::Rerope);
+  EXPECT_EQ(rr.rope.remap_window, 64);  // default w = N/2
+  const AttentionSpec se = spec_of(R"({"context": {"remap": "self_extend"}})");
+  EXPECT_EQ(se.rope.remap_window, 32);  // default w_n = N/4
+  EXPECT_EQ(for_length(se, 2048).rope.group, 21);
+  const AttentionSpec lam = spec_of(R"({"context": {"mask": "lambda"}})");
+  EXPECT_EQ(lam.sinks, 10);
+  EXPECT_EQ(lam.window, 128);
+  EXPECT_EQ(lam.rope.remap, RemapKind::Cap);
+  EXPECT_EQ(lam.rope.remap_window, 128);
+  EXPECT_EQ(context_to_json(lam).at("mask"), "lambda");
+  const AttentionSpec sc = spec_of(R"({"context": {"mask": "sinks", "sink_positions": "cache"}})");
+  EXPECT_EQ(sc.rope.remap, RemapKind::CacheSinks);
+  EXPECT_EQ(sc.rope.remap_sinks, 4);
+  EXPECT_EQ(sc.rope.remap_window, 124);
   const AttentionSpec partial = spec_of(R"({"model": {"rope_fraction": 0.25}})");
   EXPECT_EQ(partial.rope.rot_dims, 8);
   EXPECT_NE(context_summary(y).find("yarn s=4"), std::string::npos) << context_summary(y);
@@ -119,7 +135,24 @@ TEST(ContextConfig, RefusedCombinationsNameBothParts) {
   expect_contains(error_of(R"({"model": {"rope_fraction": 0.01}})"), {"model.rope_fraction", ">= 2"});
   expect_contains(error_of(R"({"model": {"rope_fraction": 0}})"), {"model.rope_fraction"});
   expect_contains(error_of(R"({"context": {"rope_scaling": "longrope"}})"), {"context.rope_scaling", "yarn"});
-  expect_contains(error_of(R"({"context": {"mask": "lambda"}})"), {"context.mask", "window, sinks"});
+  expect_contains(error_of(R"({"context": {"mask": "dilated"}})"), {"context.mask", "window, sinks, lambda"});
+  // Distance remappings.
+  expect_contains(error_of(R"({"model": {"position": "alibi"}, "context": {"remap": "rerope"}})"),
+                  {"distance remapping", "model.position"});
+  expect_contains(error_of(R"({"model": {"position": "none"}, "context": {"mask": "lambda"}})"),
+                  {"context.mask", "model.position", "use mask window or sinks"});
+  expect_contains(error_of(R"({"context": {"remap": "rerope", "mask": "lambda"}})"), {"one distance remapping"});
+  expect_contains(error_of(R"({"context": {"mask": "sinks", "sink_positions": "cache", "remap": "self_extend"}})"),
+                  {"one distance remapping"});
+  expect_contains(error_of(R"({"context": {"sink_positions": "cache"}})"), {"context.sink_positions", "sinks"});
+  expect_contains(error_of(R"({"context": {"remap": "rerope", "rope_scaling": "ntk"}})"), {"yarn only"});
+  EXPECT_NO_THROW(config_from_json(json::parse(R"({"context": {"remap": "rerope", "rope_scaling": "yarn"}})")));
+  expect_contains(error_of(R"({"context": {"group": 4}})"), {"context.group", "context.remap"});
+  expect_contains(error_of(R"({"context": {"remap": "rerope", "rerope_kappa": 1}})"), {"context.rerope_kappa"});
+  expect_contains(error_of(R"({"context": {"remap": "self_extend", "remap_window": 128}})"),
+                  {"self_extend", "context.remap_window"});
+  expect_contains(error_of(R"({"eval": {"multiples": [1, 2]}, "context": {"remap": "rerope", "remap_window": 300}})"),
+                  {"never act"});
   // Masks and temperatures apply to every position encoding.
   EXPECT_NO_THROW(config_from_json(json::parse(R"({"model": {"position": "alibi"}, "context": {"mask": "window",
       "temperature": "llama4"}})")));
@@ -131,6 +164,8 @@ TEST(ContextConfig, MethodListOfGptEvalContext) {
   EXPECT_EQ(context_methods_to_json({"llama4_temp", "sinks", "none"}),
             json({{"temperature", "llama4"}, {"mask", "sinks"}}));
   EXPECT_EQ(context_methods_to_json({"none"}), json::object());
+  EXPECT_EQ(context_methods_to_json({"streaming_llm"}), json({{"mask", "sinks"}, {"sink_positions", "cache"}}));
+  EXPECT_EQ(context_methods_to_json({"rerope", "yarn"}), json({{"remap", "rerope"}, {"rope_scaling", "yarn"}}));
   try {
     context_methods_to_json({"pi", "yarn"});
     ADD_FAILURE() << "two frequency rules";

@@ -143,6 +143,16 @@ TEST(ModelContextGradcheck, TrainableContextMethodsMatchFiniteDifferences) {
        [](ContextConfig& c) { c.rope_scaling = "yarn", c.factor = 2; }},
       {"alibi,window,yarn_temp", "alibi", "softmax", 1.0,
        [](ContextConfig& c) { c.mask = "window", c.window = 3, c.temperature = "yarn", c.factor = 3; }},
+      // The distance remappings: the far copy of q and k and its RoPE backward.
+      {"rope,rerope w=3", "rope", "softmax", 1.0, [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 3; }},
+      {"rope f=0.5,rerope leaky+yarn", "rope", "softmax", 0.5,
+       [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 2, c.rerope_kappa = 3, c.rope_scaling = "yarn",
+                              c.factor = 2; }},
+      {"rope,self_extend", "rope", "softmax", 1.0,
+       [](ContextConfig& c) { c.remap = "self_extend", c.remap_window = 2, c.group = 2; }},
+      {"rope,lambda", "rope", "softmax", 1.0, [](ContextConfig& c) { c.mask = "lambda", c.sinks = 1, c.window = 3; }},
+      {"rope,streaming_llm", "rope", "softmax", 1.0,
+       [](ContextConfig& c) { c.mask = "sinks", c.sinks = 1, c.window = 3, c.sink_positions = "cache"; }},
   };
   for (const Case& c : cases) {
     ModelConfig cfg = tiny_config(c.position);

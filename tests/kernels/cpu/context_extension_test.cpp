@@ -483,6 +483,248 @@ TEST(ContextExtension, MaskedKernelDoesNotDependOnThreadCount) {
   EXPECT_EQ(g1, g2);
 }
 
+// ---- relative-distance remapping (context_extension.md §2) -------------------------------
+
+// q·R(−Δ′θ)·k from the unrotated q and k: the score of a key seen at
+// distance Δ′ (q rotated by Δ′, k by 0), with the plain frequencies θ_k.
+double rotated_score(const double* q, const double* k, double dist, int d, double theta) {
+  const int half = d / 2;
+  double s = 0;
+  for (int i = 0; i < half; ++i) {
+    const double a = dist * std::pow(theta, -2.0 * i / d);
+    const double q1 = q[i] * std::cos(a) - q[i + half] * std::sin(a);
+    const double q2 = q[i] * std::sin(a) + q[i + half] * std::cos(a);
+    s += q1 * k[i] + q2 * k[i + half];
+  }
+  return s;
+}
+
+// The remapped distance of the doc's table, for key n of query m.
+double ref_remapped(const AttentionSpec& sp, int m, int n) {
+  const RopeSpec& r = sp.rope;
+  const int D = m - n, w = r.remap_window;
+  switch (r.remap) {
+    case RemapKind::Rerope:
+      if (D < w) return D;
+      return r.rerope_kappa > 0 ? w + (D - w) / r.rerope_kappa : w;
+    case RemapKind::SelfExtend:
+      if (D < w) return D;
+      return std::floor(1.0 * m / r.group) - std::floor(1.0 * n / r.group) + (w - std::floor(1.0 * w / r.group));
+    case RemapKind::Cap:
+      return std::min(D, w);
+    case RemapKind::CacheSinks:
+      // a sink key outside the window sits at cache position n, the query at min(m, k_s + w − 1)
+      if (D < w) return D;
+      return std::min(m, r.remap_sinks + w - 1) - n;
+    default:
+      return D;
+  }
+}
+
+// softmax-family reference over raw (unrotated) qkv with the remapped
+// distances; dot or cosine scores, any scale, masks as in reference().
+std::vector<double> remap_reference(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,
+                                    const std::vector<double>& hs) {
+  const int T = s.T, d = s.D();
+  std::vector<double> out(s.out_size(), 0.0);
+  for (int b = 0; b < s.B; ++b)
+    for (int h = 0; h < s.NH; ++h) {
+      auto ptr = [&](int t, int part) { return &qkv[(static_cast<size_t>(b) * T + t) * 3 * s.C + part * s.C + h * d]; };
+      auto norm = [&](int t, int part) {
+        double n2 = 0;
+        for (int c = 0; c < d; ++c) n2 += ptr(t, part)[c] * ptr(t, part)[c];
+        return std::sqrt(n2 + 1e-12);
+      };
+      for (int m = 0; m < T; ++m) {
+        std::vector<double> a(m + 1, 0.0);
+        double z = 0, mx = -1e300;
+        std::vector<double> x(m + 1, 0.0);
+        std::vector<bool> keep(m + 1);
+        for (int n = 0; n <= m; ++n) keep[n] = sp.window <= 0 || n > m - sp.window || n < sp.sinks;
+        for (int n = 0; n <= m; ++n) {
+          if (!keep[n]) continue;
+          const double qk = rotated_score(ptr(m, 0), ptr(n, 1), ref_remapped(sp, m, n), d, sp.rope.theta);
+          const double score =
+              sp.score == Score::Dot ? qk / std::sqrt(d) : sp.cosine_scale * qk / (norm(m, 0) * norm(n, 1));
+          x[n] = ref_lambda(sp, m + 1, d, hs.empty() ? 0 : hs[h]) * score;
+          mx = std::max(mx, x[n]);
+        }
+        for (int n = 0; n <= m; ++n)
+          if (keep[n]) z += (a[n] = ref_phi(sp.positivity, x[n] - (sp.positivity == Positivity::Exp ? mx : 0)));
+        for (double& v : a) v /= z;
+        std::vector<double> wt = a;
+        if (sp.p > 0) {
+          const double i = m + 1, o = i <= sp.offset_rows ? 0 : 1;
+          double rs = 0, tmax = 0;
+          std::vector<double> r(m + 1, 0.0);
+          for (int n = 0; n <= m; ++n)
+            if (keep[n]) tmax = std::max(tmax, i * a[n] - o);
+          for (int n = 0; n <= m; ++n)
+            if (keep[n]) rs += (r[n] = std::pow(std::max(0.0, i * a[n] - o), sp.p));
+          if (tmax > 1e-4 && rs > 0)
+            for (int n = 0; n <= m; ++n) wt[n] = r[n] / rs;
+        }
+        for (int c = 0; c < d; ++c) {
+          double acc = 0;
+          for (int n = 0; n <= m; ++n) acc += wt[n] * ptr(n, 2)[c];
+          out[(static_cast<size_t>(b) * T + m) * s.C + h * d + c] = acc;
+        }
+      }
+    }
+  return out;
+}
+
+// Gradient checks: every remapping once, and each score/scale family once.
+std::vector<Case> remap_grad_cases(int N);
+
+std::vector<Case> remap_cases(int N) {
+  std::vector<Case> v;
+  auto rerope = [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 20; };
+  auto leaky = [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 20, c.rerope_kappa = 4; };
+  auto selfext = [](ContextConfig& c) { c.remap = "self_extend", c.remap_window = 8, c.group = 3; };
+  auto lambda = [](ContextConfig& c) { c.mask = "lambda", c.sinks = 3, c.window = 30; };
+  auto cache = [](ContextConfig& c) { c.mask = "sinks", c.sinks = 4, c.window = 25, c.sink_positions = "cache"; };
+  for (const char* p : {"softmax", "lssar", "ssmax", "cosine"}) {
+    v.push_back(make_case(p, N, rerope, std::string(p) + "+rerope"));
+    v.push_back(make_case(p, N, selfext, std::string(p) + "+self_extend"));
+  }
+  v.push_back(make_case("softmax", N, leaky, "softmax+rerope_leaky"));
+  v.push_back(make_case("softmax", N, lambda, "softmax+lambda"));
+  v.push_back(make_case("lssar", N, lambda, "lssar+lambda"));
+  v.push_back(make_case("softmax", N, cache, "softmax+streaming_llm"));
+  return v;
+}
+
+// The near and far copies of raw qkv, as the model makes them.
+template <typename T>
+void near_far(const std::vector<T>& raw, const Shape& s, const AttentionSpec& spec, std::vector<T>& near,
+              std::vector<T>& far) {
+  near.assign(raw.size(), T(0));
+  far.assign(raw.size(), T(0));
+  RopeSpec fr = spec.rope;
+  fr.far_positions = true;
+  rope_forward(near.data(), raw.data(), s.B, s.T, s.C, s.NH, spec.rope, 0);
+  rope_forward(far.data(), raw.data(), s.B, s.T, s.C, s.NH, fr, 0);
+}
+
+TEST(ContextExtension, RemappedDistancesMatchReference) {
+  const Shape s{2, 150, 32, 2};  // D = 16; three row blocks; N = 37
+  const std::vector<double> raw = random_vector(s.qkv_size(), 23, -1.5, 1.5);
+  std::printf("[remap reference] variant: max abs difference (double kernel / float kernel)\n");
+  for (const Case& c0 : remap_cases(37)) {
+    Case c{c0.name, for_length(c0.spec, s.T)};
+    c.spec.rope.rot_dims = 0;  // the whole head of 16
+    const std::vector<double> hs = scales_for(c.spec, s.NH);
+    const std::vector<double> ref = remap_reference(raw, s, c.spec, hs);
+    std::vector<double> near, far;
+    near_far(raw, s, c.spec, near, far);
+    std::vector<double> out(s.out_size());
+    attention_forward(out.data(), static_cast<double*>(nullptr), near.data(), s.B, s.T, s.C, s.NH, c.spec,
+                      hs.empty() ? nullptr : hs.data(), nullptr, far.data());
+    std::vector<float> nearf, farf;
+    near_far(cast<float>(raw), s, c.spec, nearf, farf);
+    const std::vector<float> hsf = cast<float>(hs);
+    std::vector<float> outf(s.out_size());
+    attention_forward(outf.data(), static_cast<float*>(nullptr), nearf.data(), s.B, s.T, s.C, s.NH, c.spec,
+                      hsf.empty() ? nullptr : hsf.data(), nullptr, farf.data());
+    const double e = max_abs_diff(out, ref), ef = max_abs_diff(outf, ref);
+    std::printf("[remap reference] %-24s %.2e / %.2e\n", c.name.c_str(), e, ef);
+    EXPECT_LT(e, 1e-11) << c.name;
+    EXPECT_LT(ef, 3e-5) << c.name;
+    // The remapping acts: without the far copy's scores the output differs.
+    AttentionSpec no_remap = c.spec;
+    no_remap.rope.remap = RemapKind::None;
+    const double plain = max_abs_diff(forward(near, s, no_remap, hs), ref);
+    EXPECT_GT(plain, 1e-6) << c.name << ": the remapping changed nothing";
+  }
+}
+
+// A remap window of T or more never reaches a far pair: the kernel then
+// equals the plain one bit for bit, whatever the far copy holds.
+TEST(ContextExtension, RemapWindowBeyondTheRowIsThePlainKernel) {
+  const Shape s{1, 70, 32, 2};
+  const std::vector<float> qkv = cast<float>(random_vector(s.qkv_size(), 24));
+  const std::vector<float> junk = cast<float>(random_vector(s.qkv_size(), 25));
+  const std::vector<float> w = cast<float>(random_vector(s.out_size(), 26));
+  AttentionSpec plain;
+  plain.trained_context = 16;
+  AttentionSpec rr = plain;
+  rr.rope.remap = RemapKind::Rerope;
+  rr.rope.remap_window = s.T;
+  std::vector<float> a(s.out_size()), b(s.out_size());
+  attention_forward<float>(a.data(), nullptr, qkv.data(), s.B, s.T, s.C, s.NH, plain, nullptr, nullptr);
+  attention_forward<float>(b.data(), nullptr, qkv.data(), s.B, s.T, s.C, s.NH, rr, nullptr, nullptr, junk.data());
+  EXPECT_EQ(a, b);
+}
+
+std::vector<Case> remap_grad_cases(int N) {
+  std::vector<Case> v;
+  for (const Case& c : remap_cases(N))
+    if (c.name.rfind("softmax+", 0) == 0 || c.name == "lssar+rerope" || c.name == "ssmax+self_extend" ||
+        c.name == "cosine+rerope" || c.name == "lssar+lambda")
+      v.push_back(c);
+  return v;
+}
+
+class RemapGradcheck : public ::testing::TestWithParam<int> {};
+
+// dqkv and dqkv_far against finite differences in both inputs.
+TEST_P(RemapGradcheck, MatchesFiniteDifferences) {
+  const Shape s{1, 70, 16, 2};
+  const Case c0 = remap_grad_cases(11)[GetParam()];
+  AttentionSpec spec = for_length(c0.spec, s.T);
+  spec.rope.rot_dims = 0;
+  if (spec.rope.remap == RemapKind::Rerope || spec.rope.remap == RemapKind::SelfExtend)
+    spec.rope.remap_window = std::min(spec.rope.remap_window, 9);  // far pairs in both row blocks
+  std::vector<double> qkv = random_vector(s.qkv_size(), 33, -1.5, 1.5);
+  std::vector<double> far = random_vector(s.qkv_size(), 34, -1.5, 1.5);
+  std::vector<double> hs = scales_for(spec, s.NH);
+  const std::vector<double> w = random_vector(s.out_size(), 35);
+  auto fwd = [&] {
+    std::vector<double> out(s.out_size());
+    attention_forward(out.data(), static_cast<double*>(nullptr), qkv.data(), s.B, s.T, s.C, s.NH, spec,
+                      hs.empty() ? nullptr : hs.data(), nullptr, far.data());
+    return weighted_sum(out, w);
+  };
+  std::vector<double> out(s.out_size()), stats(s.stats_size());
+  attention_forward(out.data(), stats.data(), qkv.data(), s.B, s.T, s.C, s.NH, spec, hs.empty() ? nullptr : hs.data(),
+                    nullptr, far.data());
+  std::vector<double> dqkv(qkv.size(), 0.0), dfar(qkv.size(), 0.0), dh(s.NH, 0.0);
+  attention_backward(dqkv.data(), dh.data(), w.data(), out.data(), stats.data(), qkv.data(), s.B, s.T, s.C, s.NH, spec,
+                     hs.empty() ? nullptr : hs.data(), dfar.data(), far.data());
+  test::expect_gradient_scaled("attention", (c0.name + " dqkv").c_str(), dqkv, numeric_gradient(qkv, fwd));
+  test::expect_gradient_scaled("attention", (c0.name + " dqkv_far").c_str(), dfar, numeric_gradient(far, fwd));
+  if (spec.learned_scale())
+    test::expect_gradient_scaled("attention", (c0.name + " ds_h").c_str(), dh, numeric_gradient(hs, fwd));
+  for (size_t r = 0; r < qkv.size() / (3 * s.C); ++r)
+    for (int k = 2 * s.C; k < 3 * s.C; ++k) ASSERT_EQ(dfar[r * 3 * s.C + k], 0.0) << "v of the far copy is unused";
+}
+
+INSTANTIATE_TEST_SUITE_P(ContextExtension, RemapGradcheck,
+                         ::testing::Range(0, static_cast<int>(remap_grad_cases(11).size())),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           std::string name = remap_grad_cases(11)[info.param].name;
+                           for (char& ch : name)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name;
+                         });
+
+TEST(ContextExtension, FarPositionsOfEachRemapping) {
+  RopeSpec r;
+  r.remap = RemapKind::Rerope;
+  r.remap_window = 8;
+  EXPECT_EQ(remap::far_query_pos(r, 50) - remap::far_key_pos(r, 3), 8);
+  r.rerope_kappa = 4;
+  EXPECT_DOUBLE_EQ(remap::far_query_pos(r, 50) - remap::far_key_pos(r, 2), 8 + (48 - 8) / 4.0);
+  r.remap = RemapKind::SelfExtend;
+  r.group = 3;
+  EXPECT_EQ(remap::far_query_pos(r, 50) - remap::far_key_pos(r, 2), 16 - 0 + (8 - 2));
+  EXPECT_EQ(self_extend_group(32, 128, 2048), 21);  // (2048 − 32)/21 + 32 = 128 <= N; 20 would give 132.8
+  EXPECT_EQ(self_extend_group(32, 128, 128), 1);
+  EXPECT_TRUE(remap::far(r, 50, 42));
+  EXPECT_FALSE(remap::far(r, 50, 43));
+}
+
 // The diagnostics see keys, not columns: with sinks the first key keeps
 // weight; with a window past key 0 it has none.
 TEST(ContextExtension, DiagnosticsReportTheFirstKeyOfMaskedRows) {

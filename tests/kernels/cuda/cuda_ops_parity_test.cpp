@@ -321,6 +321,22 @@ TEST_F(CudaOps, RopeEveryFrequencyRuleAndPartialRope) {
       gpu_->rope_backward(g_dinp.get(), g_dout.get(), B, T, C, NH, rs, 0);
       expect_close(down(g_dinp, n), dinp, 1e-5, "rope_backward " + what);
     }
+  // The far copy of each distance remapping (q and k at their own positions).
+  for (int kind = 1; kind < kRemapKindCount; ++kind) {
+    RopeSpec rs;
+    rs.trained_context = 11;
+    rs.remap = static_cast<RemapKind>(kind);
+    rs.remap_window = 5;
+    rs.rerope_kappa = 3;
+    rs.group = 3;
+    rs.remap_sinks = 2;
+    rs.far_positions = true;
+    std::vector<float> out(n);
+    cpu_->rope_forward(out.data(), inp.data(), B, T, C, NH, rs, 0);
+    auto g_inp = up(inp), g_out = up(std::vector<float>(n));
+    gpu_->rope_forward(g_out.get(), g_inp.get(), B, T, C, NH, rs, 0);
+    expect_close(down(g_out, n), out, 1e-5, std::string("rope far positions ") + stage_name(rs.remap));
+  }
 }
 
 TEST_F(CudaOps, CrossEntropyFusedInPlace) {

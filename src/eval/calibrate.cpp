@@ -1,0 +1,116 @@
+#include "eval/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "eval/extrapolation.h"
+
+namespace gpt {
+
+const std::vector<std::string>& calibration_knobs() {
+  static const std::vector<std::string> k = {"temperature", "yarn_attn_factor", "ntk_factor"};
+  return k;
+}
+
+void check_calibration_knob(const AttentionSpec& spec, const std::string& knob) {
+  const auto& ks = calibration_knobs();
+  GPT_CHECK(std::find(ks.begin(), ks.end(), knob) != ks.end(), "eval: --calibrate \"", knob,
+            "\" is no knob; valid: temperature, yarn_attn_factor, ntk_factor");
+  if (knob == "yarn_attn_factor")
+    GPT_CHECK(spec.rope.scaling == RopeScaling::Yarn || spec.temperature == Temperature::Yarn,
+              "eval: --calibrate yarn_attn_factor fits YaRN's attention factor, which needs --context yarn or "
+              "--context yarn_temp (context.rope_scaling or context.temperature yarn)");
+  if (knob == "ntk_factor")
+    GPT_CHECK(spec.rope.scaling == RopeScaling::Ntk,
+              "eval: --calibrate ntk_factor fits the scale factor of the NTK rule, which needs --context ntk");
+}
+
+AttentionSpec with_knob(AttentionSpec spec, const std::string& knob, double v) {
+  if (knob == "temperature") spec.logit_scale = v;
+  if (knob == "yarn_attn_factor") spec.attn_factor = v;
+  if (knob == "ntk_factor") spec.rope.factor = v;
+  return spec;
+}
+
+double knob_value(const AttentionSpec& spec, const std::string& knob, int L) {
+  if (knob == "temperature") return spec.logit_scale;
+  if (knob == "yarn_attn_factor") return yarn_attention_factor(spec, L);
+  if (knob == "ntk_factor") return std::max(1.0, rope::scale_factor(spec.rope, L));
+  return NAN;
+}
+
+std::pair<double, double> knob_range(const std::string& knob) {
+  if (knob == "temperature") return {0.25, 4.0};
+  if (knob == "yarn_attn_factor") return {0.5, 4.0};
+  return {1.0, 128.0};  // ntk_factor
+}
+
+double golden_section_log(const std::function<double(double)>& f, double lo, double hi, int iters,
+                          std::vector<std::pair<double, double>>& probes) {
+  GPT_CHECK(lo > 0 && hi > lo, "golden_section_log: need 0 < lo < hi, got [", lo, ", ", hi, "]");
+  const double g = (std::sqrt(5.0) - 1) / 2;  // 0.618...
+  double a = std::log(lo), b = std::log(hi);
+  auto eval = [&](double u) {
+    const double x = std::exp(u), y = f(x);
+    probes.emplace_back(x, y);
+    return y;
+  };
+  double c = b - g * (b - a), d = a + g * (b - a);
+  double fc = eval(c), fd = eval(d);
+  for (int it = 0; it < iters; ++it) {
+    if (fc <= fd) {  // the minimum lies in [a, d]
+      b = d, d = c, fd = fc;
+      c = b - g * (b - a);
+      fc = eval(c);
+    } else {  // in [c, b]
+      a = c, c = d, fc = fd;
+      d = a + g * (b - a);
+      fd = eval(d);
+    }
+  }
+  return std::exp(fc <= fd ? c : d);
+}
+
+nlohmann::json CalibrationResult::to_json() const {
+  nlohmann::json p = nlohmann::json::array();
+  for (const auto& [x, y] : probes) p.push_back({{"value", x}, {"loss", y}});
+  return {{"knob", knob},       {"multiple", multiple},         {"tokens", tokens},
+          {"default", default_value}, {"default_loss", default_loss}, {"fitted", fitted},
+          {"fitted_loss", fitted_loss}, {"probes", p}};
+}
+
+CalibrationResult calibrate(Model<float>& model, const TokenStream& calib, const std::string& knob, int multiple,
+                            int64_t tokens, int trained_context, int64_t batch_tokens, int iters,
+                            const std::function<void(double, double)>& progress) {
+  const AttentionSpec base = model.attention();
+  check_calibration_knob(base, knob);
+  const int L = multiple * trained_context;
+  CalibrationResult r;
+  r.knob = knob;
+  r.multiple = multiple;
+  EvalConfig ec;
+  ec.multiples = {multiple};
+  ec.tokens = tokens;
+  ec.profile_buckets = 1;
+  auto loss_at = [&](double v) {
+    model.set_attention(with_knob(base, knob, v));
+    const ExtrapolationResult e = evaluate_extrapolation(model, calib, ec, trained_context, batch_tokens);
+    r.tokens = e.tokens_per_multiple;
+    if (progress) progress(v, e.rows[0].loss);
+    return e.rows[0].loss;
+  };
+  r.default_value = knob_value(base, knob, L);
+  r.default_loss = loss_at(r.default_value);
+  r.probes.emplace_back(r.default_value, r.default_loss);
+  const auto [lo, hi] = knob_range(knob);
+  golden_section_log(loss_at, lo, hi, iters, r.probes);
+  const auto best = std::min_element(r.probes.begin(), r.probes.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  r.fitted = best->first;
+  r.fitted_loss = best->second;
+  model.set_attention(with_knob(base, knob, r.fitted));
+  return r;
+}
+
+}  // namespace gpt
