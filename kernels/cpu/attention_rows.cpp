@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <vector>
 
 #include "kernels/cpu/vec_math.h"
 
@@ -156,40 +157,58 @@ GPT_ALWAYS_INLINE float lane_max(const float* v) {
   return m;
 }
 
-// The key of column c and whether the row keeps it (RowArgs::key, kept),
-// branch-free; M = false (no context mask): key c, kept below n.
-struct ColMap {
-  int n, ns, off, lo, sinks;
-  explicit ColMap(const RowArgs<float>& a) : n(a.n), ns(a.ns), off(a.off), lo(a.lo), sinks(a.sinks) {}
-  template <bool M>
-  GPT_ALWAYS_INLINE int key(int c) const {
-    if constexpr (M) return c < ns ? c : c + off;
-    return c;
-  }
-  template <bool M>
-  GPT_ALWAYS_INLINE bool in(int c) const {
-    if constexpr (M) {
-      const int k = key<M>(c);
-      return c < n && (k < sinks || k >= lo);
+// The distance term and whether the row keeps column c (RowArgs::key,
+// kept). M = false (no context mask): key c, kept below n, computed in the
+// loops. M = true: both precomputed per row into per-thread arrays, so the
+// vector loops read them like any other row (the two-segment key map with
+// its selects defeated GCC's vectoriser: 3-4x slower rows).
+template <bool M>
+struct ColMap;
+template <>
+struct ColMap<false> {
+  int n;
+  explicit ColMap(const RowArgs<float>& a) : n(a.n) {}
+  GPT_ALWAYS_INLINE float dist(int im1, int c) const { return static_cast<float>(im1 - c); }
+  GPT_ALWAYS_INLINE bool in(int c) const { return c < n; }
+};
+template <>
+struct ColMap<true> {
+  const float* d;
+  const float* k;
+  explicit ColMap(const RowArgs<float>& a) {
+    static thread_local std::vector<float> dist, keep;
+    const int nb = padded_keys(a.n);
+    if (static_cast<int>(dist.size()) < nb) dist.resize(nb), keep.resize(nb);
+    const int n = a.n, ns = a.ns, off = a.off, lo = a.lo, sinks = a.sinks, im1 = a.i - 1;
+    float* dp = dist.data();
+    float* kp = keep.data();
+#pragma omp simd
+    for (int c = 0; c < nb; ++c) {  // RowArgs::key and kept, as selects
+      const int key = c + (c < ns ? 0 : off);
+      dp[c] = static_cast<float>(im1 - key);
+      kp[c] = c < n && (key < sinks || key >= lo) ? 1.0f : 0.0f;
     }
-    return c < n;
+    d = dp;
+    k = kp;
   }
+  GPT_ALWAYS_INLINE float dist(int, int c) const { return d[c]; }
+  GPT_ALWAYS_INLINE bool in(int c) const { return k[c] != 0.0f; }
 };
 
 template <Positivity P, bool M>
 GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
   const float lf = a.lf, bias = a.bias, slope = a.slope;
-  const ColMap cm(a);
+  const ColMap<M> cm(a);
   float mx[L];
   for (int l = 0; l < L; ++l) mx[l] = -FLT_MAX;
   for (int j0 = 0; j0 < nb; j0 += L) {
     float* x = row + j0;
 #pragma omp simd
     for (int l = 0; l < L; ++l) {
-      const float v = lf * x[l] + bias - slope * static_cast<float>(im1 - cm.key<M>(j0 + l));
+      const float v = lf * x[l] + bias - slope * cm.dist(im1, j0 + l);
       x[l] = v;
-      mx[l] = cm.in<M>(j0 + l) && v > mx[l] ? v : mx[l];
+      mx[l] = cm.in(j0 + l) && v > mx[l] ? v : mx[l];
     }
   }
   const float shift = attn::shifted(s) ? lane_max(mx) : 0.0f;
@@ -198,7 +217,7 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
     float* x = row + j0;
 #pragma omp simd
     for (int l = 0; l < L; ++l) {
-      const bool in = cm.in<M>(j0 + l);
+      const bool in = cm.in(j0 + l);
       const float u = phi_v<P>(x[l] - shift);
       x[l] = M && !in ? 0.0f : u;  // masked columns inside the row get weight 0
       z[l] += in ? u : 0.0f;
@@ -226,7 +245,7 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
 #pragma omp simd
     for (int l = 0; l < L; ++l) {
       const float t = ri * (x[l] * inv_z) - off;
-      const float v = cm.in<M>(j0 + l) && t > 0.0f ? pow01_v(t / t_max, p) : 0.0f;
+      const float v = cm.in(j0 + l) && t > 0.0f ? pow01_v(t / t_max, p) : 0.0f;
       x[l] = v;
       rs[l] += v;
     }
@@ -244,7 +263,7 @@ template <Positivity P, bool M>
 GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, float* w, const RowArgs<float>& a,
                                                  const attn::Row<float>& r) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
-  const ColMap cm(a);
+  const ColMap<M> cm(a);
   (void)n;
   const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z;
   const float ri = r.i, off = r.offset, t_max = r.t_max, p = r.p, inv_r = r.inv_r;
@@ -252,19 +271,19 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
     if (r.sharpen) {
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
-        const float x = lf * qk[j0 + l] + bias - slope * static_cast<float>(im1 - cm.key<M>(j0 + l));
+        const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
         const float uu = phi_v<P>(x - shift);
         u[j0 + l] = uu;
         const float t = ri * (uu * inv_z) - off;
-        w[j0 + l] = cm.in<M>(j0 + l) && t > 0.0f ? pow01_v(t / t_max, p) * inv_r : 0.0f;
+        w[j0 + l] = cm.in(j0 + l) && t > 0.0f ? pow01_v(t / t_max, p) * inv_r : 0.0f;
       }
     } else {
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
-        const float x = lf * qk[j0 + l] + bias - slope * static_cast<float>(im1 - cm.key<M>(j0 + l));
+        const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
         const float uu = phi_v<P>(x - shift);
         u[j0 + l] = uu;
-        w[j0 + l] = cm.in<M>(j0 + l) ? uu * inv_z : 0.0f;
+        w[j0 + l] = cm.in(j0 + l) ? uu * inv_z : 0.0f;
       }
     }
   }
@@ -276,7 +295,7 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
                                                 const attn::Row<float>& r, float D, float lambda_f, float f,
                                                 bool want_sigma_dx) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
-  const ColMap cm(a);
+  const ColMap<M> cm(a);
   (void)n;
   const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z;
   float S = D;  // without sharpening w = a, h = g: Σ a h = Σ w g = dy·y
@@ -288,7 +307,7 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
       for (int l = 0; l < L; ++l) {
         const float av = u[j0 + l] * inv_z;
         const float t = ri * av - off;
-        const bool in = cm.in<M>(j0 + l);
+        const bool in = cm.in(j0 + l);
         const float h = in && t > 0.0f ? ri * (p * w[j0 + l] / t * (g[j0 + l] - D)) : 0.0f;
         g[j0 + l] = h;
         sl[l] += in ? av * h : 0.0f;  // (past n, av may be inf: inv_z only bounds the row's own u)
@@ -302,8 +321,8 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
   for (int j0 = 0; j0 < nb; j0 += L) {
 #pragma omp simd
     for (int l = 0; l < L; ++l) {
-      const bool in = cm.in<M>(j0 + l);
-      const float x = lf * qk[j0 + l] + bias - slope * static_cast<float>(im1 - cm.key<M>(j0 + l));
+      const bool in = cm.in(j0 + l);
+      const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
       const float dx = phi_grad_v<P>(x - shift, u[j0 + l]) * inv_z * (g[j0 + l] - S_l1);
       sd[l] += in ? f * qk[j0 + l] * dx : 0.0f;
       g[j0 + l] = in ? lambda_f * dx : 0.0f;
