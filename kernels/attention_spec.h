@@ -37,23 +37,6 @@ namespace gpt {
 #define GPT_ATTN_POSITIVITIES(X) X(Exp, "exp") X(Softplus, "softplus") X(Sigmoid, "sigmoid") X(Relu, "relu")
 #define GPT_ATTN_NORMALIZATIONS(X) X(L1, "l1") X(None, "none") X(Fixed, "fixed")
 
-#define GPT_ATTN_ENUMERATOR(e, name) e,
-#define GPT_ATTN_NAME(e, name) name,
-#define GPT_ATTN_STAGE(Type, LIST)                                                 \
-  enum class Type : int { LIST(GPT_ATTN_ENUMERATOR) };                             \
-  inline constexpr const char* k##Type##Names[] = {LIST(GPT_ATTN_NAME)};           \
-  inline constexpr int k##Type##Count = sizeof(k##Type##Names) / sizeof(const char*); \
-  constexpr const char* stage_name(Type v) { return k##Type##Names[static_cast<int>(v)]; }
-
-GPT_ATTN_STAGE(Score, GPT_ATTN_SCORES)
-GPT_ATTN_STAGE(Scale, GPT_ATTN_SCALES)
-GPT_ATTN_STAGE(Positivity, GPT_ATTN_POSITIVITIES)
-GPT_ATTN_STAGE(Normalize, GPT_ATTN_NORMALIZATIONS)
-#undef GPT_ATTN_STAGE
-#undef GPT_ATTN_ENUMERATOR
-#undef GPT_ATTN_NAME
-
-// ---- the resolved variant, as every backend's kernels take it (plain data) ----
 // ---- context extension: RoPE frequency rules, masks, temperatures ---------------
 // ../shared/docs/context_extension.md. Notation: d_r rotated dimensions of a
 // head, base b, pair k < d_r/2, θ_k = b^(−2k/d_r), N the trained context, L
@@ -68,6 +51,9 @@ GPT_ATTN_STAGE(Normalize, GPT_ATTN_NORMALIZATIONS)
 #define GPT_SINK_POSITIONS(X) X(Original, "original") X(Cache, "cache")
 #define GPT_CONTEXT_TEMPERATURES(X) X(None, "none") X(Yarn, "yarn") X(Llama4, "llama4")
 #define GPT_CONTEXT_ROW_INDICES(X) X(Position, "position") X(Keys, "keys")
+// ContextRemap is the config's choice (context.remap); RemapKind what the
+// kernels run, which mask lambda (Cap) and sinks at cache positions
+// (CacheSinks) select too.
 
 #define GPT_ATTN_ENUMERATOR(e, name) e,
 #define GPT_ATTN_NAME(e, name) name,
@@ -76,6 +62,11 @@ GPT_ATTN_STAGE(Normalize, GPT_ATTN_NORMALIZATIONS)
   inline constexpr const char* k##Type##Names[] = {LIST(GPT_ATTN_NAME)};           \
   inline constexpr int k##Type##Count = sizeof(k##Type##Names) / sizeof(const char*); \
   constexpr const char* stage_name(Type v) { return k##Type##Names[static_cast<int>(v)]; }
+
+GPT_ATTN_STAGE(Score, GPT_ATTN_SCORES)
+GPT_ATTN_STAGE(Scale, GPT_ATTN_SCALES)
+GPT_ATTN_STAGE(Positivity, GPT_ATTN_POSITIVITIES)
+GPT_ATTN_STAGE(Normalize, GPT_ATTN_NORMALIZATIONS)
 GPT_ATTN_STAGE(RopeScaling, GPT_ROPE_SCALINGS)
 GPT_ATTN_STAGE(ContextMask, GPT_CONTEXT_MASKS)
 GPT_ATTN_STAGE(Temperature, GPT_CONTEXT_TEMPERATURES)
@@ -87,6 +78,7 @@ GPT_ATTN_STAGE(SinkPositions, GPT_SINK_POSITIONS)
 #undef GPT_ATTN_ENUMERATOR
 #undef GPT_ATTN_NAME
 
+// ---- the resolved variant, as every backend's kernels take it (plain data) ----
 // How RoPE rotates q and k (plain data, both backends): the "half" pair
 // layout over the first rot_dims channels of each head (partial RoPE: the
 // rest carry no position), with the frequencies of `scaling`.

@@ -186,6 +186,12 @@ std::string context_summary(const AttentionSpec& s) {
   std::ostringstream os;
   const RopeSpec& r = s.rope;
   const auto add = [&os](const std::string& part) { os << (os.tellp() > 0 ? ", " : "") << part; };
+  std::ostringstream t;  // YaRN's attention factor as configured
+  if (s.attn_factor > 0)
+    t << s.attn_factor;
+  else
+    t << "0.1 ln s + 1";
+  const std::string t_text = t.str();
   if (r.scaling != RopeScaling::None) {
     std::ostringstream m;
     m << stage_name(r.scaling);
@@ -196,14 +202,7 @@ std::string context_summary(const AttentionSpec& s) {
       else
         m << "L/N";
     }
-    if (r.scaling == RopeScaling::Yarn) {
-      m << " (t=";
-      if (s.attn_factor > 0)
-        m << s.attn_factor;
-      else
-        m << "0.1 ln s + 1";
-      m << ")";
-    }
+    if (r.scaling == RopeScaling::Yarn) m << " (t=" << t_text << ")";
     add(m.str());
   }
   if (s.window > 0) {
@@ -233,16 +232,7 @@ std::string context_summary(const AttentionSpec& s) {
       m << "auto";
     add(m.str());
   }
-  if (s.temperature == Temperature::Yarn) {
-    std::ostringstream m;
-    m << "temperature yarn (t=";
-    if (s.attn_factor > 0)
-      m << s.attn_factor;
-    else
-      m << "0.1 ln s + 1";
-    m << ")";
-    add(m.str());
-  }
+  if (s.temperature == Temperature::Yarn) add("temperature yarn (t=" + t_text + ")");
   if (s.temperature == Temperature::Llama4) {
     std::ostringstream m;
     m << "temperature llama4 (beta=" << s.temp_beta << ", F=" << (s.temp_floor > 0 ? s.temp_floor : s.trained_context)

@@ -44,6 +44,13 @@ inline std::string find_in_path(const std::string& name) {
 }
 
 // The gpt binary with these arguments.
-inline Result run(const std::string& args) { return run_command(std::string(GPT_BINARY) + " " + args); }
+inline Result run(const std::string& args) {
+  // Appended in place: GCC 12 warns (-Warray-bounds, a false positive) on
+  // the temporaries of std::string(GPT_BINARY) + " " + args in some TUs.
+  std::string cmd = GPT_BINARY;
+  cmd += ' ';
+  cmd += args;
+  return run_command(cmd);
+}
 
 }  // namespace gpt::test

@@ -19,12 +19,15 @@
 #include "core/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
+#include "util/attention_reference.h"
 #include "util/gradcheck.h"
 
 namespace gpt::cpu {
 namespace {
 
 using gpt::test::cast;
+using gpt::test::ref_lambda;
+using gpt::test::ref_phi;
 using gpt::test::max_abs_diff;
 using gpt::test::max_rel_error;
 using gpt::test::numeric_gradient;
@@ -114,38 +117,6 @@ std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, cons
 }
 
 // ---- the reference: attention.md's formulas, one full T×T matrix per head ----------
-double ref_lambda(const AttentionSpec& s, int i, int d, double s_h) {
-  const double N = s.trained_context;
-  switch (s.scale) {
-    case Scale::None:
-      return 1;
-    case Scale::Logn:
-      return std::max(1.0, std::log(i) / std::log(N));
-    case Scale::Ssmax:
-      return s_h * std::log(i);
-    case Scale::Infoscale:
-      return std::max(1.0, std::sqrt(1 - std::pow(i, -2.0 / d)) / std::sqrt(1 - std::pow(N, -2.0 / d)));
-    case Scale::Lssa:
-      return std::log(d) * std::log(i);
-    case Scale::Fixed:
-      return s.scale_value;
-  }
-  return NAN;
-}
-
-double ref_phi(Positivity k, double x) {
-  switch (k) {
-    case Positivity::Exp:
-      return std::exp(x);
-    case Positivity::Softplus:
-      return std::log1p(std::exp(x));
-    case Positivity::Sigmoid:
-      return 1 / (1 + std::exp(-x));
-    case Positivity::Relu:
-      return std::max(0.0, x);
-  }
-  return NAN;
-}
 
 // Full weight matrix W (T×T, zero above the diagonal) of head (b,h).
 std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -18,12 +19,15 @@
 #include "config/attention.h"
 #include "core/check.h"
 #include "kernels/cpu/cpu_kernels.h"
+#include "util/attention_reference.h"
 #include "util/gradcheck.h"
 
 namespace gpt::cpu {
 namespace {
 
 using gpt::test::cast;
+using gpt::test::ref_lambda;
+using gpt::test::ref_phi;
 using gpt::test::max_abs_diff;
 using gpt::test::numeric_gradient;
 using gpt::test::random_vector;
@@ -278,45 +282,20 @@ std::vector<double> scales_for(const AttentionSpec& s, int NH) {
 // (n > m − w or n < k_s); the row index i of the scales and the re-weighting
 // is m + 1, or the count of kept keys; the logits are multiplied by t² and
 // by Llama 4's 1 + β ln(⌊(m+1)/F⌋ + 1). Masked keys get weight 0.
-double ref_lambda(const AttentionSpec& s, double i, int d, double s_h) {
-  const double N = s.trained_context;
-  switch (s.scale) {
-    case Scale::None:
-      return 1;
-    case Scale::Logn:
-      return std::max(1.0, std::log(i) / std::log(N));
-    case Scale::Ssmax:
-      return s_h * std::log(i);
-    case Scale::Infoscale:
-      return std::max(1.0, std::sqrt(1 - std::pow(i, -2.0 / d)) / std::sqrt(1 - std::pow(N, -2.0 / d)));
-    case Scale::Lssa:
-      return std::log(d) * std::log(i);
-    case Scale::Fixed:
-      return s.scale_value;
-  }
-  return NAN;
-}
-double ref_phi(Positivity k, double x) {
-  switch (k) {
-    case Positivity::Exp:
-      return std::exp(x);
-    case Positivity::Softplus:
-      return std::log1p(std::exp(x));
-    case Positivity::Sigmoid:
-      return 1 / (1 + std::exp(-x));
-    case Positivity::Relu:
-      return std::max(0.0, x);
-  }
-  return NAN;
-}
+
+// With `remapped`, qkv holds unrotated q and k and the pair (m, n) is scored
+// at the distance remapped(m, n) (rotated_score, below); without it q and k
+// are taken as rotated already and scored by their dot product.
+double rotated_score(const double* q, const double* k, double dist, int d, double theta);
 
 std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,
-                              const std::vector<double>& hs) {
+                              const std::vector<double>& hs,
+                              const std::function<double(int, int)>& remapped = nullptr) {
   const int T = s.T, d = s.D(), w_len = sp.window, k_s = sp.sinks;
   std::vector<double> out(s.out_size(), 0.0);
   for (int b = 0; b < s.B; ++b)
     for (int h = 0; h < s.NH; ++h) {
-      auto at = [&](int t, int part, int c) {
+      auto at = [&](int t, int part, int c) -> const double& {
         return qkv[(static_cast<size_t>(b) * T + t) * 3 * s.C + part * s.C + h * d + c];
       };
       auto norm = [&](int t, int part) {
@@ -340,7 +319,10 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, co
         for (int n = 0; n <= m; ++n) {
           if (!keep[n]) continue;
           double qk = 0;
-          for (int c = 0; c < d; ++c) qk += at(m, 0, c) * at(n, 1, c);
+          if (remapped)
+            qk = rotated_score(&at(m, 0, 0), &at(n, 1, 0), remapped(m, n), d, sp.rope.theta);
+          else
+            for (int c = 0; c < d; ++c) qk += at(m, 0, c) * at(n, 1, c);
           const double score =
               sp.score == Score::Dot ? qk / std::sqrt(d) : sp.cosine_scale * qk / (norm(m, 0) * norm(n, 1));
           const double x = temp * ref_lambda(sp, i, d, hs.empty() ? 0 : hs[h]) * score + sp.bias - slope * (m - n);
@@ -521,60 +503,12 @@ double ref_remapped(const AttentionSpec& sp, int m, int n) {
   }
 }
 
-// softmax-family reference over raw (unrotated) qkv with the remapped
-// distances; dot or cosine scores, any scale, masks as in reference().
+// The reference over raw (unrotated) qkv with the doc's remapped distances.
 std::vector<double> remap_reference(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,
                                     const std::vector<double>& hs) {
-  const int T = s.T, d = s.D();
-  std::vector<double> out(s.out_size(), 0.0);
-  for (int b = 0; b < s.B; ++b)
-    for (int h = 0; h < s.NH; ++h) {
-      auto ptr = [&](int t, int part) { return &qkv[(static_cast<size_t>(b) * T + t) * 3 * s.C + part * s.C + h * d]; };
-      auto norm = [&](int t, int part) {
-        double n2 = 0;
-        for (int c = 0; c < d; ++c) n2 += ptr(t, part)[c] * ptr(t, part)[c];
-        return std::sqrt(n2 + 1e-12);
-      };
-      for (int m = 0; m < T; ++m) {
-        std::vector<double> a(m + 1, 0.0);
-        double z = 0, mx = -1e300;
-        std::vector<double> x(m + 1, 0.0);
-        std::vector<bool> keep(m + 1);
-        for (int n = 0; n <= m; ++n) keep[n] = sp.window <= 0 || n > m - sp.window || n < sp.sinks;
-        for (int n = 0; n <= m; ++n) {
-          if (!keep[n]) continue;
-          const double qk = rotated_score(ptr(m, 0), ptr(n, 1), ref_remapped(sp, m, n), d, sp.rope.theta);
-          const double score =
-              sp.score == Score::Dot ? qk / std::sqrt(d) : sp.cosine_scale * qk / (norm(m, 0) * norm(n, 1));
-          x[n] = ref_lambda(sp, m + 1, d, hs.empty() ? 0 : hs[h]) * score;
-          mx = std::max(mx, x[n]);
-        }
-        for (int n = 0; n <= m; ++n)
-          if (keep[n]) z += (a[n] = ref_phi(sp.positivity, x[n] - (sp.positivity == Positivity::Exp ? mx : 0)));
-        for (double& v : a) v /= z;
-        std::vector<double> wt = a;
-        if (sp.p > 0) {
-          const double i = m + 1, o = i <= sp.offset_rows ? 0 : 1;
-          double rs = 0, tmax = 0;
-          std::vector<double> r(m + 1, 0.0);
-          for (int n = 0; n <= m; ++n)
-            if (keep[n]) tmax = std::max(tmax, i * a[n] - o);
-          for (int n = 0; n <= m; ++n)
-            if (keep[n]) rs += (r[n] = std::pow(std::max(0.0, i * a[n] - o), sp.p));
-          if (tmax > 1e-4 && rs > 0)
-            for (int n = 0; n <= m; ++n) wt[n] = r[n] / rs;
-        }
-        for (int c = 0; c < d; ++c) {
-          double acc = 0;
-          for (int n = 0; n <= m; ++n) acc += wt[n] * ptr(n, 2)[c];
-          out[(static_cast<size_t>(b) * T + m) * s.C + h * d + c] = acc;
-        }
-      }
-    }
-  return out;
+  return reference(qkv, s, sp, hs, [&](int m, int n) { return ref_remapped(sp, m, n); });
 }
 
-// Gradient checks: every remapping once, and each score/scale family once.
 std::vector<Case> remap_grad_cases(int N);
 
 std::vector<Case> remap_cases(int N) {
