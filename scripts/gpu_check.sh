@@ -12,7 +12,8 @@
 #      operands (run.precision=bf16) and again with bf16 storage too
 #      (run.storage=bf16; final losses side by side), and a few
 #      steps on cpu, and compare the first losses of cpu and cuda fp32; evaluate
-#      the cuda run with YaRN + sinks + Llama 4's temperature on both devices; train
+#      the cuda run with YaRN + sinks + Llama 4's temperature and with ReRoPE + YaRN
+#      on both devices; train
 #      50 steps on one GPU plainly and through NCCL (GPT_DIST_NCCL=1: broadcast,
 #      overlapped all-reduce) and compare every loss;
 #   4. run `gpt bench --device cuda` on GPT-2 small (configs/gpt2_small_cuda.json),
@@ -219,21 +220,26 @@ fi
 
 # ---- 3a. context-extension methods on the device --------------------------------------------
 # The fp32 cuda run evaluated at 1x-4x with YaRN, sinks and Llama 4's
-# temperature on cuda and on cpu: the fused kernels' masks (skipped key tiles)
-# and temperatures against the CPU kernels on a trained model.
+# temperature, and with ReRoPE + YaRN, on cuda and on cpu: the fused kernels'
+# masks (skipped key tiles), temperatures and distance remapping (the far copy)
+# against the CPU kernels on a trained model.
 if [ -f "$build/check/runs/cuda/extrapolation.json" ]; then
-  for dev in cuda cpu; do
-    timeout 300 "$gpt" eval "$build/check/runs/cuda" --device "$dev" --context yarn,sinks,llama4_temp \
-      --context-set window=120 --tokens 16384 --out "$build/check/ctx_$dev.json" >"$logs/ctx_$dev.log" 2>&1 ||
-      failed "eval context methods $dev" "log $logs/ctx_$dev.log"
-  done
-  if [ -f "$build/check/ctx_cuda.json" ] && [ -f "$build/check/ctx_cpu.json" ]; then
-    cmp=$(python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["multiples"]; b=json.load(open(sys.argv[2]))["multiples"]
+  for pair in yarn,sinks,llama4_temp:window=120 rerope,yarn:remap_window=64; do
+    methods=${pair%%:*}
+    for dev in cuda cpu; do
+      timeout 300 "$gpt" eval "$build/check/runs/cuda" --device "$dev" --context "$methods" --context-set "${pair#*:}" \
+        --tokens 16384 --out "$build/check/ctx_$dev.json" >"$logs/ctx_${methods}_$dev.log" 2>&1 ||
+        failed "eval $methods $dev" "log $logs/ctx_${methods}_$dev.log"
+    done
+    if [ -f "$build/check/ctx_cuda.json" ] && [ -f "$build/check/ctx_cpu.json" ]; then
+      cmp=$(python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["multiples"]; b=json.load(open(sys.argv[2]))["multiples"]
 d=max(abs(x["loss"]-y["loss"])/y["loss"] for x,y in zip(a,b)); print(("ok" if d<1e-4 else "FAIL"), "%.2e"%d, " ".join("%.4f"%x["loss"] for x in a))' \
-      "$build/check/ctx_cuda.json" "$build/check/ctx_cpu.json" 2>&1)
-    [ "${cmp%% *}" = ok ] || status=1
-    row "eval yarn+sinks cuda vs cpu" "${cmp%% *}" "max relative difference ${cmp#* }"
-  fi
+        "$build/check/ctx_cuda.json" "$build/check/ctx_cpu.json" 2>&1)
+      [ "${cmp%% *}" = ok ] || status=1
+      row "eval $methods cuda/cpu" "${cmp%% *}" "max relative difference ${cmp#* }"
+    fi
+    rm -f "$build/check/ctx_cuda.json" "$build/check/ctx_cpu.json"
+  done
 fi
 
 # ---- 3b. one GPU through the NCCL communicator ------------------------------------------

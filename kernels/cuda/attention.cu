@@ -18,7 +18,12 @@
 // are never divergent. A context mask (window, sinks: attn::key_kept) decides
 // per term the same way, and a tile that no row of the block keeps a key of
 // (attn::block_seen, the same for every thread of the block) is skipped
-// whole, so a window of w keys costs O(T·w), not O(T²).
+// whole, so a window of w keys costs O(T·w), not O(T²). A distance
+// remapping (remap::, rerope and its relatives) gives the kernels a far copy
+// of q and k (Inputs::qf, kf): every key loop runs in two parts, the near
+// pairs with q and k, then the far pairs (m − n >= the remap window) with the
+// far copy (pair_in, part_tile_seen), the running sums carried across; dq
+// and dk of the far part go to the far copy's gradient.
 //
 // Kernels:
 //   forward   query rows; one pass (running maximum for exp + l1, plain sums
@@ -213,6 +218,8 @@ struct Inputs {
   const float* q;
   const float* k;
   const float* v;
+  const float* qf = nullptr;  // the far copies of a distance remapping (remap::on), null otherwise
+  const float* kf = nullptr;
   size_t qk_stride, v_stride;
   int T, NH;
   AttentionSpec spec;
@@ -221,6 +228,22 @@ struct Inputs {
 
 __device__ __forceinline__ size_t row_offset(int b, int t, int T, size_t stride, int h, int D) {
   return (static_cast<size_t>(b) * T + t) * stride + static_cast<size_t>(h) * D;
+}
+
+// A distance remapping splits every key loop into two parts: part 0 the near
+// pairs, scored with q and k; part 1 the far pairs (remap::far), scored with
+// the far copies q̃ and k̃. Without a remapping part 0 is the whole loop.
+__device__ __forceinline__ bool pair_in(const AttentionSpec& s, int part, int i0, int j) {
+  return attn::key_kept(s, i0, j) && (remap::far(s.rope, i0, j) == (part == 1));
+}
+// Whether the tile of rows q_first..q_last and keys k_first..k_last holds a
+// pair of the part (uniform across a block, like block_seen).
+__device__ __forceinline__ bool part_tile_seen(const AttentionSpec& s, int part, int q_first, int q_last, int k_first,
+                                               int k_last) {
+  if (!attn::block_seen(s, q_first, q_last, k_first, k_last)) return false;
+  if (!remap::on(s.rope)) return part == 0;
+  const int W = s.rope.remap_window;
+  return part == 1 ? k_first <= q_last - W : k_last > q_first - W;
 }
 
 // ---- forward ---------------------------------------------------------------------------
@@ -240,6 +263,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const bool row_ok = i0 < T;
   const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
+  const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
   Slice<D> q, acc;
   q.load(in.q + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
@@ -247,13 +271,24 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
 
   const bool shifted = attn::shifted(s), two_pass = s.sharpened();
   const int n_keys = min(T, q0 + kRowsPerBlock);  // keys seen by any row of the block
+  auto on_far = [] {};
+  const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = in.qf ? 2 : 1;
+  int cur_part = 0;  // the part q holds
+  auto select_part = [&](int part) {
+    if (part == cur_part) return;
+    if (part == 1) on_far();
+    cur_part = part;
+    q.load((part ? in.qf : in.q) + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
+  };
   // Pass 1: shift (running maximum when shifted), Z and max u; without
   // sharpening also Σ u v, rescaled whenever the maximum grows.
   float m = shifted ? -INFINITY : 0.f, z = 0.f, umax = 0.f;
-  for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
-    if (!attn::block_seen(s, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
+  for (int it = 0; it < parts * n_tiles; ++it) {
+    const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
+    if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
+    select_part(part);
     __syncthreads();
-    load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
+    load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
     if (!two_pass) load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
     __syncthreads();
     float x[kKeyTile];
@@ -261,7 +296,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
 #pragma unroll
     for (int jj = 0; jj < kKeyTile; ++jj) {
       x[jj] = logit(rc.lf, rc.bias, rc.slope, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
-      if (row_ok && attn::key_kept(s, i0, j0 + jj)) tmax = fmaxf(tmax, x[jj]);
+      if (row_ok && pair_in(s, part, i0, j0 + jj)) tmax = fmaxf(tmax, x[jj]);
     }
     if (shifted && tmax > m) {  // online softmax: rescale what was summed under the old maximum
       const float corr = expf(m - tmax);
@@ -272,7 +307,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
     }
 #pragma unroll
     for (int jj = 0; jj < kKeyTile; ++jj) {
-      const bool valid = row_ok && attn::key_kept(s, i0, j0 + jj);
+      const bool valid = row_ok && pair_in(s, part, i0, j0 + jj);
       const float u = valid ? attn::positivity(PHI, x[jj] - m) : 0.f;
       z += u;
       umax = fmaxf(umax, u);
@@ -287,17 +322,19 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
     // t_max), w = a for a row where no t is positive.
     const attn::Row<float> row = attn::row_from_stats(s, i, st);
     float R = 0.f;
-    for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
-      if (!attn::block_seen(s, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
+    for (int it = 0; it < parts * n_tiles; ++it) {
+      const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
+      if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
+      select_part(part);
       __syncthreads();
-      load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
+      load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
       load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
       __syncthreads();
 #pragma unroll 4
       for (int jj = 0; jj < kKeyTile; ++jj) {
         const float x = logit(rc.lf, rc.bias, rc.slope, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
         float e = 0.f;
-        if (row_ok && attn::key_kept(s, i0, j0 + jj)) {
+        if (row_ok && pair_in(s, part, i0, j0 + jj)) {
           const float a = row.a(s, x);
           e = row.sharpen ? attn::sharpen_value(row.i * a - row.offset, row.t_max, row.p) : a;
         }
@@ -331,6 +368,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const bool row_ok = i0 < T;
   const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
+  const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   Slice<D> q;
   q.load(in.q + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
   float st[kStats] = {0.f, 1.f, 0.f, 0.f};
@@ -342,16 +380,27 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
 
   double mass = 0, wlogw = 0, recent = 0, w0 = 0;
   const int n_keys = min(T, q0 + kRowsPerBlock);
-  for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
-    if (!attn::block_seen(s, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
+  auto on_far = [] {};
+  const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = in.qf ? 2 : 1;
+  int cur_part = 0;  // the part q holds
+  auto select_part = [&](int part) {
+    if (part == cur_part) return;
+    if (part == 1) on_far();
+    cur_part = part;
+    q.load((part ? in.qf : in.q) + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
+  };
+  for (int it = 0; it < parts * n_tiles; ++it) {
+    const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
+    if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
+    select_part(part);
     __syncthreads();
-    load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
+    load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
     __syncthreads();
 #pragma unroll 4
     for (int jj = 0; jj < kKeyTile; ++jj) {
       const int j = j0 + jj;
       const float x = logit(rc.lf, rc.bias, rc.slope, q.dot(ks + jj * G::D4, lane), i0, j);
-      if (row_ok && attn::key_kept(s, i0, j)) {
+      if (row_ok && pair_in(s, part, i0, j)) {
         const double w = row.w_from_a(row.a(s, x));
         mass += w;
         if (w > 0) wlogw += w * log(w);
@@ -384,6 +433,8 @@ struct Grads {
   const float* stats;
   float* dq;  // dq and dk share dqk_stride
   float* dk;
+  float* dq_far = nullptr;  // the far copies' gradients (distance remapping), dqk_stride too
+  float* dk_far = nullptr;
   float* dv;
   size_t dqk_stride, dv_stride;
   float* row_ds;  // (B,NH,T,2): D_i, S_i, written by dq_kernel for dkdv_kernel
@@ -404,6 +455,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   const bool row_ok = i0 < T;
   const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
+  const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
   Slice<D> q, dy, acc;
   q.load(in.q + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
@@ -422,20 +474,36 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
     for (int k = 0; k < kStats; ++k) st[k] = gr.stats[(static_cast<size_t>(bh) * T + i0) * kStats + k];
   const attn::Row<float> row = attn::row_from_stats(s, i, st);
   const int n_keys = min(T, q0 + kRowsPerBlock);
+  bool flush_on_far = false;  // the main loop: dq is done when the far part begins
+  auto on_far = [&] {
+    if (!flush_on_far) return;
+    if (row_ok) acc.add_to(gr.dq + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
+    acc.zero();
+  };
+  const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = in.qf ? 2 : 1;
+  int cur_part = 0;  // the part q holds
+  auto select_part = [&](int part) {
+    if (part == cur_part) return;
+    if (part == 1) on_far();
+    cur_part = part;
+    q.load((part ? in.qf : in.q) + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
+  };
 
   float S = Di;
   if (s.sharpened()) {  // S_i = Σ_j a_ij h_ij needs a pass of its own
     float sum = 0.f;
-    for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
-      if (!attn::block_seen(s, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
+    for (int it = 0; it < parts * n_tiles; ++it) {
+      const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
+      if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
+      select_part(part);
       __syncthreads();
-      load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
+      load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
       load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
       __syncthreads();
 #pragma unroll 4
       for (int jj = 0; jj < kKeyTile; ++jj) {
         const float qk = q.dot(ks + jj * G::D4, lane), g = dy.dot(vs + jj * G::D4, lane);
-        if (row_ok && row.sharpen && attn::key_kept(s, i0, j0 + jj)) {
+        if (row_ok && row.sharpen && pair_in(s, part, i0, j0 + jj)) {
           const float x = logit(rc.lf, rc.bias, rc.slope, qk, i0, j0 + jj);
           const float a = row.a(s, x), w = row.w_from_a(a);
           sum += a * attn::grad_a(row, a, w, g, Di);
@@ -448,16 +516,19 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   const bool learned = s.learned_scale();
   double sigma_dx = 0;
   acc.zero();
-  for (int j0 = 0; j0 < n_keys; j0 += kKeyTile) {
-    if (!attn::block_seen(s, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
+  flush_on_far = true;
+  for (int it = 0; it < parts * n_tiles; ++it) {
+    const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
+    if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
+    select_part(part);
     __syncthreads();
-    load_tile<D>(ks, kbase, in.qk_stride, j0, kKeyTile, T);
+    load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
     load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
     __syncthreads();
 #pragma unroll 4
     for (int jj = 0; jj < kKeyTile; ++jj) {
       const float qk = q.dot(ks + jj * G::D4, lane), g = dy.dot(vs + jj * G::D4, lane);
-      if (row_ok && attn::key_kept(s, i0, j0 + jj)) {
+      if (row_ok && pair_in(s, part, i0, j0 + jj)) {
         const float x = logit(rc.lf, rc.bias, rc.slope, qk, i0, j0 + jj);
         const float a = row.a(s, x), w = row.w_from_a(a);
         const float dx = attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Di), S);
@@ -469,7 +540,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   if (learned)
     warp_atomic_add(gr.dhead + h, row_ok && lane == 0 ? attn::row_scale_grad(s, i) * sigma_dx : 0.0);
   if (!row_ok) return;
-  acc.add_to(gr.dq + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
+  acc.add_to((cur_part ? gr.dq_far : gr.dq) + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
   if (lane == 0) {
     gr.row_ds[(static_cast<size_t>(bh) * T + i0) * 2] = Di;
     gr.row_ds[(static_cast<size_t>(bh) * T + i0) * 2 + 1] = S;
@@ -508,10 +579,23 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
   dk.zero();
   dv.zero();
 
-  for (int q0 = k0 / kQueryTile * kQueryTile; q0 < T; q0 += kQueryTile) {
-    if (!attn::block_seen(s, q0, q0 + kQueryTile - 1, k0, k0 + kKeysPerBlock - 1)) continue;  // uniform
+  // Part 0 the near pairs (q, k), part 1 the far ones (q̃, k̃) of a distance
+  // remapping: dk_j, then dk̃_j; dv_j sums over both.
+  const float* qfbase = in.qf ? in.qf + row_offset(b, 0, T, in.qk_stride, h, D) : qbase;
+  const int q_start = k0 / kQueryTile * kQueryTile;
+  const int n_qt = (T - q_start + kQueryTile - 1) / kQueryTile, parts = in.qf ? 2 : 1;
+  int cur_part = 0;
+  for (int it = 0; it < parts * n_qt; ++it) {
+    const int part = it / n_qt, q0 = q_start + (it % n_qt) * kQueryTile;
+    if (!part_tile_seen(s, part, q0, q0 + kQueryTile - 1, k0, k0 + kKeysPerBlock - 1)) continue;  // uniform
+    if (part != cur_part) {  // the far part begins: dk_j is complete, k_j becomes k̃_j
+      if (key_ok) dk.add_to(gr.dk + row_offset(b, j, T, gr.dqk_stride, h, D), lane);
+      dk.zero();
+      k.load(in.kf + row_offset(b, j, T, in.qk_stride, h, D), lane, key_ok);
+      cur_part = part;
+    }
     __syncthreads();
-    load_tile<D>(qs, qbase, in.qk_stride, q0, kQueryTile, T);
+    load_tile<D>(qs, part ? qfbase : qbase, in.qk_stride, q0, kQueryTile, T);
     load_tile<D>(dys, dybase, C, q0, kQueryTile, T);
     for (int r = threadIdx.x; r < kQueryTile; r += blockDim.x) {
       const int i0 = q0 + r;
@@ -535,7 +619,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
     for (int r = 0; r < kQueryTile; ++r) {
       const int i0 = q0 + r;
       const float qk = k.dot(qs + r * G::D4, lane), g = v.dot(dys + r * G::D4, lane);
-      if (key_ok && i0 < T && attn::key_kept(s, i0, j)) {
+      if (key_ok && i0 < T && pair_in(s, part, i0, j)) {
         const attn::Row<float> row = rows[r];
         const float x = logit(lfs[r], rc0.bias, rc0.slope, qk, i0, j);
         const float a = row.a(s, x), w = row.w_from_a(a);
@@ -546,7 +630,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
     }
   }
   if (!key_ok) return;
-  dk.add_to(gr.dk + row_offset(b, j, T, gr.dqk_stride, h, D), lane);
+  dk.add_to((cur_part ? gr.dk_far : gr.dk) + row_offset(b, j, T, gr.dqk_stride, h, D), lane);
   dv.add_to(gr.dv + row_offset(b, j, T, gr.dv_stride, h, D), lane);
 }
 
@@ -705,11 +789,31 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
   return in;
 }
 
+// The far copy's q and k (or, for cosine scores, their normalised copy in norm_far).
+void add_far_inputs(Inputs& in, const float* qkv_far, float* norm_far, int B, int Tn, int C, int NH,
+                    cudaStream_t stream) {
+  if (!qkv_far) return;
+  const Inputs f = make_inputs(qkv_far, norm_far, B, Tn, C, NH, in.spec, in.head_scale, stream);
+  in.qf = f.q;
+  in.kf = f.k;
+}
+
+void check_far(const char* fn, const AttentionSpec& spec, const float* qkv_far) {
+  GPT_CHECK(remap::on(spec.rope) == (qkv_far != nullptr), fn, ": ",
+            qkv_far ? "a far copy of qkv was given without a distance remapping"
+                    : "the distance remapping needs the far copy of qkv (rotated at the remapped positions)");
+  GPT_CHECK(!qkv_far || spec.rope.remap_window >= 1, fn, ": the remap window must be >= 1, got ",
+            spec.rope.remap_window);
+  GPT_CHECK(!qkv_far || aligned16(qkv_far), fn, ": qkv_far must be 16-byte aligned");
+}
+
 }  // namespace
 
 void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
-                       const AttentionSpec& spec, const float* head_scale, double* diag, cudaStream_t stream) {
+                       const AttentionSpec& spec, const float* head_scale, double* diag, cudaStream_t stream,
+                       const float* qkv_far) {
   check_args("cuda::attention_forward", B, Tn, C, NH, spec, head_scale != nullptr);
+  check_far("cuda::attention_forward", spec, qkv_far);
   GPT_CHECK(out && qkv, "cuda::attention_forward: out and qkv must be non-null");
   GPT_CHECK(aligned16(out) && aligned16(qkv), "cuda::attention_forward: out and qkv must be 16-byte aligned");
   const int D = C / NH;
@@ -720,7 +824,10 @@ void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn
   Scratch own_stats(diag && !stats ? static_cast<size_t>(B) * NH * Tn * kStats * sizeof(float) : 0, stream,
                     "cudaMallocAsync of the attention statistics");
   if (!stats) stats = own_stats.as<float>();
-  const Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head_scale, stream);
+  Scratch norm_far(cosine && qkv_far ? rows * 2 * C * sizeof(float) : 0, stream,
+                   "cudaMallocAsync of the far cosine q/k copy");
+  Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head_scale, stream);
+  add_far_inputs(in, qkv_far, norm_far.as<float>(), B, Tn, C, NH, stream);
   const dim3 grid(tiles(Tn, kRowsPerBlock), B * NH);
   dispatch(D, spec.positivity, [&](auto d, auto phi) {
     constexpr int kD = decltype(d)::value;
@@ -736,8 +843,11 @@ void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn
 
 void attention_backward(float* dqkv, float* dhead_scale, const float* dout, const float* out, const float* stats,
                         const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                        const float* head_scale, cudaStream_t stream) {
+                        const float* head_scale, cudaStream_t stream, float* dqkv_far, const float* qkv_far) {
   check_args("cuda::attention_backward", B, Tn, C, NH, spec, head_scale != nullptr);
+  check_far("cuda::attention_backward", spec, qkv_far);
+  GPT_CHECK(!qkv_far || (dqkv_far && aligned16(dqkv_far)),
+            "cuda::attention_backward: a distance remapping needs a 16-byte aligned dqkv_far");
   GPT_CHECK(stats != nullptr, "cuda::attention_backward: the forward's stats are required");
   GPT_CHECK(!spec.learned_scale() || dhead_scale != nullptr, "cuda::attention_backward: ssmax needs dhead_scale");
   GPT_CHECK(dqkv && dout && out && qkv, "cuda::attention_backward: dqkv, dout, out and qkv must be non-null");
@@ -751,7 +861,13 @@ void attention_backward(float* dqkv, float* dhead_scale, const float* dout, cons
   Scratch row_ds(static_cast<size_t>(B) * NH * Tn * 2 * sizeof(float), stream,
                  "cudaMallocAsync of the backward's row sums");
   Scratch dhead(learned ? NH * sizeof(double) : 0, stream, "cudaMallocAsync of the head-scale gradient");
-  const Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head_scale, stream);
+  const bool far = qkv_far != nullptr;
+  Scratch norm_far(cosine && far ? rows * 2 * C * sizeof(float) : 0, stream,
+                   "cudaMallocAsync of the far cosine q/k copy");
+  Scratch dhat_far(cosine && far ? rows * 2 * C * sizeof(float) : 0, stream,
+                   "cudaMallocAsync of the far cosine q/k gradient");
+  Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head_scale, stream);
+  add_far_inputs(in, qkv_far, norm_far.as<float>(), B, Tn, C, NH, stream);
 
   Grads gr;
   gr.out = out;
@@ -766,6 +882,14 @@ void attention_backward(float* dqkv, float* dhead_scale, const float* dout, cons
     gr.dq = dqkv;
     gr.dk = dqkv + C;
     gr.dqk_stride = 3 * static_cast<size_t>(C);
+  }
+  if (far && cosine) {
+    check_cuda(cudaMemsetAsync(dhat_far.as<float>(), 0, rows * 2 * C * sizeof(float), stream), "cudaMemsetAsync");
+    gr.dq_far = dhat_far.as<float>();
+    gr.dk_far = dhat_far.as<float>() + C;
+  } else if (far) {
+    gr.dq_far = dqkv_far;
+    gr.dk_far = dqkv_far + C;
   }
   gr.dv = dqkv + 2 * static_cast<size_t>(C);
   gr.dv_stride = 3 * static_cast<size_t>(C);
@@ -786,6 +910,11 @@ void attention_backward(float* dqkv, float* dhead_scale, const float* dout, cons
     GPT_LAUNCH(elementwise_blocks(rows * 2 * NH, threads), threads, stream, normalize_backward_kernel)(
         dqkv, dhat.as<float>(), qkv, rows, C, NH);
     check_launch("normalize_backward_kernel launch");
+    if (far) {
+      GPT_LAUNCH(elementwise_blocks(rows * 2 * NH, threads), threads, stream, normalize_backward_kernel)(
+          dqkv_far, dhat_far.as<float>(), qkv_far, rows, C, NH);
+      check_launch("normalize_backward_kernel launch (far copy)");
+    }
   }
   if (learned) {
     GPT_LAUNCH(tiles(NH, 128), 128, stream, add_head_scale_grad_kernel)(dhead_scale, gr.dhead, NH);

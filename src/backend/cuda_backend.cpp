@@ -150,7 +150,6 @@ class CudaBackend final : public Backend<float> {
   void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
                          const AttentionSpec& spec, const float* head_scale, double* diag,
                          const float* qkv_far) override {
-    refuse_remap(spec, qkv_far);
     const size_t ndiag = static_cast<size_t>(NH) * kAttentionDiagStats;
     double* ddiag = nullptr;
     if (diag) {
@@ -163,7 +162,7 @@ class CudaBackend final : public Backend<float> {
       ddiag = diag_;
       GPT_CUDA_CHECK(cudaMemsetAsync(ddiag, 0, ndiag * sizeof(double), stream_));
     }
-    cuda::attention_forward(out, stats, qkv, B, Tn, C, NH, spec, head_scale, ddiag, stream_);
+    cuda::attention_forward(out, stats, qkv, B, Tn, C, NH, spec, head_scale, ddiag, stream_, qkv_far);
     if (diag) {
       std::vector<double> host(ndiag);
       GPT_CUDA_CHECK(cudaMemcpy(host.data(), ddiag, ndiag * sizeof(double), cudaMemcpyDeviceToHost));
@@ -173,9 +172,8 @@ class CudaBackend final : public Backend<float> {
   void attention_backward(float* dqkv, float* dhead_scale, const float* dout, const float* out, const float* stats,
                           const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                           const float* head_scale, float* dqkv_far, const float* qkv_far) override {
-    refuse_remap(spec, qkv_far);
-    (void)dqkv_far;
-    cuda::attention_backward(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale, stream_);
+    cuda::attention_backward(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale, stream_,
+                             dqkv_far, qkv_far);
   }
   void crossentropy_forward(float* losses, const float* logits, const int32_t* targets, int N, int V,
                             int Vp) override {
@@ -191,14 +189,6 @@ class CudaBackend final : public Backend<float> {
   }
 
  private:
-  // The fused kernels do not have the distance remappings yet (rerope,
-  // self_extend, lambda's distance cap, sinks at cache positions): they
-  // would need a second rotated copy of every q and k tile.
-  static void refuse_remap(const AttentionSpec& spec, const float* qkv_far) {
-    GPT_CHECK(!remap::on(spec.rope) && !qkv_far, "the CUDA attention kernels do not have the relative-distance "
-              "remapping \"", stage_name(spec.rope.remap), "\" (context.remap rerope/self_extend, context.mask lambda, "
-              "context.sink_positions cache) yet; run it with --device cpu / run.device=cpu");
-  }
 
   cudaStream_t stream_ = nullptr;  // the legacy default stream: cudaMemcpy orders with it
   cuda::Matmul matmul_;

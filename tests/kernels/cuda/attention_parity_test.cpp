@@ -136,23 +136,31 @@ void run_case(const Case& c) {
   for (int h = 0; h < c.NH; ++h)
     head_scale[h] = static_cast<float>(attn::ssmax_init(c.spec.trained_context) * (1.0 + 0.2 * h));
   const std::vector<double> diag0(nd, 0.5);
+  // A distance remapping's far copy: other random q and k (the kernels do
+  // not care how they were rotated), its gradient accumulated onto noise too.
+  const bool far = remap::on(c.spec.rope);
+  const std::vector<float> qkv_far = far ? make_qkv(c, 7) : std::vector<float>{};
+  const std::vector<float> dfar0 = far ? uniform(n3, 8, -1e-3, 1e-3) : std::vector<float>{};
 
   // CPU
-  std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0;
+  std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0, dfar_c = dfar0;
   std::vector<double> diag_c = diag0;
   cpu::attention_forward(out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec, head_scale.data(),
-                         diag_c.data());
+                         diag_c.data(), far ? qkv_far.data() : nullptr);
   cpu::attention_backward(dqkv_c.data(), dhead_c.data(), dout.data(), out_c.data(), stats_c.data(), qkv.data(), c.B,
-                          c.T, c.C, c.NH, c.spec, head_scale.data());
+                          c.T, c.C, c.NH, c.spec, head_scale.data(), far ? dfar_c.data() : nullptr,
+                          far ? qkv_far.data() : nullptr);
 
   // GPU
   DeviceVec<float> d_qkv(qkv), d_dout(dout), d_out(std::vector<float>(n1, 0.f)), d_stats(std::vector<float>(ns, 0.f)),
       d_dqkv(dqkv0), d_hs(head_scale), d_dhead(dhead0);
   DeviceVec<double> d_diag(diag0);
+  DeviceVec<float> d_far(far ? qkv_far : std::vector<float>(1)), d_dfar(far ? dfar0 : std::vector<float>(1));
   attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, d_hs.get(), d_diag.get(),
-                    nullptr);
+                    nullptr, far ? d_far.get() : nullptr);
   attention_backward(d_dqkv.get(), d_dhead.get(), d_dout.get(), d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T,
-                     c.C, c.NH, c.spec, d_hs.get(), nullptr);
+                     c.C, c.NH, c.spec, d_hs.get(), nullptr, far ? d_dfar.get() : nullptr,
+                     far ? d_far.get() : nullptr);
   cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   const std::vector<float> out_g = d_out.host(), stats_g = d_stats.host(), dqkv_g = d_dqkv.host(),
                            dhead_g = d_dhead.host();
@@ -175,6 +183,11 @@ void run_case(const Case& c) {
     EXPECT_LE(std::fabs(diag_g[k] - diag_c[k]), c.tol * std::max(1.0, std::fabs(diag_c[k])))
         << "diag head " << k / kAttentionDiagStats << " stat " << k % kAttentionDiagStats;
   EXPECT_LE(rel_diff(dqkv_g, dqkv_c), c.tol) << "dqkv";
+  if (far) {
+    const std::vector<float> dfar_g = d_dfar.host();
+    std::cout << "[parity] " << c.name << " dqkv_far=" << rel_diff(dfar_g, dfar_c) << "\n";
+    EXPECT_LE(rel_diff(dfar_g, dfar_c), c.tol) << "dqkv_far";
+  }
   if (c.spec.learned_scale()) {
     EXPECT_LE(rel_diff(dhead_g, dhead_c), c.tol) << "dhead_scale";
   }
@@ -324,6 +337,26 @@ TEST_F(CudaAttention, ContextMasksAndTemperatures) {
   // A window of one key: every row sees only itself.
   run_case({"softmax+window1", context_spec("softmax", kN, [](ContextConfig& c) { c.mask = "window", c.window = 1; }),
             1, 70, 64, 2, kTol});
+}
+
+// The distance remappings (context_extension.md §2): every kernel splits its
+// key loop into the near pairs (q, k) and the far ones (the far copy), with
+// whole tiles of one part skipped; head sizes 16 and 64, T past several tiles.
+TEST_F(CudaAttention, ContextDistanceRemappings) {
+  auto rerope = [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 40; };
+  auto leaky = [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 7, c.rerope_kappa = 3; };
+  auto selfext = [](ContextConfig& c) { c.remap = "self_extend", c.remap_window = 20, c.group = 5; };
+  auto lambda = [](ContextConfig& c) { c.mask = "lambda", c.sinks = 3, c.window = 50; };
+  auto cache = [](ContextConfig& c) { c.mask = "sinks", c.sinks = 4, c.window = 45, c.sink_positions = "cache"; };
+  for (const char* p : {"softmax", "lssar", "ssmax", "cosine", "sigmoid"}) {
+    const double tol = std::string(p) == "lssar" ? kTolSharp : kTol;
+    run_case({std::string(p) + "+rerope", context_spec(p, kN, rerope), 1, 200, 64, 2, tol});
+    run_case({std::string(p) + "+self_extend", context_spec(p, kN, selfext), 1, 200, 64, 2, tol});
+  }
+  run_case({"softmax+rerope_leaky D=16", context_spec("softmax", kN, leaky), 2, 150, 64, 4, kTol});
+  run_case({"softmax+lambda", context_spec("softmax", kN, lambda), 1, 300, 64, 2, kTol});
+  run_case({"lssar+lambda", context_spec("lssar", kN, lambda), 1, 300, 64, 2, kTolSharp});
+  run_case({"softmax+streaming_llm D=64", context_spec("softmax", kN, cache), 1, 300, 128, 2, kTol});
 }
 
 TEST_F(CudaAttention, InferenceWithoutStatsStillGivesDiagnostics) {
