@@ -450,6 +450,8 @@ TEST(ContextExtension, MaskedKeysGetZeroGradient) {
   EXPECT_GT(reached, 0.0) << "key 6 is inside the windows of rows 6..9";
 }
 
+std::vector<Case> remap_cases(int N);  // below
+
 TEST(ContextExtension, MaskedKernelDoesNotDependOnThreadCount) {
   const Shape s{2, 200, 32, 4};
   const Case c = mask_cases(37)[3];  // lssar+sinks
@@ -463,6 +465,29 @@ TEST(ContextExtension, MaskedKernelDoesNotDependOnThreadCount) {
   omp_set_num_threads(saved);
   EXPECT_EQ(y1, y2);
   EXPECT_EQ(g1, g2);
+  // A distance remapping (lambda: sinks, window and the far copy) likewise.
+  AttentionSpec lam = remap_cases(37)[9].spec;  // softmax+lambda
+  ASSERT_EQ(lam.rope.remap, RemapKind::Cap);
+  const std::vector<float> far = cast<float>(random_vector(s.qkv_size(), 63));
+  auto run = [&](std::vector<float>& dq, std::vector<float>& df) {
+    std::vector<float> out(s.out_size()), st(s.stats_size());
+    attention_forward<float>(out.data(), st.data(), qkv.data(), s.B, s.T, s.C, s.NH, lam, nullptr, nullptr,
+                             far.data());
+    dq.assign(qkv.size(), 0.f);
+    df.assign(qkv.size(), 0.f);
+    attention_backward<float>(dq.data(), nullptr, w.data(), out.data(), st.data(), qkv.data(), s.B, s.T, s.C,
+                              s.NH, lam, nullptr, df.data(), far.data());
+    return out;
+  };
+  std::vector<float> dq1, df1, dq2, df2;
+  omp_set_num_threads(1);
+  const std::vector<float> o1 = run(dq1, df1);
+  omp_set_num_threads(std::max(2, saved));
+  const std::vector<float> o2 = run(dq2, df2);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(o1, o2);
+  EXPECT_EQ(dq1, dq2);
+  EXPECT_EQ(df1, df2);
 }
 
 // ---- relative-distance remapping (context_extension.md §2) -------------------------------
