@@ -422,7 +422,9 @@ namespace remap {
 
 GPT_HD inline bool on(const RopeSpec& r) { return r.remap != RemapKind::None; }
 // Whether key n (0-based) of query m is scored at the remapped distance.
-GPT_HD inline bool far(const RopeSpec& r, int m, int n) { return r.remap != RemapKind::None && m - n >= r.remap_window; }
+GPT_HD inline bool far(const RopeSpec& r, int m, int n) {
+  return r.remap != RemapKind::None && m - n >= r.remap_window;
+}
 // The positions the far copies of q (query m) and k (key n) are rotated at:
 // Δ′ = far_query_pos(m) − far_key_pos(n).
 //   rerope       Δ′ = w (κ = 0), or w + (Δ − w)/κ: q at m/κ + w(1 − 1/κ), k at n/κ

@@ -211,8 +211,8 @@ void run_eval(EvalArgs a) {
   if (!a.calibrate.empty()) {
     check_calibration_knob(lm.model->attention(), a.calibrate);
     const int m = a.calibrate_on > 0 ? a.calibrate_on : ec.multiples.back();
-    GPT_CHECK(a.calibrate_fraction > 0 && a.calibrate_fraction < 1, "eval: --calibrate-fraction must lie in (0, 1), got ",
-              a.calibrate_fraction);
+    GPT_CHECK(a.calibrate_fraction > 0 && a.calibrate_fraction < 1,
+              "eval: --calibrate-fraction must lie in (0, 1), got ", a.calibrate_fraction);
     const uint64_t split = static_cast<uint64_t>(a.calibrate_fraction * static_cast<double>(full.size()));
     const int64_t L = static_cast<int64_t>(m) * T;
     GPT_CHECK(split >= static_cast<uint64_t>(L) + 1, "eval: the calibration split (", a.calibrate_fraction, " of ",
