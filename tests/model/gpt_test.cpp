@@ -2,6 +2,7 @@
 // inference vs training forward, float vs double, padding rows, bad tokens.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <tuple>
@@ -121,16 +122,17 @@ TEST_P(ModelGradcheck, WholeModelMatchesFiniteDifferences) {
 // window, sinks, the temperatures), through the whole model. T = 7 with a
 // window of 3 (sinks 1 + 2) and F = 2, so every rule acts inside the
 // training window.
-TEST(ModelContextGradcheck, TrainableContextMethodsMatchFiniteDifferences) {
-  struct Case {
-    const char* label;
-    const char* position;
-    const char* preset;
-    double rope_fraction;
-    void (*edit)(ContextConfig&);
-    double h = 0;
-  };
-  const Case cases[] = {
+struct ContextGradCase {
+  const char* label;
+  const char* position;
+  const char* preset;
+  double rope_fraction;
+  void (*edit)(ContextConfig&);
+  double h = 0;
+};
+
+std::vector<ContextGradCase> context_grad_cases() {
+  return {
       {"rope f=0.5,window,llama4", "rope", "softmax", 0.5,
        [](ContextConfig& c) { c.mask = "window", c.window = 3, c.temperature = "llama4", c.temp_floor = 2; }},
       {"rope,lssar,sinks,keys", "rope", "lssar", 1.0,
@@ -154,19 +156,31 @@ TEST(ModelContextGradcheck, TrainableContextMethodsMatchFiniteDifferences) {
       {"rope,streaming_llm", "rope", "softmax", 1.0,
        [](ContextConfig& c) { c.mask = "sinks", c.sinks = 1, c.window = 3, c.sink_positions = "cache"; }},
   };
-  for (const Case& c : cases) {
-    ModelConfig cfg = tiny_config(c.position);
-    cfg.context = 7;
-    cfg.n_embd = 16;  // head size 8: partial RoPE rotates 4 of 8 channels
-    cfg.rope_fraction = c.rope_fraction;
-    AttentionConfig ac;
-    ac.preset = c.preset;
-    ContextConfig cc;
-    c.edit(cc);
-    SCOPED_TRACE(c.label);
-    check_model_gradient(cfg, ac, cc, c.label, c.h);
-  }
 }
+
+class ModelContextGradcheck : public ::testing::TestWithParam<int> {};
+
+TEST_P(ModelContextGradcheck, TrainableContextMethodsMatchFiniteDifferences) {
+  const ContextGradCase c = context_grad_cases()[GetParam()];
+  ModelConfig cfg = tiny_config(c.position);
+  cfg.context = 7;
+  cfg.n_embd = 16;  // head size 8: partial RoPE rotates 4 of 8 channels
+  cfg.rope_fraction = c.rope_fraction;
+  AttentionConfig ac;
+  ac.preset = c.preset;
+  ContextConfig cc;
+  c.edit(cc);
+  check_model_gradient(cfg, ac, cc, c.label, c.h);
+}
+
+INSTANTIATE_TEST_SUITE_P(ContextMethods, ModelContextGradcheck,
+                         ::testing::Range(0, static_cast<int>(context_grad_cases().size())),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           std::string name = context_grad_cases()[info.param].label;
+                           for (char& ch : name)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name;
+                         });
 
 // A context-extension rule acts past the training length only: at 1x a
 // model with any RoPE rule, and YaRN's temperature, gives the plain model's
