@@ -264,7 +264,6 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
                                                  const attn::Row<float>& r) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
   const ColMap<M> cm(a);
-  (void)n;
   const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z;
   const float ri = r.i, off = r.offset, t_max = r.t_max, p = r.p, inv_r = r.inv_r;
   for (int j0 = 0; j0 < nb; j0 += L) {
@@ -296,7 +295,6 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
                                                 bool want_sigma_dx) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
   const ColMap<M> cm(a);
-  (void)n;
   const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z;
   float S = D;  // without sharpening w = a, h = g: Σ a h = Σ w g = dy·y
   if (r.sharpen) {
