@@ -246,6 +246,23 @@ __device__ __forceinline__ bool part_tile_seen(const AttentionSpec& s, int part,
   return part == 1 ? k_first <= q_last - W : k_last > q_first - W;
 }
 
+__device__ __forceinline__ int key_parts(const Inputs& in) { return in.qf ? 2 : 1; }
+
+// The query row a thread holds across the parts of its key loop: q in part 0,
+// q̃ in part 1 (reloaded when the part changes).
+template <int D>
+struct PartQuery {
+  int part = 0;  // the part q holds
+  // Loads the part's query row into q if it is not there yet; true when that
+  // starts the far part (part 1).
+  __device__ bool select(Slice<D>& q, const Inputs& in, int want, int b, int i0, int h, bool row_ok) {
+    if (want == part) return false;
+    part = want;
+    q.load((want ? in.qf : in.q) + row_offset(b, i0, in.T, in.qk_stride, h, D), threadIdx.x % Geom<D>::L, row_ok);
+    return want == 1;
+  }
+};
+
 // ---- forward ---------------------------------------------------------------------------
 // grid (query tiles, B*NH), block kRowsPerBlock*L threads. Writes out, and
 // stats (when non-null) as the CPU kernel's row_weights does.
@@ -271,22 +288,15 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
 
   const bool shifted = attn::shifted(s), two_pass = s.sharpened();
   const int n_keys = min(T, q0 + kRowsPerBlock);  // keys seen by any row of the block
-  auto on_far = [] {};
-  const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = in.qf ? 2 : 1;
-  int cur_part = 0;  // the part q holds
-  auto select_part = [&](int part) {
-    if (part == cur_part) return;
-    if (part == 1) on_far();
-    cur_part = part;
-    q.load((part ? in.qf : in.q) + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
-  };
+  const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = key_parts(in);
+  PartQuery<D> pq;
   // Pass 1: shift (running maximum when shifted), Z and max u; without
   // sharpening also Σ u v, rescaled whenever the maximum grows.
   float m = shifted ? -INFINITY : 0.f, z = 0.f, umax = 0.f;
   for (int it = 0; it < parts * n_tiles; ++it) {
     const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
     if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-    select_part(part);
+    pq.select(q, in, part, b, i0, h, row_ok);
     __syncthreads();
     load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
     if (!two_pass) load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
@@ -325,7 +335,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
     for (int it = 0; it < parts * n_tiles; ++it) {
       const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
       if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-      select_part(part);
+      pq.select(q, in, part, b, i0, h, row_ok);
       __syncthreads();
       load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
       load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
@@ -380,19 +390,12 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
 
   double mass = 0, wlogw = 0, recent = 0, w0 = 0;
   const int n_keys = min(T, q0 + kRowsPerBlock);
-  auto on_far = [] {};
-  const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = in.qf ? 2 : 1;
-  int cur_part = 0;  // the part q holds
-  auto select_part = [&](int part) {
-    if (part == cur_part) return;
-    if (part == 1) on_far();
-    cur_part = part;
-    q.load((part ? in.qf : in.q) + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
-  };
+  const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = key_parts(in);
+  PartQuery<D> pq;
   for (int it = 0; it < parts * n_tiles; ++it) {
     const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
     if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-    select_part(part);
+    pq.select(q, in, part, b, i0, h, row_ok);
     __syncthreads();
     load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
     __syncthreads();
@@ -474,20 +477,8 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
     for (int k = 0; k < kStats; ++k) st[k] = gr.stats[(static_cast<size_t>(bh) * T + i0) * kStats + k];
   const attn::Row<float> row = attn::row_from_stats(s, i, st);
   const int n_keys = min(T, q0 + kRowsPerBlock);
-  bool flush_on_far = false;  // the main loop: dq is done when the far part begins
-  auto on_far = [&] {
-    if (!flush_on_far) return;
-    if (row_ok) acc.add_to(gr.dq + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
-    acc.zero();
-  };
-  const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = in.qf ? 2 : 1;
-  int cur_part = 0;  // the part q holds
-  auto select_part = [&](int part) {
-    if (part == cur_part) return;
-    if (part == 1) on_far();
-    cur_part = part;
-    q.load((part ? in.qf : in.q) + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
-  };
+  const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = key_parts(in);
+  PartQuery<D> pq;
 
   float S = Di;
   if (s.sharpened()) {  // S_i = Σ_j a_ij h_ij needs a pass of its own
@@ -495,7 +486,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
     for (int it = 0; it < parts * n_tiles; ++it) {
       const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
       if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-      select_part(part);
+      pq.select(q, in, part, b, i0, h, row_ok);
       __syncthreads();
       load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
       load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
@@ -516,11 +507,13 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   const bool learned = s.learned_scale();
   double sigma_dx = 0;
   acc.zero();
-  flush_on_far = true;
   for (int it = 0; it < parts * n_tiles; ++it) {
     const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
     if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-    select_part(part);
+    if (pq.select(q, in, part, b, i0, h, row_ok)) {  // the far part begins: dq_i is complete
+      if (row_ok) acc.add_to(gr.dq + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
+      acc.zero();
+    }
     __syncthreads();
     load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
     load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
@@ -540,7 +533,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   if (learned)
     warp_atomic_add(gr.dhead + h, row_ok && lane == 0 ? attn::row_scale_grad(s, i) * sigma_dx : 0.0);
   if (!row_ok) return;
-  acc.add_to((cur_part ? gr.dq_far : gr.dq) + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
+  acc.add_to((pq.part ? gr.dq_far : gr.dq) + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
   if (lane == 0) {
     gr.row_ds[(static_cast<size_t>(bh) * T + i0) * 2] = Di;
     gr.row_ds[(static_cast<size_t>(bh) * T + i0) * 2 + 1] = S;
@@ -583,7 +576,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
   // remapping: dk_j, then dk̃_j; dv_j sums over both.
   const float* qfbase = in.qf ? in.qf + row_offset(b, 0, T, in.qk_stride, h, D) : qbase;
   const int q_start = k0 / kQueryTile * kQueryTile;
-  const int n_qt = (T - q_start + kQueryTile - 1) / kQueryTile, parts = in.qf ? 2 : 1;
+  const int n_qt = (T - q_start + kQueryTile - 1) / kQueryTile, parts = key_parts(in);
   int cur_part = 0;
   for (int it = 0; it < parts * n_qt; ++it) {
     const int part = it / n_qt, q0 = q_start + (it % n_qt) * kQueryTile;

@@ -208,6 +208,11 @@ int64_t mask_reach(const Config& c) {
   const int64_t w = c.context.window > 0 ? c.context.window : c.context.mask == "sinks" ? N - sinks : N;
   return w + sinks;
 }
+// The longest context a run evaluates (or trains) at: max(eval.multiples) · N, at least N.
+int64_t longest_context(const Config& c) {
+  const int64_t m = c.eval.multiples.empty() ? 1 : std::max(1, c.eval.multiples.back());
+  return std::max<int64_t>(m * c.model.context, c.model.context);
+}
 bool remaps(const Config& c) {
   return c.context.remap != "none" || c.context.mask == "lambda" || c.context.sink_positions == "cache";
 }
@@ -289,10 +294,7 @@ std::vector<Rule> make_rules() {
        {"context.mask", "context.window", "context.sinks", "eval.multiples", "model.context"},
        [](const Config& c) {
          if (c.context.mask == "none") return true;
-         const int64_t longest =
-             static_cast<int64_t>(c.eval.multiples.empty() ? 1 : std::max(1, c.eval.multiples.back())) *
-             c.model.context;
-         return mask_reach(c) < std::max<int64_t>(longest, c.model.context);
+         return mask_reach(c) < longest_context(c);
        }},
       {"a distance remapping (\"context.remap\", \"context.mask\" = \"lambda\", \"context.sink_positions\" = "
        "\"cache\") rotates q and k at other positions and needs \"model.position\" = \"rope\"; on alibi or none "
@@ -333,10 +335,7 @@ std::vector<Rule> make_rules() {
        {"context.remap", "context.remap_window", "eval.multiples", "model.context"},
        [](const Config& c) {
          if (c.context.remap == "none") return true;
-         const int64_t longest =
-             static_cast<int64_t>(c.eval.multiples.empty() ? 1 : std::max(1, c.eval.multiples.back())) *
-             c.model.context;
-         return c.context.remap_window < std::max<int64_t>(longest, c.model.context);
+         return c.context.remap_window < longest_context(c);
        }},
       {"\"train.lr_min\" must be <= \"train.lr\"",
        {"train.lr_min", "train.lr"},
