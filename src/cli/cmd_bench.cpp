@@ -5,6 +5,7 @@
 
 #include "bench/bench.h"
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "core/check.h"
 #include "kernels/attention_spec.h"
 #include "kernels/cpu/gemm.h"
@@ -64,27 +65,27 @@ void add_bench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "Measure GEMM peak, training step, evaluation, attention and eval memory; print GFLOP/s and % of peak");
   cmd->add_option("config", args->config, "JSON config (model, train.batch_size, attention); default: the defaults")
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   cmd->add_option("--set", args->overrides, "Override a config key, e.g. --set train.batch_size=32 (repeatable)")
       ->type_name("KEY=VALUE");
   cmd->add_option("--only", args->only,
                   "Comma-separated parts: gemm,train,eval,attention,memory,cuda-attention "
                   "(default: all but cuda-attention)")
       ->type_name("PARTS");
-  cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::PositiveNumber);
+  cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(positive());
   cmd->add_option("--contexts", args->contexts,
                   "Attention contexts (default 256,512,1024,2048,4096; cuda-attention: 1024,2048,4096,8192,16384)")
       ->type_name("T,T,...");
   cmd->add_option("--presets", args->presets, "Attention presets (default: all)")->type_name("NAME,...");
   cmd->add_option("--gemm-kernel", args->kernel, "GEMM kernel: auto, generic, avx2, avx512 (default auto)");
   cmd->add_option("--steps", args->steps, "Timed training steps, after one warm-up (default 3)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--square", args->square, "Size n of the square n^3 GEMM (default 2048)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   args->min_seconds_option =
       cmd->add_option("--min-seconds", args->min_seconds,
                       "Repeat each short measurement for at least this long (default 0.5; cuda-attention: 0.2)")
-          ->check(CLI::NonNegativeNumber);
+          ->check(non_negative());
   cmd->add_option("--device", args->device,
                   "cpu or cuda (cuda: gemm, train and eval on the GPU, MFU against its peak; default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
@@ -96,7 +97,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--peak-tflops", args->peak_tflops,
                   "cuda: peak TFLOP/s for the MFU (default: from the device name, the float32, TF32 or bf16 dense "
                   "peak as the GEMMs run)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->callback([args] {
     const Config cfg = load_config(args->config, args->overrides);
     BenchOptions opt;

@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "convert/llmc.h"
 #include "core/check.h"
 #include "train/model_io.h"
@@ -66,7 +67,7 @@ void add_convert(CLI::App& app) {
       ->type_name("CHECKPOINT");
   cmd->add_option("out", args->out, "Output file: our checkpoint (import) or an llm.c file (export)")->required();
   cmd->add_option("--context", args->context, "Import: model.context of the result (default and maximum: llm.c's T)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_flag("--with-optimizer", args->with_optimizer,
                 "Import: add zero AdamW moments, so `gpt train --resume OUT` can fine-tune the model");
   cmd->add_flag("--bf16", args->bf16, "Export: write bfloat16 (version 5, round to nearest even) instead of float32");

@@ -8,11 +8,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "core/check.h"
 #include "data/shard.h"
 #include "data/text_to_shards.h"
@@ -34,8 +36,14 @@ std::string read_input(const std::string& path) {
     s << std::cin.rdbuf();
     return std::move(s).str();
   }
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) fail("input '", path, "': cannot open (no such file)");
+  if (std::filesystem::is_directory(st)) fail("input '", path, "': is a directory; give a file, or - for standard input");
+  // A FIFO would block here; standard input is "-".
+  if (!std::filesystem::is_regular_file(st)) fail("input '", path, "': not a regular file; give a file, or - for standard input");
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail("input '", path, "': cannot open (does it exist?)");
+  if (!in) fail("input '", path, "': cannot open (", std::strerror(errno), ")");
   s << in.rdbuf();
   if (in.bad()) fail("input '", path, "': read failed");
   return std::move(s).str();
@@ -94,7 +102,7 @@ void add_text(CLI::App& data) {
   CLI::App* text = data.add_subcommand("text", "Tokenize text into train/val token shards (llm.c format)");
   text->add_option("input", args->input, "Text file, or a folder of text files (read in name order)")
       ->required()
-      ->check(CLI::ExistingPath);
+      ->check(existing_path());
   text->add_option("out_dir", args->out_dir, "Output directory for NAME_val_000000.bin, NAME_train_000001.bin, ...")
       ->required();
   text->add_option("--tokenizer", args->opt.tokenizer, kTokenizerSpecHelp)->capture_default_str();
@@ -102,11 +110,11 @@ void add_text(CLI::App& data) {
                    "Fraction of the text (its end: whole documents, or the last document cut at a line boundary) "
                    "used for validation, in (0, 1)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(between(0.0, 1.0));
   text->add_option("--doc-sep", args->opt.doc_sep, std::string("Document separator: ") + kDocSepHelp)
       ->capture_default_str();
   text->add_option("--name", args->opt.name, "File name prefix (default: the output directory's name)");
-  text->add_option("--threads", args->threads, "Threads for encoding; 0 = all cores")->check(CLI::Range(0, 1024));
+  text->add_option("--threads", args->threads, "Threads for encoding; 0 = all cores")->check(between(0, 1024));
   text->callback([args] {
     if (args->threads > 0) omp_set_num_threads(args->threads);
     const TextToShardsResult r = text_to_shards(args->input, args->out_dir, args->opt);
@@ -131,19 +139,19 @@ void add_train_tokenizer(CLI::App& data) {
   auto args = std::make_shared<Args>();
   CLI::App* cmd = data.add_subcommand(
       "train-tokenizer", "Learn a byte-level BPE vocabulary (GPT-2's pre-tokenisation) and write it to a file");
-  cmd->add_option("corpus", args->corpus, "Text file, or a folder of text files")->required()->check(CLI::ExistingPath);
+  cmd->add_option("corpus", args->corpus, "Text file, or a folder of text files")->required()->check(existing_path());
   cmd->add_option("out", args->out, "Vocabulary file to write (load it with --tokenizer FILE)")->required();
   cmd->add_option("--vocab-size", args->vocab_size,
                   "Vocabulary size: 256 bytes + end-of-text + merges, so at least 257")
       ->required()
-      ->check(CLI::Range(257u, 1u << 24));
+      ->check(between(257u, 1u << 24));
   cmd->add_option("--val-fraction", args->val_fraction,
                   "Leave out the validation part `gpt data text` would cut with this --val-fraction (and the same "
                   "--doc-sep); 0 = train on everything")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(between(0.0, 1.0));
   cmd->add_option("--doc-sep", args->doc_sep, std::string("Document separator: ") + kDocSepHelp)->capture_default_str();
-  cmd->add_option("--threads", args->threads, "Threads for counting; 0 = all cores")->check(CLI::Range(0, 1024));
+  cmd->add_option("--threads", args->threads, "Threads for counting; 0 = all cores")->check(between(0, 1024));
   cmd->callback([args] {
     if (args->threads > 0) omp_set_num_threads(args->threads);
     const auto t0 = std::chrono::steady_clock::now();

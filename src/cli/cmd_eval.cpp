@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "config/attention.h"
 #include "core/check.h"
 #include "core/files.h"
@@ -274,7 +275,7 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--multiples", args->multiples, "Context multiples to evaluate (default: the run's eval.multiples)")
       ->delimiter(',');
   cmd->add_option("--tokens", args->tokens, "Validation tokens per multiple (default: the run's eval.tokens)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--data", args->data, "Glob pattern of validation shards (default: the run's data.val)");
   cmd->add_option("--out", args->out, "Output JSON (default: RUN_DIR/eval/<checkpoint>.json; mean-loss mode: none)");
   std::vector<std::string> presets;
@@ -298,22 +299,22 @@ void add_eval(CLI::App& app) {
       ->check(CLI::IsMember({"temperature", "yarn_attn_factor", "ntk_factor"}));
   cmd->add_option("--calibrate-on", args->calibrate_on,
                   "Calibration: the multiple whose mean loss is minimised (default: the largest evaluated)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--calibrate-fraction", args->calibrate_fraction,
                   "Calibration: the share of the validation stream, from its start, held out to fit on; the "
                   "evaluation scores only the rest (default 0.25)");
   cmd->add_option("--calibrate-tokens", args->calibrate_tokens,
                   "Calibration: tokens scored per probe (default: eval.tokens, at most the calibration split)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--context-set", args->attention.context_sets,
                   "Override one key of the context section, e.g. factor=16, window=256, attn_factor=1 (repeatable; "
                   "applied after --context; gpt info --config-keys lists them)");
   cmd->add_option("--batch", args->batch, "Mean-loss mode: rows B per batch, read as llm.c reads shards (default 4)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--batches", args->batches,
                   "Mean-loss mode: batches K (default: every full batch of the shards; more wraps around as in llm.c)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
+      ->check(positive());
+  cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(non_negative());
   cmd->add_option("--task", args->task,
                   "loss: validation loss at each multiple (default); passkey: exact-match retrieval of a hidden "
                   "key per multiple and depth (docs/results.md)")
@@ -323,9 +324,9 @@ void add_eval(CLI::App& app) {
                   "(default 0,0.25,0.5,0.75,1)")
       ->delimiter(',');
   cmd->add_option("--passkey-samples", args->samples, "Passkey: prompts per (multiple, depth) cell (default 20)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_option("--passkey-digits", args->digits, "Passkey: digits of the key (default: the run's data.passkey_digits)")
-      ->check(CLI::Range(1, 32));
+      ->check(between(1, 32));
   cmd->add_option("--tokenizer", args->tokenizer,
                   std::string("Passkey: tokenizer of the model (default: the run's data.tokenizer): ") +
                       kTokenizerSpecHelp);

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "core/check.h"
 #include "data/rng.h"
 #include "tokenizer/tokenizer.h"
@@ -59,6 +60,8 @@ void run_sample(const SampleArgs& a) {
   GPT_CHECK(static_cast<int64_t>(tok->vocab_size()) == mc.vocab_size, "sample: the checkpoint has a vocabulary of ",
             mc.vocab_size, " tokens but tokenizer ", tok_spec, " has ", tok->vocab_size(),
             "; pass the tokenizer the model was trained with (--tokenizer)");
+  GPT_CHECK(a.top_k <= mc.vocab_size, "sample --top-k ", a.top_k, " is larger than the vocabulary of ",
+            a.checkpoint, " (", mc.vocab_size, " tokens); give 0 (all tokens) or at most ", mc.vocab_size);
   int window = a.context > 0 ? a.context : mc.context;
   if (mc.position == "learned") window = std::min(window, mc.position_rows());
   std::vector<int32_t> ids = {static_cast<int32_t>(tok->end_of_text())};
@@ -84,18 +87,18 @@ void add_sample(CLI::App& app) {
       ->required();
   cmd->add_option("--prompt", args->prompt, "Text to continue (default: empty, start of a document)");
   cmd->add_option("--tokens", args->tokens, "Number of tokens to generate")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--temperature", args->temperature, "Sampling temperature; 0 = greedy")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--top-k", args->top_k, "Sample among the K most likely tokens; 0 = all")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
   cmd->add_option("--context", args->context,
                   "Tokens of history the model sees (default: the training context)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative());
   cmd->add_option("--tokenizer", args->tokenizer, std::string("Tokenizer of the model (default: the run's data.tokenizer): ") + kTokenizerSpecHelp)
       ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(non_negative());
   cmd->add_option("--device", args->device, "Compute backend: cpu or cuda (default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", args->precision,

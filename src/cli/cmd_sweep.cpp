@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/validators.h"
 #include "core/check.h"
 #include "sweep/sweep.h"
 
@@ -44,11 +45,11 @@ void add_sweep(CLI::App& app) {
       "sweep", "Train and evaluate every variant of a sweep file, skipping finished jobs, then summarise (table, plots)");
   cmd->add_option("sweep", args->file, "Sweep file (JSON; format in src/sweep/sweep.h, example configs/sweep/)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   cmd->add_flag("--dry-run", args->dry_run, "Print the jobs (and which are done) without running them");
   cmd->add_option("--jobs", args->jobs,
                   "Jobs run at once (default 1; e.g. 2 single-threaded jobs on 2 cores, with train.threads = 1)")
-      ->check(CLI::PositiveNumber);
+      ->check(positive());
   cmd->add_flag("--summary-only", args->summary_only, "Only summarise the results found so far");
   cmd->callback([args] { run(*args); });
 }

@@ -35,9 +35,17 @@ Config resolve_config(const TrainArgs& a, std::string* ckpt_path) {
   } else {
     cfg = load_config(a.config, a.overrides);
   }
-  GPT_CHECK(config_to_json(cfg)["model"] == config_to_json(stored)["model"], "train --resume: the model section of ",
-            a.config.empty() ? "the overrides" : a.config, " differs from the one ", *ckpt_path,
-            " was trained with; a run can only be resumed with the same model");
+  // The sections that define the function the weights compute: a resumed
+  // run must continue the same model (training-free evaluation with another
+  // variant is `gpt eval --attention/--context`; a new run from these weights
+  // is train.init_from).
+  const nlohmann::json now = config_to_json(cfg), then = config_to_json(stored);
+  for (const char* section : {"model", "attention", "context"})
+    GPT_CHECK(now[section] == then[section], "train --resume: the ", section, " section of ",
+              a.config.empty() ? "the overrides" : a.config, " differs from the one ", *ckpt_path,
+              " was trained with (now ", now[section].dump(), ", trained ", then[section].dump(),
+              "); a run can only be resumed with the same model. To evaluate it with another variant use gpt eval "
+              "--attention/--context; to train a new one from these weights, train.init_from");
   if (std::filesystem::is_directory(a.resume)) cfg.run.dir = a.resume;
   return cfg;
 }
@@ -47,8 +55,7 @@ Config resolve_config(const TrainArgs& a, std::string* ckpt_path) {
 void add_train(CLI::App& app) {
   auto args = std::make_shared<TrainArgs>();
   CLI::App* cmd = app.add_subcommand("train", "Train a model from a JSON config; evaluate it at 1x-16x the context");
-  cmd->add_option("config", args->config, "JSON config file (optional with --resume: the run's own config)")
-      ->check(CLI::ExistingFile);
+  cmd->add_option("config", args->config, "JSON config file (optional with --resume: the run's own config)");
   cmd->add_option("--set", args->overrides,
                   "Override a config key, e.g. --set train.steps=500 --set model.position=rope (repeatable)")
       ->type_name("KEY=VALUE");

@@ -2,6 +2,8 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <new>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -27,7 +29,15 @@ int main(int argc, char** argv) {
     mpi = std::make_unique<gpt::dist::Session>();
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version print and succeed; every other command-line error
+    // goes through the project's one format and exit status.
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+    return gpt::dist::report_fatal_error(
+        (std::string(e.what()) + " (see gpt " + (argc > 1 ? std::string(argv[1]) + " " : "") + "--help)").c_str());
+  } catch (const std::bad_alloc&) {
+    return gpt::dist::report_fatal_error(
+        "out of memory: an allocation failed (the model, batch or evaluation is larger than this machine's memory; "
+        "gpt bench --only memory shows what each phase needs)");
   } catch (const gpt::Error& e) {
     return gpt::dist::report_fatal_error(e.what());  // with ranks: ends them all
   } catch (const std::exception& e) {

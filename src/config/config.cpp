@@ -11,6 +11,7 @@
 
 #include "config/schema.h"
 #include "core/check.h"
+#include "core/json.h"
 
 namespace gpt {
 namespace {
@@ -256,23 +257,6 @@ void check_rules(const Config& c) {
 
 // ---- files and overrides --------------------------------------------------------------
 
-json read_json_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) fail("config: file \"", path, "\" does not exist");
-  if (fs::is_directory(path, ec)) fail("config: \"", path, "\" is a directory, not a JSON file");
-  std::ifstream in(path);
-  if (!in) fail("config: cannot read file \"", path, "\"");
-  try {
-    return json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
-    // Drop the "[json.exception.parse_error.101] " tag, keep the line/column text.
-    std::string what = e.what();
-    auto tag_end = what.find("] ");
-    if (what.rfind("[json.exception", 0) == 0 && tag_end != std::string::npos) what = what.substr(tag_end + 2);
-    fail("config: file \"", path, "\" is not valid JSON: ", what);
-  }
-}
 
 // A string key takes the text as written (`run.dir=2024` is "2024"), unless
 // it is a quoted JSON string; other keys take the JSON value when it parses.
@@ -358,7 +342,7 @@ void apply_override(json& j, const std::string& assignment) {
 }
 
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  json j = path.empty() ? json::object() : read_json_file(path);
+  json j = path.empty() ? json::object() : read_json_file(path, "config");
   for (const auto& o : overrides) apply_override(j, o);
   if (path.empty()) return config_from_json(j);
   try {

@@ -7,11 +7,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string_view>
+
+#include <spdlog/spdlog.h>
 
 #include "config/attention.h"
 #include "config/config.h"
@@ -192,6 +196,21 @@ Checkpoint import_llmc(const std::string& path, const LlmcImportOptions& opt) {
       for (size_t i = 0; i < half.size(); ++i) ct.data[i] = bf16_to_float(half[i]);
     }
     GPT_CHECK(in, "llm.c checkpoint '", path, "': read of tensor ", t.name, " failed (file changed while reading?)");
+    for (size_t i = 0; i < ct.data.size(); ++i)
+      GPT_CHECK(std::isfinite(ct.data[i]), "llm.c checkpoint '", path, "': tensor ", t.name,
+                " holds a non-finite value (", ct.data[i], " at index ", i, " of ", ct.data.size(),
+                "); a model with NaN or infinite parameters cannot be imported");
+    if (std::string_view(t.name) == "wte") {
+      // Rows V..Vp-1 pad the table for the GEMM and are never a token: llm.c
+      // writes them as zeros, so anything else hints at a mislabelled file.
+      const size_t C = static_cast<size_t>(h.n_embd);
+      size_t nonzero = 0;
+      for (size_t i = static_cast<size_t>(h.vocab_size) * C; i < ct.data.size(); ++i) nonzero += ct.data[i] != 0.0f;
+      if (nonzero > 0)
+        spdlog::warn("llm.c checkpoint '{}': {} values of wte's padding rows {}..{} are not zero (llm.c writes "
+                     "zeros there; is the vocabulary size V = {} right?)",
+                     path, nonzero, h.vocab_size, h.padded_vocab - 1, h.vocab_size);
+    }
     ckpt.tensors.push_back(std::move(ct));
   }
   if (opt.with_optimizer)

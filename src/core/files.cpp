@@ -1,5 +1,9 @@
 #include "core/files.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -8,6 +12,35 @@
 #include "core/check.h"
 
 namespace gpt {
+
+DirLock::DirLock(const std::string& dir, const std::string& what) {
+  const std::string path = (std::filesystem::path(dir) / ".lock").string();
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  GPT_CHECK(fd_ >= 0, what, ": cannot create the lock file ", path, ": ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd_, pid, sizeof pid - 1, 0);
+    std::string holder = n > 0 ? std::string(pid, static_cast<size_t>(n)) : "";
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK)
+      fail(what, ": run directory ", dir, " is in use by another gpt process",
+           holder.empty() ? "" : " (pid " + holder + ")",
+           "; two trainers in one directory would overwrite each other's checkpoints and log. Wait for it to end, "
+           "or choose another run.dir");
+    fail(what, ": cannot lock ", path, ": ", std::strerror(err));
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    // The lock holds without the pid; only the message of a second process loses it.
+  }
+}
+
+DirLock::~DirLock() {
+  if (fd_ >= 0) ::close(fd_);  // releases the flock
+}
 
 void write_file_atomic(const std::string& path, const std::string& text) {
   const std::string tmp = path + ".tmp";

@@ -8,6 +8,22 @@
 
 namespace gpt {
 
+// An exclusive lock on DIR/.lock (flock), held for the object's lifetime:
+// a second process that asks for the same directory is refused at once with
+// the holder's pid. The kernel releases the lock when the holder exits, even
+// on kill -9, so a lock file left by a dead process is simply taken over.
+class DirLock {
+ public:
+  // what: who asks, for the message ("train").
+  DirLock(const std::string& dir, const std::string& what);
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 void write_file_atomic(const std::string& path, const std::string& text);
 // Pretty-printed JSON (2-space indent) and a final newline.
 void write_json_file(const std::string& path, const nlohmann::json& j);

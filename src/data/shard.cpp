@@ -45,7 +45,8 @@ void pread_exact(int fd, void* dst, size_t len, uint64_t off, const std::string&
 }
 
 int open_shard(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO named by a glob must not block the open (fstat then refuses it).
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) fail("shard '", path, "': cannot open (", std::strerror(errno), ")");
   return fd;
 }

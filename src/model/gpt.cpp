@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
 
 #include "config/attention.h"
 #include "core/check.h"
@@ -398,8 +399,18 @@ std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const Attention
   GPT_CHECK(wide, "make_model: no backend given");
   GPT_CHECK(storage == "fp32" || storage == "bf16", "run.storage \"", storage,
             "\" is not a storage type; valid: fp32, bf16");
-  if (storage == "fp32") return std::make_unique<OwningModel<float>>(std::move(wide), cfg, attn);
-  return std::make_unique<OwningModel<bf16>>(make_bf16_backend(std::move(wide)), cfg, attn);
+  try {
+    if (storage == "fp32") return std::make_unique<OwningModel<float>>(std::move(wide), cfg, attn);
+    return std::make_unique<OwningModel<bf16>>(make_bf16_backend(std::move(wide)), cfg, attn);
+  } catch (const std::bad_alloc&) {
+    // Parameters and gradients in float32 (bf16 storage adds a working copy).
+    const uint64_t n = ParamLayout(cfg, attn).total;
+    const uint64_t bytes = n * sizeof(float) * 2 + (storage == "fp32" ? 0 : n * 2);
+    fail("out of memory: the model's ", n, " parameters (", cfg.n_layer, " layers, n_embd ", cfg.n_embd,
+         ", vocab_size ", cfg.vocab_size, ") need ", bytes, " bytes (", bytes / 1e9,
+         " GB) for parameters and gradients alone, and the allocation failed; training needs as much again for "
+         "AdamW's moments, plus activations");
+  }
 }
 
 }  // namespace gpt

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <csignal>
@@ -13,7 +14,6 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -23,6 +23,7 @@
 #include "config/attention.h"
 #include "core/check.h"
 #include "core/files.h"
+#include "core/json.h"
 
 extern char** environ;
 
@@ -56,10 +57,43 @@ V get_as(const json& j, const std::string& key, const std::string& where, const 
   }
 }
 
+// Run and eval names become directory names under the sweep's dir: plain
+// names only (no separator, not "." or "..", bounded length), checked by a
+// loop (std::regex recurses per character and overflows the stack on long input).
+constexpr size_t kMaxNameLength = 100;
+
 void check_name(const std::string& name, const std::string& what, const std::string& file) {
-  static const std::regex plain("[A-Za-z0-9_.+-]+");
-  GPT_CHECK(std::regex_match(name, plain), file, ": ", what, " name \"", name,
-            "\" must be non-empty and use only letters, digits and _ . + -");
+  auto allowed = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '+' || c == '-'; };
+  const std::string shown = name.size() > 40 ? name.substr(0, 40) + "..." : name;
+  GPT_CHECK(!name.empty() && name.size() <= kMaxNameLength, file, ": ", what, " name \"", shown, "\" (", name.size(),
+            " characters) must have 1 to ", kMaxNameLength, " characters");
+  GPT_CHECK(std::all_of(name.begin(), name.end(), allowed), file, ": ", what, " name \"", shown,
+            "\" must use only letters, digits and _ . + - (it names a directory of the sweep)");
+  GPT_CHECK(name != "." && name != "..", file, ": ", what, " name \"", name,
+            "\" is not a plain name (it would name the sweep directory or its parent)");
+}
+
+// "seeds": distinct non-negative integers (train.seed is a uint64; each seed
+// names its run directory, so a repeated seed would be two jobs in one).
+std::vector<uint64_t> read_seeds(const json& j, const std::string& where, const std::string& file,
+                                 const std::vector<uint64_t>& fallback) {
+  if (!j.contains("seeds")) return fallback;
+  const json& a = j.at("seeds");
+  GPT_CHECK(a.is_array(), file, ": \"", where, "seeds\" must be an array of non-negative integers, got ", a.dump());
+  std::vector<uint64_t> seeds;
+  for (const json& v : a) {
+    // As the config reads train.seed: an integer, or a whole-valued number
+    // (2e4) that fits; never a fraction, a negative or a narrowed value.
+    const bool whole_float = v.is_number_float() && std::isfinite(v.get<double>()) && v.get<double>() >= 0 &&
+                             v.get<double>() == std::floor(v.get<double>()) && v.get<double>() < 0x1p64;
+    GPT_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0) || whole_float, file,
+              ": \"", where, "seeds\" holds ", v.dump(), "; seeds must be integers from 0 to 2^64-1 (train.seed)");
+    const uint64_t s = whole_float ? static_cast<uint64_t>(v.get<double>()) : v.get<uint64_t>();
+    GPT_CHECK(std::find(seeds.begin(), seeds.end(), s) == seeds.end(), file, ": \"", where, "seeds\" lists seed ",
+              s, " twice; each seed is one run directory");
+    seeds.push_back(s);
+  }
+  return seeds;
 }
 
 // ---- subprocesses -------------------------------------------------------------
@@ -111,11 +145,10 @@ std::pair<pid_t, int> wait_child() {
 
 std::optional<json> read_json_if(const fs::path& p) {
   if (!fs::exists(p)) return std::nullopt;
-  std::ifstream in(p);
   try {
-    return json::parse(in);
-  } catch (const json::exception& e) {
-    spdlog::warn("sweep: {} is not valid JSON ({}); treated as missing", p.string(), e.what());
+    return read_json_file(p.string(), "sweep result", {.comments = false});
+  } catch (const Error& e) {
+    spdlog::warn("sweep: {} is not usable ({}); treated as missing", p.string(), e.what());
     return std::nullopt;
   }
 }
@@ -162,9 +195,9 @@ double num(const json& j) { return j.is_number() ? j.get<double>() : NAN; }
 // One variant of the summary: a trained run or an evaluation of one.
 struct Variant {
   std::string name, kind, run;
-  std::vector<int> seeds;
+  std::vector<uint64_t> seeds;
   std::vector<json> results;  // per finished seed
-  std::vector<int> missing;   // seeds without a result
+  std::vector<uint64_t> missing;   // seeds without a result
 };
 
 double layer_mean(const json& row, const char* key) {
@@ -185,19 +218,12 @@ const SweepRun& SweepPlan::run(const std::string& name) const {
   fail("sweep: no run named \"", name, "\"");
 }
 
-std::string SweepPlan::run_dir(const std::string& run, int seed) const {
+std::string SweepPlan::run_dir(const std::string& run, uint64_t seed) const {
   return (fs::path(dir) / run / ("seed" + std::to_string(seed))).string();
 }
 
 SweepPlan load_sweep(const std::string& path) {
-  std::ifstream in(path);
-  GPT_CHECK(in, "sweep: cannot open ", path);
-  json j;
-  try {
-    j = json::parse(in, nullptr, true, true);
-  } catch (const json::exception& e) {
-    fail("sweep: ", path, " is not valid JSON: ", e.what());
-  }
+  const json j = read_json_file(path, "sweep");
   SweepPlan p;
   p.file = path;
   check_keys(j, "", {"dir", "base", "set", "seeds", "runs", "evals", "passkey", "plot"}, path);
@@ -205,7 +231,7 @@ SweepPlan load_sweep(const std::string& path) {
   GPT_CHECK(j.contains("base"), path, ": \"base\" (the config every run starts from) is required");
   p.base = get_as<std::string>(j, "base", "", path, "");
   p.set = get_as<std::vector<std::string>>(j, "set", "", path, {});
-  p.seeds = get_as<std::vector<int>>(j, "seeds", "", path, p.seeds);
+  p.seeds = read_seeds(j, "", path, p.seeds);
   GPT_CHECK(!p.seeds.empty(), path, ": \"seeds\" must not be empty");
   GPT_CHECK(j.contains("runs") && j["runs"].is_array() && !j["runs"].empty(), path,
             ": \"runs\" must be a non-empty array of {name, set, seeds, passkey}");
@@ -217,7 +243,7 @@ SweepPlan load_sweep(const std::string& path) {
     check_name(run.name, "run", path);
     GPT_CHECK(names.insert(run.name).second, path, ": two runs or evals are named \"", run.name, "\"");
     run.set = get_as<std::vector<std::string>>(r, "set", "runs[].", path, {});
-    run.seeds = get_as<std::vector<int>>(r, "seeds", "runs[].", path, p.seeds);
+    run.seeds = read_seeds(r, "runs[].", path, p.seeds);
     GPT_CHECK(!run.seeds.empty(), path, ": run \"", run.name, "\" has no seeds");
     run.passkey = get_as<bool>(r, "passkey", "runs[].", path, false);
     // The overrides must make a valid config (fails now, not an hour in).
@@ -300,7 +326,7 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
     return std::to_string(load_config(plan.base, sets).train.threads);
   };
   for (const auto& r : plan.runs)
-    for (int seed : r.seeds) {
+    for (uint64_t seed : r.seeds) {
       const std::string dir = plan.run_dir(r.name, seed);
       Job job{"train " + r.name + " seed " + std::to_string(seed), {gpt, "train"}, fs::path(dir) / "extrapolation.json"};
       if (fs::exists(fs::path(dir) / "checkpoints" / "latest")) {
@@ -316,7 +342,7 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
       jobs.push_back(job);
     }
   for (const auto& e : plan.evals)
-    for (int seed : plan.run(e.run).seeds) {
+    for (uint64_t seed : plan.run(e.run).seeds) {
       const std::string dir = plan.run_dir(e.run, seed);
       Job job{"eval " + e.name + " seed " + std::to_string(seed),
               {gpt, "eval", dir, "--threads", threads_of(plan.run(e.run))},
@@ -332,7 +358,7 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
   for (double d : plan.passkey_depths) depths += (depths.empty() ? "" : ",") + fmt(d, 3);
   for (const auto& r : plan.runs)
     if (r.passkey)
-      for (int seed : r.seeds) {
+      for (uint64_t seed : r.seeds) {
         const std::string dir = plan.run_dir(r.name, seed);
         const fs::path out = fs::path(dir) / "eval" / "passkey.json";
         jobs.push_back({"passkey " + r.name + " seed " + std::to_string(seed),
@@ -399,7 +425,7 @@ std::string summarize_sweep(const SweepPlan& plan) {
   std::vector<Variant> vars;
   for (const auto& r : plan.runs) {
     Variant v{r.name, "trained", r.name, r.seeds, {}, {}};
-    for (int s : r.seeds) {
+    for (uint64_t s : r.seeds) {
       auto j = read_json_if(fs::path(plan.run_dir(r.name, s)) / "extrapolation.json");
       if (j) v.results.push_back(*j);
       else v.missing.push_back(s);
@@ -412,7 +438,7 @@ std::string summarize_sweep(const SweepPlan& plan) {
     if (!e.context.empty()) how += (how.empty() ? "" : " ") + std::string("--context ") + e.context;
     for (const auto& s : e.context_set) how += (how.empty() ? "" : " ") + std::string("--context-set ") + s;
     Variant v{e.name, "eval of " + e.run + ": " + how, e.run, plan.run(e.run).seeds, {}, {}};
-    for (int s : v.seeds) {
+    for (uint64_t s : v.seeds) {
       auto j = read_json_if(fs::path(plan.run_dir(e.run, s)) / "eval" / (e.name + ".json"));
       if (j) v.results.push_back(*j);
       else v.missing.push_back(s);
@@ -534,7 +560,7 @@ std::string summarize_sweep(const SweepPlan& plan) {
   for (const auto& r : plan.runs) {
     if (!r.passkey) continue;
     std::vector<json> res;
-    for (int s : r.seeds)
+    for (uint64_t s : r.seeds)
       if (auto j = read_json_if(fs::path(plan.run_dir(r.name, s)) / "eval" / "passkey.json")) res.push_back(*j);
     if (res.empty()) {
       md << "\n(passkey results of `" << r.name << "` are missing)\n";

@@ -28,7 +28,7 @@ namespace gpt {
 struct SweepRun {
   std::string name;
   std::vector<std::string> set;  // config overrides (section.key=value)
-  std::vector<int> seeds;
+  std::vector<uint64_t> seeds;
   bool passkey = false;
 };
 
@@ -47,7 +47,7 @@ struct SweepPlan {
   std::string dir = "runs/sweep";
   std::string base;
   std::vector<std::string> set;
-  std::vector<int> seeds = {1};
+  std::vector<uint64_t> seeds = {1};
   std::vector<SweepRun> runs;
   std::vector<SweepEval> evals;
   std::vector<double> passkey_depths = {0.0, 0.25, 0.5, 0.75, 1.0};
@@ -55,7 +55,7 @@ struct SweepPlan {
   std::vector<std::string> profile_variants;  // empty: every trained run
 
   const SweepRun& run(const std::string& name) const;
-  std::string run_dir(const std::string& run, int seed) const;
+  std::string run_dir(const std::string& run, uint64_t seed) const;
 };
 
 // Parses and checks a sweep file (names unique and plain, evals name a run,

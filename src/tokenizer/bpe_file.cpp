@@ -111,6 +111,7 @@ std::unique_ptr<BpeTokenizer> load_bpe_file(const std::string& path) {
 
   std::vector<std::pair<uint32_t, uint32_t>> merges;
   merges.reserve(n_merges);
+  std::vector<size_t> token_bytes(kBpeFirstMergeId, 1);  // bytes of each id so far (end-of-text is never merged)
   while (next_line(s)) {
     const std::string_view body = trim(s.substr(0, s.find('#')));
     const size_t sp = body.find_first_of(" \t");
@@ -126,6 +127,13 @@ std::unique_ptr<BpeTokenizer> load_bpe_file(const std::string& path) {
         fail(where(), ": merge ", merges.size(), " (making id ", id, ") names id ", x,
              ", an unknown token (only ids below ", id, " exist at this point)");
     }
+    // Lengths add up per merge; a chain of merges doubling a token would make
+    // the tokenizer build strings of 2^n bytes.
+    const size_t bytes = token_bytes[l] + token_bytes[r];
+    if (bytes > kBpeMaxTokenBytes)
+      fail(where(), ": merge ", merges.size(), " (making id ", id, " from ", l, " and ", r, ") makes a token of ",
+           bytes, " bytes, longer than the ", kBpeMaxTokenBytes, " a vocabulary may hold");
+    token_bytes.push_back(bytes);
     merges.emplace_back(static_cast<uint32_t>(l), static_cast<uint32_t>(r));
   }
   if (in.bad()) fail("vocabulary file '", path, "': read failed");

@@ -86,6 +86,7 @@ BpeTrainResult train_bpe(std::string_view text, const std::vector<TextSpan>& spa
   }
   std::priority_queue<Entry> heap;
   for (const auto& [p, c] : count) heap.push({c, p});
+  std::vector<size_t> token_bytes(kBpeFirstMergeId, 1);  // bytes of each id made so far
 
   const uint32_t target = vocab_size - kBpeFirstMergeId;
   std::unordered_map<Pair, int64_t> delta;
@@ -96,8 +97,10 @@ BpeTrainResult train_bpe(std::string_view text, const std::vector<TextSpan>& spa
     const auto it = count.find(top.pair);
     if (it == count.end() || it->second != top.count) continue;  // stale
     const auto left = static_cast<uint32_t>(top.pair >> 32), right = static_cast<uint32_t>(top.pair);
+    if (token_bytes[left] + token_bytes[right] > kBpeMaxTokenBytes) continue;  // never a token the loader refuses
     const auto id = static_cast<uint32_t>(kBpeFirstMergeId + res.merges.size());
     res.merges.emplace_back(left, right);
+    token_bytes.push_back(token_bytes[left] + token_bytes[right]);
 
     std::vector<uint32_t> holders = std::move(where[top.pair]);
     where.erase(top.pair);

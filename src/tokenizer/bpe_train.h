@@ -2,6 +2,7 @@
 // id layout of our vocabulary files: 0..255 bytes, 256 end-of-text (so a file
 // without merges is the byte tokenizer), 257 + i the result of merge i.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -15,6 +16,11 @@ namespace gpt {
 
 inline constexpr uint32_t kBpeEndOfText = 256;
 inline constexpr uint32_t kBpeFirstMergeId = 257;
+// The longest token (in bytes) a merge may make. Merges concatenate, so a
+// file of n merges could otherwise describe tokens of 2^n bytes; GPT-2's
+// longest token has 128 bytes. The trainer never makes longer ones and the
+// vocabulary loader refuses them.
+inline constexpr size_t kBpeMaxTokenBytes = 1024;
 
 struct BpeTrainResult {
   std::vector<std::pair<uint32_t, uint32_t>> merges;  // merge i makes id 257 + i

@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "core/check.h"
+#include "core/json.h"
 
 namespace gpt {
 namespace {
@@ -151,8 +154,8 @@ nlohmann::json parse_header(const std::string& path, const char* data, size_t si
             " exceeds the file)");
   nlohmann::json meta;
   try {
-    meta = nlohmann::json::parse(data + kFixedHeader, data + kFixedHeader + json_len);
-  } catch (const std::exception& e) {
+    meta = parse_json(std::string_view(data + kFixedHeader, json_len), "header", {.comments = false});
+  } catch (const Error& e) {
     fail("checkpoint: ", path, " has a corrupt JSON header: ", e.what());
   }
   *payload_start = round_up64(kFixedHeader + json_len);
@@ -176,14 +179,25 @@ Checkpoint load_checkpoint(const std::string& path) {
   const uint64_t payload_end = buf.size() - 8;
   GPT_CHECK(payload <= payload_end, "checkpoint: ", path, " is truncated (no room for tensors)");
   const uint64_t room = payload_end - payload;  // bytes available to the tensors
+  // The whole table is checked before any tensor is allocated: every entry
+  // inside the payload, no name twice, no two entries sharing bytes (a small
+  // file whose entries alias one offset must not make the reader allocate
+  // many times its size).
+  struct Entry {
+    std::string name;
+    std::vector<int64_t> shape;
+    uint64_t offset, bytes;
+  };
+  std::vector<Entry> entries;
   try {
     for (const auto& e : ckpt.meta["tensors"]) {
-      CheckpointTensor t;
+      Entry t;
       t.name = e.at("name").get<std::string>();
       t.shape = e.at("shape").get<std::vector<int64_t>>();
       GPT_CHECK(e.at("dtype") == "f32", "checkpoint: ", path, ": tensor ", t.name, " has unsupported dtype ",
                 e.at("dtype"));
-      const uint64_t offset = e.at("offset").get<uint64_t>(), bytes = e.at("bytes").get<uint64_t>();
+      t.offset = e.at("offset").get<uint64_t>();
+      t.bytes = e.at("bytes").get<uint64_t>();
       // Every bound is checked before it is multiplied or added, so a crafted
       // table can neither overflow the arithmetic nor point outside the file.
       uint64_t numel = 1;
@@ -192,14 +206,34 @@ Checkpoint load_checkpoint(const std::string& path) {
                   ": tensor ", t.name, " has an invalid shape");
         numel *= static_cast<uint64_t>(d);
       }
-      GPT_CHECK(bytes == numel * sizeof(float) && offset <= room && bytes <= room - offset, "checkpoint: ", path,
-                ": tensor ", t.name, " does not fit the file");
-      t.data.resize(numel);
-      std::memcpy(t.data.data(), buf.data() + payload + offset, bytes);
-      ckpt.tensors.push_back(std::move(t));
+      GPT_CHECK(t.bytes == numel * sizeof(float) && t.offset <= room && t.bytes <= room - t.offset, "checkpoint: ",
+                path, ": tensor ", t.name, " does not fit the file");
+      entries.push_back(std::move(t));
     }
   } catch (const nlohmann::json::exception& e) {
     fail("checkpoint: ", path, " has a malformed tensor table: ", e.what());
+  }
+  std::vector<const Entry*> by_offset;
+  for (const Entry& e : entries) by_offset.push_back(&e);
+  std::sort(by_offset.begin(), by_offset.end(), [](const Entry* a, const Entry* b) {
+    return a->offset != b->offset ? a->offset < b->offset : a->name < b->name;
+  });
+  std::set<std::string> names;
+  for (size_t i = 0; i < by_offset.size(); ++i) {
+    GPT_CHECK(names.insert(by_offset[i]->name).second, "checkpoint: ", path, ": tensor ", by_offset[i]->name,
+              " appears twice in the tensor table");
+    if (i > 0)
+      GPT_CHECK(by_offset[i - 1]->offset + by_offset[i - 1]->bytes <= by_offset[i]->offset, "checkpoint: ", path,
+                ": tensors ", by_offset[i - 1]->name, " and ", by_offset[i]->name,
+                " overlap in the file (a corrupt or crafted tensor table)");
+  }
+  for (Entry& e : entries) {
+    CheckpointTensor t;
+    t.name = std::move(e.name);
+    t.shape = std::move(e.shape);
+    t.data.resize(e.bytes / sizeof(float));
+    std::memcpy(t.data.data(), buf.data() + payload + e.offset, e.bytes);
+    ckpt.tensors.push_back(std::move(t));
   }
   ckpt.meta.erase("tensors");
   return ckpt;

@@ -1,9 +1,11 @@
 #include "train/model_io.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "config/attention.h"
@@ -25,6 +27,13 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 }  // namespace
 
+void check_finite(const std::vector<float>& values, const std::string& path, const std::string& tensor) {
+  for (size_t i = 0; i < values.size(); ++i)
+    GPT_CHECK(std::isfinite(values[i]), "checkpoint ", path, ": tensor ", tensor, " holds a non-finite value (",
+              values[i], " at index ", i, " of ", values.size(),
+              "); a model with NaN or infinite parameters cannot be trained or evaluated");
+}
+
 Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config& cfg, const TrainProgress& progress) {
   Checkpoint ckpt;
   ckpt.meta = {{"format", "gpt-checkpoint"},
@@ -39,7 +48,15 @@ Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config&
       ckpt.tensors.push_back({prefix + s.name, s.shape,
                               std::vector<float>(host.begin() + s.offset, host.begin() + s.offset + s.numel())});
   };
-  add("param/", model.get_params());
+  const std::vector<float> params = model.get_params();
+  // Never a checkpoint that cannot be loaded back: a non-finite parameter
+  // stops the save (the trainer checks after every update, so this only
+  // fires on a path that skipped that check).
+  for (const ParamSpec& s : model.layout().specs)
+    for (size_t i = s.offset; i < s.offset + s.numel(); ++i)
+      GPT_CHECK(std::isfinite(params[i]), "refusing to save a checkpoint: parameter tensor ", s.name,
+                " holds a non-finite value (", params[i], ")");
+  add("param/", params);
   if (opt) {
     std::vector<float> m, v;
     opt->download_moments(m, v);  // gathers the shards under ZeRO-1
@@ -58,10 +75,25 @@ Config checkpoint_config(const Checkpoint& ckpt, const std::string& path) {
   }
 }
 
+// meta[key] (absent: 0) as a non-negative integer at most `max`, read at
+// full width: a step of 2^32 + 3 is refused, not narrowed to 3.
+static int64_t meta_count(const nlohmann::json& meta, const char* key, const std::string& path, int64_t max) {
+  if (!meta.contains(key)) return 0;
+  const nlohmann::json& v = meta.at(key);
+  GPT_CHECK(v.is_number_integer(), "checkpoint ", path, " has a malformed \"", key, "\": ", v.dump(),
+            " (expected a non-negative integer)");
+  const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(max)
+                                           : v.get<int64_t>() >= 0 && v.get<int64_t>() <= max;
+  GPT_CHECK(fits, "checkpoint ", path, " has \"", key, "\" = ", v.dump(), ", outside 0..", max,
+            " (a corrupt or foreign checkpoint)");
+  return v.get<int64_t>();
+}
+
 TrainProgress checkpoint_progress(const Checkpoint& ckpt, const std::string& path) {
   TrainProgress p;
+  // train.steps is an int: a completed step count never exceeds INT_MAX.
+  p.step = static_cast<int>(meta_count(ckpt.meta, "step", path, std::numeric_limits<int>::max()));
   try {
-    p.step = ckpt.meta.value("step", 0);
     if (ckpt.meta.contains("loader")) {
       p.loader.epoch = ckpt.meta["loader"].value("epoch", uint64_t{0});
       p.loader.index = ckpt.meta["loader"].value("index", uint64_t{0});
@@ -69,7 +101,6 @@ TrainProgress checkpoint_progress(const Checkpoint& ckpt, const std::string& pat
   } catch (const nlohmann::json::exception& e) {
     fail("checkpoint ", path, " has a malformed training state: ", e.what());
   }
-  GPT_CHECK(p.step >= 0, "checkpoint ", path, " has a negative step ", p.step);
   return p;
 }
 
@@ -96,6 +127,7 @@ void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<f
     std::vector<float> flat(model.num_params());
     for (const ParamSpec& s : model.layout().specs) {
       const std::vector<float>& d = ckpt.tensor(prefix + s.name).data;
+      check_finite(d, path, prefix + s.name);
       std::copy(d.begin(), d.end(), flat.begin() + s.offset);
     }
     return flat;
@@ -104,11 +136,7 @@ void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<f
   if (opt) {
     const std::vector<float> m = gather("adam_m/"), v = gather("adam_v/");
     opt->upload_moments(m.data(), v.data());
-    try {
-      opt->set_steps_taken(ckpt.meta.value("adam_steps", 0L));
-    } catch (const nlohmann::json::exception& e) {
-      fail("checkpoint ", path, " has a malformed adam_steps: ", e.what());
-    }
+    opt->set_steps_taken(meta_count(ckpt.meta, "adam_steps", path, std::numeric_limits<int64_t>::max()));
   }
 }
 
@@ -119,6 +147,7 @@ InitFromSummary init_from_checkpoint(Model<float>& model, const std::string& pat
   for (const ParamSpec& s : model.layout().specs) {
     const std::string name = "param/" + s.name;
     if (ckpt.has(name) && ckpt.tensor(name).shape == s.shape) {
+      check_finite(ckpt.tensor(name).data, file, name);
       model.backend().upload(model.params() + s.offset, ckpt.tensor(name).data.data(), s.numel());
       sum.copied.push_back(s.name);
     } else {

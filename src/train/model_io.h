@@ -23,6 +23,10 @@ Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config&
 Config checkpoint_config(const Checkpoint& ckpt, const std::string& path);
 TrainProgress checkpoint_progress(const Checkpoint& ckpt, const std::string& path);
 
+// Throws naming the file and the tensor if a value is NaN or infinite (every
+// tensor read from a checkpoint is checked before it is used).
+void check_finite(const std::vector<float>& values, const std::string& path, const std::string& tensor);
+
 // Loads parameters (and optimizer moments, if opt is given) into a model of
 // the same shape. A tensor missing or of another shape is an error that
 // names it and both shapes.

@@ -35,29 +35,26 @@ namespace {
 std::atomic<bool> g_interrupted{false};
 extern "C" void on_sigint(int) { g_interrupted.store(true); }
 
-// Turns SIGINT (and SIGUSR1, which mpirun forwards to every rank) into a
-// flag for the lifetime of the guard (the training loop and its final save),
-// and restores the previous handlers however the loop exits. With several
-// ranks SIGTERM too: mpirun turns a Ctrl-C into SIGTERM to every rank (then
-// SIGKILL after odls_base_sigkill_timeout seconds).
+// Turns SIGINT, SIGTERM (what cluster schedulers such as SLURM and
+// Kubernetes send before they kill a job, and what mpirun sends every rank on
+// a Ctrl-C) and SIGUSR1 (which mpirun forwards to every rank) into a flag for
+// the lifetime of the guard (the training loop and its final save): the step
+// finishes, a checkpoint is saved, the run exits with kExitInterrupted. The
+// previous handlers are restored however the loop exits.
 class SigintGuard {
  public:
-  explicit SigintGuard(bool term) : term_(term) {
+  SigintGuard() {
     g_interrupted = false;
-    previous_[0] = std::signal(SIGINT, on_sigint);
-    previous_[1] = std::signal(SIGUSR1, on_sigint);
-    if (term_) previous_[2] = std::signal(SIGTERM, on_sigint);
+    for (int i = 0; i < 3; ++i) previous_[i] = std::signal(kSignals[i], on_sigint);
   }
   ~SigintGuard() {
-    std::signal(SIGINT, previous_[0]);
-    std::signal(SIGUSR1, previous_[1]);
-    if (term_) std::signal(SIGTERM, previous_[2]);
+    for (int i = 0; i < 3; ++i) std::signal(kSignals[i], previous_[i]);
   }
   SigintGuard(const SigintGuard&) = delete;
   SigintGuard& operator=(const SigintGuard&) = delete;
 
  private:
-  bool term_;
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGUSR1};
   void (*previous_[3])(int) = {};
 };
 
@@ -70,10 +67,10 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-// Name of the first parameter tensor whose gradient holds a NaN or inf.
-std::string first_nonfinite_grad(Model<float>& model) {
+// Name of the first parameter tensor whose gradient (or value) holds a NaN or inf.
+std::string first_nonfinite(Model<float>& model, const float* base) {
   for (const ParamSpec& s : model.layout().specs)
-    if (!std::isfinite(model.backend().sum_squares(model.grads() + s.offset, s.numel()))) return s.name;
+    if (!std::isfinite(model.backend().sum_squares(base + s.offset, s.numel()))) return s.name;
   return "(none)";
 }
 
@@ -116,6 +113,10 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   std::unique_ptr<Backend<float>> backend = make_backend(cfg.run.device, cfg.run.precision);
 
   const std::string run_dir = cfg.run.dir;
+  // One trainer per run directory: a resumed (or otherwise existing) run is
+  // locked before anything is read; a fresh one as its directory is made.
+  std::unique_ptr<DirLock> lock;
+  if (lead && fs::is_directory(run_dir)) lock = std::make_unique<DirLock>(run_dir, "train");
   if (resume_checkpoint.empty())
     GPT_CHECK(!fs::exists(fs::path(run_dir) / "checkpoints" / "latest"), "run directory ", run_dir,
               " already holds a training run; continue it with --resume ", run_dir,
@@ -146,6 +147,12 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   std::unique_ptr<MetricsLog> metrics;
   if (lead) {
     fs::create_directories(run_dir);
+    if (!lock) {
+      lock = std::make_unique<DirLock>(run_dir, "train");
+      GPT_CHECK(!resume_checkpoint.empty() || !fs::exists(fs::path(run_dir) / "checkpoints" / "latest"),
+                "run directory ", run_dir, " already holds a training run; continue it with --resume ", run_dir,
+                ", or choose another run.dir");
+    }
     write_json_file((fs::path(run_dir) / "config.json").string(), config_to_json(cfg));
     metrics = std::make_unique<MetricsLog>((fs::path(run_dir) / "metrics.jsonl").string(), !resume_checkpoint.empty());
   }
@@ -191,8 +198,10 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
 
   // Collective (the moments are gathered under ZeRO-1); rank 0 writes, and
   // the others wait for it.
+  int last_saved = resume_checkpoint.empty() ? -1 : progress.step;  // the newest checkpoint on disk
   auto save = [&](const TrainProgress& p) {
     const Checkpoint ckpt = make_checkpoint(model, &opt, cfg, p);
+    last_saved = p.step;
     if (lead) {
       save_run_checkpoint(run_dir, p.step, ckpt);
       metrics->write({{"event", "checkpoint"}, {"step", p.step}, {"path", checkpoint_path(run_dir, p.step)}});
@@ -223,7 +232,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   // Each layer's gradients are summed across ranks as soon as the backward
   // pass has issued them, during the last micro-batch's backward.
   const bool overlap = data_parallel && tc.overlap_reduce == 1;
-  auto sigint = std::make_unique<SigintGuard>(nranks > 1);
+  auto sigint = std::make_unique<SigintGuard>();
   std::vector<int32_t> inputs(static_cast<size_t>(Bl) * T), targets(inputs.size());
   const auto start = std::chrono::steady_clock::now();
   const int first_step = progress.step;
@@ -265,10 +274,21 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       save(before);
       fail("non-finite ", std::isfinite(loss) ? "gradient" : "loss", " at step ", progress.step + 1,
            " (loss ", loss, ", gradient norm ", norm, "; first non-finite gradient in tensor ",
-           first_nonfinite_grad(model), "). Training stopped; the last good state is saved at ",
+           first_nonfinite(model, model.grads()), "). Training stopped; the last good state is saved at ",
            checkpoint_path(run_dir, before.step));
     }
     opt.step(lr);
+    // A finite gradient can still make a non-finite update (a tiny train.eps
+    // with a large learning rate overflows m / (sqrt(v) + eps)). One pass over
+    // the parameters finds it before anything saves or evaluates them; the
+    // state before the update is gone, so the newest checkpoint on disk is the
+    // last good state.
+    if (!std::isfinite(model.backend().sum_squares(model.params(), model.num_params())))
+      fail("non-finite parameter after the update of step ", progress.step + 1, " (tensor ",
+           first_nonfinite(model, model.params()), "; gradient norm ", norm, ", lr ", lr, ", train.eps ", tc.eps,
+           "). Training stopped; nothing was saved at this step; ",
+           last_saved >= 0 ? "the last good state is " + checkpoint_path(run_dir, last_saved)
+                           : std::string("no checkpoint of this run was saved before it"));
     progress.step += 1;
     progress.loader = loader.state();
 

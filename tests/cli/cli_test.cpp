@@ -60,6 +60,10 @@ class Cli : public ::testing::Test {
     for (const auto& s : needles) EXPECT_NE(r.output.find(s), std::string::npos) << "missing \"" << s << "\" in:\n" << r.output;
   }
 
+  // Starts a long run, sends `sig` once steps are logged, and checks that it
+  // saved, exited 130 and resumes to completion.
+  void interrupt_saves_and_resumes(int sig);
+
   fs::path dir_;
   int n_ = 0;
 };
@@ -331,9 +335,13 @@ TEST_F(Cli, NonFiniteStepStopsAndSavesLastGoodState) {
   EXPECT_TRUE(fs::exists(dir_ / "run" / "checkpoints" / "step_00000000.bin"));
 }
 
-// SIGINT during training saves a checkpoint and exits with status 130; the
-// run then resumes to completion.
-TEST_F(Cli, SigintSavesCheckpointAndResumes) {
+// SIGINT (Ctrl-C) and SIGTERM (what cluster schedulers send before a kill)
+// during training save a checkpoint and exit with status 130; the run then
+// resumes to completion.
+TEST_F(Cli, SigintSavesCheckpointAndResumes) { interrupt_saves_and_resumes(SIGINT); }
+TEST_F(Cli, SigtermSavesCheckpointAndResumes) { interrupt_saves_and_resumes(SIGTERM); }
+
+void Cli::interrupt_saves_and_resumes(int sig) {
   const std::string cfg = config();
   std::vector<std::string> args = {GPT_BINARY, "train", cfg, "--set", "train.steps=100000", "--set", "train.threads=1"};
   std::vector<char*> argv;
@@ -352,7 +360,7 @@ TEST_F(Cli, SigintSavesCheckpointAndResumes) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline && (!fs::exists(metrics) || fs::file_size(metrics) < 300))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  ASSERT_EQ(::kill(pid, SIGINT), 0);
+  ASSERT_EQ(::kill(pid, sig), 0);
   int wstatus = 0;
   ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
   std::ifstream in(log);
@@ -360,6 +368,7 @@ TEST_F(Cli, SigintSavesCheckpointAndResumes) {
   ASSERT_TRUE(WIFEXITED(wstatus)) << output;
   EXPECT_EQ(WEXITSTATUS(wstatus), 130) << output;
   EXPECT_NE(output.find("checkpoint saved"), std::string::npos) << output;
+  EXPECT_NE(output.find("resume with: gpt train --resume"), std::string::npos) << output;
   ASSERT_TRUE(fs::exists(dir_ / "run" / "checkpoints" / "latest"));
   // Resume from the saved step and finish two more steps.
   std::ifstream latest(dir_ / "run" / "checkpoints" / "latest");

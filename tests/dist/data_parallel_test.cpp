@@ -360,5 +360,33 @@ TEST_F(DataParallel, Sigusr1StopsEveryRankWithACheckpoint) {
   EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
 }
 
+// SIGTERM, as a scheduler (SLURM, Kubernetes) sends it to every task before
+// a kill, here to rank 1 alone: the ranks share the flag at the next step,
+// so every rank stops at the same step, rank 0 saves, exit status 130, and
+// the run resumes.
+TEST_F(DataParallel, SigtermToOneRankStopsEveryRankWithACheckpoint) {
+  const pid_t pid = start_long_run();
+  pid_t victim = 0;
+  for (int i = 0; i < 100 && !victim; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(20)))
+    victim = rank_pid(pid, 1);
+  ASSERT_NE(victim, 0) << log();
+  ASSERT_EQ(::kill(victim, SIGTERM), 0);
+  const int w = wait_for(pid, 60);
+  ASSERT_TRUE(WIFEXITED(w)) << log();
+  EXPECT_EQ(WEXITSTATUS(w), 130) << log();
+  EXPECT_NE(log().find("checkpoint saved"), std::string::npos) << log();
+  EXPECT_NE(log().find("resume with: gpt train --resume"), std::string::npos) << log();
+  std::ifstream latest(dir_ / "long" / "checkpoints" / "latest");
+  std::string name;
+  std::getline(latest, name);
+  ASSERT_EQ(name.size(), 17u) << name;
+  const int saved = std::stoi(name.substr(5, 8));
+  EXPECT_GT(saved, 0);
+  const Result r = run_command(mpi(2) + " train --resume " + (dir_ / "long").string() +
+                               " --set train.steps=" + std::to_string(saved + 2));
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace gpt

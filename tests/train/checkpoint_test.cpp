@@ -206,7 +206,12 @@ TEST(Checkpoint, MalformedStateAndOversizedConfigsAreRejected) {
   c.meta["step"] = "abc";
   save_checkpoint((dir / "step.bin").string(), c);
   const std::string step_err = error_of([&] { load_model((dir / "step.bin").string()); });
-  EXPECT_NE(step_err.find("malformed training state"), std::string::npos) << step_err;
+  EXPECT_NE(step_err.find("malformed \"step\""), std::string::npos) << step_err;
+  // A step past train.steps' int range is refused, not narrowed (2^32 + 3 was read as 3).
+  c.meta["step"] = (uint64_t{1} << 32) + 3;
+  save_checkpoint((dir / "wide.bin").string(), c);
+  const std::string wide_err = error_of([&] { load_model((dir / "wide.bin").string()); });
+  EXPECT_NE(wide_err.find("\"step\" = 4294967299, outside 0..2147483647"), std::string::npos) << wide_err;
   // A config that describes a far larger model than the tensors hold is
   // refused before the model is allocated.
   c.meta["step"] = 0;
