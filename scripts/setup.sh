@@ -4,6 +4,7 @@
 # second run only rebuilds what changed.
 #   scripts/setup.sh            build everything (the gpt binary and the tests)
 #   scripts/setup.sh gpt        build only the named targets
+#   scripts/setup.sh --packages only install the packages (for other build dirs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,8 @@ if ((${#missing[@]})); then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+
+if [ "${1:-}" = "--packages" ]; then exit 0; fi
 
 # nvcc is often installed outside PATH (/usr/local/cuda/bin); CMake finds it
 # through CUDACXX.

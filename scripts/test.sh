@@ -7,8 +7,32 @@
 #   scripts/test.sh -R Tokenizer     ctest arguments: the first part only
 #   GPT_TEST_EMULATOR=0|1            skip the emulator part / run it even with arguments
 #                                    (its own fixed set of tests, not the arguments)
+#   GPT_TEST_FUZZ=SECONDS            then fuzz every parser for SECONDS each (scripts/fuzz.sh);
+#                                    without it only the seed corpora run (ctest -R Fuzz)
+#   scripts/test.sh --sanitize [ctest arguments]
+#                                    the whole suite (CUDA kernels on the emulator included)
+#                                    built with AddressSanitizer + UndefinedBehaviorSanitizer
+#                                    into build-asan/; any report fails its test
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--sanitize" ]; then
+  shift
+  scripts/setup.sh --packages  # the sanitizer build is its own
+  if [ ! -f build-asan/CMakeCache.txt ]; then
+    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPT_SANITIZE=ON -DGPT_CUDA_EMULATOR=ON >/dev/null
+  fi
+  cmake --build build-asan -j"$(nproc)"
+  # Leaks inside Open MPI's and OpenMP's runtimes are theirs
+  # (tests/sanitizer/lsan.supp); allocator_may_return_null lets a too-large
+  # model fail as std::bad_alloc (the message under test) instead of an abort.
+  export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1:abort_on_error=1"
+  export LSAN_OPTIONS="suppressions=$PWD/tests/sanitizer/lsan.supp:print_suppressions=0"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  ctest --test-dir build-asan --output-on-failure -j"$(nproc)" "$@"
+  exit
+fi
+
 scripts/setup.sh
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)" "$@"
 
@@ -25,4 +49,9 @@ if [ "$emulator" = 1 ]; then
   cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA_EMULATOR=ON >/dev/null
   cmake --build build-emu -j"$(nproc)" --target gpt gpt_tests
   ctest --test-dir build-emu --output-on-failure -j"$(nproc)" -R 'Cuda|Nccl|WorldForDevice'
+fi
+
+if [ -n "${GPT_TEST_FUZZ:-}" ]; then
+  echo "test: fuzzing every parser for ${GPT_TEST_FUZZ} s each (build-fuzz/)"
+  scripts/fuzz.sh "$GPT_TEST_FUZZ"
 fi

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "core/check.h"
+#include "core/json.h"
 #include "tokenizer/bpe.h"
 
 namespace fs = std::filesystem;
@@ -90,12 +91,8 @@ std::unique_ptr<BpeTokenizer> load_gpt2_tokenizer(const std::string& dir) {
   for (int b = 0; b < 256; ++b) to_byte[cps[b]] = static_cast<char>(b);
 
   // encoder.json: every id 0..n-1 exactly once.
-  nlohmann::json enc;
-  try {
-    enc = nlohmann::json::parse(read_file(enc_path, "encoder"));
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("GPT-2 encoder '", enc_name, "': not valid JSON (truncated?): ", e.what());
-  }
+  const nlohmann::json enc =
+      parse_json(read_file(enc_path, "encoder"), "GPT-2 encoder '" + enc_name + "'", {.comments = false});
   if (!enc.is_object() || enc.empty()) fail("GPT-2 encoder '", enc_name, "': must be a non-empty JSON object");
   BpeVocab v;
   const size_t n = enc.size();
