@@ -40,12 +40,18 @@ Config resolve_config(const TrainArgs& a, std::string* ckpt_path) {
   // variant is `gpt eval --attention/--context`; a new run from these weights
   // is train.init_from).
   const nlohmann::json now = config_to_json(cfg), then = config_to_json(stored);
-  for (const char* section : {"model", "attention", "context"})
-    GPT_CHECK(now[section] == then[section], "train --resume: the ", section, " section of ",
-              a.config.empty() ? "the overrides" : a.config, " differs from the one ", *ckpt_path,
-              " was trained with (now ", now[section].dump(), ", trained ", then[section].dump(),
-              "); a run can only be resumed with the same model. To evaluate it with another variant use gpt eval "
-              "--attention/--context; to train a new one from these weights, train.init_from");
+  for (const char* section : {"model", "attention", "context"}) {
+    if (now[section] == then[section]) continue;
+    std::string changed;
+    for (const auto& [key, value] : now[section].items())
+      if (!then[section].contains(key) || then[section][key] != value)
+        changed += (changed.empty() ? "" : ", ") + std::string(section) + "." + key + " = " + value.dump() +
+                   " (trained: " + (then[section].contains(key) ? then[section][key].dump() : "absent") + ")";
+    fail("train --resume: the ", section, " section of ", a.config.empty() ? "the overrides" : a.config,
+         " differs from the one ", *ckpt_path, " was trained with: ", changed,
+         "; a run can only be resumed with the same model. To evaluate it with another variant use gpt eval "
+         "--attention/--context; to train a new one from these weights, train.init_from");
+  }
   if (std::filesystem::is_directory(a.resume)) cfg.run.dir = a.resume;
   return cfg;
 }

@@ -24,6 +24,7 @@
 #include "core/check.h"
 #include "core/files.h"
 #include "core/json.h"
+#include "sweep/stats.h"
 
 extern char** environ;
 
@@ -198,7 +199,25 @@ struct Variant {
   std::vector<uint64_t> seeds;
   std::vector<json> results;  // per finished seed
   std::vector<uint64_t> missing;   // seeds without a result
+  std::vector<uint64_t> result_seeds;  // the seed of each result
 };
+
+// "+0.0123" / "−0.0045": a signed difference.
+std::string fmt_signed(double x, int prec = 4) {
+  if (!std::isfinite(x)) return "–";
+  return (x >= 0 ? "+" : "") + fmt(x, prec);
+}
+
+// A p-value as a reader wants it: 3 significant digits, "< 0.001" below.
+std::string fmt_p(double p) {
+  if (!std::isfinite(p)) return "–";
+  if (p < 0.001) return "< 0.001";
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3f", p);
+  return b;
+}
+
+json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
 
 double layer_mean(const json& row, const char* key) {
   const json& layers = row.at("attention_diagnostics");
@@ -226,7 +245,7 @@ SweepPlan load_sweep(const std::string& path) {
   const json j = read_json_file(path, "sweep");
   SweepPlan p;
   p.file = path;
-  check_keys(j, "", {"dir", "base", "set", "seeds", "runs", "evals", "passkey", "plot"}, path);
+  check_keys(j, "", {"dir", "base", "set", "seeds", "runs", "evals", "passkey", "plot", "baseline"}, path);
   p.dir = get_as<std::string>(j, "dir", "", path, p.dir);
   GPT_CHECK(j.contains("base"), path, ": \"base\" (the config every run starts from) is required");
   p.base = get_as<std::string>(j, "base", "", path, "");
@@ -306,6 +325,9 @@ SweepPlan load_sweep(const std::string& path) {
     for (const auto& v : p.profile_variants)
       GPT_CHECK(names.count(v), path, ": plot.profile names \"", v, "\", which is no run or eval of the sweep");
   }
+  p.baseline = get_as<std::string>(j, "baseline", "", path, names.count("softmax") ? "softmax" : p.runs[0].name);
+  GPT_CHECK(names.count(p.baseline), path, ": \"baseline\" names \"", p.baseline,
+            "\", which is no run or eval of the sweep");
   return p;
 }
 
@@ -424,10 +446,10 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
 std::string summarize_sweep(const SweepPlan& plan) {
   std::vector<Variant> vars;
   for (const auto& r : plan.runs) {
-    Variant v{r.name, "trained", r.name, r.seeds, {}, {}};
+    Variant v{r.name, "trained", r.name, r.seeds, {}, {}, {}};
     for (uint64_t s : r.seeds) {
       auto j = read_json_if(fs::path(plan.run_dir(r.name, s)) / "extrapolation.json");
-      if (j) v.results.push_back(*j);
+      if (j) v.results.push_back(*j), v.result_seeds.push_back(s);
       else v.missing.push_back(s);
     }
     vars.push_back(v);
@@ -437,10 +459,10 @@ std::string summarize_sweep(const SweepPlan& plan) {
     for (const auto& s : e.set) how += (how.empty() ? "" : " ") + std::string("--attention-set ") + s;
     if (!e.context.empty()) how += (how.empty() ? "" : " ") + std::string("--context ") + e.context;
     for (const auto& s : e.context_set) how += (how.empty() ? "" : " ") + std::string("--context-set ") + s;
-    Variant v{e.name, "eval of " + e.run + ": " + how, e.run, plan.run(e.run).seeds, {}, {}};
+    Variant v{e.name, "eval of " + e.run + ": " + how, e.run, plan.run(e.run).seeds, {}, {}, {}};
     for (uint64_t s : v.seeds) {
       auto j = read_json_if(fs::path(plan.run_dir(e.run, s)) / "eval" / (e.name + ".json"));
-      if (j) v.results.push_back(*j);
+      if (j) v.results.push_back(*j), v.result_seeds.push_back(s);
       else v.missing.push_back(s);
     }
     vars.push_back(v);
@@ -469,6 +491,31 @@ std::string summarize_sweep(const SweepPlan& plan) {
     return stat_of(xs);
   };
   const int mmax = multiples.back();
+  // The loss of each finished seed at multiple m (NaN where that row is missing).
+  auto loss_by_seed = [&](const Variant& v, int m) {
+    std::map<uint64_t, double> by;
+    for (size_t i = 0; i < v.results.size(); ++i) {
+      const json* row = row_of(v.results[i], m);
+      by[v.result_seeds[i]] = row ? num(row->at("loss")) : NAN;
+    }
+    return by;
+  };
+  auto interval_at = [&](const Variant& v, int m) {
+    std::vector<double> xs;
+    for (const auto& [seed, x] : loss_by_seed(v, m)) xs.push_back(x);
+    return stats::mean_interval(xs);
+  };
+  // variant − baseline over the seeds both finished, at multiple m.
+  const Variant* base = nullptr;
+  for (const auto& v : vars)
+    if (v.name == plan.baseline) base = &v;
+  auto paired_at = [&](const Variant& v, int m) {
+    const auto a = loss_by_seed(v, m), b = loss_by_seed(*base, m);
+    std::vector<double> xa, xb;
+    for (const auto& [seed, x] : a)
+      if (b.count(seed)) xa.push_back(x), xb.push_back(b.at(seed));
+    return stats::paired_t(xa, xb);
+  };
 
   const fs::path out = fs::path(plan.dir) / "summary";
   fs::create_directories(out);
@@ -489,8 +536,10 @@ std::string summarize_sweep(const SweepPlan& plan) {
     for (int m : multiples) {
       const Stat s = stat_at(v, m, "loss");
       md << " " << fmt_stat(s) << " |";
+      const stats::MeanInterval ci = interval_at(v, m);
       jv["multiples"].push_back({{"multiple", m}, {"loss_mean", s.n ? json(s.mean) : json(nullptr)},
                                  {"loss_sd", std::isfinite(s.sd) ? json(s.sd) : json(nullptr)},
+                                 {"loss_ci95_lo", number_or_null(ci.lo)}, {"loss_ci95_hi", number_or_null(ci.hi)},
                                  {"loss_min", s.n ? json(s.min) : json(nullptr)},
                                  {"loss_max", s.n ? json(s.max) : json(nullptr)},
                                  {"past_train_mean", json(stat_at(v, m, "loss_past_train").mean)},
@@ -499,7 +548,60 @@ std::string summarize_sweep(const SweepPlan& plan) {
     }
     md << " " << fmt_stat(stat_at(v, mmax, "loss_past_train")) << " | "
        << fmt(stat_at(v, mmax, "loss").mean - stat_at(v, multiples.front(), "loss").mean) << " |\n";
+    if (base && &v != base) {
+      json paired = {{"baseline", base->name}, {"multiples", json::array()}};
+      for (int m : multiples) {
+        const stats::PairedTest t = paired_at(v, m);
+        paired["multiples"].push_back({{"multiple", m}, {"seeds", t.n}, {"diff_mean", number_or_null(t.mean)},
+                                       {"diff_ci95_lo", number_or_null(t.lo)}, {"diff_ci95_hi", number_or_null(t.hi)},
+                                       {"t", number_or_null(t.t)}, {"p", number_or_null(t.p)},
+                                       {"distinguishable", t.distinguishable()}});
+      }
+      jv["paired"] = paired;
+    }
     summary["variants"].push_back(jv);
+  }
+  summary["baseline"] = plan.baseline;
+
+  md << "\n## 95% confidence interval of the mean loss over seeds (Student t, n − 1 degrees of freedom)\n\n"
+     << "| variant | seeds |";
+  for (int m : multiples) md << " " << m << "× |";
+  md << "\n|---|---|";
+  for (size_t i = 0; i < multiples.size(); ++i) md << "---|";
+  md << "\n";
+  for (const auto& v : vars) {
+    md << "| `" << v.name << "` | " << v.results.size() << " |";
+    for (int m : multiples) {
+      const stats::MeanInterval ci = interval_at(v, m);
+      if (ci.n >= 2) md << " [" << fmt(ci.lo) << ", " << fmt(ci.hi) << "] |";
+      else md << " – |";
+    }
+    md << "\n";
+  }
+  md << "\n(– : fewer than 2 seeds, no interval.)\n";
+  if (base) {
+    md << "\n## Paired difference against `" << base->name
+       << "` (variant − baseline per shared seed: mean, 95% interval, paired t-test p)\n\n| variant | shared seeds |";
+    for (int m : multiples) md << " " << m << "× |";
+    md << "\n|---|---|";
+    for (size_t i = 0; i < multiples.size(); ++i) md << "---|";
+    md << "\n";
+    for (const auto& v : vars) {
+      if (&v == base) continue;
+      md << "| `" << v.name << "` | " << paired_at(v, multiples.front()).n << " |";
+      for (int m : multiples) {
+        const stats::PairedTest t = paired_at(v, m);
+        if (t.n < 2) {
+          md << " " << (t.n == 1 ? fmt_signed(t.mean) + " (1 seed, no test)" : std::string("–")) << " |";
+          continue;
+        }
+        md << " " << fmt_signed(t.mean) << " [" << fmt_signed(t.lo) << ", " << fmt_signed(t.hi) << "], p "
+           << fmt_p(t.p) << (t.distinguishable() ? "" : ", not distinguishable") << " |";
+      }
+      md << "\n";
+    }
+    md << "\nA difference whose interval contains 0 is marked not distinguishable: it is inside the seed noise. "
+          "Negative is a lower loss than the baseline.\n";
   }
 
   md << "\n## Attention diagnostics (mean over layers, heads, rows and seeds)\n\n| variant |";
@@ -523,11 +625,12 @@ std::string summarize_sweep(const SweepPlan& plan) {
     if (v.results.empty()) continue;
     plotted.push_back(v.name);
     plotted_eval.push_back(v.kind != "trained");
-    loss_dat << "# " << v.name << ": multiple mean min max\n";
+    loss_dat << "# " << v.name << ": multiple mean min max ci95_lo ci95_hi (nan: fewer than 2 seeds)\n";
     diag_dat << "# " << v.name << ": multiple sink entropy\n";
     for (int m : multiples) {
       const Stat s = stat_at(v, m, "loss");
-      loss_dat << m << " " << s.mean << " " << s.min << " " << s.max << "\n";
+      const stats::MeanInterval ci = interval_at(v, m);
+      loss_dat << m << " " << s.mean << " " << s.min << " " << s.max << " " << ci.lo << " " << ci.hi << "\n";
       diag_dat << m << " " << stat_at(v, m, "sink").mean << " " << stat_at(v, m, "entropy").mean << "\n";
     }
     loss_dat << "\n\n";
@@ -616,8 +719,8 @@ std::string summarize_sweep(const SweepPlan& plan) {
   for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << multiples[i];
   gp << ")\nset xlabel 'evaluation context / training context (T = " << trained_context << ")'\n"
      << "set output 'loss_vs_context.png'\nset ylabel 'validation loss (nats/token)'\n"
-     << "set title 'Validation loss past the training context (band: min-max over seeds; dashed: evaluated "
-        "with another attention, no retraining)'\n";
+     << "set title 'Validation loss past the training context (band: 95% interval of the mean over seeds; "
+        "dashed: evaluated with another attention, no retraining)'\n";
   // Distinct colours for up to 12 variants; evaluations of a trained
   // checkpoint are dashed.
   static const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
@@ -627,7 +730,7 @@ std::string summarize_sweep(const SweepPlan& plan) {
   gp << "set logscale y\nset ytics (1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10)\n";
   for (size_t i = 0; i < plotted.size(); ++i)
     gp << "  " << (i ? "" : "plot ") << "'loss.dat' index " << i
-       << " using 1:3:4 with filledcurves fs transparent solid 0.15 " << colour(i) << " notitle, 'loss.dat' index "
+       << " using 1:5:6 with filledcurves fs transparent solid 0.15 " << colour(i) << " notitle, 'loss.dat' index "
        << i << " using 1:2 with linespoints lw 2 " << style(i) << " title '" << plotted[i] << "'"
        << (i + 1 < plotted.size() ? ", \\\n" : "\nunset logscale y\nset ytics auto\n");
   gp << "set output 'diagnostics.png'\nset multiplot layout 1,2 title 'Attention diagnostics (mean over layers, "

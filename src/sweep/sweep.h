@@ -15,7 +15,9 @@
 //   "evals": [{"name": "softmax+logn", "run": "softmax",
 //              "attention": "logn", "set": ["scale=logn"]}, ...],
 //   "passkey": {"depths": [0, 0.5, 1], "samples": 20},
-//   "plot": {"profile": ["softmax", "lssar_p15"]}   // variants of the per-position plot
+//   "plot": {"profile": ["softmax", "lssar_p15"]},  // variants of the per-position plot
+//   "baseline": "softmax"                   // paired tests against it (default: the run
+//                                           // named softmax, else the first run)
 // }
 #pragma once
 #include <string>
@@ -53,6 +55,7 @@ struct SweepPlan {
   std::vector<double> passkey_depths = {0.0, 0.25, 0.5, 0.75, 1.0};
   int passkey_samples = 20;
   std::vector<std::string> profile_variants;  // empty: every trained run
+  std::string baseline;  // a run or eval: the summary tests every other variant against it, seed by seed
 
   const SweepRun& run(const std::string& name) const;
   std::string run_dir(const std::string& run, uint64_t seed) const;

@@ -343,18 +343,9 @@ TEST_F(Cli, SigtermSavesCheckpointAndResumes) { interrupt_saves_and_resumes(SIGT
 
 void Cli::interrupt_saves_and_resumes(int sig) {
   const std::string cfg = config();
-  std::vector<std::string> args = {GPT_BINARY, "train", cfg, "--set", "train.steps=100000", "--set", "train.threads=1"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
   const std::string log = (dir_ / "log.txt").string();
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid;
-  ASSERT_EQ(posix_spawn(&pid, GPT_BINARY, &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t pid = test::spawn({"train", cfg, "--set", "train.steps=100000", "--set", "train.threads=1"}, log);
+  ASSERT_NE(pid, 0);
   // Wait for a few training steps to appear in the metrics.
   const auto metrics = dir_ / "run" / "metrics.jsonl";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);

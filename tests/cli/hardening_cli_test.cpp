@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,7 +24,6 @@
 #include "util/llmc_model.h"
 #include "util/run_binary.h"
 
-extern char** environ;
 namespace fs = std::filesystem;
 
 namespace gpt {
@@ -289,19 +287,9 @@ TEST_F(Hardening, AModelTooLargeForMemorySaysHowManyBytes) {
 // holder's pid, and leaves the first run's files alone.
 TEST_F(Hardening, ASecondTrainerOnOneRunDirectoryIsRefused) {
   const std::string cfg = config();
-  std::vector<std::string> args = {GPT_BINARY, "train", cfg, "--set", "train.steps=1000000", "--set",
-                                   "train.checkpoint_every=2"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  const std::string log = (dir_ / "first.log").string();
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid;
-  ASSERT_EQ(posix_spawn(&pid, GPT_BINARY, &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t pid = test::spawn({"train", cfg, "--set", "train.steps=1000000", "--set", "train.checkpoint_every=2"},
+                                (dir_ / "first.log").string());
+  ASSERT_NE(pid, 0);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (std::chrono::steady_clock::now() < deadline && !fs::exists(dir_ / "run" / "checkpoints" / "latest"))
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

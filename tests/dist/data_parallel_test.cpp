@@ -157,6 +157,25 @@ class DataParallel : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     return pid;
   }
+  // After a stop signal: mpirun exits 130 with rank 0's checkpoint, and the
+  // run resumes from it for two more steps.
+  void expect_stopped_with_checkpoint_then_resume(pid_t pid) {
+    const int w = wait_for(pid, 60);
+    ASSERT_TRUE(WIFEXITED(w)) << log();
+    EXPECT_EQ(WEXITSTATUS(w), 130) << log();
+    EXPECT_NE(log().find("checkpoint saved"), std::string::npos) << log();
+    EXPECT_NE(log().find("resume with: gpt train --resume"), std::string::npos) << log();
+    std::ifstream latest(dir_ / "long" / "checkpoints" / "latest");
+    std::string name;
+    std::getline(latest, name);
+    ASSERT_EQ(name.size(), 17u) << name;
+    const int saved = std::stoi(name.substr(5, 8));
+    EXPECT_GT(saved, 0);
+    const Result r = run_command(mpi(2) + " train --resume " + (dir_ / "long").string() +
+                                 " --set train.steps=" + std::to_string(saved + 2));
+    EXPECT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  }
   // Waits up to `seconds` for pid; returns its wait status, or kills it and fails.
   int wait_for(pid_t pid, int seconds) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
@@ -344,20 +363,7 @@ TEST_F(DataParallel, HungRankMakesTheOthersExitAfterTheTimeout) {
 TEST_F(DataParallel, Sigusr1StopsEveryRankWithACheckpoint) {
   const pid_t pid = start_long_run();
   ASSERT_EQ(::kill(pid, SIGUSR1), 0);
-  const int w = wait_for(pid, 60);
-  ASSERT_TRUE(WIFEXITED(w)) << log();
-  EXPECT_EQ(WEXITSTATUS(w), 130) << log();
-  EXPECT_NE(log().find("checkpoint saved"), std::string::npos) << log();
-  std::ifstream latest(dir_ / "long" / "checkpoints" / "latest");
-  std::string name;
-  std::getline(latest, name);
-  ASSERT_EQ(name.size(), 17u) << name;
-  const int saved = std::stoi(name.substr(5, 8));
-  EXPECT_GT(saved, 0);
-  const Result r = run_command(mpi(2) + " train --resume " + (dir_ / "long").string() +
-                       " --set train.steps=" + std::to_string(saved + 2));
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  expect_stopped_with_checkpoint_then_resume(pid);
 }
 
 // SIGTERM, as a scheduler (SLURM, Kubernetes) sends it to every task before
@@ -371,21 +377,7 @@ TEST_F(DataParallel, SigtermToOneRankStopsEveryRankWithACheckpoint) {
     victim = rank_pid(pid, 1);
   ASSERT_NE(victim, 0) << log();
   ASSERT_EQ(::kill(victim, SIGTERM), 0);
-  const int w = wait_for(pid, 60);
-  ASSERT_TRUE(WIFEXITED(w)) << log();
-  EXPECT_EQ(WEXITSTATUS(w), 130) << log();
-  EXPECT_NE(log().find("checkpoint saved"), std::string::npos) << log();
-  EXPECT_NE(log().find("resume with: gpt train --resume"), std::string::npos) << log();
-  std::ifstream latest(dir_ / "long" / "checkpoints" / "latest");
-  std::string name;
-  std::getline(latest, name);
-  ASSERT_EQ(name.size(), 17u) << name;
-  const int saved = std::stoi(name.substr(5, 8));
-  EXPECT_GT(saved, 0);
-  const Result r = run_command(mpi(2) + " train --resume " + (dir_ / "long").string() +
-                               " --set train.steps=" + std::to_string(saved + 2));
-  EXPECT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from"), std::string::npos) << r.output;
+  expect_stopped_with_checkpoint_then_resume(pid);
 }
 
 }  // namespace

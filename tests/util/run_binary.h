@@ -1,6 +1,8 @@
 // Runs the gpt binary built with the tests (GPT_BINARY), or any command
 // line, and captures its exit status and combined stdout/stderr.
 #pragma once
+#include <fcntl.h>
+#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +11,9 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <vector>
+
+extern char** environ;
 
 namespace gpt::test {
 
@@ -51,6 +56,24 @@ inline Result run(const std::string& args) {
   cmd += ' ';
   cmd += args;
   return run_command(cmd);
+}
+
+// Starts the gpt binary with `args` in the background, stdout and stderr to
+// the file `log`; returns its pid (0 if it could not start).
+inline pid_t spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> all = {GPT_BINARY};
+  all.insert(all.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : all) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, GPT_BINARY, &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return rc == 0 ? pid : 0;
 }
 
 }  // namespace gpt::test

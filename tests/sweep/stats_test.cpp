@@ -1,0 +1,133 @@
+// The sweep's statistics against references written here: published
+// Student-t quantiles, the t CDF against a numerical integration of the t
+// density (Simpson, double precision), a paired example worked by hand, and
+// the summary's "not distinguishable" marking on constructed seed results.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "sweep/stats.h"
+#include "sweep/sweep.h"
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+// P(T <= t) by Simpson's rule over the density from 0 to |t| (symmetric).
+double ref_t_cdf(double t, double df) {
+  const double c = std::exp(std::lgamma((df + 1) / 2) - std::lgamma(df / 2)) / std::sqrt(df * M_PI);
+  auto f = [&](double x) { return c * std::pow(1 + x * x / df, -(df + 1) / 2); };
+  const int n = 200000;  // even
+  const double a = 0, b = std::fabs(t), h = (b - a) / n;
+  double s = f(a) + f(b);
+  for (int i = 1; i < n; ++i) s += (i % 2 ? 4 : 2) * f(a + i * h);
+  const double half = s * h / 3;
+  return t >= 0 ? 0.5 + half : 0.5 - half;
+}
+
+TEST(Stats, TQuantilesMatchPublishedTables) {
+  // Two-sided 95% (q = 0.975) and one-sided 95% (q = 0.95) critical values.
+  const std::pair<double, double> q975[] = {{1, 12.7062}, {2, 4.3027}, {3, 3.1824}, {4, 2.7764},
+                                            {9, 2.2622},  {30, 2.0423}, {120, 1.9799}};
+  for (auto [df, v] : q975) EXPECT_NEAR(stats::t_quantile(0.975, df), v, 1e-4) << "df " << df;
+  EXPECT_NEAR(stats::t_quantile(0.95, 5), 2.0150, 1e-4);
+  EXPECT_NEAR(stats::t_quantile(0.025, 4), -2.7764, 1e-4);
+  EXPECT_NEAR(stats::t_quantile(0.5, 7), 0.0, 1e-12);
+}
+
+TEST(Stats, TCdfMatchesIntegratedDensity) {
+  for (double df : {1.0, 2.0, 3.0, 7.0, 29.0})
+    for (double t : {-6.0, -2.5, -0.3, 0.0, 0.7, 1.96, 4.0, 12.0})
+      EXPECT_NEAR(stats::t_cdf(t, df), ref_t_cdf(t, df), 1e-9) << "df " << df << " t " << t;
+}
+
+TEST(Stats, MeanIntervalAndPairedTestWorkedByHand) {
+  const std::vector<double> a = {2.10, 2.05, 2.12}, b = {2.00, 1.98, 2.07};
+  // d = 0.10, 0.07, 0.05: mean 0.073333..., sample sd from the definition.
+  double mean = 0;
+  for (size_t i = 0; i < a.size(); ++i) mean += (a[i] - b[i]) / 3;
+  double ss = 0;
+  for (size_t i = 0; i < a.size(); ++i) ss += (a[i] - b[i] - mean) * (a[i] - b[i] - mean);
+  const double sd = std::sqrt(ss / 2), se = sd / std::sqrt(3.0), t = mean / se;
+  const stats::PairedTest p = stats::paired_t(a, b);
+  EXPECT_EQ(p.n, 3);
+  EXPECT_NEAR(p.mean, mean, 1e-15);
+  EXPECT_NEAR(p.sd, sd, 1e-15);
+  EXPECT_NEAR(p.t, t, 1e-12);
+  EXPECT_NEAR(p.p, 2 * (1 - ref_t_cdf(std::fabs(t), 2)), 1e-9);
+  EXPECT_NEAR(p.lo, mean - 4.302653 * se, 1e-6);
+  EXPECT_NEAR(p.hi, mean + 4.302653 * se, 1e-6);
+  EXPECT_TRUE(p.distinguishable());  // t = 5.2 with 2 df: the interval is above 0
+  // A difference inside the noise.
+  const stats::PairedTest q = stats::paired_t({2.0, 2.1, 1.9}, {2.05, 2.0, 1.96});
+  EXPECT_LT(q.lo, 0);
+  EXPECT_GT(q.hi, 0);
+  EXPECT_FALSE(q.distinguishable());
+  // One pair: no test.
+  const stats::PairedTest one = stats::paired_t({2.0}, {1.0});
+  EXPECT_EQ(one.n, 1);
+  EXPECT_TRUE(std::isnan(one.p));
+  EXPECT_FALSE(one.distinguishable());
+  // The mean interval of one sample is its own paired test against zeros.
+  const stats::MeanInterval m = stats::mean_interval({1.0, 2.0, 4.0});
+  EXPECT_NEAR(m.mean, 7.0 / 3, 1e-15);
+  EXPECT_NEAR(m.hi - m.mean, 4.302653 * m.sd / std::sqrt(3.0), 1e-6);
+  EXPECT_TRUE(std::isnan(stats::mean_interval({1.0}).lo));
+}
+
+// Constructed results of a 3-seed sweep: `close` differs from softmax by
+// noise (marked not distinguishable), `worse` by a steady +0.1 (p small).
+TEST(Stats, SweepSummaryMarksDifferencesInsideTheSeedNoise) {
+  const fs::path dir = fs::temp_directory_path() / ("gpt_stats_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "base.json") << R"({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "context": 8}})";
+  std::ofstream(dir / "sweep.json") << R"({"dir": ")" << (dir / "out").string() << R"(", "base": ")"
+                                    << (dir / "base.json").string() << R"(", "seeds": [1, 2, 3], "runs": [
+      {"name": "softmax"}, {"name": "close"}, {"name": "worse"}]})";
+  const SweepPlan plan = load_sweep((dir / "sweep.json").string());
+  EXPECT_EQ(plan.baseline, "softmax");
+  const std::map<std::string, std::vector<double>> loss = {
+      {"softmax", {2.00, 2.10, 1.90}}, {"close", {2.05, 2.00, 1.96}}, {"worse", {2.10, 2.20, 2.00}}};
+  for (const auto& [name, xs] : loss)
+    for (int s = 1; s <= 3; ++s) {
+      const fs::path run = fs::path(plan.run_dir(name, s));
+      fs::create_directories(run);
+      nlohmann::json row = {{"multiple", 1},
+                            {"loss", xs[s - 1]},
+                            {"loss_past_train", nullptr},
+                            {"attention_diagnostics", {{{"sink", 0.1}, {"entropy", 1.0}}}},
+                            {"profile", {{{"start", 0}, {"end", 8}, {"loss", xs[s - 1]}}}}};
+      std::ofstream(run / "extrapolation.json") << nlohmann::json{{"trained_context", 8}, {"multiples", {row}}};
+    }
+  const std::string md = summarize_sweep(plan);
+  EXPECT_NE(md.find("Paired difference against `softmax`"), std::string::npos) << md;
+  const size_t close = md.find("| `close` | 3 |", md.find("Paired difference"));
+  const size_t worse = md.find("| `worse` | 3 |", md.find("Paired difference"));
+  ASSERT_NE(close, std::string::npos) << md;
+  ASSERT_NE(worse, std::string::npos) << md;
+  const std::string close_row = md.substr(close, md.find('\n', close) - close);
+  const std::string worse_row = md.substr(worse, md.find('\n', worse) - worse);
+  EXPECT_NE(close_row.find("not distinguishable"), std::string::npos) << close_row;
+  EXPECT_EQ(worse_row.find("not distinguishable"), std::string::npos) << worse_row;
+  EXPECT_NE(worse_row.find("+0.1000"), std::string::npos) << worse_row;
+  // The JSON carries the same test.
+  std::ifstream in(dir / "out" / "summary" / "summary.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  for (const auto& v : j["variants"])
+    if (v["name"] == "worse") {
+      EXPECT_EQ(v["paired"]["baseline"], "softmax");
+      EXPECT_TRUE(v["paired"]["multiples"][0]["distinguishable"].get<bool>());
+      EXPECT_NEAR(v["paired"]["multiples"][0]["diff_mean"].get<double>(), 0.1, 1e-12);
+    }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpt
