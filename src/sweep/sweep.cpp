@@ -202,13 +202,13 @@ struct Variant {
   std::vector<uint64_t> result_seeds;  // the seed of each result
 };
 
-// "+0.0123" / "−0.0045": a signed difference.
+// "+0.0123" / "-0.0045": a signed difference.
 std::string fmt_signed(double x, int prec = 4) {
   if (!std::isfinite(x)) return "–";
   return (x >= 0 ? "+" : "") + fmt(x, prec);
 }
 
-// A p-value as a reader wants it: 3 significant digits, "< 0.001" below.
+// A p-value with three decimals, "< 0.001" below that.
 std::string fmt_p(double p) {
   if (!std::isfinite(p)) return "–";
   if (p < 0.001) return "< 0.001";
