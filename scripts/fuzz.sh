@@ -19,18 +19,7 @@ case "$seconds" in
   '' | *[!0-9]*) echo "fuzz: SECONDS must be a whole number of seconds, not \"$seconds\"" >&2; exit 2 ;;
 esac
 
-PACKAGES=(clang libomp-dev cmake make nlohmann-json3-dev libspdlog-dev libcli11-dev libpcre2-dev pkg-config)
-missing=()
-for p in "${PACKAGES[@]}"; do
-  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then missing+=("$p"); fi
-done
-if ((${#missing[@]})); then
-  echo "fuzz: installing ${missing[*]}"
-  SUDO=""
-  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+GPT_EXTRA_PACKAGES="clang libomp-dev" scripts/setup.sh --packages
 
 BUILD=${GPT_FUZZ_BUILD_DIR:-build-fuzz}
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then

@@ -5,11 +5,15 @@
 #   scripts/setup.sh            build everything (the gpt binary and the tests)
 #   scripts/setup.sh gpt        build only the named targets
 #   scripts/setup.sh --packages only install the packages (for other build dirs)
+#   GPT_EXTRA_PACKAGES="a b"    install these Debian packages too
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # gnuplot-nox (+ fonts-liberation for its text) draws the plots of `gpt sweep` (scripts/reproduce.sh).
 PACKAGES=(cmake g++ make libgtest-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libpcre2-dev pkg-config bible-kjv libopenmpi-dev openmpi-bin gnuplot-nox fonts-liberation)
+# Other scripts add what they alone need (scripts/fuzz.sh: clang, libomp-dev).
+read -r -a extra <<<"${GPT_EXTRA_PACKAGES:-}"
+PACKAGES+=("${extra[@]}")
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -16,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/validators.h"
 #include "core/check.h"
+#include "core/files.h"
 #include "data/shard.h"
 #include "data/text_to_shards.h"
 #include "tokenizer/bpe_train.h"
@@ -36,12 +36,8 @@ std::string read_input(const std::string& path) {
     s << std::cin.rdbuf();
     return std::move(s).str();
   }
-  std::error_code ec;
-  const std::filesystem::file_status st = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(st)) fail("input '", path, "': cannot open (no such file)");
-  if (std::filesystem::is_directory(st)) fail("input '", path, "': is a directory; give a file, or - for standard input");
-  // A FIFO would block here; standard input is "-".
-  if (!std::filesystem::is_regular_file(st)) fail("input '", path, "': not a regular file; give a file, or - for standard input");
+  if (const char* why = not_a_regular_file(path))
+    fail("input '", path, "': cannot open: it ", why, "; give a file, or - for standard input");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("input '", path, "': cannot open (", std::strerror(errno), ")");
   s << in.rdbuf();

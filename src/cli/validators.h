@@ -13,6 +13,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/files.h"
+
 namespace gpt::cli {
 
 namespace detail {
@@ -59,12 +61,8 @@ inline CLI::Validator between(double lo, double hi) {
 inline CLI::Validator existing_file() {
   return CLI::Validator(
       [](std::string& path) -> std::string {
-        std::error_code ec;
-        const auto st = std::filesystem::status(path, ec);
-        if (!std::filesystem::exists(st)) return "file \"" + path + "\" does not exist";
-        if (std::filesystem::is_directory(st)) return "\"" + path + "\" is a directory, not a file";
-        if (!std::filesystem::is_regular_file(st)) return "\"" + path + "\" is not a regular file";
-        return {};
+        const char* why = not_a_regular_file(path);
+        return why ? "file \"" + path + "\" " + why : std::string();
       },
       "FILE");
 }

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -196,10 +195,10 @@ Checkpoint import_llmc(const std::string& path, const LlmcImportOptions& opt) {
       for (size_t i = 0; i < half.size(); ++i) ct.data[i] = bf16_to_float(half[i]);
     }
     GPT_CHECK(in, "llm.c checkpoint '", path, "': read of tensor ", t.name, " failed (file changed while reading?)");
-    for (size_t i = 0; i < ct.data.size(); ++i)
-      GPT_CHECK(std::isfinite(ct.data[i]), "llm.c checkpoint '", path, "': tensor ", t.name,
-                " holds a non-finite value (", ct.data[i], " at index ", i, " of ", ct.data.size(),
-                "); a model with NaN or infinite parameters cannot be imported");
+    const size_t bad = first_nonfinite_index(ct.data.data(), ct.data.size());
+    GPT_CHECK(bad == ct.data.size(), "llm.c checkpoint '", path, "': tensor ", t.name, " holds a non-finite value (",
+              ct.data[bad], " at index ", bad, " of ", ct.data.size(),
+              "); a model with NaN or infinite parameters cannot be imported");
     if (std::string_view(t.name) == "wte") {
       // Rows V..Vp-1 pad the table for the GEMM and are never a token: llm.c
       // writes them as zeros, so anything else hints at a mislabelled file.

@@ -13,6 +13,15 @@
 
 namespace gpt {
 
+const char* not_a_regular_file(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(st)) return "does not exist";
+  if (std::filesystem::is_directory(st)) return "is a directory";
+  if (!std::filesystem::is_regular_file(st)) return "is not a regular file";
+  return nullptr;
+}
+
 DirLock::DirLock(const std::string& dir, const std::string& what) {
   const std::string path = (std::filesystem::path(dir) / ".lock").string();
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);

@@ -24,6 +24,12 @@ class DirLock {
   int fd_ = -1;
 };
 
+// Why `path` cannot be read as a regular file: "does not exist", "is a
+// directory" or "is not a regular file" (a FIFO, socket or device, which
+// would block a read or never end); nullptr when it can. Checked before
+// opening, so that nothing blocks.
+const char* not_a_regular_file(const std::string& path);
+
 void write_file_atomic(const std::string& path, const std::string& text);
 // Pretty-printed JSON (2-space indent) and a final newline.
 void write_json_file(const std::string& path, const nlohmann::json& j);

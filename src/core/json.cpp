@@ -2,12 +2,12 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <vector>
 
 #include "core/check.h"
+#include "core/files.h"
 
 namespace gpt {
 namespace {
@@ -132,13 +132,7 @@ json parse_json(std::string_view text, const std::string& source, const JsonRead
 }
 
 std::string read_text_file(const std::string& path, const std::string& what) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st)) fail(what, ": file \"", path, "\" does not exist");
-  if (fs::is_directory(st)) fail(what, ": \"", path, "\" is a directory, not a file");
-  // A FIFO, socket or device would block the read or never end.
-  if (!fs::is_regular_file(st)) fail(what, ": \"", path, "\" is not a regular file");
+  if (const char* why = not_a_regular_file(path)) fail(what, ": file \"", path, "\" ", why);
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(what, ": cannot read file \"", path, "\": ", std::strerror(errno));
   std::ostringstream ss;

@@ -27,11 +27,17 @@ std::string shape_str(const std::vector<int64_t>& s) {
 
 }  // namespace
 
+size_t first_nonfinite_index(const float* values, size_t n) {
+  size_t i = 0;
+  while (i < n && std::isfinite(values[i])) ++i;
+  return i;
+}
+
 void check_finite(const std::vector<float>& values, const std::string& path, const std::string& tensor) {
-  for (size_t i = 0; i < values.size(); ++i)
-    GPT_CHECK(std::isfinite(values[i]), "checkpoint ", path, ": tensor ", tensor, " holds a non-finite value (",
-              values[i], " at index ", i, " of ", values.size(),
-              "); a model with NaN or infinite parameters cannot be trained or evaluated");
+  const size_t i = first_nonfinite_index(values.data(), values.size());
+  GPT_CHECK(i == values.size(), "checkpoint ", path, ": tensor ", tensor, " holds a non-finite value (", values[i],
+            " at index ", i, " of ", values.size(),
+            "); a model with NaN or infinite parameters cannot be trained or evaluated");
 }
 
 Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config& cfg, const TrainProgress& progress) {
@@ -52,10 +58,11 @@ Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config&
   // Never a checkpoint that cannot be loaded back: a non-finite parameter
   // stops the save (the trainer checks after every update, so this only
   // fires on a path that skipped that check).
-  for (const ParamSpec& s : model.layout().specs)
-    for (size_t i = s.offset; i < s.offset + s.numel(); ++i)
-      GPT_CHECK(std::isfinite(params[i]), "refusing to save a checkpoint: parameter tensor ", s.name,
-                " holds a non-finite value (", params[i], ")");
+  for (const ParamSpec& s : model.layout().specs) {
+    const size_t i = first_nonfinite_index(params.data() + s.offset, s.numel());
+    GPT_CHECK(i == s.numel(), "refusing to save a checkpoint: parameter tensor ", s.name,
+              " holds a non-finite value (", params[s.offset + i], ")");
+  }
   add("param/", params);
   if (opt) {
     std::vector<float> m, v;

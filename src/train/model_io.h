@@ -23,6 +23,9 @@ Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config&
 Config checkpoint_config(const Checkpoint& ckpt, const std::string& path);
 TrainProgress checkpoint_progress(const Checkpoint& ckpt, const std::string& path);
 
+// Index of the first NaN or infinite value, or n if there is none.
+size_t first_nonfinite_index(const float* values, size_t n);
+
 // Throws naming the file and the tensor if a value is NaN or infinite (every
 // tensor read from a checkpoint is checked before it is used).
 void check_finite(const std::vector<float>& values, const std::string& path, const std::string& tensor);

@@ -117,10 +117,13 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   // locked before anything is read; a fresh one as its directory is made.
   std::unique_ptr<DirLock> lock;
   if (lead && fs::is_directory(run_dir)) lock = std::make_unique<DirLock>(run_dir, "train");
-  if (resume_checkpoint.empty())
-    GPT_CHECK(!fs::exists(fs::path(run_dir) / "checkpoints" / "latest"), "run directory ", run_dir,
-              " already holds a training run; continue it with --resume ", run_dir,
-              ", or choose another run.dir");
+  auto check_fresh = [&] {
+    if (resume_checkpoint.empty())
+      GPT_CHECK(!fs::exists(fs::path(run_dir) / "checkpoints" / "latest"), "run directory ", run_dir,
+                " already holds a training run; continue it with --resume ", run_dir,
+                ", or choose another run.dir");
+  };
+  check_fresh();
   // Data first: bad shards or an infeasible evaluation fail before anything
   // is written or trained.
   DataLoader loader(cfg.data.train, mc.vocab_size, B, T, cfg.data.order == "shuffle", tc.seed);
@@ -149,9 +152,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     fs::create_directories(run_dir);
     if (!lock) {
       lock = std::make_unique<DirLock>(run_dir, "train");
-      GPT_CHECK(!resume_checkpoint.empty() || !fs::exists(fs::path(run_dir) / "checkpoints" / "latest"),
-                "run directory ", run_dir, " already holds a training run; continue it with --resume ", run_dir,
-                ", or choose another run.dir");
+      check_fresh();  // again under the lock: another trainer may have started it meanwhile
     }
     write_json_file((fs::path(run_dir) / "config.json").string(), config_to_json(cfg));
     metrics = std::make_unique<MetricsLog>((fs::path(run_dir) / "metrics.jsonl").string(), !resume_checkpoint.empty());

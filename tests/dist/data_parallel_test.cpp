@@ -82,6 +82,14 @@ pid_t rank_pid(pid_t parent, int rank) {
   return 0;
 }
 
+// rank_pid, retried for up to 2 s while mpirun starts its ranks.
+pid_t wait_for_rank_pid(pid_t parent, int rank) {
+  pid_t pid = 0;
+  for (int i = 0; i < 100 && !pid; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(20)))
+    pid = rank_pid(parent, rank);
+  return pid;
+}
+
 class DataParallel : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -328,9 +336,7 @@ TEST_F(DataParallel, BatchNotDivisibleByRanksIsAnError) {
 // naming the rank.
 TEST_F(DataParallel, KilledRankEndsTheRun) {
   const pid_t pid = start_long_run();
-  pid_t victim = 0;
-  for (int i = 0; i < 100 && !victim; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(20)))
-    victim = rank_pid(pid, 1);
+  const pid_t victim = wait_for_rank_pid(pid, 1);
   ASSERT_NE(victim, 0) << log();
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   const int w = wait_for(pid, 60);
@@ -345,9 +351,7 @@ TEST_F(DataParallel, KilledRankEndsTheRun) {
 // other rank gives up after GPT_DIST_TIMEOUT seconds in a collective.
 TEST_F(DataParallel, HungRankMakesTheOthersExitAfterTheTimeout) {
   const pid_t pid = start_long_run({"GPT_DIST_TIMEOUT=2"});
-  pid_t victim = 0;
-  for (int i = 0; i < 100 && !victim; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(20)))
-    victim = rank_pid(pid, 1);
+  const pid_t victim = wait_for_rank_pid(pid, 1);
   ASSERT_NE(victim, 0) << log();
   ASSERT_EQ(::kill(victim, SIGSTOP), 0);
   const int w = wait_for(pid, 60);
@@ -372,9 +376,7 @@ TEST_F(DataParallel, Sigusr1StopsEveryRankWithACheckpoint) {
 // the run resumes.
 TEST_F(DataParallel, SigtermToOneRankStopsEveryRankWithACheckpoint) {
   const pid_t pid = start_long_run();
-  pid_t victim = 0;
-  for (int i = 0; i < 100 && !victim; ++i, std::this_thread::sleep_for(std::chrono::milliseconds(20)))
-    victim = rank_pid(pid, 1);
+  const pid_t victim = wait_for_rank_pid(pid, 1);
   ASSERT_NE(victim, 0) << log();
   ASSERT_EQ(::kill(victim, SIGTERM), 0);
   expect_stopped_with_checkpoint_then_resume(pid);
