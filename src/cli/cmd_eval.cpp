@@ -30,6 +30,9 @@ struct EvalArgs {
   std::string checkpoint;
   std::vector<int> multiples;
   int64_t tokens = 0;
+  std::string protocol;  // empty: the run's eval.protocol
+  int stride = 0;
+  int64_t span = 0;
   std::string data;
   std::string out;
   int threads = 0;
@@ -82,7 +85,8 @@ std::string override_note(const AttentionOverride& o) {
 
 // `gpt eval CKPT --context T --batch B [--batches K]`: one line, the mean loss.
 void run_shard_loss(const EvalArgs& a, LoadedModel& lm) {
-  GPT_CHECK(a.multiples.empty() && a.tokens == 0, "eval: --multiples and --tokens belong to the 1x-16x evaluation; "
+  GPT_CHECK(a.multiples.empty() && a.tokens == 0 && a.protocol.empty() && a.stride == 0 && a.span == 0,
+            "eval: --multiples, --tokens, --protocol, --stride and --span belong to the 1x-16x evaluation; "
             "--context, --batch and --batches ask for the mean loss on shards; give one set or the other");
   const ModelConfig& mc = lm.config.model;
   const int T = a.context > 0 ? a.context : mc.context;
@@ -186,15 +190,20 @@ void run_eval(EvalArgs a) {
   GPT_CHECK(a.depths.empty() && a.samples == 0 && a.digits == 0 && a.tokenizer.empty(),
             "eval: --passkey-depths, --passkey-samples, --passkey-digits and --tokenizer belong to --task passkey");
   if (a.shard_loss_mode()) return run_shard_loss(a, lm);
-  // --multiples and --tokens are checked by the config schema's own rules.
+  // The flags are checked by the config schema's own rules.
   Config cfg = lm.config;
   if (!a.multiples.empty()) cfg.eval.multiples = a.multiples;
   if (a.tokens > 0) cfg.eval.tokens = a.tokens;
+  if (!a.protocol.empty()) cfg.eval.protocol = a.protocol;
+  if (a.stride > 0) cfg.eval.stride = a.stride;
+  if (a.span > 0) cfg.eval.span = a.span;
   try {
     validate_config(cfg);
   } catch (const Error& e) {
-    fail("eval: --multiples / --tokens: ", e.what());
+    fail("eval: --multiples / --tokens / --protocol / --stride / --span: ", e.what());
   }
+  GPT_CHECK(a.stride == 0 || cfg.eval.protocol == "sliding", "eval: --stride belongs to --protocol sliding (the "
+            "protocol is ", cfg.eval.protocol, ")");
   const EvalConfig& ec = cfg.eval;
   const std::string pattern = a.data.empty() ? lm.config.data.val : a.data;
   const int T = lm.config.model.context;
@@ -204,6 +213,8 @@ void run_eval(EvalArgs a) {
                override_note(a.attention));
   spdlog::info("context extension: {}", context_summary(lm.model->attention()));
   const int64_t batch_tokens = static_cast<int64_t>(lm.config.train.batch_size) * T;
+  const std::optional<EvalText> text = load_eval_text(lm.config.data.tokenizer, lm.config.model.vocab_size, ec);
+  const EvalText* text_ptr = text ? &*text : nullptr;
   // --calibrate: the first calibrate_fraction of the validation stream fits
   // the knob, the rest is evaluated (the two never share a token).
   nlohmann::json calibration;
@@ -225,7 +236,8 @@ void run_eval(EvalArgs a) {
         a.calibrate_tokens > 0 ? a.calibrate_tokens : std::min<int64_t>(ec.tokens, static_cast<int64_t>(split) - 1);
     spdlog::info("calibrating {} at {}x on validation tokens [0, {}) ({} scored per probe); evaluating on [{}, {})",
                  a.calibrate, m, split, ctokens, split, full.size());
-    before = std::make_unique<ExtrapolationResult>(evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens));
+    before = std::make_unique<ExtrapolationResult>(
+        evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens, text_ptr));
     const CalibrationResult cr =
         calibrate(*lm.model, calib, a.calibrate, m, ctokens, T, batch_tokens, 14, [&](double v, double loss) {
           spdlog::info("calibrate {} = {:.4f}: loss {:.4f} at {}x", a.calibrate, v, loss, m);
@@ -236,7 +248,7 @@ void run_eval(EvalArgs a) {
     calibration["calibration_tokens"] = {0, split};
     calibration["evaluation_tokens"] = {split, full.size()};
   }
-  ExtrapolationResult r = evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens);
+  ExtrapolationResult r = evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens, text_ptr);
   r.attention = attention_to_json(lm.config.attention, lm.model->attention());
   r.attention["override"] = !a.attention.empty();
   nlohmann::json j = r.to_json();
@@ -275,6 +287,17 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--multiples", args->multiples, "Context multiples to evaluate (default: the run's eval.multiples)")
       ->delimiter(',');
   cmd->add_option("--tokens", args->tokens, "Validation tokens per multiple (default: the run's eval.tokens)")
+      ->check(positive());
+  cmd->add_option("--protocol", args->protocol,
+                  "chunks: non-overlapping sequences of m*T (default: the run's eval.protocol); sliding: windows of "
+                  "m*T advanced by --stride, each scoring its last --stride positions; documents: windows opening "
+                  "documents (after an end-of-text) that hold a whole --span (README: Evaluation protocols)")
+      ->check(CLI::IsMember({"chunks", "sliding", "documents"}));
+  cmd->add_option("--stride", args->stride, "Sliding protocol: stride S in tokens (default: the run's eval.stride, 0 = T)")
+      ->check(positive());
+  cmd->add_option("--span", args->span,
+                  "Tokens of each scored window, the same at every multiple (default: the run's eval.span, "
+                  "0 = 16*T); two results compare when they share data, span, tokens and protocol")
       ->check(positive());
   cmd->add_option("--data", args->data, "Glob pattern of validation shards (default: the run's data.val)");
   cmd->add_option("--out", args->out, "Output JSON (default: RUN_DIR/eval/<checkpoint>.json; mean-loss mode: none)");

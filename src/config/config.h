@@ -70,7 +70,18 @@ struct EvalConfig {
   int64_t tokens = 131072;
   int every = 0;              // evaluate every N steps; 0 = only at the end
   int profile_buckets = 16;   // buckets of the per-position loss profile
+  // The scored tokens: eval.tokens / span windows of `span` tokens spread over
+  // the validation stream (or opening its documents), the same at every
+  // multiple and independent of which multiples are asked.
+  int64_t span = 0;                 // tokens per scored window; 0 = 16 * model.context
+  std::string protocol = "chunks";  // chunks | sliding | documents
+  int stride = 0;                   // sliding: windows advance by S tokens; 0 = model.context
 };
+
+// The span of eval (0: 16 times the training context T).
+inline int64_t eval_span(const EvalConfig& e, int T) { return e.span > 0 ? e.span : int64_t{16} * T; }
+// The stride of the sliding protocol (0: T).
+inline int eval_stride(const EvalConfig& e, int T) { return e.stride > 0 ? e.stride : T; }
 
 // The attention variant: a preset (kernels/attention_spec.h) whose stages
 // and constants can each be overridden. "preset" and null mean "the

@@ -128,6 +128,15 @@ std::vector<Key> make_keys() {
       {GPT_KEY(eval, tokens), at_least(1), "validation tokens evaluated at each multiple"},
       {GPT_KEY(eval, every), at_least(0), "evaluate every N steps; 0 = only at the end"},
       {GPT_KEY(eval, profile_buckets), between(1, 4096), "buckets of the per-position loss profile"},
+      {GPT_KEY(eval, span), between(0, 1LL << 40),
+       "tokens of each scored window (the same tokens at every multiple, cut into sequences of m * model.context); "
+       "0 = 16 * model.context"},
+      {GPT_KEY(eval, protocol), one_of({"chunks", "sliding", "documents"}),
+       "chunks: non-overlapping sequences of m * model.context; sliding: windows of m * model.context advanced by "
+       "eval.stride, scoring their last eval.stride positions; documents: windows opening documents that hold a "
+       "whole span"},
+      {GPT_KEY(eval, stride), between(0, 1 << 24),
+       "sliding protocol: the stride S in tokens; 0 = model.context"},
 
       {GPT_KEY(attention, preset), one_of(preset_names()), "named attention variant (docs: attention.md)"},
       {GPT_KEY(attention, score), one_of(stage_names(kScoreNames)), "stage 1; \"preset\": the preset's"},
@@ -343,11 +352,22 @@ std::vector<Rule> make_rules() {
       {"\"train.warmup_steps\" must be <= \"train.steps\"",
        {"train.warmup_steps", "train.steps"},
        [](const Config& c) { return c.train.warmup_steps <= c.train.steps; }},
-      {"\"eval.tokens\" must cover one sequence at the largest multiple: >= max(\"eval.multiples\") * \"model.context\"",
-       {"eval.tokens", "eval.multiples", "model.context"},
+      {"the largest evaluated context max(\"eval.multiples\") * \"model.context\" must fit in one scored window "
+       "\"eval.span\" (0: 16 * \"model.context\"); raise eval.span (every multiple scores the same span)",
+       {"eval.span", "eval.multiples", "model.context"},
        [](const Config& c) {
          return c.eval.multiples.empty() ||
-                c.eval.tokens >= static_cast<int64_t>(c.eval.multiples.back()) * c.model.context;
+                static_cast<int64_t>(c.eval.multiples.back()) * c.model.context <= eval_span(c.eval, c.model.context);
+       }},
+      {"\"eval.tokens\" must cover one scored window: >= \"eval.span\" (0: 16 * \"model.context\")",
+       {"eval.tokens", "eval.span", "model.context"},
+       [](const Config& c) { return c.eval.tokens >= eval_span(c.eval, c.model.context); }},
+      {"\"eval.stride\" of the sliding protocol must be at most the shortest evaluated context "
+       "min(\"eval.multiples\") * \"model.context\"",
+       {"eval.stride", "eval.multiples", "model.context"},
+       [](const Config& c) {
+         return c.eval.multiples.empty() ||
+                eval_stride(c.eval, c.model.context) <= static_cast<int64_t>(c.eval.multiples.front()) * c.model.context;
        }},
   };
 }

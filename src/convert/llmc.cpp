@@ -82,7 +82,7 @@ Config config_for(const LlmcHeader& h, int context, const std::string& path) {
   cfg.attention.preset = "softmax";
   // Learned positions end at T, so the 1x-16x evaluation can only run at 1x.
   cfg.eval.multiples = {1};
-  cfg.eval.tokens = std::max<int64_t>(cfg.eval.tokens, m.context);
+  cfg.eval.tokens = std::max<int64_t>(cfg.eval.tokens, eval_span(cfg.eval, m.context));
   try {
     validate_config(cfg);
   } catch (const Error& e) {

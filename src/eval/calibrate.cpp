@@ -92,6 +92,7 @@ CalibrationResult calibrate(Model<float>& model, const TokenStream& calib, const
   EvalConfig ec;
   ec.multiples = {multiple};
   ec.tokens = tokens;
+  ec.span = L;  // the probe's own windows: sequences of L, chunks
   ec.profile_buckets = 1;
   auto loss_at = [&](double v) {
     model.set_attention(with_knob(base, knob, v));

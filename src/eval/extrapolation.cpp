@@ -24,101 +24,259 @@ void check_eval_contexts(const ModelConfig& model, const EvalConfig& eval, int t
 }
 
 void check_eval_feasible(uint64_t val_tokens, const EvalConfig& eval, int trained_context) {
-  const int max_m = *std::max_element(eval.multiples.begin(), eval.multiples.end());
-  const int64_t longest = static_cast<int64_t>(max_m) * trained_context;
-  GPT_CHECK(eval.tokens >= longest, "eval.tokens = ", eval.tokens, " is less than one sequence at the largest multiple (",
-            max_m, "x the context of ", trained_context, " = ", longest, " tokens); raise eval.tokens");
-  GPT_CHECK(static_cast<int64_t>(val_tokens) >= longest + 1, "the validation data has ", val_tokens,
-            " tokens; evaluating at ", max_m, "x the context of ", trained_context, " needs at least ", longest + 1,
-            " (one sequence of ", longest, " tokens plus its last target)");
+  const int64_t span = eval_span(eval, trained_context);
+  if (!eval.multiples.empty()) {
+    const int max_m = eval.multiples.back();
+    const int64_t longest = static_cast<int64_t>(max_m) * trained_context;
+    GPT_CHECK(longest <= span, "eval: ", max_m, "x the context of ", trained_context, " (", longest,
+              " tokens) does not fit in the scored window eval.span = ", span,
+              "; raise eval.span (gpt eval --span) to at least ", longest);
+  }
+  GPT_CHECK(eval.tokens >= span, "eval.tokens = ", eval.tokens, " is less than one scored window (eval.span = ", span,
+            " tokens); raise eval.tokens or lower eval.span");
+  GPT_CHECK(static_cast<int64_t>(val_tokens) >= span + 1, "the validation data has ", val_tokens,
+            " tokens; one scored window of eval.span = ", span, " tokens needs at least ", span + 1,
+            " (its inputs plus its last target); lower eval.span (gpt eval --span) or use more validation data");
+}
+
+nlohmann::json EvalLayout::to_json() const {
+  nlohmann::json j = {{"protocol", protocol},
+                      {"span", span},
+                      {"windows", starts.size()},
+                      {"validation_tokens", validation_tokens},
+                      {"starts", starts}};
+  if (protocol == "sliding") j["stride"] = stride;
+  if (documents >= 0) j["documents_found"] = documents;
+  return j;
+}
+
+EvalText eval_text(const Tokenizer& tok) {
+  EvalText t;
+  t.tokenizer = tok.spec();
+  t.separator = static_cast<int32_t>(tok.end_of_text());
+  t.bytes.resize(tok.vocab_size());
+  for (uint32_t id = 0; id < tok.vocab_size(); ++id)
+    t.bytes[id] = id == tok.end_of_text() ? 0 : static_cast<uint32_t>(tok.token_bytes(id).size());
+  return t;
+}
+
+EvalText eval_text(const std::string& tokenizer_spec, int vocab_size) {
+  const auto tok = make_tokenizer(tokenizer_spec);
+  GPT_CHECK(static_cast<int64_t>(tok->vocab_size()) == vocab_size, "tokenizer \"", tokenizer_spec, "\" has ",
+            tok->vocab_size(), " ids but the model's vocabulary (model.vocab_size) is ", vocab_size,
+            ": it is not the tokenizer of these shards");
+  return eval_text(*tok);
+}
+
+std::optional<EvalText> load_eval_text(const std::string& tokenizer_spec, int vocab_size, const EvalConfig& eval) {
+  try {
+    return eval_text(tokenizer_spec, vocab_size);
+  } catch (const Error& e) {
+    GPT_CHECK(eval.protocol != "documents", "eval.protocol \"documents\" needs the tokenizer of the shards to find "
+              "their document separator: ", e.what());
+    spdlog::warn("eval: bits per byte left out: {}", e.what());
+    return std::nullopt;
+  }
+}
+
+EvalLayout eval_layout(const TokenStream& val, const EvalConfig& eval, int trained_context, int32_t separator) {
+  check_eval_feasible(val.size(), eval, trained_context);
+  EvalLayout lay;
+  lay.protocol = eval.protocol;
+  lay.span = eval_span(eval, trained_context);
+  lay.stride = eval.protocol == "sliding" ? eval_stride(eval, trained_context) : 0;
+  lay.validation_tokens = val.size();
+  const int64_t wanted = eval.tokens / lay.span;
+  const int64_t available = static_cast<int64_t>(val.size()) - 1;  // the last token is a target only
+  if (eval.protocol != "documents") {
+    // Windows spread evenly over the stream (its text need not be
+    // homogeneous: a contiguous prefix would measure only its first part).
+    const int64_t windows = std::min(wanted, available / lay.span);
+    const int64_t stride = available / windows;  // >= span, so windows do not overlap
+    for (int64_t k = 0; k < windows; ++k) lay.starts.push_back(static_cast<uint64_t>(k * stride));
+    if (windows < wanted)
+      spdlog::warn("eval: the validation data ({} tokens) holds {} windows of eval.span = {} tokens, not the {} "
+                   "eval.tokens = {} asks for; scoring {} tokens per multiple",
+                   val.size(), windows, lay.span, wanted, eval.tokens, windows * lay.span);
+    return lay;
+  }
+  GPT_CHECK(separator >= 0, "eval.protocol \"documents\" needs the end-of-text id that separates documents: give "
+            "the tokenizer of the shards (data.tokenizer)");
+  // Every separator opens a document; one that holds a whole span (span
+  // tokens before the next separator or the stream's end) qualifies.
+  std::vector<uint64_t> found;
+  const uint64_t n = val.size();
+  std::vector<int32_t> buf;
+  int64_t open = -1;  // position of the separator opening the current document
+  auto close = [&](uint64_t end) {  // the document [open + 1, end)
+    if (open >= 0 && static_cast<int64_t>(end) - open - 1 >= lay.span) found.push_back(static_cast<uint64_t>(open));
+  };
+  constexpr uint64_t kChunk = 1 << 20;
+  for (uint64_t pos = 0; pos < n; pos += kChunk) {
+    const uint64_t len = std::min(kChunk, n - pos);
+    buf.resize(len);
+    val.read(pos, len, buf.data());
+    for (uint64_t i = 0; i < len; ++i)
+      if (buf[i] == separator) {
+        close(pos + i);
+        open = static_cast<int64_t>(pos + i);
+      }
+  }
+  close(n);
+  lay.documents = static_cast<int64_t>(found.size());
+  GPT_CHECK(lay.documents >= wanted, "eval.protocol \"documents\": the validation data (", n, " tokens) has ",
+            lay.documents, " document(s) of at least eval.span = ", lay.span, " tokens (each opened by end-of-text id ",
+            separator, "); eval.tokens = ", eval.tokens, " asks for ", wanted,
+            ". Lower eval.tokens to at most ", lay.documents * lay.span,
+            lay.documents > 0 ? "" : " (no document qualifies: lower eval.span)",
+            ", lower eval.span, or use a corpus of longer documents (scripts/prepare_vimdoc.sh)");
+  for (int64_t k = 0; k < wanted; ++k) lay.starts.push_back(found[static_cast<size_t>(k * lay.documents / wanted)]);
+  return lay;
+}
+
+std::vector<EvalPiece> eval_pieces(const EvalLayout& layout, int L) {
+  std::vector<EvalPiece> out;
+  const int64_t W = layout.span;
+  GPT_CHECK(L >= 1 && L <= W, "eval: context ", L, " does not fit in the span ", W);
+  for (size_t k = 0; k < layout.starts.size(); ++k) {
+    const int64_t p = static_cast<int64_t>(layout.starts[k]);
+    if (layout.protocol != "sliding") {
+      for (int64_t j = 0; j + L <= W; j += L) out.push_back({static_cast<uint64_t>(p + j), 0, L, static_cast<int>(k)});
+      continue;
+    }
+    const int64_t S = std::min<int64_t>(layout.stride, L);
+    int64_t prev = p;  // scored so far: [p, prev)
+    while (prev < p + W) {
+      int64_t e = std::min(prev + S, p + W);
+      int64_t ws = e - L;
+      if (ws < 0) ws = 0, e = L;  // the stream's first tokens: one sequence from 0, scored from prev
+      out.push_back({static_cast<uint64_t>(ws), static_cast<int>(prev - ws), static_cast<int>(e - ws),
+                     static_cast<int>(k)});
+      prev = e;
+    }
+  }
+  return out;
+}
+
+double ratio_standard_error(const std::vector<double>& num, const std::vector<double>& den) {
+  double sn = 0, sd = 0;
+  int n = 0;
+  for (size_t k = 0; k < num.size(); ++k)
+    if (den[k] > 0) sn += num[k], sd += den[k], ++n;
+  if (n < 2) return std::numeric_limits<double>::quiet_NaN();
+  const double r = sn / sd, mean_den = sd / n;
+  double ss = 0;
+  for (size_t k = 0; k < num.size(); ++k)
+    if (den[k] > 0) ss += (num[k] - r * den[k]) * (num[k] - r * den[k]);
+  return std::sqrt(ss / (static_cast<double>(n) * (n - 1))) / mean_den;
 }
 
 ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStream& val, const EvalConfig& eval,
-                                           int trained_context, int64_t batch_tokens) {
+                                           int trained_context, int64_t batch_tokens, const EvalText* text) {
   check_eval_contexts(model.config(), eval, trained_context);
   const int T = trained_context;
-  const int max_m = *std::max_element(eval.multiples.begin(), eval.multiples.end());
-  const int64_t longest = static_cast<int64_t>(max_m) * T;
-  // Same tokens at every multiple: a whole number of windows of the longest
-  // context, spread evenly over the validation stream (its text need not be
-  // homogeneous: a contiguous prefix would measure only its first part).
-  check_eval_feasible(val.size(), eval, trained_context);
-  const int64_t available = static_cast<int64_t>(val.size()) - 1;
-  const int64_t windows = std::min<int64_t>(eval.tokens, available) / longest;
-  const int64_t budget = windows * longest;
-  const int64_t stride = available / windows;  // >= longest, so windows do not overlap
-  if (budget < eval.tokens)
-    spdlog::warn("eval: using {} validation tokens per multiple (eval.tokens = {}; rounded down to whole {}-token "
-                 "windows / limited by the validation data)",
-                 budget, eval.tokens, longest);
-  // Start of sequence s at context L: window s / (longest / L), then offset.
-  auto sequence_start = [&](int64_t s, int L) {
-    const int64_t per_window = longest / L;
-    return static_cast<uint64_t>((s / per_window) * stride + (s % per_window) * L);
-  };
-
   ExtrapolationResult res;
+  res.layout = eval_layout(val, eval, T, text ? text->separator : -1);
+  const EvalLayout& lay = res.layout;
+  const int K = static_cast<int>(lay.starts.size());
   res.trained_context = T;
-  res.tokens_per_multiple = budget;
+  res.tokens_per_multiple = lay.span * K;
   res.n_layer = model.config().n_layer;
   res.n_head = model.config().n_head;
+  const bool bytes_known = text && !text->bytes.empty();
+  const double ln2 = std::log(2.0);
   std::vector<int32_t> buf;
   std::vector<float> losses;
   for (int m : eval.multiples) {
     const auto t0 = std::chrono::steady_clock::now();
     const int L = m * T;
-    if (longest % L != 0)
-      spdlog::warn("eval: {}x does not divide the largest multiple {}x, so it scores {} of every {} tokens", m, max_m,
-                   longest / L * L, longest);
-    const int64_t nseq = windows * (longest / L);
-    const int B = static_cast<int>(std::clamp<int64_t>(batch_tokens / L, 1, nseq));
+    if (lay.span % L != 0 && lay.protocol != "sliding")
+      spdlog::warn("eval: {}x ({} tokens) does not divide eval.span = {}, so it scores {} of every {} tokens", m, L,
+                   lay.span, lay.span / L * L, lay.span);
+    const std::vector<EvalPiece> pieces = eval_pieces(lay, L);
+    const int64_t npieces = static_cast<int64_t>(pieces.size());
+    const int B = static_cast<int>(std::clamp<int64_t>(batch_tokens / L, 1, npieces));
     const int nb = std::min(eval.profile_buckets, L);
-    std::vector<double> bucket_sum(nb, 0.0);
-    std::vector<int64_t> bucket_n(nb, 0);
-    double sum = 0, sum_past = 0;
+    // Sums per window (and per bucket and window): the mean is their ratio,
+    // the standard error that of a ratio estimator over the windows.
+    std::vector<double> w_sum(K, 0.0), w_n(K, 0.0), w_bytes(K, 0.0);
+    std::vector<double> b_sum(static_cast<size_t>(nb) * K, 0.0), b_n(b_sum.size(), 0.0);
+    double sum_past = 0;
     int64_t n_past = 0;
     std::vector<int32_t> inputs, targets;
     std::vector<double> diag;
     model.collect_attention_diagnostics(&diag);
-    for (int64_t s0 = 0; s0 < nseq; s0 += B) {
-      const int b = static_cast<int>(std::min<int64_t>(B, nseq - s0));
+    for (int64_t s0 = 0; s0 < npieces; s0 += B) {
+      const int b = static_cast<int>(std::min<int64_t>(B, npieces - s0));
       inputs.resize(static_cast<size_t>(b) * L);
       targets.resize(inputs.size());
       buf.resize(L + 1);
       for (int i = 0; i < b; ++i) {
-        val.read(sequence_start(s0 + i, L), L + 1, buf.data());
+        val.read(pieces[s0 + i].start, L + 1, buf.data());
         std::copy(buf.begin(), buf.end() - 1, inputs.begin() + static_cast<size_t>(i) * L);
         std::copy(buf.begin() + 1, buf.end(), targets.begin() + static_cast<size_t>(i) * L);
       }
       model.forward_losses(inputs.data(), targets.data(), b, L, losses);
-      for (int i = 0; i < b; ++i)
-        for (int t = 0; t < L; ++t) {
-          const double l = losses[static_cast<size_t>(i) * L + t];
-          sum += l;
+      for (int i = 0; i < b; ++i) {
+        const EvalPiece& pc = pieces[s0 + i];
+        const int k = pc.window;
+        for (int t = pc.lo; t < pc.hi; ++t) {
+          const size_t at = static_cast<size_t>(i) * L + t;
+          const double l = losses[at];
+          w_sum[k] += l;
+          w_n[k] += 1;
+          if (bytes_known) w_bytes[k] += text->bytes[static_cast<size_t>(targets[at])];
           if (t >= T) sum_past += l, ++n_past;
-          const int k = static_cast<int>(static_cast<int64_t>(t) * nb / L);
-          bucket_sum[k] += l;
-          ++bucket_n[k];
+          const size_t bk = static_cast<size_t>(static_cast<int64_t>(t) * nb / L) * K + k;
+          b_sum[bk] += l;
+          b_n[bk] += 1;
         }
+      }
     }
     model.collect_attention_diagnostics(nullptr);
     MultipleResult r;
     r.attention_diag = std::move(diag);
     r.multiple = m;
     r.context = L;
-    r.sequences = nseq;
-    r.tokens = nseq * L;
-    r.loss = sum / static_cast<double>(r.tokens);
+    r.sequences = npieces;
+    double sum = 0, n = 0, bytes = 0;
+    for (int k = 0; k < K; ++k) {
+      sum += w_sum[k], n += w_n[k], bytes += w_bytes[k];
+      r.window_losses.push_back(w_sum[k] / w_n[k]);
+    }
+    r.tokens = static_cast<int64_t>(n);
+    r.loss = sum / n;
+    r.loss_se = ratio_standard_error(w_sum, w_n);
     r.loss_past_train = n_past ? sum_past / n_past : std::numeric_limits<double>::quiet_NaN();
-    for (int k = 0; k < nb; ++k) r.profile.push_back(bucket_sum[k] / bucket_n[k]);
+    r.bytes = static_cast<int64_t>(bytes);
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    r.bits_per_byte = bytes > 0 ? sum / (ln2 * bytes) : nan;
+    r.bits_per_byte_se = bytes > 0 ? ratio_standard_error(w_sum, w_bytes) / ln2 : nan;
+    for (int q = 0; q < nb; ++q) {
+      const std::vector<double> s(b_sum.begin() + static_cast<size_t>(q) * K, b_sum.begin() + static_cast<size_t>(q + 1) * K);
+      const std::vector<double> c(b_n.begin() + static_cast<size_t>(q) * K, b_n.begin() + static_cast<size_t>(q + 1) * K);
+      double ss = 0, cc = 0;
+      for (int k = 0; k < K; ++k) ss += s[k], cc += c[k];
+      r.profile.push_back(cc > 0 ? ss / cc : nan);
+      r.profile_se.push_back(ratio_standard_error(s, c));
+    }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    spdlog::info("eval {:>2}x (context {:>6}): loss {:.4f}  [{} sequences, {:.1f}s]", m, L, r.loss, nseq, secs);
+    const std::string se = std::isfinite(r.loss_se) ? fmt::format(" ± {:.4f}", r.loss_se) : "";
+    if (lay.protocol == "sliding")
+      spdlog::info("eval {:>2}x (context {:>6}): loss {:.4f}{}  [{} sequences, {:.1f}x the scored tokens forward, "
+                   "{:.1f}s]",
+                   m, L, r.loss, se, npieces, static_cast<double>(npieces) * L / n, secs);
+    else
+      spdlog::info("eval {:>2}x (context {:>6}): loss {:.4f}{}  [{} sequences, {:.1f}s]", m, L, r.loss, se, npieces,
+                   secs);
     res.rows.push_back(std::move(r));
   }
   return res;
 }
 
 namespace {
+
+nlohmann::json finite_or_null(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
 
 // The diagnostics' names, in the order of kAttentionDiagStats after the
 // entropy: shares of the sink and of the most recent N keys, total weight.
@@ -162,19 +320,27 @@ nlohmann::json ExtrapolationResult::to_json() const {
     for (int k = 0; k < nb; ++k)
       profile.push_back({{"start", static_cast<int64_t>(k) * r.context / nb},
                          {"end", static_cast<int64_t>(k + 1) * r.context / nb},
-                         {"loss", r.profile[k]}});
+                         {"loss", finite_or_null(r.profile[k])},
+                         {"se", k < static_cast<int>(r.profile_se.size()) ? finite_or_null(r.profile_se[k])
+                                                                          : nlohmann::json(nullptr)}});
     rows_json.push_back({{"multiple", r.multiple},
                          {"context", r.context},
                          {"sequences", r.sequences},
+                         {"forward_tokens", r.sequences * r.context},
                          {"tokens", r.tokens},
                          {"loss", r.loss},
-                         {"loss_past_train", std::isnan(r.loss_past_train) ? nlohmann::json(nullptr)
-                                                                           : nlohmann::json(r.loss_past_train)},
+                         {"loss_se", finite_or_null(r.loss_se)},
+                         {"loss_past_train", finite_or_null(r.loss_past_train)},
+                         {"bytes", r.bytes},
+                         {"bits_per_byte", finite_or_null(r.bits_per_byte)},
+                         {"bits_per_byte_se", finite_or_null(r.bits_per_byte_se)},
+                         {"window_losses", r.window_losses},
                          {"profile", profile},
                          {"attention_diagnostics", diagnostics_json(r.attention_diag, n_layer, n_head)}});
   }
   return {{"trained_context", trained_context},
           {"tokens_per_multiple", tokens_per_multiple},
+          {"scored", layout.to_json()},
           {"attention", attention},
           {"multiples", rows_json}};
 }
@@ -202,16 +368,28 @@ std::string ExtrapolationResult::diagnostics_table() const {
 std::string ExtrapolationResult::table() const {
   std::string out;
   char line[160];
-  std::snprintf(line, sizeof line, "%-9s %8s %10s %12s %12s\n", "multiple", "context", "loss", "loss past T",
-                "last bucket");
+  const bool bpb = !rows.empty() && std::isfinite(rows[0].bits_per_byte);
+  std::snprintf(line, sizeof line, "%-9s %8s %10s %8s %12s %12s%s\n", "multiple", "context", "loss", "± se",
+                "loss past T", "last bucket", bpb ? "  bits/byte" : "");
   out += line;
+  auto cell = [](double x, const char* fmt) {
+    char c[32] = "-";
+    if (std::isfinite(x)) std::snprintf(c, sizeof c, fmt, x);
+    return std::string(c);
+  };
   for (const auto& r : rows) {
-    char past[32] = "-";
-    if (!std::isnan(r.loss_past_train)) std::snprintf(past, sizeof past, "%.4f", r.loss_past_train);
-    std::snprintf(line, sizeof line, "%-9s %8d %10.4f %12s %12.4f\n", (std::to_string(r.multiple) + "x").c_str(),
-                  r.context, r.loss, past, r.profile.empty() ? 0.0 : r.profile.back());
+    std::snprintf(line, sizeof line, "%-9s %8d %10.4f %8s %12s %12s", (std::to_string(r.multiple) + "x").c_str(),
+                  r.context, r.loss, cell(r.loss_se, "%.4f").c_str(), cell(r.loss_past_train, "%.4f").c_str(),
+                  cell(r.profile.empty() ? std::nan("") : r.profile.back(), "%.4f").c_str());
     out += line;
+    if (bpb) out += "  " + cell(r.bits_per_byte, "%9.4f");
+    out += "\n";
   }
+  char foot[200];
+  std::snprintf(foot, sizeof foot, "(%s protocol, %zu window(s) of %lld tokens%s; ± one standard error over the windows)\n",
+                layout.protocol.c_str(), layout.starts.size(), static_cast<long long>(layout.span),
+                layout.protocol == "sliding" ? (", stride " + std::to_string(layout.stride)).c_str() : "");
+  out += foot;
   return out;
 }
 

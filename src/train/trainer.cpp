@@ -129,6 +129,10 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   DataLoader loader(cfg.data.train, mc.vocab_size, B, T, cfg.data.order == "shuffle", tc.seed);
   TokenStream val(cfg.data.val, mc.vocab_size);
   check_eval_feasible(val.size(), cfg.eval, T);
+  // Bits per byte and the documents protocol's separator; a documents layout
+  // the validation data cannot hold fails here, not after training.
+  const std::optional<EvalText> eval_text = load_eval_text(cfg.data.tokenizer, mc.vocab_size, cfg.eval);
+  if (cfg.eval.protocol == "documents") eval_layout(val, cfg.eval, T, eval_text->separator);
   // Passkey examples mixed into training (data.passkey_fraction).
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<PasskeyMixer> passkey;
@@ -216,7 +220,8 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       if (!final) comm.barrier();
       return;
     }
-    ExtrapolationResult r = evaluate_extrapolation(model, val, cfg.eval, T, static_cast<int64_t>(B) * T);
+    ExtrapolationResult r = evaluate_extrapolation(model, val, cfg.eval, T, static_cast<int64_t>(B) * T,
+                                                   eval_text ? &*eval_text : nullptr);
     r.attention = attention_to_json(cfg.attention, attn);
     nlohmann::json j = r.to_json();
     j["context"] = context_to_json(attn);

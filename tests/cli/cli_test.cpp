@@ -79,7 +79,18 @@ TEST_F(Cli, TrainsAndEvaluatesATinyModel) {
   EXPECT_NE(e.output.find("4x"), std::string::npos) << e.output;
   expect_error(run("eval " + (dir_ / "run").string() + " --multiples 2,1"), {"--multiples", "strictly increasing"});
   expect_error(run("eval " + (dir_ / "run").string() + " --multiples 1,8 --tokens 64"),
-               {"eval.tokens", "one sequence at the largest multiple"});
+               {"eval.tokens", "must cover one scored window", "eval.span"});
+  expect_error(run("eval " + (dir_ / "run").string() + " --multiples 1,32"), {"max(\"eval.multiples\")", "eval.span"});
+  expect_error(run("eval " + (dir_ / "run").string() + " --stride 8"), {"--stride belongs to --protocol sliding"});
+  expect_error(run("eval " + (dir_ / "run").string() + " --protocol sliding --stride 17"),
+               {"\"eval.stride\" of the sliding protocol must be at most the shortest evaluated context"});
+  // The data's end-of-text ids (256) open documents of exactly 256 tokens.
+  const Result d = run("eval " + (dir_ / "run").string() + " --protocol documents --span 256 --tokens 512");
+  EXPECT_EQ(d.status, 0) << d.output;
+  EXPECT_NE(d.output.find("(documents protocol, 2 window(s) of 256 tokens"), std::string::npos) << d.output;
+  expect_error(run("eval " + (dir_ / "run").string() + " --protocol documents --span 257 --tokens 514"),
+               {"eval.protocol \"documents\"", "has 0 document(s) of at least eval.span = 257 tokens",
+                "asks for 2"});
   const Result s = run("sample " + (dir_ / "run").string() + " --prompt abc --tokens 5 --seed 1");
   EXPECT_EQ(s.status, 0) << s.output;
   // The cpu computes in float32 only: --precision bf16 without --device cuda is refused.

@@ -97,7 +97,7 @@ TEST_F(ConvertCli, ImportEvaluateAndExportBack) {
   EXPECT_EQ(tokens, 16);
   EXPECT_TRUE(fs::exists(p("loss.json")));
   // The default 1x evaluation runs on a converted model too.
-  r = run("eval " + p("c.ckpt") + " --data '" + p("val_*.bin") + "' --tokens 32 --out " + p("x.json"));
+  r = run("eval " + p("c.ckpt") + " --data '" + p("val_*.bin") + "' --tokens 32 --span 32 --out " + p("x.json"));
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("1x"), std::string::npos) << r.output;
 
@@ -127,7 +127,7 @@ TEST_F(ConvertCli, FineTunesAnImportedModelWithTrainResume) {
   const std::string data = p("val_*.bin");
   r = run("train --resume " + p("c.ckpt") + " --set run.dir=" + p("ft") + " --set 'data.train=" + data +
           "' --set 'data.val=" + data + "' --set train.steps=20 --set train.warmup_steps=0 --set train.batch_size=2 --set train.lr=0.003 --set train.lr_min=0.0001" +
-          " --set eval.tokens=16");
+          " --set eval.tokens=16 --set eval.span=16");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(fs::exists(p("ft/checkpoints/step_00000020.bin")));
   r = run("eval " + p("ft") + " --data '" + data + "' --context 8 --batch 2");
@@ -149,7 +149,7 @@ TEST_F(ConvertCli, FineTunesAnImportedModelWithRope) {
   cfg["model"]["max_position"] = 0;
   cfg["data"]["train"] = cfg["data"]["val"] = p("val_*.bin");
   cfg["train"].update({{"steps", 1}, {"warmup_steps", 0}, {"batch_size", 2}, {"lr", 1e-12}, {"lr_min", 0}});
-  cfg["eval"].update({{"multiples", {1, 2}}, {"tokens", 16}});
+  cfg["eval"].update({{"multiples", {1, 2}}, {"tokens", 16}, {"span", 16}});
   cfg["run"]["dir"] = p("rope_ft");
   cfg["train"]["init_from"] = p("c.ckpt");
   std::ofstream(p("rope_ft.json")) << cfg.dump();

@@ -85,7 +85,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 75u);
+  EXPECT_EQ(from_schema.size(), 78u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -236,13 +236,20 @@ TEST(ConfigCrossField, LearnedMaxPositionCoversContext) {
   EXPECT_EQ(parse(R"({"model": {"position": "learned", "max_position": 2048}})").model.position_rows(), 2048);
 }
 
-TEST(ConfigCrossField, EvalTokensCoverTheLongestSequence) {
-  // Largest multiple 16 at context 128: one sequence is 2048 tokens.
+TEST(ConfigCrossField, EvalTokensCoverOneSpanAndTheSpanTheLongestSequence) {
+  // The default span is 16 * 128 = 2048 tokens, whichever multiples are asked.
   expect_contains(parse_error(R"({"model": {"context": 128}, "eval": {"tokens": 2047}})"),
-                  {"\"eval.tokens\" must cover one sequence at the largest multiple", "eval.tokens = 2047",
-                   "model.context = 128"});
+                  {"\"eval.tokens\" must cover one scored window", "eval.tokens = 2047", "model.context = 128"});
   EXPECT_NO_THROW(parse(R"({"model": {"context": 128}, "eval": {"tokens": 2048}})"));
-  EXPECT_NO_THROW(parse(R"({"model": {"context": 128}, "eval": {"tokens": 512, "multiples": [1, 4]}})"));
+  expect_contains(parse_error(R"({"model": {"context": 128}, "eval": {"tokens": 512, "multiples": [1, 4]}})"),
+                  {"\"eval.tokens\" must cover one scored window", "eval.span = 0"});
+  EXPECT_NO_THROW(parse(R"({"model": {"context": 128}, "eval": {"tokens": 512, "span": 512, "multiples": [1, 4]}})"));
+  expect_contains(parse_error(R"({"model": {"context": 128}, "eval": {"multiples": [1, 32]}})"),
+                  {"must fit in one scored window", "eval.multiples = [1,32]"});
+  EXPECT_NO_THROW(parse(R"({"model": {"context": 128}, "eval": {"multiples": [1, 32], "span": 4096}})"));
+  expect_contains(parse_error(R"({"model": {"context": 128}, "eval": {"multiples": [2, 4], "stride": 257}})"),
+                  {"\"eval.stride\" of the sliding protocol", "eval.stride = 257"});
+  expect_contains(parse_error(R"({"eval": {"protocol": "windows"}})"), {"eval.protocol", "chunks", "sliding", "documents"});
 }
 
 TEST(ConfigCrossField, LrMinAtMostLr) {

@@ -58,7 +58,7 @@ TEST_P(PresetConfig, TrainsWithFiniteDecreasingLoss) {
                                  {"data.train=" + (dir / "p_train_*.bin").string(),
                                   "data.val=" + (dir / "p_val_*.bin").string(), "run.dir=" + (dir / "run").string(),
                                   "train.steps=12", "train.batch_size=4", "train.warmup_steps=3",
-                                  "train.log_every=1", "eval.multiples=[1,2]", "eval.tokens=512"});
+                                  "train.log_every=1", "eval.multiples=[1,2]", "eval.tokens=512", "eval.span=256"});
   EXPECT_EQ(cfg.attention.preset, GetParam());
   ASSERT_EQ(run_training(cfg, ""), 0);
   std::map<int, double> losses = test::train_losses(dir / "run");

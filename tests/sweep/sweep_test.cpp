@@ -36,7 +36,7 @@ class Sweep : public ::testing::Test {
                                       << R"(", "val": ")" << (dir_ / "data" / "t_val_*.bin").string()
                                       << R"(", "passkey_fraction": 0.2},
         "train": {"batch_size": 2, "steps": 3, "warmup_steps": 1, "threads": 1},
-        "eval": {"multiples": [1, 2], "tokens": 160}})";
+        "eval": {"multiples": [1, 2], "tokens": 160, "span": 80}})";
   }
   void TearDown() override { fs::remove_all(dir_); }
 
