@@ -1,7 +1,9 @@
 #include "sweep/stats.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
 
 #include "core/check.h"
 
@@ -114,6 +116,38 @@ PairedTest paired_t(const std::vector<double>& a, const std::vector<double>& b, 
   }
   r.t = r.mean / (r.sd / std::sqrt(static_cast<double>(r.n)));
   r.p = 2 * t_cdf(-std::fabs(r.t), r.n - 1);
+  return r;
+}
+
+PairedTest paired_bootstrap(const std::vector<double>& a, const std::vector<double>& b, double level,
+                            const BootstrapOptions& opt) {
+  GPT_CHECK(a.size() == b.size(), "paired_bootstrap: ", a.size(), " values against ", b.size(), "; pairs must match");
+  GPT_CHECK(opt.resamples >= 1, "paired_bootstrap: resamples must be >= 1");
+  std::vector<double> d;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::isfinite(a[i]) && std::isfinite(b[i])) d.push_back(a[i] - b[i]);
+  const MeanInterval m = mean_interval(d, level);
+  PairedTest r;
+  r.n = m.n, r.mean = m.mean, r.sd = m.sd, r.t = kNaN;
+  if (r.n < 2) {
+    r.lo = r.hi = r.p = kNaN;
+    return r;
+  }
+  std::mt19937_64 rng(opt.seed);
+  const size_t n = d.size();
+  std::vector<double> means(static_cast<size_t>(opt.resamples));
+  int le = 0, ge = 0;
+  for (auto& x : means) {
+    double s = 0;
+    for (size_t i = 0; i < n; ++i) s += d[rng() % n];
+    x = s / static_cast<double>(n);
+    le += x <= 0, ge += x >= 0;
+  }
+  std::sort(means.begin(), means.end());
+  const size_t cut = static_cast<size_t>(std::floor((1 - level) / 2 * opt.resamples));
+  r.lo = means[cut];
+  r.hi = means[means.size() - 1 - cut];
+  r.p = std::clamp(2.0 * std::min(le, ge) / opt.resamples, 1.0 / opt.resamples, 1.0);
   return r;
 }
 

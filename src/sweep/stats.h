@@ -37,4 +37,20 @@ struct PairedTest {
 };
 PairedTest paired_t(const std::vector<double>& a, const std::vector<double>& b, double level = 0.95);
 
+// The paired bootstrap of a against b over shared units (the validation
+// windows of one seed, a[k] and b[k] from window k): d = a - b; `resamples`
+// times, n windows are drawn with replacement (index = rng() % n, rng =
+// std::mt19937_64 seeded with `seed`) and their mean difference kept. The
+// interval is the percentile interval of those means (the floor((1-level)/2
+// · R)-th and the R-1-floor(...)-th of them sorted); p is twice the smaller
+// share of means <= 0 and >= 0, at most 1 and at least 1/R. mean is the
+// observed mean difference, sd the sample sd of d; t is NaN. With n < 2 the
+// interval and p are NaN.
+struct BootstrapOptions {
+  int resamples = 10000;
+  unsigned long long seed = 20261202;
+};
+PairedTest paired_bootstrap(const std::vector<double>& a, const std::vector<double>& b, double level = 0.95,
+                            const BootstrapOptions& opt = {});
+
 }  // namespace gpt::stats

@@ -278,7 +278,8 @@ SweepPlan load_sweep(const std::string& path) {
   if (j.contains("evals")) {
     GPT_CHECK(j["evals"].is_array(), path, ": \"evals\" must be an array");
     for (const auto& e : j["evals"]) {
-      check_keys(e, "evals[]", {"name", "run", "attention", "set", "context", "context_set"}, path);
+      check_keys(e, "evals[]", {"name", "run", "attention", "set", "context", "context_set", "protocol", "stride"},
+                 path);
       SweepEval ev;
       ev.name = get_as<std::string>(e, "name", "evals[].", path, "");
       check_name(ev.name, "eval", path);
@@ -290,8 +291,17 @@ SweepPlan load_sweep(const std::string& path) {
       ev.set = get_as<std::vector<std::string>>(e, "set", "evals[].", path, {});
       ev.context = get_as<std::string>(e, "context", "evals[].", path, "");
       ev.context_set = get_as<std::vector<std::string>>(e, "context_set", "evals[].", path, {});
-      GPT_CHECK(!ev.attention.empty() || !ev.set.empty() || !ev.context.empty() || !ev.context_set.empty(), path,
-                ": eval \"", ev.name, "\" changes nothing; give \"attention\", \"set\", \"context\" or \"context_set\"");
+      ev.protocol = get_as<std::string>(e, "protocol", "evals[].", path, "");
+      ev.stride = get_as<int>(e, "stride", "evals[].", path, 0);
+      GPT_CHECK(ev.protocol.empty() || ev.protocol == "chunks" || ev.protocol == "sliding" || ev.protocol == "documents",
+                path, ": eval \"", ev.name, "\": \"protocol\" \"", ev.protocol,
+                "\" is not one of chunks, sliding, documents");
+      GPT_CHECK(ev.stride >= 0 && (ev.stride == 0 || ev.protocol == "sliding"), path, ": eval \"", ev.name,
+                "\": \"stride\" must be a positive number of tokens, with \"protocol\": \"sliding\"");
+      GPT_CHECK(!ev.attention.empty() || !ev.set.empty() || !ev.context.empty() || !ev.context_set.empty() ||
+                    !ev.protocol.empty(),
+                path, ": eval \"", ev.name,
+                "\" changes nothing; give \"attention\", \"set\", \"context\", \"context_set\" or \"protocol\"");
       if (!ev.context.empty()) {
         GPT_CHECK(ev.context.find_first_not_of("0123456789") != std::string::npos, path, ": eval \"", ev.name,
                   "\": \"context\" names context-extension methods (", context_method_names(), "), not a length");
@@ -373,6 +383,8 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
       for (const auto& s : e.set) job.argv.insert(job.argv.end(), {"--attention-set", s});
       if (!e.context.empty()) job.argv.insert(job.argv.end(), {"--context", e.context});
       for (const auto& s : e.context_set) job.argv.insert(job.argv.end(), {"--context-set", s});
+      if (!e.protocol.empty()) job.argv.insert(job.argv.end(), {"--protocol", e.protocol});
+      if (e.stride > 0) job.argv.insert(job.argv.end(), {"--stride", std::to_string(e.stride)});
       job.argv.insert(job.argv.end(), {"--out", job.done.string()});
       jobs.push_back(job);
     }
@@ -459,6 +471,8 @@ std::string summarize_sweep(const SweepPlan& plan) {
     for (const auto& s : e.set) how += (how.empty() ? "" : " ") + std::string("--attention-set ") + s;
     if (!e.context.empty()) how += (how.empty() ? "" : " ") + std::string("--context ") + e.context;
     for (const auto& s : e.context_set) how += (how.empty() ? "" : " ") + std::string("--context-set ") + s;
+    if (!e.protocol.empty()) how += (how.empty() ? "" : " ") + std::string("--protocol ") + e.protocol;
+    if (e.stride > 0) how += " --stride " + std::to_string(e.stride);
     Variant v{e.name, "eval of " + e.run + ": " + how, e.run, plan.run(e.run).seeds, {}, {}, {}};
     for (uint64_t s : v.seeds) {
       auto j = read_json_if(fs::path(plan.run_dir(e.run, s)) / "eval" / (e.name + ".json"));
@@ -477,6 +491,38 @@ std::string summarize_sweep(const SweepPlan& plan) {
       break;
     }
   GPT_CHECK(!multiples.empty(), "sweep: no finished results under ", plan.dir, "; run the sweep first");
+  // One table compares numbers only when every result scored the same tokens:
+  // the same validation data, span and windows (the protocol may differ: it
+  // changes the context each token sees, not which tokens are scored).
+  {
+    auto scored_tokens = [](const json& res) {
+      json s = res.contains("scored") ? res.at("scored") : json(nullptr);
+      if (s.is_object()) s.erase("protocol"), s.erase("stride");
+      return s;
+    };
+    const json* first = nullptr;
+    std::string first_name;
+    for (const auto& v : vars)
+      for (size_t i = 0; i < v.results.size(); ++i) {
+        const std::string name = v.name + " seed " + std::to_string(v.result_seeds[i]);
+        if (!first) {
+          first = &v.results[i], first_name = name;
+          continue;
+        }
+        const json a = scored_tokens(*first), b = scored_tokens(v.results[i]);
+        if (a == b) continue;
+        std::string what = "their scored windows";
+        for (const char* k : {"validation_tokens", "span", "windows", "starts"})
+          if (!a.is_object() || !b.is_object() || a.value(k, json()) != b.value(k, json())) {
+            what = std::string("\"") + k + "\"";
+            break;
+          }
+        fail("sweep: ", first_name, " and ", name, " were not scored on the same tokens (", what,
+             " differ; results without a \"scored\" record predate it), so they cannot share a table. Re-evaluate "
+             "with the same data, eval.span and eval.tokens (gpt eval RUN --span ... --tokens ...), or delete the "
+             "stale result to have the sweep redo it");
+      }
+  }
   auto row_of = [&](const json& res, int m) -> const json* {
     for (const auto& row : res.at("multiples"))
       if (row.at("multiple").get<int>() == m) return &row;
@@ -509,12 +555,38 @@ std::string summarize_sweep(const SweepPlan& plan) {
   const Variant* base = nullptr;
   for (const auto& v : vars)
     if (v.name == plan.baseline) base = &v;
+  // The per-window losses of variant v's seed at multiple m (empty if not recorded).
+  auto windows_of = [&](const Variant& v, uint64_t seed, int m) {
+    std::vector<double> w;
+    for (size_t i = 0; i < v.results.size(); ++i)
+      if (v.result_seeds[i] == seed)
+        if (const json* row = row_of(v.results[i], m); row && row->contains("window_losses"))
+          for (const auto& x : row->at("window_losses")) w.push_back(num(x));
+    return w;
+  };
+  // Over seeds: the paired t-test. With one shared seed: the paired bootstrap
+  // over the validation windows both scored (the table check above makes them
+  // the same windows); `windows` is then their number, else 0.
+  struct Paired {
+    stats::PairedTest t;
+    size_t windows = 0;
+  };
   auto paired_at = [&](const Variant& v, int m) {
     const auto a = loss_by_seed(v, m), b = loss_by_seed(*base, m);
     std::vector<double> xa, xb;
+    std::vector<uint64_t> shared;
     for (const auto& [seed, x] : a)
-      if (b.count(seed)) xa.push_back(x), xb.push_back(b.at(seed));
-    return stats::paired_t(xa, xb);
+      if (b.count(seed)) xa.push_back(x), xb.push_back(b.at(seed)), shared.push_back(seed);
+    Paired p{stats::paired_t(xa, xb), 0};
+    if (shared.size() == 1) {
+      const auto wa = windows_of(v, shared[0], m), wb = windows_of(*base, shared[0], m);
+      if (wa.size() >= 2 && wa.size() == wb.size()) {
+        p.t = stats::paired_bootstrap(wa, wb);
+        p.t.n = 1;  // one seed; the bootstrap's units are the windows
+        p.windows = wa.size();
+      }
+    }
+    return p;
   };
 
   const fs::path out = fs::path(plan.dir) / "summary";
@@ -551,11 +623,15 @@ std::string summarize_sweep(const SweepPlan& plan) {
     if (base && &v != base) {
       json paired = {{"baseline", base->name}, {"multiples", json::array()}};
       for (int m : multiples) {
-        const stats::PairedTest t = paired_at(v, m);
-        paired["multiples"].push_back({{"multiple", m}, {"seeds", t.n}, {"diff_mean", number_or_null(t.mean)},
-                                       {"diff_ci95_lo", number_or_null(t.lo)}, {"diff_ci95_hi", number_or_null(t.hi)},
-                                       {"t", number_or_null(t.t)}, {"p", number_or_null(t.p)},
-                                       {"distinguishable", t.distinguishable()}});
+        const Paired pr = paired_at(v, m);
+        const stats::PairedTest& t = pr.t;
+        paired["multiples"].push_back(
+            {{"multiple", m}, {"seeds", t.n},
+             {"method", pr.windows ? "paired bootstrap over validation windows (one seed)" : "paired t over seeds"},
+             {"windows", pr.windows}, {"diff_mean", number_or_null(t.mean)},
+             {"diff_ci95_lo", number_or_null(t.lo)}, {"diff_ci95_hi", number_or_null(t.hi)},
+             {"t", number_or_null(t.t)}, {"p", number_or_null(t.p)},
+             {"distinguishable", pr.windows ? std::isfinite(t.lo) && (t.lo > 0 || t.hi < 0) : t.distinguishable()}});
       }
       jv["paired"] = paired;
     }
@@ -588,9 +664,17 @@ std::string summarize_sweep(const SweepPlan& plan) {
     md << "\n";
     for (const auto& v : vars) {
       if (&v == base) continue;
-      md << "| `" << v.name << "` | " << paired_at(v, multiples.front()).n << " |";
+      md << "| `" << v.name << "` | " << paired_at(v, multiples.front()).t.n << " |";
       for (int m : multiples) {
-        const stats::PairedTest t = paired_at(v, m);
+        const Paired pr = paired_at(v, m);
+        const stats::PairedTest& t = pr.t;
+        if (pr.windows) {
+          const bool dist = std::isfinite(t.lo) && (t.lo > 0 || t.hi < 0);
+          md << " " << fmt_signed(t.mean) << " [" << fmt_signed(t.lo) << ", " << fmt_signed(t.hi) << "], p "
+             << fmt_p(t.p) << " (bootstrap, " << pr.windows << " windows)" << (dist ? "" : ", not distinguishable")
+             << " |";
+          continue;
+        }
         if (t.n < 2) {
           md << " " << (t.n == 1 ? fmt_signed(t.mean) + " (1 seed, no test)" : std::string("–")) << " |";
           continue;
@@ -600,8 +684,9 @@ std::string summarize_sweep(const SweepPlan& plan) {
       }
       md << "\n";
     }
-    md << "\nA difference whose interval contains 0 is marked not distinguishable: it is inside the seed noise. "
-          "Negative is a lower loss than the baseline.\n";
+    md << "\nA difference whose interval contains 0 is marked not distinguishable: it is inside the seed noise "
+          "(with one shared seed, inside the window-to-window noise of the paired bootstrap, which says nothing "
+          "about seeds). Negative is a lower loss than the baseline.\n";
   }
 
   md << "\n## Attention diagnostics (mean over layers, heads, rows and seeds)\n\n| variant |";

@@ -3,14 +3,18 @@
 // density (Simpson, double precision), a paired example worked by hand, and
 // the summary's "not distinguishable" marking on constructed seed results.
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
+#include "core/check.h"
 #include "sweep/stats.h"
 #include "sweep/sweep.h"
 
@@ -83,6 +87,43 @@ TEST(Stats, MeanIntervalAndPairedTestWorkedByHand) {
 
 // Constructed results of a 3-seed sweep: `close` differs from softmax by
 // noise (marked not distinguishable), `worse` by a steady +0.1 (p small).
+// The paired bootstrap against the procedure written out here with the same
+// generator: R resamples of n indices rng() % n, percentile interval, p from
+// the shares on either side of 0.
+TEST(Stats, PairedBootstrapMatchesTheProcedureWithAFixedSeed) {
+  const std::vector<double> a = {2.10, 2.31, 1.95, 2.40, 2.02, 2.25, 2.18, 1.99};
+  const std::vector<double> b = {2.05, 2.20, 1.97, 2.31, 1.96, 2.21, 2.10, 2.00};
+  stats::BootstrapOptions opt;
+  opt.resamples = 2000;
+  opt.seed = 7;
+  const stats::PairedTest t = stats::paired_bootstrap(a, b, 0.95, opt);
+  std::mt19937_64 rng(7);
+  std::vector<double> means;
+  int le = 0, ge = 0;
+  for (int r = 0; r < 2000; ++r) {
+    double s = 0;
+    for (int i = 0; i < 8; ++i) {
+      const size_t k = rng() % 8;
+      s += a[k] - b[k];
+    }
+    means.push_back(s / 8);
+    le += means.back() <= 0, ge += means.back() >= 0;
+  }
+  std::sort(means.begin(), means.end());
+  EXPECT_EQ(t.n, 8);
+  EXPECT_NEAR(t.mean, 0.05, 1e-12);  // (0.05 + 0.11 - 0.02 + 0.09 + 0.06 + 0.04 + 0.08 - 0.01) / 8
+  EXPECT_EQ(t.lo, means[50]);        // floor(0.025 * 2000) = 50
+  EXPECT_EQ(t.hi, means[1949]);
+  EXPECT_DOUBLE_EQ(t.p, std::max(2.0 * std::min(le, ge) / 2000, 1.0 / 2000));
+  EXPECT_TRUE(t.distinguishable()) << t.lo << " " << t.hi;  // 6 of 8 windows favour b
+  // Differences symmetric around 0: inside the noise.
+  const stats::PairedTest z = stats::paired_bootstrap({1, 2, 3, 4}, {2, 1, 4, 3});
+  EXPECT_FALSE(z.distinguishable());
+  EXPECT_LE(z.lo, 0);
+  EXPECT_GE(z.hi, 0);
+  EXPECT_TRUE(std::isnan(stats::paired_bootstrap({1}, {2}).p));
+}
+
 TEST(Stats, SweepSummaryMarksDifferencesInsideTheSeedNoise) {
   const fs::path dir = fs::temp_directory_path() / ("gpt_stats_test_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -126,6 +167,66 @@ TEST(Stats, SweepSummaryMarksDifferencesInsideTheSeedNoise) {
       EXPECT_TRUE(v["paired"]["multiples"][0]["distinguishable"].get<bool>());
       EXPECT_NEAR(v["paired"]["multiples"][0]["diff_mean"].get<double>(), 0.1, 1e-12);
     }
+  fs::remove_all(dir);
+}
+
+// One seed: the paired bootstrap over the shared validation windows; and a
+// sweep refuses to put results scored on different windows in one table.
+TEST(Stats, SweepSummaryBootstrapsOneSeedAndRefusesDifferentSpans) {
+  const fs::path dir = fs::temp_directory_path() / ("gpt_stats_test1_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "base.json") << R"({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "context": 8}})";
+  std::ofstream(dir / "sweep.json") << R"({"dir": ")" << (dir / "out").string() << R"(", "base": ")"
+                                    << (dir / "base.json").string() << R"(", "seeds": [1], "runs": [
+      {"name": "softmax"}, {"name": "same"}, {"name": "better"}]})";
+  const SweepPlan plan = load_sweep((dir / "sweep.json").string());
+  const nlohmann::json scored = {{"protocol", "chunks"}, {"span", 16}, {"windows", 4}, {"validation_tokens", 1000},
+                                 {"starts", {0, 250, 500, 750}}};
+  const std::map<std::string, std::vector<double>> windows = {{"softmax", {2.0, 2.2, 1.8, 2.1}},
+                                                              {"same", {2.1, 2.1, 1.9, 2.0}},
+                                                              {"better", {1.8, 2.0, 1.6, 1.9}}};
+  auto write = [&](const std::string& name, const nlohmann::json& sc) {
+    const auto& w = windows.at(name);
+    const fs::path run = fs::path(plan.run_dir(name, 1));
+    fs::create_directories(run);
+    nlohmann::json row = {{"multiple", 1},
+                          {"loss", (w[0] + w[1] + w[2] + w[3]) / 4},
+                          {"loss_past_train", nullptr},
+                          {"window_losses", w},
+                          {"attention_diagnostics", {{{"sink", 0.1}, {"entropy", 1.0}}}},
+                          {"profile", {{{"start", 0}, {"end", 8}, {"loss", 2.0}}}}};
+    std::ofstream(run / "extrapolation.json")
+        << nlohmann::json{{"trained_context", 8}, {"scored", sc}, {"multiples", {row}}};
+  };
+  for (const auto& [name, w] : windows) write(name, scored);
+  const std::string md = summarize_sweep(plan);
+  const size_t same = md.find("| `same` | 1 |", md.find("Paired difference"));
+  const size_t better = md.find("| `better` | 1 |", md.find("Paired difference"));
+  ASSERT_NE(same, std::string::npos) << md;
+  ASSERT_NE(better, std::string::npos) << md;
+  const std::string same_row = md.substr(same, md.find('\n', same) - same);
+  const std::string better_row = md.substr(better, md.find('\n', better) - better);
+  EXPECT_NE(same_row.find("(bootstrap, 4 windows), not distinguishable"), std::string::npos) << same_row;
+  EXPECT_NE(better_row.find("-0.2000"), std::string::npos) << better_row;  // every window 0.2 lower
+  EXPECT_EQ(better_row.find("not distinguishable"), std::string::npos) << better_row;
+  // A result scored on other windows cannot join the table.
+  nlohmann::json other = scored;
+  other["starts"] = {0, 200, 400, 600};
+  write("same", other);
+  try {
+    summarize_sweep(plan);
+    FAIL() << "different windows accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("were not scored on the same tokens (\"starts\" differ"), std::string::npos)
+        << e.what();
+  }
+  // The protocol alone may differ: the same tokens, other contexts.
+  other = scored;
+  other["protocol"] = "sliding";
+  other["stride"] = 8;
+  write("same", other);
+  EXPECT_NO_THROW(summarize_sweep(plan));
   fs::remove_all(dir);
 }
 
