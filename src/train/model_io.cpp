@@ -208,7 +208,16 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
     nlohmann::json j = config_to_json(m.config);
     if (!attention.preset.empty()) j["attention"] = {{"preset", attention.preset}};
     if (!attention.context_methods.empty()) j["context"] = context_methods_to_json(attention.context_methods);
-    if (!attention.multiples.empty()) j["eval"]["multiples"] = attention.multiples;
+    if (!attention.multiples.empty()) {
+      // For the context rules only: a span and tokens that hold the longest
+      // multiple (gpt eval checks its own --span and --tokens afterwards).
+      j["eval"]["multiples"] = attention.multiples;
+      const int max_m = *std::max_element(attention.multiples.begin(), attention.multiples.end());
+      const int64_t span = std::max<int64_t>(eval_span(m.config.eval, m.config.model.context),
+                                             static_cast<int64_t>(max_m) * m.config.model.context);
+      j["eval"]["span"] = span;
+      j["eval"]["tokens"] = std::max<int64_t>(m.config.eval.tokens, span);
+    }
     Config wanted;
     try {
       for (const std::string& set : attention.sets) apply_override(j, "attention." + set);
@@ -217,7 +226,7 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
     } catch (const Error& e) {
       fail(attention.context_empty() ? "attention override: " : "attention/context override: ", e.what());
     }
-    wanted.eval.multiples = m.config.eval.multiples;  // the caller's multiples were for the check only
+    wanted.eval = m.config.eval;  // the caller's multiples were for the check only
     const AttentionSpec wanted_spec = resolve_attention(wanted);
     check_attention_compatible(spec, wanted_spec, attention_summary(m.config.attention, spec),
                                attention_summary(wanted.attention, wanted_spec));

@@ -82,6 +82,11 @@ TEST_F(Cli, TrainsAndEvaluatesATinyModel) {
                {"eval.tokens", "must cover one scored window", "eval.span"});
   expect_error(run("eval " + (dir_ / "run").string() + " --multiples 1,32"), {"max(\"eval.multiples\")", "eval.span"});
   expect_error(run("eval " + (dir_ / "run").string() + " --stride 8"), {"--stride belongs to --protocol sliding"});
+  // A longer span admits longer multiples, with an attention override too.
+  const Result longer = run("eval " + (dir_ / "run").string() + " --multiples 1,32 --span 512 --tokens 512 "
+                            "--attention logn --out " + (dir_ / "long.json").string());
+  EXPECT_EQ(longer.status, 0) << longer.output;
+  EXPECT_NE(longer.output.find("32x"), std::string::npos) << longer.output;
   expect_error(run("eval " + (dir_ / "run").string() + " --protocol sliding --stride 17"),
                {"\"eval.stride\" of the sliding protocol must be at most the shortest evaluated context"});
   // The data's end-of-text ids (256) open documents of exactly 256 tokens.
