@@ -297,7 +297,7 @@ void add_eval(CLI::App& app) {
       ->check(positive());
   cmd->add_option("--span", args->span,
                   "Tokens of each scored window, the same at every multiple (default: the run's eval.span, "
-                  "0 = 16*T); two results compare when they share data, span, tokens and protocol")
+                  "0 = 16*T); two results score the same tokens when they share data, span and tokens (README: Evaluation protocols)")
       ->check(positive());
   cmd->add_option("--data", args->data, "Glob pattern of validation shards (default: the run's data.val)");
   cmd->add_option("--out", args->out, "Output JSON (default: RUN_DIR/eval/<checkpoint>.json; mean-loss mode: none)");

@@ -12,6 +12,7 @@
 #include "model/gpt.h"
 #include "tokenizer/bpe_train.h"
 #include "tokenizer/tokenizer.h"
+#include "../tokenizer/tokenizer_test_util.h"
 
 namespace fs = std::filesystem;
 
@@ -396,6 +397,18 @@ TEST_F(Extrapolation, BitsPerByteFromTheScoredTargetsBytes) {
   for (uint32_t id : ids) sum += bpe.bytes[id];
   EXPECT_EQ(sum, 11u);
   EXPECT_EQ(bpe.bytes[tok->end_of_text()], 0u);
+
+  // GPT-2's vocabulary (where its files are: CI has them in shared/).
+  if (!test::have_gpt2_dir()) GTEST_SKIP() << "GPT-2 vocabulary not found in " << test::gpt2_dir();
+  const EvalText g = eval_text("gpt2:" + test::gpt2_dir(), 50257);
+  EXPECT_EQ(g.separator, 50256);
+  EXPECT_EQ(g.bytes[50256], 0u);
+  const auto gtok = make_tokenizer("gpt2:" + test::gpt2_dir());
+  const std::string words = "Hello world, the bits per byte of caf\xc3\xa9!";  // 40 bytes, é is 2
+  uint64_t gsum = 0;
+  for (uint32_t id : gtok->encode(words)) gsum += g.bytes[id];
+  EXPECT_EQ(gsum, 40u);
+  EXPECT_LT(gtok->encode(words).size(), 20u) << "GPT-2 merges the words";
 }
 
 }  // namespace
