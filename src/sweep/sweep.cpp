@@ -570,6 +570,10 @@ std::string summarize_sweep(const SweepPlan& plan) {
   struct Paired {
     stats::PairedTest t;
     size_t windows = 0;
+    // The interval excludes 0 (the bootstrap's n counts seeds, so its test is on the interval alone).
+    bool distinguishable() const {
+      return windows ? std::isfinite(t.lo) && (t.lo > 0 || t.hi < 0) : t.distinguishable();
+    }
   };
   auto paired_at = [&](const Variant& v, int m) {
     const auto a = loss_by_seed(v, m), b = loss_by_seed(*base, m);
@@ -631,7 +635,7 @@ std::string summarize_sweep(const SweepPlan& plan) {
              {"windows", pr.windows}, {"diff_mean", number_or_null(t.mean)},
              {"diff_ci95_lo", number_or_null(t.lo)}, {"diff_ci95_hi", number_or_null(t.hi)},
              {"t", number_or_null(t.t)}, {"p", number_or_null(t.p)},
-             {"distinguishable", pr.windows ? std::isfinite(t.lo) && (t.lo > 0 || t.hi < 0) : t.distinguishable()}});
+             {"distinguishable", pr.distinguishable()}});
       }
       jv["paired"] = paired;
     }
@@ -669,10 +673,9 @@ std::string summarize_sweep(const SweepPlan& plan) {
         const Paired pr = paired_at(v, m);
         const stats::PairedTest& t = pr.t;
         if (pr.windows) {
-          const bool dist = std::isfinite(t.lo) && (t.lo > 0 || t.hi < 0);
           md << " " << fmt_signed(t.mean) << " [" << fmt_signed(t.lo) << ", " << fmt_signed(t.hi) << "], p "
-             << fmt_p(t.p) << " (bootstrap, " << pr.windows << " windows)" << (dist ? "" : ", not distinguishable")
-             << " |";
+             << fmt_p(t.p) << " (bootstrap, " << pr.windows << " windows)"
+             << (pr.distinguishable() ? "" : ", not distinguishable") << " |";
           continue;
         }
         if (t.n < 2) {
