@@ -293,11 +293,13 @@ void add_eval(CLI::App& app) {
                   "m*T advanced by --stride, each scoring its last --stride positions; documents: windows opening "
                   "documents (after an end-of-text) that hold a whole --span (README: Evaluation protocols)")
       ->check(CLI::IsMember({"chunks", "sliding", "documents"}));
-  cmd->add_option("--stride", args->stride, "Sliding protocol: stride S in tokens (default: the run's eval.stride, 0 = T)")
+  cmd->add_option("--stride", args->stride,
+                  "Sliding protocol: stride S in tokens (default: the run's eval.stride, 0 = T)")
       ->check(positive());
   cmd->add_option("--span", args->span,
                   "Tokens of each scored window, the same at every multiple (default: the run's eval.span, "
-                  "0 = 16*T); two results score the same tokens when they share data, span and tokens (README: Evaluation protocols)")
+                  "0 = 16*T); two results score the same tokens when they share data, span and tokens "
+                  "(README: Evaluation protocols)")
       ->check(positive());
   cmd->add_option("--data", args->data, "Glob pattern of validation shards (default: the run's data.val)");
   cmd->add_option("--out", args->out, "Output JSON (default: RUN_DIR/eval/<checkpoint>.json; mean-loss mode: none)");
