@@ -341,6 +341,15 @@ GPT_HD inline T inv_norm(const AttentionSpec& s, T z) {
 // division by the row's largest t keeps r <= 1: relu(t)^p itself overflows
 // float once t > ~370, and t reaches i − 1.
 GPT_HD inline double sharpen_offset(const AttentionSpec& s, int i) { return i <= s.offset_rows ? 0.0 : 1.0; }
+// t = i·a − o, rounded once (a fused multiply-add) in every kernel and in the
+// row's t_max alike: left to the compiler, contraction into an FMA differs
+// between instantiations and instruction sets, and t of the largest a must
+// equal t_max exactly (it gives r = 1), or a masked and an unmasked kernel of
+// the same row part in the last bits, amplified p times by the power.
+template <typename T>
+GPT_HD inline T sharpen_t(T i, T a, T offset) {
+  return fma(i, a, -offset);
+}
 template <typename T>
 GPT_HD inline T sharpen_value(T t, T t_max, T p) {
   return t > T(0) ? pow(t / t_max, p) : T(0);
@@ -377,7 +386,7 @@ struct Row {
   GPT_HD T u(const AttentionSpec& s, T x) const { return positivity(s.positivity, x - shift); }
   GPT_HD T a(const AttentionSpec& s, T x) const { return u(s, x) * inv_z; }
   GPT_HD T w_from_a(T a_val) const {
-    return sharpen ? sharpen_value(i * a_val - offset, t_max, p) * inv_r : a_val;
+    return sharpen ? sharpen_value(sharpen_t(i, a_val, offset), t_max, p) * inv_r : a_val;
   }
 };
 
@@ -390,7 +399,7 @@ GPT_HD inline Row<T> row_from_stats(const AttentionSpec& s, int i, const T* st) 
   const int ri = row_index(s, i);
   r.i = T(ri);
   r.offset = T(sharpen_offset(s, ri));
-  r.t_max = r.i * st[2] - r.offset;
+  r.t_max = sharpen_t(r.i, st[2], r.offset);
   r.p = T(s.p);
   r.sharpen = s.sharpened() && r.t_max > T(kSharpenMinTMax);
   r.inv_r = r.sharpen ? T(1) / st[3] : T(0);
@@ -401,7 +410,7 @@ GPT_HD inline Row<T> row_from_stats(const AttentionSpec& s, int i, const T* st) 
 // then dL/dx_ij. D = Σ_k w_k g_k, S = Σ_k a_k h_k (l1 only; pass 0 otherwise).
 template <typename T>
 GPT_HD inline T grad_a(const Row<T>& r, T a_val, T w, T g, T D) {
-  return r.sharpen ? r.i * sharpen_grad(w, r.i * a_val - r.offset, g, D, r.p) : g;
+  return r.sharpen ? r.i * sharpen_grad(w, sharpen_t(r.i, a_val, r.offset), g, D, r.p) : g;
 }
 // The same with u = φ(x − shift) already known (kernels that kept it).
 // φ'·(1/Z) is formed first: it is at most ~a <= 1 where Z is a sum of tiny

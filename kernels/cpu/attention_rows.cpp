@@ -46,7 +46,7 @@ void forward_row_scalar(T* row, const RowArgs<T>& a, const AttentionSpec& s, T* 
   if (!r.sharpen) return;  // w = a (a uniform row under re-weighting keeps a)
   T sum = 0;
   for (int j = 0; j < n; ++j)
-    sum += (row[j] = a.kept(j) ? attn::sharpen_value(r.i * row[j] - r.offset, r.t_max, r.p) : T(0));
+    sum += (row[j] = a.kept(j) ? attn::sharpen_value(attn::sharpen_t(r.i, row[j], r.offset), r.t_max, r.p) : T(0));
   st[3] = sum;
   const T inv = T(1) / sum;  // sum >= 1: the largest t contributes (t/t_max)^p = 1
   for (int j = 0; j < n; ++j) row[j] *= inv;
@@ -244,7 +244,7 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
     float* x = row + j0;
 #pragma omp simd
     for (int l = 0; l < L; ++l) {
-      const float t = ri * (x[l] * inv_z) - off;
+      const float t = attn::sharpen_t(ri, x[l] * inv_z, off);
       const float v = cm.in(j0 + l) && t > 0.0f ? pow01_v(t / t_max, p) : 0.0f;
       x[l] = v;
       rs[l] += v;
@@ -273,7 +273,7 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
         const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
         const float uu = phi_v<P>(x - shift);
         u[j0 + l] = uu;
-        const float t = ri * (uu * inv_z) - off;
+        const float t = attn::sharpen_t(ri, uu * inv_z, off);
         w[j0 + l] = cm.in(j0 + l) && t > 0.0f ? pow01_v(t / t_max, p) * inv_r : 0.0f;
       }
     } else {
@@ -304,7 +304,7 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
         const float av = u[j0 + l] * inv_z;
-        const float t = ri * av - off;
+        const float t = attn::sharpen_t(ri, av, off);
         const bool in = cm.in(j0 + l);
         const float h = in && t > 0.0f ? ri * (p * w[j0 + l] / t * (g[j0 + l] - D)) : 0.0f;
         g[j0 + l] = h;

@@ -346,7 +346,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
         float e = 0.f;
         if (row_ok && pair_in(s, part, i0, j0 + jj)) {
           const float a = row.a(s, x);
-          e = row.sharpen ? attn::sharpen_value(row.i * a - row.offset, row.t_max, row.p) : a;
+          e = row.sharpen ? attn::sharpen_value(attn::sharpen_t(row.i, a, row.offset), row.t_max, row.p) : a;
         }
         R += e;
         acc.axpy(e, vs + jj * G::D4, lane);
