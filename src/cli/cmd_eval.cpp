@@ -292,7 +292,7 @@ void add_eval(CLI::App& app) {
                   "chunks: non-overlapping sequences of m*T (default: the run's eval.protocol); sliding: windows of "
                   "m*T advanced by --stride, each scoring its last --stride positions; documents: windows opening "
                   "documents (after an end-of-text) that hold a whole --span (README: Evaluation protocols)")
-      ->check(CLI::IsMember({"chunks", "sliding", "documents"}));
+      ->check(CLI::IsMember(eval_protocols()));
   cmd->add_option("--stride", args->stride,
                   "Sliding protocol: stride S in tokens (default: the run's eval.stride, 0 = T)")
       ->check(positive());

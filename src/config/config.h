@@ -78,6 +78,12 @@ struct EvalConfig {
   int stride = 0;                   // sliding: windows advance by S tokens; 0 = model.context
 };
 
+// The evaluation protocols (eval.protocol, gpt eval --protocol, sweep evals[].protocol).
+inline const std::vector<std::string>& eval_protocols() {
+  static const std::vector<std::string> names = {"chunks", "sliding", "documents"};
+  return names;
+}
+
 // The span of eval (0: 16 times the training context T).
 inline int64_t eval_span(const EvalConfig& e, int T) { return e.span > 0 ? e.span : int64_t{16} * T; }
 // The stride of the sliding protocol (0: T).

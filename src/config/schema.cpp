@@ -131,7 +131,7 @@ std::vector<Key> make_keys() {
       {GPT_KEY(eval, span), between(0, 1LL << 40),
        "tokens of each scored window (the same tokens at every multiple, cut into sequences of m * model.context); "
        "0 = 16 * model.context"},
-      {GPT_KEY(eval, protocol), one_of({"chunks", "sliding", "documents"}),
+      {GPT_KEY(eval, protocol), one_of(std::vector<std::string_view>(eval_protocols().begin(), eval_protocols().end())),
        "chunks: non-overlapping sequences of m * model.context; sliding: windows of m * model.context advanced by "
        "eval.stride, scoring their last eval.stride positions; documents: windows opening documents that hold a "
        "whole span"},

@@ -293,9 +293,12 @@ SweepPlan load_sweep(const std::string& path) {
       ev.context_set = get_as<std::vector<std::string>>(e, "context_set", "evals[].", path, {});
       ev.protocol = get_as<std::string>(e, "protocol", "evals[].", path, "");
       ev.stride = get_as<int>(e, "stride", "evals[].", path, 0);
-      GPT_CHECK(ev.protocol.empty() || ev.protocol == "chunks" || ev.protocol == "sliding" || ev.protocol == "documents",
-                path, ": eval \"", ev.name, "\": \"protocol\" \"", ev.protocol,
-                "\" is not one of chunks, sliding, documents");
+      const auto& protocols = eval_protocols();
+      std::string protocol_list;
+      for (const auto& name : protocols) protocol_list += (protocol_list.empty() ? "" : ", ") + name;
+      GPT_CHECK(ev.protocol.empty() || std::find(protocols.begin(), protocols.end(), ev.protocol) != protocols.end(),
+                path, ": eval \"", ev.name, "\": \"protocol\" \"", ev.protocol, "\" is not one of ",
+                protocol_list);
       GPT_CHECK(ev.stride >= 0 && (ev.stride == 0 || ev.protocol == "sliding"), path, ": eval \"", ev.name,
                 "\": \"stride\" must be a positive number of tokens, with \"protocol\": \"sliding\"");
       GPT_CHECK(!ev.attention.empty() || !ev.set.empty() || !ev.context.empty() || !ev.context_set.empty() ||
@@ -551,6 +554,27 @@ std::string summarize_sweep(const SweepPlan& plan) {
     for (const auto& [seed, x] : loss_by_seed(v, m)) xs.push_back(x);
     return stats::mean_interval(xs);
   };
+  // One seed: the 95% interval of a mean over the K validation windows of
+  // that result's row (its "windows": the layout's K), from the standard
+  // error the evaluation wrote (loss ± t(0.975, K - 1) · se). bucket: a
+  // profile entry of the row instead (its "loss" and "se"). NaN where the
+  // result has no standard error (one window, or written before it had one).
+  auto window_interval = [&](const json* row, const char* key, const char* se_key, const json* bucket = nullptr) {
+    stats::MeanInterval ci;
+    ci.lo = ci.hi = NAN;
+    if (!row) return ci;
+    const json& src = bucket ? *bucket : *row;
+    const double x = num(src.value(bucket ? "loss" : key, json()));
+    const double se = num(src.value(bucket ? "se" : se_key, json()));
+    const size_t windows = row->contains("window_losses") ? row->at("window_losses").size() : 0;
+    ci.n = static_cast<int>(windows);
+    ci.mean = x;
+    if (windows < 2 || !std::isfinite(se) || !std::isfinite(x)) return ci;
+    const double t = stats::t_quantile(0.975, static_cast<double>(windows - 1));
+    ci.lo = x - t * se;
+    ci.hi = x + t * se;
+    return ci;
+  };
   // variant − baseline over the seeds both finished, at multiple m.
   const Variant* base = nullptr;
   for (const auto& v : vars)
@@ -713,11 +737,16 @@ std::string summarize_sweep(const SweepPlan& plan) {
     if (v.results.empty()) continue;
     plotted.push_back(v.name);
     plotted_eval.push_back(v.kind != "trained");
-    loss_dat << "# " << v.name << ": multiple mean min max ci95_lo ci95_hi (nan: fewer than 2 seeds)\n";
+    const bool one_seed = v.results.size() == 1;
+    loss_dat << "# " << v.name << ": multiple mean min max ci95_lo ci95_hi ("
+             << (one_seed ? "one seed: the interval over its validation windows, loss ± t(0.975, K-1) · loss_se"
+                          : "over seeds, Student t")
+             << "; nan: none)\n";
     diag_dat << "# " << v.name << ": multiple sink entropy\n";
     for (int m : multiples) {
       const Stat s = stat_at(v, m, "loss");
-      const stats::MeanInterval ci = interval_at(v, m);
+      const stats::MeanInterval ci = one_seed ? window_interval(row_of(v.results[0], m), "loss", "loss_se")
+                                              : interval_at(v, m);
       loss_dat << m << " " << s.mean << " " << s.min << " " << s.max << " " << ci.lo << " " << ci.hi << "\n";
       diag_dat << m << " " << stat_at(v, m, "sink").mean << " " << stat_at(v, m, "entropy").mean << "\n";
     }
@@ -728,7 +757,9 @@ std::string summarize_sweep(const SweepPlan& plan) {
                                                                  plan.profile_variants.end(), v.name) > 0;
     if (!want) continue;
     profiled.push_back(v.name);
-    prof_dat << "# " << v.name << " at " << mmax << "x: bucket-centre-position mean-loss\n";
+    prof_dat << "# " << v.name << " at " << mmax << "x: bucket-centre-position mean-loss ci95_lo ci95_hi ("
+             << (one_seed ? "one seed: over its validation windows, loss ± t(0.975, K-1) · se" : "over seeds")
+             << "; nan: none)\n";
     const json* first = row_of(v.results[0], mmax);
     const size_t nb = first ? first->at("profile").size() : 0;
     for (size_t k = 0; k < nb; ++k) {
@@ -736,7 +767,10 @@ std::string summarize_sweep(const SweepPlan& plan) {
       for (const auto& res : v.results)
         if (const json* row = row_of(res, mmax)) xs.push_back(num(row->at("profile")[k].at("loss")));
       const json& b = first->at("profile")[k];
-      prof_dat << 0.5 * (b.at("start").get<double>() + b.at("end").get<double>()) << " " << stat_of(xs).mean << "\n";
+      const stats::MeanInterval ci =
+          one_seed ? window_interval(first, nullptr, nullptr, &b) : stats::mean_interval(xs);
+      prof_dat << 0.5 * (b.at("start").get<double>() + b.at("end").get<double>()) << " " << stat_of(xs).mean << " "
+               << ci.lo << " " << ci.hi << "\n";
     }
     prof_dat << "\n\n";
   }
@@ -807,8 +841,8 @@ std::string summarize_sweep(const SweepPlan& plan) {
   for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << multiples[i];
   gp << ")\nset xlabel 'evaluation context / training context (T = " << trained_context << ")'\n"
      << "set output 'loss_vs_context.png'\nset ylabel 'validation loss (nats/token)'\n"
-     << "set title 'Validation loss past the training context (band: 95% interval of the mean over seeds; "
-        "dashed: evaluated with another attention, no retraining)'\n";
+     << "set title 'Validation loss past the training context (band: 95% interval of the mean over seeds, or over "
+        "the validation windows for one seed; dashed: evaluated with another attention, no retraining)'\n";
   // Distinct colours for up to 12 variants; evaluations of a trained
   // checkpoint are dashed.
   static const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
@@ -835,11 +869,12 @@ std::string summarize_sweep(const SweepPlan& plan) {
     gp << "set output 'profile.png'\nunset logscale x\nset autoscale x\nset xtics auto\nset key outside right\n"
        << "set xlabel 'position in the " << mmax * trained_context << "-token window'\n"
        << "set ylabel 'mean loss in the bucket (nats/token)'\nset title 'Loss by position at " << mmax
-       << "x the training context (dashed: T)'\nset arrow 1 from " << trained_context
+       << "x the training context (band: 95% interval as in the loss plot; dashed: T)'\nset arrow 1 from " << trained_context
        << ", graph 0 to " << trained_context << ", graph 1 nohead dt 2\nplot \\\n";
     for (size_t i = 0; i < profiled.size(); ++i)
-      gp << "  'profile.dat' index " << i << " using 1:2 with linespoints lw 2 title '" << profiled[i] << "'"
-         << (i + 1 < profiled.size() ? ", \\\n" : "\n");
+      gp << "  'profile.dat' index " << i << " using 1:3:4 with filledcurves fs transparent solid 0.15 "
+         << colour(i) << " notitle, 'profile.dat' index " << i << " using 1:2 with linespoints lw 2 " << colour(i)
+         << " title '" << profiled[i] << "'" << (i + 1 < profiled.size() ? ", \\\n" : "\n");
     gp << "unset arrow 1\n";
   }
   if (!passkey_runs.empty()) {

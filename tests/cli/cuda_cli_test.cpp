@@ -189,6 +189,53 @@ TEST_F(CudaCli, EvalAndSampleOnTheDevice) {
   EXPECT_NE(bad.status, 0) << bad.output;
 }
 
+// The evaluation protocols on the device and with bf16 storage: sliding
+// windows and documents score the same windows on cpu and cuda (the "scored"
+// record agrees) and the losses agree as in EvalAndSampleOnTheDevice (float32:
+// 1e-4; bf16 storage, where one rounding may differ: 1e-2). The data's
+// end-of-text ids (256, the byte tokenizer's) open the documents.
+TEST_F(CudaCli, ProtocolsOnTheDeviceAndWithBf16Storage) {
+  const Result r = train("cpu", "cpu");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string run_dir = (dir_ / "cpu").string();
+  struct Case {
+    std::string args;
+    std::string storage;
+    double rel;
+  };
+  const std::vector<Case> cases = {
+      {"--protocol sliding --stride 8 --span 64 --tokens 256", "fp32", 1e-4},
+      {"--protocol documents --span 64 --tokens 256", "fp32", 1e-4},
+      {"--protocol sliding --stride 8 --span 64 --tokens 256", "bf16", 1e-2},
+      {"--protocol documents --span 64 --tokens 256", "bf16", 1e-2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args + " storage " + c.storage);
+    nlohmann::json out[2];
+    int k = 0;
+    for (const std::string device : {"cpu", "cuda"}) {
+      const fs::path file = dir_ / ("protocol_" + device + ".json");
+      const Result e = run("eval " + run_dir + " --device " + device + " --storage " + c.storage +
+                           " --multiples 1,2,4 " + c.args + " --out " + file.string());
+      ASSERT_EQ(e.status, 0) << e.output;
+      std::ifstream in(file);
+      out[k++] = nlohmann::json::parse(in);
+    }
+    EXPECT_EQ(out[0].at("scored"), out[1].at("scored"));
+    const std::string protocol = c.args.find("sliding") != std::string::npos ? "sliding" : "documents";
+    EXPECT_EQ(out[1].at("scored").at("protocol"), protocol);
+    ASSERT_EQ(out[0].at("multiples").size(), 3u);
+    ASSERT_EQ(out[1].at("multiples").size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      const double lc = out[0]["multiples"][i].at("loss").get<double>();
+      const double lg = out[1]["multiples"][i].at("loss").get<double>();
+      EXPECT_TRUE(std::isfinite(lg));
+      EXPECT_EQ(out[0]["multiples"][i].at("tokens"), out[1]["multiples"][i].at("tokens"));
+      expect_close(lg, lc, c.rel, "protocol eval loss, multiple index", i);
+    }
+  }
+}
+
 // gpt bench --device cuda on the tiny model: every row of the GEMM,
 // training, evaluation and memory parts is made (times are not checked).
 TEST_F(CudaCli, BenchOnTheDeviceMakesEveryRow) {

@@ -11,6 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -190,12 +193,16 @@ TEST(Stats, SweepSummaryBootstrapsOneSeedAndRefusesDifferentSpans) {
     const auto& w = windows.at(name);
     const fs::path run = fs::path(plan.run_dir(name, 1));
     fs::create_directories(run);
+    const double mean = (w[0] + w[1] + w[2] + w[3]) / 4;
+    double ss = 0;
+    for (double x : w) ss += (x - mean) * (x - mean);
     nlohmann::json row = {{"multiple", 1},
-                          {"loss", (w[0] + w[1] + w[2] + w[3]) / 4},
+                          {"loss", mean},
+                          {"loss_se", std::sqrt(ss / 3) / 2},  // sample sd over the 4 windows / sqrt(4)
                           {"loss_past_train", nullptr},
                           {"window_losses", w},
                           {"attention_diagnostics", {{{"sink", 0.1}, {"entropy", 1.0}}}},
-                          {"profile", {{{"start", 0}, {"end", 8}, {"loss", 2.0}}}}};
+                          {"profile", {{{"start", 0}, {"end", 8}, {"loss", 2.0}, {"se", 0.05}}}}};
     std::ofstream(run / "extrapolation.json")
         << nlohmann::json{{"trained_context", 8}, {"scored", sc}, {"multiples", {row}}};
   };
@@ -210,6 +217,30 @@ TEST(Stats, SweepSummaryBootstrapsOneSeedAndRefusesDifferentSpans) {
   EXPECT_NE(same_row.find("(bootstrap, 4 windows), not distinguishable"), std::string::npos) << same_row;
   EXPECT_NE(better_row.find("-0.2000"), std::string::npos) << better_row;  // every window 0.2 lower
   EXPECT_EQ(better_row.find("not distinguishable"), std::string::npos) << better_row;
+  // The plots' bands with one seed: the interval over the 4 windows,
+  // mean ± t(0.975, 3) · se, t(0.975, 3) = 3.182446 (published tables); the
+  // profile's bucket likewise from its se.
+  auto data_row = [&](const std::string& file, const std::string& variant) {
+    std::ifstream in(dir / "out" / "summary" / file);
+    std::string line;
+    while (std::getline(in, line))
+      if (line.rfind("# " + variant + ":", 0) == 0 || line.rfind("# " + variant + " at ", 0) == 0) break;
+    std::getline(in, line);
+    std::istringstream fields(line);
+    std::vector<double> xs;
+    for (double x; fields >> x;) xs.push_back(x);
+    return xs;
+  };
+  const double se = std::sqrt((0.025 * 0.025 + 0.175 * 0.175 + 0.225 * 0.225 + 0.075 * 0.075) / 3) / 2;
+  const std::vector<double> band = data_row("loss.dat", "softmax");
+  ASSERT_EQ(band.size(), 6u);
+  EXPECT_NEAR(band[1], 2.025, 1e-12);
+  EXPECT_NEAR(band[4], 2.025 - 3.182446 * se, 2e-5);
+  EXPECT_NEAR(band[5], 2.025 + 3.182446 * se, 2e-5);
+  const std::vector<double> bucket = data_row("profile.dat", "softmax");
+  ASSERT_EQ(bucket.size(), 4u);
+  EXPECT_NEAR(bucket[2], 2.0 - 3.182446 * 0.05, 2e-5);
+  EXPECT_NEAR(bucket[3], 2.0 + 3.182446 * 0.05, 2e-5);
   // A result scored on other windows cannot join the table.
   nlohmann::json other = scored;
   other["starts"] = {0, 200, 400, 600};
