@@ -25,9 +25,9 @@ Config resolve_config(const TrainArgs& a, std::string* ckpt_path) {
     return load_config(a.config, a.overrides);
   }
   *ckpt_path = resolve_checkpoint(a.resume);
-  const Checkpoint ckpt = load_checkpoint(*ckpt_path);
-  const Config stored = checkpoint_config(ckpt, *ckpt_path);
-  nlohmann::json j = ckpt.meta["config"];
+  const CheckpointReader ckpt(*ckpt_path);  // the header only is kept: the tensors are read by the trainer
+  const Config stored = checkpoint_config(ckpt.meta(), *ckpt_path);
+  nlohmann::json j = ckpt.meta()["config"];
   Config cfg;
   if (a.config.empty()) {
     for (const auto& o : a.overrides) apply_override(j, o);

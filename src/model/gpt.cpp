@@ -78,9 +78,9 @@ GPT<T>::~GPT() = default;
 
 template <typename T>
 void GPT<T>::init(uint64_t seed) {
-  std::vector<Acc> host(layout_.total);
-  init_params(layout_, cfg_, seed, host.data());
-  set_params(host);
+  // Through a bounded staging buffer (1M values), not a host copy of the model.
+  init_params_in_pieces<Acc>(layout_, cfg_, seed, size_t{1} << 20,
+                             [&](size_t offset, size_t n, const Acc* v) { be_.upload(params_.get() + offset, v, n); });
 }
 
 template <typename T>

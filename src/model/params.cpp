@@ -1,6 +1,8 @@
 #include "model/params.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/check.h"
 #include "data/rng.h"
@@ -90,36 +92,54 @@ ParamViews<T> make_views(const ParamLayout& layout, T* base, int n_layer) {
 }
 
 template <typename T>
-void init_params(const ParamLayout& layout, const ModelConfig& m, uint64_t seed, T* host) {
+void init_params_in_pieces(const ParamLayout& layout, const ModelConfig& m, uint64_t seed, size_t piece,
+                           const std::function<void(size_t offset, size_t n, const T* values)>& put) {
   Rng rng(seed);
   const double residual_std = m.init_std / std::sqrt(2.0 * m.n_layer);
-  const int64_t V = m.vocab_size, C = m.n_embd;
+  const size_t V = static_cast<size_t>(m.vocab_size), C = static_cast<size_t>(m.n_embd);
+  size_t largest = 0;
+  for (const auto& s : layout.specs) largest = std::max(largest, s.numel());
+  std::vector<T> buf(std::min(std::max<size_t>(piece, 1), largest));
   for (const auto& s : layout.specs) {
-    T* p = host + s.offset;
     const size_t n = s.numel();
-    switch (s.init) {
-      case InitKind::Normal:
-        for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(m.init_std * rng.normal());
-        break;
-      case InitKind::NormalResidual:
-        for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(residual_std * rng.normal());
-        break;
-      case InitKind::Ones:
-        for (size_t i = 0; i < n; ++i) p[i] = T(1);
-        break;
-      case InitKind::Zeros:
-        for (size_t i = 0; i < n; ++i) p[i] = T(0);
-        break;
-      case InitKind::AttnScale:
-        for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(attn::ssmax_init(m.context));
-        break;
-    }
     // Padding rows of the tied embedding (V..Vp-1) must stay zero: no token
     // selects them and the classifier ignores their logits, so their gradient
-    // is zero too and they remain zero through training.
-    if (s.name == "wte")
-      for (size_t i = static_cast<size_t>(V * C); i < n; ++i) p[i] = T(0);
+    // is zero too and they remain zero through training. (Their draws are
+    // still taken, so the values do not depend on the padding.)
+    const size_t keep = s.name == "wte" ? V * C : n;
+    for (size_t first = 0; first < n; first += buf.size()) {
+      const size_t k = std::min(buf.size(), n - first);
+      T* p = buf.data();
+      switch (s.init) {
+        case InitKind::Normal:
+          for (size_t i = 0; i < k; ++i) p[i] = static_cast<T>(m.init_std * rng.normal());
+          break;
+        case InitKind::NormalResidual:
+          for (size_t i = 0; i < k; ++i) p[i] = static_cast<T>(residual_std * rng.normal());
+          break;
+        case InitKind::Ones:
+          for (size_t i = 0; i < k; ++i) p[i] = T(1);
+          break;
+        case InitKind::Zeros:
+          for (size_t i = 0; i < k; ++i) p[i] = T(0);
+          break;
+        case InitKind::AttnScale:
+          for (size_t i = 0; i < k; ++i) p[i] = static_cast<T>(attn::ssmax_init(m.context));
+          break;
+      }
+      for (size_t i = std::max(first, keep); i < first + k; ++i) p[i - first] = T(0);
+      put(s.offset + first, k, p);
+    }
   }
+}
+
+template <typename T>
+void init_params(const ParamLayout& layout, const ModelConfig& m, uint64_t seed, T* host) {
+  size_t largest = 0;
+  for (const auto& s : layout.specs) largest = std::max(largest, s.numel());
+  init_params_in_pieces<T>(layout, m, seed, largest, [host](size_t offset, size_t n, const T* v) {
+    std::copy(v, v + n, host + offset);
+  });
 }
 
 template ParamViews<float> make_views(const ParamLayout&, float*, int);
@@ -127,5 +147,9 @@ template ParamViews<double> make_views(const ParamLayout&, double*, int);
 template ParamViews<bf16> make_views(const ParamLayout&, bf16*, int);
 template void init_params(const ParamLayout&, const ModelConfig&, uint64_t, float*);
 template void init_params(const ParamLayout&, const ModelConfig&, uint64_t, double*);
+template void init_params_in_pieces(const ParamLayout&, const ModelConfig&, uint64_t, size_t,
+                                    const std::function<void(size_t, size_t, const float*)>&);
+template void init_params_in_pieces(const ParamLayout&, const ModelConfig&, uint64_t, size_t,
+                                    const std::function<void(size_t, size_t, const double*)>&);
 
 }  // namespace gpt

@@ -3,6 +3,7 @@
 // checkpoint I/O are all derived from the two X-macro lists below; nothing
 // else in the project lists the tensors again.
 #pragma once
+#include <functional>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -100,5 +101,11 @@ ParamViews<T> make_views(const ParamLayout& layout, T* base, int n_layer);
 // drawing from a deterministic RNG seeded with `seed`.
 template <typename T>
 void init_params(const ParamLayout& layout, const ModelConfig& m, uint64_t seed, T* host);
+// The same values, handed out in order in pieces of at most `piece` values:
+// put(offset in the flat layout, n, values). Bit-identical to init_params
+// whatever the piece size (the draws are taken in the same order).
+template <typename T>
+void init_params_in_pieces(const ParamLayout& layout, const ModelConfig& m, uint64_t seed, size_t piece,
+                           const std::function<void(size_t offset, size_t n, const T* values)>& put);
 
 }  // namespace gpt

@@ -40,15 +40,55 @@ void check_finite(const std::vector<float>& values, const std::string& path, con
             "); a model with NaN or infinite parameters cannot be trained or evaluated");
 }
 
+static nlohmann::json checkpoint_meta(AdamW<float>* opt, const Config& cfg, const TrainProgress& progress) {
+  return {{"format", "gpt-checkpoint"},
+          {"config", config_to_json(cfg)},
+          {"step", progress.step},
+          // The data order is the only randomness after initialisation; it
+          // is a function of (seed, epoch), so this is the RNG state.
+          {"loader", {{"seed", cfg.train.seed}, {"epoch", progress.loader.epoch}, {"index", progress.loader.index}}},
+          {"adam_steps", opt ? opt->steps_taken() : 0}};
+}
+
+CheckpointState checkpoint_state(Model<float>& model, AdamW<float>* opt, const Config& cfg,
+                                 const TrainProgress& progress) {
+  CheckpointState st;
+  st.meta = checkpoint_meta(opt, cfg, progress);
+  ParamBackend<float>& be = model.backend();
+  if (opt && opt->sharded()) opt->download_moments(st.gathered_m, st.gathered_v);  // collective
+  // Never a checkpoint that cannot be loaded back: a non-finite parameter
+  // stops the save (the trainer checks after every update, so this only
+  // fires on a path that skipped that check).
+  for (const ParamSpec& s : model.layout().specs) {
+    const float* src = model.params() + s.offset;
+    const std::string name = s.name;
+    st.tensors.push_back({"param/" + s.name, s.shape, [&be, src, name](uint64_t first, uint64_t n, float* out) {
+                            be.download(out, src + first, n);
+                            const size_t i = first_nonfinite_index(out, n);
+                            GPT_CHECK(i == n, "refusing to save a checkpoint: parameter tensor ", name,
+                                      " holds a non-finite value (", out[i], ")");
+                          }});
+  }
+  if (opt) {
+    for (const char* which : {"adam_m/", "adam_v/"}) {
+      const bool first_moment = which[5] == 'm';
+      const float* device = first_moment ? opt->m() : opt->v();
+      const float* host = opt->sharded() ? (first_moment ? st.gathered_m.data() : st.gathered_v.data()) : nullptr;
+      for (const ParamSpec& s : model.layout().specs) {
+        const size_t off = s.offset;
+        st.tensors.push_back({which + s.name, s.shape, [&be, device, host, off](uint64_t first, uint64_t n, float* out) {
+                                if (host) std::copy(host + off + first, host + off + first + n, out);
+                                else be.download(out, device + off + first, n);
+                              }});
+      }
+    }
+  }
+  return st;
+}
+
 Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config& cfg, const TrainProgress& progress) {
   Checkpoint ckpt;
-  ckpt.meta = {{"format", "gpt-checkpoint"},
-               {"config", config_to_json(cfg)},
-               {"step", progress.step},
-               // The data order is the only randomness after initialisation; it
-               // is a function of (seed, epoch), so this is the RNG state.
-               {"loader", {{"seed", cfg.train.seed}, {"epoch", progress.loader.epoch}, {"index", progress.loader.index}}},
-               {"adam_steps", opt ? opt->steps_taken() : 0}};
+  ckpt.meta = checkpoint_meta(opt, cfg, progress);
   auto add = [&](const std::string& prefix, const std::vector<float>& host) {
     for (const ParamSpec& s : model.layout().specs)
       ckpt.tensors.push_back({prefix + s.name, s.shape,
@@ -73,10 +113,12 @@ Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config&
   return ckpt;
 }
 
-Config checkpoint_config(const Checkpoint& ckpt, const std::string& path) {
-  GPT_CHECK(ckpt.meta.contains("config") && ckpt.meta["config"].is_object(), "checkpoint ", path, " has no config");
+Config checkpoint_config(const Checkpoint& ckpt, const std::string& path) { return checkpoint_config(ckpt.meta, path); }
+
+Config checkpoint_config(const nlohmann::json& meta, const std::string& path) {
+  GPT_CHECK(meta.contains("config") && meta["config"].is_object(), "checkpoint ", path, " has no config");
   try {
-    return config_from_json(ckpt.meta["config"]);
+    return config_from_json(meta["config"]);
   } catch (const Error& e) {
     fail("checkpoint ", path, " holds a config this build does not accept: ", e.what());
   }
@@ -97,13 +139,17 @@ static int64_t meta_count(const nlohmann::json& meta, const char* key, const std
 }
 
 TrainProgress checkpoint_progress(const Checkpoint& ckpt, const std::string& path) {
+  return checkpoint_progress(ckpt.meta, path);
+}
+
+TrainProgress checkpoint_progress(const nlohmann::json& meta, const std::string& path) {
   TrainProgress p;
   // train.steps is an int: a completed step count never exceeds INT_MAX.
-  p.step = static_cast<int>(meta_count(ckpt.meta, "step", path, std::numeric_limits<int>::max()));
+  p.step = static_cast<int>(meta_count(meta, "step", path, std::numeric_limits<int>::max()));
   try {
-    if (ckpt.meta.contains("loader")) {
-      p.loader.epoch = ckpt.meta["loader"].value("epoch", uint64_t{0});
-      p.loader.index = ckpt.meta["loader"].value("index", uint64_t{0});
+    if (meta.contains("loader")) {
+      p.loader.epoch = meta["loader"].value("epoch", uint64_t{0});
+      p.loader.index = meta["loader"].value("index", uint64_t{0});
     }
   } catch (const nlohmann::json::exception& e) {
     fail("checkpoint ", path, " has a malformed training state: ", e.what());
@@ -147,15 +193,68 @@ void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<f
   }
 }
 
+void check_checkpoint_tensors(const CheckpointReader& r, const ParamLayout& layout, const std::string& prefix) {
+  for (const ParamSpec& s : layout.specs) {
+    const std::string name = prefix + s.name;
+    GPT_CHECK(r.has(name), "checkpoint ", r.path(), " has no tensor ", name,
+              " (it was saved from a model of a different shape or kind)");
+    const auto& shape = r.entry(name).shape;
+    GPT_CHECK(shape == s.shape, "checkpoint ", r.path(), ": tensor ", name, " has shape ", shape_str(shape),
+              " but the model expects ", shape_str(s.shape), " (different model shape)");
+  }
+}
+
+// Tensor `name` of the reader into backend memory at dst, piece by piece,
+// each piece checked for non-finite values first.
+static void upload_tensor(CheckpointReader& r, const std::string& name, ParamBackend<float>& be, float* dst) {
+  const CheckpointReader::Entry& e = r.entry(name);
+  r.for_each_piece(e, [&](uint64_t first, uint64_t n, const float* v) {
+    const size_t i = first_nonfinite_index(v, n);
+    GPT_CHECK(i == n, "checkpoint ", r.path(), ": tensor ", name, " holds a non-finite value (", v[i],
+              " at index ", first + i, " of ", e.numel(),
+              "); a model with NaN or infinite parameters cannot be trained or evaluated");
+    be.upload(dst + first, v, n);
+  });
+}
+
+void restore_checkpoint(CheckpointReader& r, Model<float>& model, AdamW<float>* opt) {
+  check_checkpoint_tensors(r, model.layout(), "param/");
+  if (opt) {
+    check_checkpoint_tensors(r, model.layout(), "adam_m/");
+    check_checkpoint_tensors(r, model.layout(), "adam_v/");
+  }
+  for (const ParamSpec& s : model.layout().specs)
+    upload_tensor(r, "param/" + s.name, model.backend(), model.params() + s.offset);
+  if (opt) {
+    // Each rank keeps the part of each tensor inside its shard.
+    const dist::Shard sh = opt->shard();
+    for (const ParamSpec& s : model.layout().specs)
+      for (const char* which : {"adam_m/", "adam_v/"}) {
+        float* own = which[5] == 'm' ? opt->m() : opt->v();
+        const std::string name = which + s.name;
+        const CheckpointReader::Entry& e = r.entry(name);
+        r.for_each_piece(e, [&](uint64_t first, uint64_t n, const float* v) {
+          const size_t i = first_nonfinite_index(v, n);
+          GPT_CHECK(i == n, "checkpoint ", r.path(), ": tensor ", name, " holds a non-finite value (", v[i],
+                    " at index ", first + i, " of ", e.numel(),
+                    "); a model with NaN or infinite parameters cannot be trained or evaluated");
+          const size_t lo = std::max<size_t>(s.offset + first, sh.begin);
+          const size_t hi = std::min<size_t>(s.offset + first + n, sh.end);
+          if (lo < hi) model.backend().upload(own + (lo - sh.begin), v + (lo - s.offset - first), hi - lo);
+        });
+      }
+    opt->set_steps_taken(meta_count(r.meta(), "adam_steps", r.path(), std::numeric_limits<int64_t>::max()));
+  }
+}
+
 InitFromSummary init_from_checkpoint(Model<float>& model, const std::string& path) {
   const std::string file = resolve_checkpoint(path);
-  const Checkpoint ckpt = load_checkpoint(file);
+  CheckpointReader r(file);
   InitFromSummary sum;
   for (const ParamSpec& s : model.layout().specs) {
     const std::string name = "param/" + s.name;
-    if (ckpt.has(name) && ckpt.tensor(name).shape == s.shape) {
-      check_finite(ckpt.tensor(name).data, file, name);
-      model.backend().upload(model.params() + s.offset, ckpt.tensor(name).data.data(), s.numel());
+    if (r.has(name) && r.entry(name).shape == s.shape) {
+      upload_tensor(r, name, model.backend(), model.params() + s.offset);
       sum.copied.push_back(s.name);
     } else {
       sum.kept.push_back(s.name);
@@ -175,6 +274,12 @@ std::string checkpoint_path(const std::string& run_dir, int step) {
 void save_run_checkpoint(const std::string& run_dir, int step, const Checkpoint& ckpt) {
   const std::string path = checkpoint_path(run_dir, step);
   save_checkpoint(path, ckpt);
+  write_file_atomic((fs::path(run_dir) / "checkpoints" / "latest").string(), fs::path(path).filename().string() + "\n");
+}
+
+void save_run_checkpoint(const std::string& run_dir, int step, const CheckpointState& state) {
+  const std::string path = checkpoint_path(run_dir, step);
+  write_checkpoint(path, state.meta, state.tensors);
   write_file_atomic((fs::path(run_dir) / "checkpoints" / "latest").string(), fs::path(path).filename().string() + "\n");
 }
 
@@ -200,9 +305,9 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
                        const std::string& precision, const std::string& storage) {
   LoadedModel m;
   m.path = resolve_checkpoint(path);
-  const Checkpoint ckpt = load_checkpoint(m.path);
-  m.config = checkpoint_config(ckpt, m.path);
-  m.progress = checkpoint_progress(ckpt, m.path);
+  CheckpointReader ckpt(m.path);
+  m.config = checkpoint_config(ckpt.meta(), m.path);
+  m.progress = checkpoint_progress(ckpt.meta(), m.path);
   AttentionSpec spec = resolve_attention(m.config);
   if (!attention.empty() || !attention.context_empty()) {
     nlohmann::json j = config_to_json(m.config);
@@ -233,13 +338,13 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
     m.config = wanted;
     spec = wanted_spec;
   }
-  check_checkpoint_tensors(ckpt, m.path, ParamLayout(m.config.model, spec), "param/");
+  check_checkpoint_tensors(ckpt, ParamLayout(m.config.model, spec), "param/");
   const std::string gemm_precision = !precision.empty() ? precision : device == "cuda" ? m.config.run.precision : "fp32";
   m.config.run.device = device;
   m.config.run.precision = gemm_precision;
   m.config.run.storage = !storage.empty() ? storage : m.config.run.storage;
   m.model = make_model(m.config.model, spec, device, gemm_precision, m.config.run.storage);
-  restore_checkpoint(ckpt, m.path, *m.model, nullptr);
+  restore_checkpoint(ckpt, *m.model, nullptr);
   return m;
 }
 

@@ -16,11 +16,28 @@ struct TrainProgress {
   LoaderState loader;    // data position after those steps
 };
 
-// Snapshot of model (and optimizer, if given) at a point of training.
+// Snapshot of model (and optimizer, if given) at a point of training, as
+// host copies (tests, llm.c export). Training saves through checkpoint_state.
 Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config& cfg, const TrainProgress& progress);
 
+// The same state for write_checkpoint, without host copies: each tensor is
+// read from backend memory one buffer at a time as it is written (a
+// non-finite parameter stops the save, naming the tensor). Only the moments
+// of a ZeRO-1 optimizer are gathered into host copies here (collective:
+// every rank calls it). The sources point into `model`, `opt` and this
+// object: write it before either changes.
+struct CheckpointState {
+  nlohmann::json meta;
+  std::vector<TensorSource> tensors;
+  std::vector<float> gathered_m, gathered_v;  // sharded optimizer only
+};
+CheckpointState checkpoint_state(Model<float>& model, AdamW<float>* opt, const Config& cfg,
+                                 const TrainProgress& progress);
+
 // The resolved config stored in a checkpoint (validated).
+Config checkpoint_config(const nlohmann::json& meta, const std::string& path);
 Config checkpoint_config(const Checkpoint& ckpt, const std::string& path);
+TrainProgress checkpoint_progress(const nlohmann::json& meta, const std::string& path);
 TrainProgress checkpoint_progress(const Checkpoint& ckpt, const std::string& path);
 
 // Index of the first NaN or infinite value, or n if there is none.
@@ -34,6 +51,12 @@ void check_finite(const std::vector<float>& values, const std::string& path, con
 // the same shape. A tensor missing or of another shape is an error that
 // names it and both shapes.
 void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<float>& model, AdamW<float>* opt);
+// The same from a checkpoint file, tensor by tensor through the reader's
+// buffer into backend memory (no host copy of the model).
+void restore_checkpoint(CheckpointReader& reader, Model<float>& model, AdamW<float>* opt);
+// Throws, naming the tensor and both shapes, unless the reader holds every
+// tensor of layout under prefix ("param/", "adam_m/", ...) with its shape.
+void check_checkpoint_tensors(const CheckpointReader& reader, const ParamLayout& layout, const std::string& prefix);
 
 // Copies into `model` every parameter tensor of the checkpoint (file or run
 // directory) that the model has with the same name and shape; the others keep
@@ -49,6 +72,7 @@ InitFromSummary init_from_checkpoint(Model<float>& model, const std::string& pat
 std::string checkpoint_path(const std::string& run_dir, int step);
 // Writes the checkpoint, then points RUN_DIR/checkpoints/latest at it.
 void save_run_checkpoint(const std::string& run_dir, int step, const Checkpoint& ckpt);
+void save_run_checkpoint(const std::string& run_dir, int step, const CheckpointState& state);
 // A checkpoint file, or a run directory (its latest checkpoint). Throws if neither.
 std::string resolve_checkpoint(const std::string& path_or_run_dir);
 

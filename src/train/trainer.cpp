@@ -175,9 +175,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
                    tc.init_from, kept.empty() ? "(none)" : kept);
     }
   } else {
-    const Checkpoint ckpt = load_checkpoint(resume_checkpoint);
-    restore_checkpoint(ckpt, resume_checkpoint, model, &opt);
-    progress = checkpoint_progress(ckpt, resume_checkpoint);
+    CheckpointReader ckpt(resume_checkpoint);
+    restore_checkpoint(ckpt, model, &opt);
+    progress = checkpoint_progress(ckpt.meta(), resume_checkpoint);
     loader.set_state(progress.loader);
     spdlog::info("resumed from {} at step {}", resume_checkpoint, progress.step);
   }
@@ -205,10 +205,12 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   // the others wait for it.
   int last_saved = resume_checkpoint.empty() ? -1 : progress.step;  // the newest checkpoint on disk
   auto save = [&](const TrainProgress& p) {
-    const Checkpoint ckpt = make_checkpoint(model, &opt, cfg, p);
+    // Read from backend memory as it is written (only ZeRO-1's moments are
+    // gathered first, on every rank).
+    const CheckpointState state = checkpoint_state(model, &opt, cfg, p);
     last_saved = p.step;
     if (lead) {
-      save_run_checkpoint(run_dir, p.step, ckpt);
+      save_run_checkpoint(run_dir, p.step, state);
       metrics->write({{"event", "checkpoint"}, {"step", p.step}, {"path", checkpoint_path(run_dir, p.step)}});
       spdlog::info("checkpoint saved: {}", checkpoint_path(run_dir, p.step));
     }

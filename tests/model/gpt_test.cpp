@@ -358,6 +358,37 @@ TEST(Model, SameSeedSameWeights) {
   EXPECT_NE(a.get_params(), c.get_params());
 }
 
+// The model initialises through a bounded staging buffer: the pieces, of
+// any size, assemble into exactly the whole-buffer initialisation, the
+// padding rows of wte stay zero, and GPT::init uploads those values.
+TEST(Model, InitialisationInPiecesIsTheWholeOne) {
+  ModelConfig cfg = tiny_config("learned");
+  cfg.vocab_size = 250;  // padded to 256 or more: padding rows exist
+  const ParamLayout layout(cfg);
+  std::vector<float> whole(layout.total);
+  init_params(layout, cfg, 11, whole.data());
+  for (size_t piece : {size_t{1}, size_t{7}, size_t{1000}, layout.total}) {
+    std::vector<float> joined(layout.total, -1.0f);
+    size_t next = 0;
+    init_params_in_pieces<float>(layout, cfg, 11, piece, [&](size_t offset, size_t n, const float* v) {
+      EXPECT_EQ(offset, next);
+      EXPECT_LE(n, piece);
+      std::copy(v, v + n, joined.begin() + offset);
+      next = offset + n;
+    });
+    EXPECT_EQ(next, layout.total);
+    EXPECT_EQ(joined, whole) << "piece " << piece;
+  }
+  const ParamSpec& wte = layout.find("wte");
+  ASSERT_GT(wte.numel(), static_cast<size_t>(cfg.vocab_size) * cfg.n_embd);
+  for (size_t i = static_cast<size_t>(cfg.vocab_size) * cfg.n_embd; i < wte.numel(); ++i)
+    ASSERT_EQ(whole[wte.offset + i], 0.0f);
+  auto be = make_cpu_backend<float>();
+  GPT<float> model(cfg, softmax_spec(5), *be);
+  model.init(11);
+  EXPECT_EQ(model.get_params(), whole);
+}
+
 TEST(Model, InitialisationFollowsGpt2) {
   ModelConfig cfg = tiny_config("learned");
   cfg.n_embd = 64;
