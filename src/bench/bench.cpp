@@ -2,6 +2,7 @@
 
 #include <malloc.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <functional>
@@ -9,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <memory>
@@ -22,6 +24,8 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
 #include "model/gpt.h"
+#include "train/checkpoint.h"
+#include "train/model_io.h"
 #include "train/optimizer.h"
 
 namespace gpt {
@@ -296,6 +300,145 @@ void bench_memory(const Config& cfg, const BenchOptions& opt, Table& t, bool cud
   }
 }
 
+// The floors of the phase table (bytes): what a run must hold at least.
+struct PhaseFloors {
+  double state = 0;     // master parameters, gradients, both AdamW moments (+ the bf16 working copy)
+  double training = 0;  // the activations the backward pass reads, and its scratch
+  double eval(const ModelConfig& m, int64_t batch_tokens, int mult, double sb) const {
+    // One inference pass of b sequences of L = m·T: the residual stream and
+    // its next value, one layer's q, k, v, attention output and MLP hidden
+    // layer, and the logits: (2 + 3 + 1 + 4)·C + Vp values per token.
+    const int64_t L = static_cast<int64_t>(mult) * m.context;
+    const int64_t b = std::max<int64_t>(1, batch_tokens / L);
+    return static_cast<double>(b * L) * ((10.0 * m.n_embd) * sb + 4.0 * m.padded_vocab());
+  }
+};
+// sb: bytes of a stored activation (4 fp32, 2 bf16). Per token and layer the
+// backward pass reads the inputs of every linear layer and LayerNorm and
+// the nonlinearity's input: the residual entering the block and after the
+// attention (2C), the two LayerNorm outputs (2C), q, k, v (3C), the
+// attention output (C), the MLP's hidden layer before and after GELU (8C):
+// 16C values, plus 4 LayerNorm statistics and one attention statistic per
+// head (float32). Outside the blocks: the embedding output and the final
+// LayerNorm's (2C, +2 statistics), the logits, whose gradient overwrites
+// them (Vp), and the loss. During backward: the residual's gradient and the
+// largest per-layer gradient (C + 4C).
+PhaseFloors phase_floors(const ModelConfig& m, size_t params, int64_t tokens, double sb) {
+  PhaseFloors f;
+  const double P = static_cast<double>(params), C = m.n_embd;
+  f.state = 16 * P + (sb < 4 ? sb * P : 0);
+  const double per_layer = 16 * C * sb + (4 + m.n_head) * 4.0;
+  const double outside = 2 * C * sb + 2 * 4.0 + m.padded_vocab() * sb + 4 + 5 * C * sb;
+  f.training = static_cast<double>(tokens) * (m.n_layer * per_layer + outside);
+  return f;
+}
+
+// Peak resident memory of each phase of a run, one after the other in this
+// process, for run.storage fp32 and bf16: the model and AdamW allocated, two
+// training steps, a checkpoint saved (into a temporary directory, removed
+// after) and loaded back into the model (as --resume does), and one
+// evaluation pass at each memory multiple (sequences per pass as the
+// trainer's evaluation: max(1, B·T / (m·T))). Before each phase the heap's
+// free pages go back to the system and the kernel's peak-RSS mark is reset,
+// so each peak is that phase's.
+void bench_phases(const Config& cfg_in, const BenchOptions& opt, std::ostream& out) {
+  mallopt(M_MMAP_THRESHOLD, 256 * 1024);  // as bench_memory: large buffers get their own mappings
+  const ModelConfig& m = cfg_in.model;
+  const int B = cfg_in.train.batch_size, T = m.context;
+  const int64_t tokens = static_cast<int64_t>(B) * T;
+  const double MiB = 1024.0 * 1024.0;
+  out << "\nmemory by phase (cpu; peak resident set of the process during each phase, MiB; floor: what a run must "
+         "hold at that point, from the parameter table and the shapes; docs/performance.md)\n";
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%-8s %-40s %10s %10s %10s %8s %9s", "storage", "phase", "peak", "+during", "floor",
+                "peak/fl", "s");
+  out << buf << "\n" << std::string(102, '-') << "\n" << std::flush;
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("gpt_bench_phases_" + std::to_string(::getpid()));
+  for (const std::string storage : {"fp32", "bf16"}) {
+    Config cfg = cfg_in;
+    cfg.run.storage = storage;
+    const double sb = storage == "bf16" ? 2 : 4;
+    auto phase = [&](const std::string& what, double floor_bytes, const std::function<void()>& f) {
+      malloc_trim(0);
+      const bool reset = reset_peak_rss();
+      const double before = proc_status_mib("VmRSS:");
+      const auto t0 = Clock::now();
+      f();
+      const double sec = seconds_since(t0);
+      const double peak = proc_status_mib("VmHWM:");
+      std::snprintf(buf, sizeof buf, "%-8s %-40s %10.1f %10s %10.1f %8s %9.2f", storage.c_str(), what.c_str(), peak,
+                    reset ? Table::fmt("%+.1f", peak - before).c_str() : "n/a", floor_bytes / MiB,
+                    floor_bytes > 0 ? Table::fmt("%.2f", peak / (floor_bytes / MiB)).c_str() : "-", sec);
+      out << buf << "\n" << std::flush;
+    };
+    std::unique_ptr<Model<float>> model;
+    std::unique_ptr<AdamW<float>> adamw;
+    const AttentionSpec attn = resolve_attention(cfg);
+    const PhaseFloors fl = phase_floors(m, ParamLayout(m, attn).total, tokens, sb);
+    malloc_trim(0);
+    // The floors are absolute: the process before the model (binary,
+    // libraries, what earlier parts left) is added to each.
+    const double base = proc_status_mib("VmRSS:");
+    const double base_bytes = base * MiB;
+    phase("model + AdamW allocated and initialised", base_bytes + fl.state, [&] {
+      model = make_model(m, attn, "cpu", "fp32", storage);
+      model->init(cfg.train.seed);
+      adamw = std::make_unique<AdamW<float>>(*model, cfg.train);
+    });
+    // The way before issue 19, for comparison in the same run: the whole
+    // initialisation staged in one host buffer.
+    phase("  init via a host copy (before)", base_bytes + fl.state, [&] {
+      std::vector<float> host(model->num_params());
+      init_params(model->layout(), m, cfg.train.seed, host.data());
+      model->set_params(host);
+    });
+    out << "         (process before the model: " << Table::fmt("%.1f", base) << " MiB, added to every floor; state "
+        << Table::fmt("%.1f", fl.state / MiB) << " MiB, training activations "
+        << Table::fmt("%.1f", fl.training / MiB) << " MiB)\n";
+    const auto inputs = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 7),
+               targets = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 8);
+    for (int step = 1; step <= 2; ++step)
+      phase("training step " + std::to_string(step), base_bytes + fl.state + fl.training, [&] {
+        model->zero_grad();
+        model->forward(inputs.data(), targets.data(), B, T);
+        model->backward();
+        adamw->clip(cfg.train.grad_clip);
+        adamw->step(cfg.train.lr);
+      });
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "phase.ckpt").string();
+    phase("checkpoint save", base_bytes + fl.state + fl.training + kCheckpointBufferBytes, [&] {
+      const CheckpointState st = checkpoint_state(*model, adamw.get(), cfg, {});
+      write_checkpoint(path, st.meta, st.tensors);
+    });
+    phase("checkpoint load (resume)", base_bytes + fl.state + fl.training + kCheckpointBufferBytes, [&] {
+      CheckpointReader r(path);
+      restore_checkpoint(r, *model, adamw.get());
+    });
+    // Before: host copies of every tensor (the old save exactly; the old load
+    // also held the whole file, which load_checkpoint no longer does).
+    phase("  save via host copies (before)", base_bytes + fl.state + fl.training + kCheckpointBufferBytes,
+          [&] { save_checkpoint(path, make_checkpoint(*model, adamw.get(), cfg, {})); });
+    phase("  load via host copies (load_checkpoint)", base_bytes + fl.state + fl.training + kCheckpointBufferBytes, [&] {
+      const Checkpoint c = load_checkpoint(path);
+      restore_checkpoint(c, path, *model, adamw.get());
+    });
+    std::filesystem::remove_all(dir);
+    for (int mult : opt.memory_multiples) {
+      const int L = mult * T;
+      if (m.position == "learned" && L > m.position_rows()) continue;
+      const int64_t b = std::max<int64_t>(1, tokens / L);
+      const auto in = random_tokens(static_cast<size_t>(b * L), m.vocab_size, 9),
+                 tg = random_tokens(static_cast<size_t>(b * L), m.vocab_size, 10);
+      std::vector<float> losses;
+      phase("eval " + std::to_string(mult) + "x (" + std::to_string(b) + " x " + std::to_string(L) + " tokens)",
+            base_bytes + fl.state + fl.training + fl.eval(m, tokens, mult, sb),
+            [&] { model->forward_losses(in.data(), tg.data(), static_cast<int>(b), L, losses); });
+    }
+  }
+}
+
 void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& out, double peak) {
   const ModelConfig& m = cfg.model;
   const int C = m.n_embd, NH = m.n_head;
@@ -502,7 +645,8 @@ const GpuPeak* cuda_peak(const std::string& device_name) {
 }
 
 const std::vector<std::string>& bench_parts() {
-  static const std::vector<std::string> parts = {"gemm", "train", "eval", "attention", "memory", "cuda-attention"};
+  static const std::vector<std::string> parts = {"gemm",   "train",  "eval",          "attention",
+                                                 "memory", "phases", "cuda-attention"};
   return parts;
 }
 
@@ -519,9 +663,12 @@ CudaAttentionBenchOptions cuda_attention_options(const BenchOptions& opt) {
 void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   for (const std::string& p : opt.parts)
     GPT_CHECK(std::find(bench_parts().begin(), bench_parts().end(), p) != bench_parts().end(), "bench: unknown part \"",
-              p, "\"; valid: gemm, train, eval, attention, memory, cuda-attention");
+              p, "\"; valid: gemm, train, eval, attention, memory, phases, cuda-attention");
   GPT_CHECK(opt.device == "cpu" || opt.device == "cuda", "bench --device: \"", opt.device, "\"; valid: cpu, cuda");
   if (opt.device == "cuda") {
+    if (selected(opt, "phases"))
+      out << "phases: the memory-by-phase table measures the process's resident memory and runs on --device cpu "
+             "only (device memory: the memory part)\n";
     // On the GPU, "attention" means the fused CUDA kernels too.
     run_bench_cuda(cfg, opt, out);
     if (selected(opt, "attention") || selected(opt, "cuda-attention"))
@@ -561,6 +708,7 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   }
   if (selected(opt, "train") || selected(opt, "eval")) bench_model(cfg, opt, t);
   if (selected(opt, "memory")) bench_memory(cfg, opt, t, false);
+  if (selected(opt, "phases")) bench_phases(cfg, opt, out);
   if (selected(opt, "attention")) {
     bench_attention(cfg, opt, out, peak);
     if (context_summary(resolve_attention(cfg)) != "none") bench_attention_context(cfg, opt, out);

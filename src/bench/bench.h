@@ -7,6 +7,10 @@
 //   eval       forward-only evaluation (per-position losses) of the same batch;
 //   attention  each attention preset's forward, and forward+backward, at T = 256…4096;
 //   memory     peak RSS of evaluating one sequence of 1×, 4×, 16× the context;
+//   phases     (only when asked for) peak RSS of each phase of a run: model
+//              and AdamW, two training steps, checkpoint save and load,
+//              evaluation at each memory multiple, for fp32 and bf16 storage,
+//              each beside its floor (CPU only);
 //   cuda-attention (only when asked for) the CUDA attention kernels per
 //              preset at T = 1K…16K (bench/cuda_attention_bench.h);
 // and prints time, tokens/s, GFLOP/s and the ratio to peak. A benchmark, not

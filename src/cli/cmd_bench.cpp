@@ -69,8 +69,9 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--set", args->overrides, "Override a config key, e.g. --set train.batch_size=32 (repeatable)")
       ->type_name("KEY=VALUE");
   cmd->add_option("--only", args->only,
-                  "Comma-separated parts: gemm,train,eval,attention,memory,cuda-attention "
-                  "(default: all but cuda-attention)")
+                  "Comma-separated parts: gemm,train,eval,attention,memory,phases,cuda-attention "
+                  "(default: all but phases and cuda-attention; phases: peak memory of each phase of a run, "
+                  "writing one checkpoint to the temporary directory)")
       ->type_name("PARTS");
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(positive());
   cmd->add_option("--contexts", args->contexts,
