@@ -341,14 +341,26 @@ GPT_HD inline T inv_norm(const AttentionSpec& s, T z) {
 // division by the row's largest t keeps r <= 1: relu(t)^p itself overflows
 // float once t > ~370, and t reaches i − 1.
 GPT_HD inline double sharpen_offset(const AttentionSpec& s, int i) { return i <= s.offset_rows ? 0.0 : 1.0; }
-// t = i·a − o, rounded once (a fused multiply-add) in every kernel and in the
-// row's t_max alike: left to the compiler, contraction into an FMA differs
-// between instantiations and instruction sets, and t of the largest a must
-// equal t_max exactly (it gives r = 1), or a masked and an unmasked kernel of
-// the same row part in the last bits, amplified p times by the power.
+// t = i·a − o, computed the same way in every kernel and in the row's t_max:
+// left to the compiler, contraction into an FMA differs between
+// instantiations and instruction sets, and t of the largest a must equal
+// t_max exactly (it gives r = 1), or a masked and an unmasked kernel of the
+// same row part in the last bits, amplified p times by the power. For float
+// the product is formed in double, where it is exact (24 + 24 bits), so a
+// contracted and an uncontracted form agree, then rounded to float (fmaf
+// would be a library call on a CPU without FMA). On a GPU, fmaf (one
+// instruction; double is slow on most GPUs). For double, one fused
+// multiply-add.
 template <typename T>
 GPT_HD inline T sharpen_t(T i, T a, T offset) {
-  return fma(i, a, -offset);
+#if defined(__CUDA_ARCH__)
+  if constexpr (sizeof(T) == sizeof(float)) return fmaf(i, a, -offset);
+#endif
+  if constexpr (sizeof(T) == sizeof(float)) {
+    return static_cast<T>(static_cast<double>(i) * static_cast<double>(a) - static_cast<double>(offset));
+  } else {
+    return fma(i, a, -offset);
+  }
 }
 template <typename T>
 GPT_HD inline T sharpen_value(T t, T t_max, T p) {

@@ -379,12 +379,44 @@ void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, T* ftile
   });
 }
 
-// Per-thread tiles of the backward pass.
+// Buffers kept from call to call on each thread (grown, never shrunk). A
+// vector allocated per call is, past glibc's mmap threshold (128 KiB until a
+// larger block has been freed), a fresh mapping every time, faulted in page
+// by page: the head-major copies of q, k, v alone are B·T·3C values per
+// layer and pass. Whether the allocator happened to have raised that
+// threshold decided 10-15% of a CPU training step.
+template <typename T>
+T* reuse(std::vector<T>& v, size_t n) {
+  if (v.size() < n) {
+    v.clear();
+    v.shrink_to_fit();
+    v.resize(n);
+  }
+  return v.data();
+}
+template <typename T>
+struct CallScratch {
+  std::vector<T> heads, heads_far, dheads, dheads_far, dhat;
+};
+template <typename T>
+CallScratch<T>& call_scratch() {
+  static thread_local CallScratch<T> s;
+  return s;
+}
+
+// Per-thread tiles of the backward pass (kept by each thread across calls).
 template <typename T>
 struct BackwardTiles {
-  std::vector<T> qk, u, w, g;  // σ = q·k; φ values u; weights w; g = dL/dw, then h, then dL/dσ
-  std::vector<T> far;          // far scores, then the far pairs' dL/dσ (distance remapping only)
-  BackwardTiles(size_t n, bool remap) : qk(n), u(n), w(n), g(n), far(remap ? n : 0) {}
+  std::vector<T> qk_, u_, w_, g_;  // σ = q·k; φ values u; weights w; g = dL/dw, then h, then dL/dσ
+  std::vector<T> far_;             // far scores, then the far pairs' dL/dσ (distance remapping only)
+  T *qk = nullptr, *u = nullptr, *w = nullptr, *g = nullptr, *far = nullptr;
+  void prepare(size_t n, bool remap) {
+    qk = reuse(qk_, n);
+    u = reuse(u_, n);
+    w = reuse(w_, n);
+    g = reuse(g_, n);
+    far = remap ? reuse(far_, n) : nullptr;
+  }
 };
 
 // Backward of one row block: accumulates into dq_i (its rows), dk_j, dv_j
@@ -398,12 +430,12 @@ double block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_
                       const HeadConsts& hc, GemmKernel isa) {
   const int D = hv.D, R = rb.rows();
   const size_t ld = rb.ld;
-  T *qk = tl.qk.data(), *u = tl.u.data(), *w = tl.w.data(), *g = tl.g.data();
+  T *qk = tl.qk, *u = tl.u, *w = tl.w, *g = tl.g;
   std::array<T, kRowBlock> Di;
   std::array<attn::Row<T>, kRowBlock> rows;
   block_scores(qk, rb, hv);
   const FarCols fc{s.rope.remap_window};
-  if (fv) merge_far_scores(qk, tl.far.data(), rb, *fv, fc);
+  if (fv) merge_far_scores(qk, tl.far, rb, *fv, fc);
   const int ncols = rb.cols();
   for (int r = 0; r < R; ++r) {
     const int i = rb.i0 + r + 1, n = rb.keys(r);
@@ -433,7 +465,7 @@ double block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_
     dhead += attn::row_scale_grad(s, i) * sigma_dx;
   }
   // The far pairs' share goes to the far copies of q and k.
-  if (fv) far_backward(g, tl.far.data(), rb, *fv, *dfv, fc);
+  if (fv) far_backward(g, tl.far, rb, *fv, *dfv, fc);
   // Through σ_ij = q_i·k_j: dq_i += Σ_j dσ_ij k_j, dk_j += Σ_i dσ_ij q_i.
   rb.segments([&](int c0, int k0, int nc) {
     gemm_accumulate_serial(dhv.q_row(rb.i0), dhv.stride, MatView<T>{g + c0, ld, 1},
@@ -458,9 +490,12 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
   check_args(B, Tn, C, NH, spec, head_scale != nullptr);
   check_far(spec, qkv_far != nullptr);
   const int D = C / NH;
-  std::vector<T> heads(static_cast<size_t>(B) * Tn * 3 * C), heads_far(qkv_far ? heads.size() : 0);
-  to_heads(heads.data(), qkv, B, Tn, C, NH, spec.score == Score::Cosine);
-  if (qkv_far) to_heads(heads_far.data(), qkv_far, B, Tn, C, NH, spec.score == Score::Cosine);
+  const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
+  CallScratch<T>& cs = call_scratch<T>();
+  T* heads = reuse(cs.heads, n);
+  T* heads_far = qkv_far ? reuse(cs.heads_far, n) : nullptr;
+  to_heads(heads, qkv, B, Tn, C, NH, spec.score == Score::Cosine);
+  if (qkv_far) to_heads(heads_far, qkv_far, B, Tn, C, NH, spec.score == Score::Cosine);
   const int nblocks = (Tn + kRowBlock - 1) / kRowBlock;
   const GemmKernel isa = gemm_kernel();
   const long nitems = static_cast<long>(B) * NH * nblocks;
@@ -469,7 +504,10 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
 
 #pragma omp parallel if (score_work(B, Tn, C) > kMinParallelWork)
   {
-    std::vector<T> tile(static_cast<size_t>(kRowBlock) * tile_ld(Tn)), ftile(qkv_far ? tile.size() : 0);
+    static thread_local std::vector<T> tile_store, ftile_store;
+    const size_t tn = static_cast<size_t>(kRowBlock) * tile_ld(Tn);
+    T* tile = reuse(tile_store, tn);
+    T* ftile = qkv_far ? reuse(ftile_store, tn) : nullptr;
     std::array<T, kRowBlock * kStats> st;
 #pragma omp for schedule(dynamic, 1)
     for (long item = 0; item < nitems; ++item) {
@@ -477,13 +515,13 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
       const int blk = nblocks - 1 - static_cast<int>(item % nblocks);
       const int bh = static_cast<int>(item / nblocks);
       const int b = bh / NH, h = bh % NH;
-      const HeadView<const T> hv(heads.data(), b, h, Tn, NH, D);
-      const HeadView<const T> fv(qkv_far ? heads_far.data() : heads.data(), b, h, Tn, NH, D);
+      const HeadView<const T> hv(heads, b, h, Tn, NH, D);
+      const HeadView<const T> fv(qkv_far ? heads_far : heads, b, h, Tn, NH, D);
       const RowBlock<T> rb(blk * kRowBlock, std::min(Tn, (blk + 1) * kRowBlock), tile_ld(Tn), spec);
       // out (B,T,C) row (b,i0), head h
       T* y = out + (static_cast<size_t>(b) * Tn + rb.i0) * C + static_cast<size_t>(h) * D;
       block_forward(y, static_cast<size_t>(C), st.data(), diag ? &item_diag[item * kAttentionDiagStats] : nullptr,
-                    tile.data(), ftile.data(), rb, hv, qkv_far ? &fv : nullptr, spec,
+                    tile, ftile, rb, hv, qkv_far ? &fv : nullptr, spec,
                     head_consts(spec, h, NH, D, head_scale), isa);
       // stats (B,NH,T,kStats)
       if (stats)
@@ -510,9 +548,15 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
   GPT_CHECK(!spec.learned_scale() || dhead_scale != nullptr, "attention_backward: ssmax needs dhead_scale");
   const int D = C / NH;
   const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
-  std::vector<T> heads(n), dheads(n, T(0)), heads_far(qkv_far ? n : 0), dheads_far(qkv_far ? n : 0, T(0));
-  to_heads(heads.data(), qkv, B, Tn, C, NH, spec.score == Score::Cosine);
-  if (qkv_far) to_heads(heads_far.data(), qkv_far, B, Tn, C, NH, spec.score == Score::Cosine);
+  CallScratch<T>& cs = call_scratch<T>();
+  T* heads = reuse(cs.heads, n);
+  T* dheads = reuse(cs.dheads, n);
+  std::fill(dheads, dheads + n, T(0));
+  T* heads_far = qkv_far ? reuse(cs.heads_far, n) : nullptr;
+  T* dheads_far = qkv_far ? reuse(cs.dheads_far, n) : nullptr;
+  if (qkv_far) std::fill(dheads_far, dheads_far + n, T(0));
+  to_heads(heads, qkv, B, Tn, C, NH, spec.score == Score::Cosine);
+  if (qkv_far) to_heads(heads_far, qkv_far, B, Tn, C, NH, spec.score == Score::Cosine);
   std::vector<double> dhead(static_cast<size_t>(B) * NH, 0.0);
   const GemmKernel isa = gemm_kernel();
 
@@ -521,14 +565,15 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
   // the sums is fixed whatever the thread count.
 #pragma omp parallel if (score_work(B, Tn, C) > kMinParallelWork)
   {
-    BackwardTiles<T> tiles(static_cast<size_t>(kRowBlock) * tile_ld(Tn), qkv_far != nullptr);
+    static thread_local BackwardTiles<T> tiles;
+    tiles.prepare(static_cast<size_t>(kRowBlock) * tile_ld(Tn), qkv_far != nullptr);
 #pragma omp for schedule(dynamic, 1)
     for (int bh = 0; bh < B * NH; ++bh) {
       const int b = bh / NH, h = bh % NH;
-      const HeadView<const T> hv(heads.data(), b, h, Tn, NH, D);
-      const HeadView<T> dhv(dheads.data(), b, h, Tn, NH, D);
-      const HeadView<const T> fv(qkv_far ? heads_far.data() : heads.data(), b, h, Tn, NH, D);
-      const HeadView<T> dfv(qkv_far ? dheads_far.data() : dheads.data(), b, h, Tn, NH, D);
+      const HeadView<const T> hv(heads, b, h, Tn, NH, D);
+      const HeadView<T> dhv(dheads, b, h, Tn, NH, D);
+      const HeadView<const T> fv(qkv_far ? heads_far : heads, b, h, Tn, NH, D);
+      const HeadView<T> dfv(qkv_far ? dheads_far : dheads, b, h, Tn, NH, D);
       const HeadConsts hc = head_consts(spec, h, NH, D, head_scale);
       for (int i0 = 0; i0 < Tn; i0 += kRowBlock) {
         const RowBlock<T> rb(i0, std::min(Tn, i0 + kRowBlock), tile_ld(Tn), spec);
@@ -540,13 +585,14 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
       }
     }
   }
-  auto scatter = [&](T* dst, const std::vector<T>& dh, const T* src) {
+  auto scatter = [&](T* dst, const T* dh, const T* src) {
     if (spec.score == Score::Cosine) {
-      std::vector<T> dhat(n, T(0));  // dL/d(normalised q, k) and dL/dv, in qkv's layout
-      add_from_heads(dhat.data(), dh.data(), B, Tn, C, NH);
-      normalize_qk_backward(dst, dhat.data(), src, B, Tn, C, NH);
+      T* dhat = reuse(cs.dhat, n);  // dL/d(normalised q, k) and dL/dv, in qkv's layout
+      std::fill(dhat, dhat + n, T(0));
+      add_from_heads(dhat, dh, B, Tn, C, NH);
+      normalize_qk_backward(dst, dhat, src, B, Tn, C, NH);
     } else {
-      add_from_heads(dst, dh.data(), B, Tn, C, NH);
+      add_from_heads(dst, dh, B, Tn, C, NH);
     }
   };
   scatter(dqkv, dheads, qkv);

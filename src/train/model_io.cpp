@@ -204,16 +204,21 @@ void check_checkpoint_tensors(const CheckpointReader& r, const ParamLayout& layo
   }
 }
 
-// Tensor `name` of the reader into backend memory at dst, piece by piece,
-// each piece checked for non-finite values first.
-static void upload_tensor(CheckpointReader& r, const std::string& name, ParamBackend<float>& be, float* dst) {
+// Tensor `name` of the reader, whose values sit at flat offsets offset ..
+// offset + numel of the parameters' layout, into backend memory: the values
+// at flat indices inside `keep` go to dst[index - keep.begin]. Piece by
+// piece, each piece checked for non-finite values first.
+static void upload_tensor(CheckpointReader& r, const std::string& name, ParamBackend<float>& be, float* dst,
+                          size_t offset, dist::Shard keep) {
   const CheckpointReader::Entry& e = r.entry(name);
   r.for_each_piece(e, [&](uint64_t first, uint64_t n, const float* v) {
     const size_t i = first_nonfinite_index(v, n);
     GPT_CHECK(i == n, "checkpoint ", r.path(), ": tensor ", name, " holds a non-finite value (", v[i],
               " at index ", first + i, " of ", e.numel(),
               "); a model with NaN or infinite parameters cannot be trained or evaluated");
-    be.upload(dst + first, v, n);
+    const size_t lo = std::max<size_t>(offset + first, keep.begin);
+    const size_t hi = std::min<size_t>(offset + first + n, keep.end);
+    if (lo < hi) be.upload(dst + (lo - keep.begin), v + (lo - offset - first), hi - lo);
   });
 }
 
@@ -223,26 +228,15 @@ void restore_checkpoint(CheckpointReader& r, Model<float>& model, AdamW<float>* 
     check_checkpoint_tensors(r, model.layout(), "adam_m/");
     check_checkpoint_tensors(r, model.layout(), "adam_v/");
   }
+  const dist::Shard all{0, model.num_params()};
   for (const ParamSpec& s : model.layout().specs)
-    upload_tensor(r, "param/" + s.name, model.backend(), model.params() + s.offset);
+    upload_tensor(r, "param/" + s.name, model.backend(), model.params(), s.offset, all);
   if (opt) {
     // Each rank keeps the part of each tensor inside its shard.
-    const dist::Shard sh = opt->shard();
-    for (const ParamSpec& s : model.layout().specs)
-      for (const char* which : {"adam_m/", "adam_v/"}) {
-        float* own = which[5] == 'm' ? opt->m() : opt->v();
-        const std::string name = which + s.name;
-        const CheckpointReader::Entry& e = r.entry(name);
-        r.for_each_piece(e, [&](uint64_t first, uint64_t n, const float* v) {
-          const size_t i = first_nonfinite_index(v, n);
-          GPT_CHECK(i == n, "checkpoint ", r.path(), ": tensor ", name, " holds a non-finite value (", v[i],
-                    " at index ", first + i, " of ", e.numel(),
-                    "); a model with NaN or infinite parameters cannot be trained or evaluated");
-          const size_t lo = std::max<size_t>(s.offset + first, sh.begin);
-          const size_t hi = std::min<size_t>(s.offset + first + n, sh.end);
-          if (lo < hi) model.backend().upload(own + (lo - sh.begin), v + (lo - s.offset - first), hi - lo);
-        });
-      }
+    for (const ParamSpec& s : model.layout().specs) {
+      upload_tensor(r, "adam_m/" + s.name, model.backend(), opt->m(), s.offset, opt->shard());
+      upload_tensor(r, "adam_v/" + s.name, model.backend(), opt->v(), s.offset, opt->shard());
+    }
     opt->set_steps_taken(meta_count(r.meta(), "adam_steps", r.path(), std::numeric_limits<int64_t>::max()));
   }
 }
@@ -254,7 +248,7 @@ InitFromSummary init_from_checkpoint(Model<float>& model, const std::string& pat
   for (const ParamSpec& s : model.layout().specs) {
     const std::string name = "param/" + s.name;
     if (r.has(name) && r.entry(name).shape == s.shape) {
-      upload_tensor(r, name, model.backend(), model.params() + s.offset);
+      upload_tensor(r, name, model.backend(), model.params(), s.offset, dist::Shard{0, model.num_params()});
       sum.copied.push_back(s.name);
     } else {
       sum.kept.push_back(s.name);
