@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <sstream>
 
@@ -33,11 +34,17 @@ size_t first_nonfinite_index(const float* values, size_t n) {
   return i;
 }
 
-void check_finite(const std::vector<float>& values, const std::string& path, const std::string& tensor) {
-  const size_t i = first_nonfinite_index(values.data(), values.size());
-  GPT_CHECK(i == values.size(), "checkpoint ", path, ": tensor ", tensor, " holds a non-finite value (", values[i],
-            " at index ", i, " of ", values.size(),
+// values[0..n) are elements first.. of the tensor's `total`.
+static void check_finite_piece(const float* values, size_t n, const std::string& path, const std::string& tensor,
+                               uint64_t first, uint64_t total) {
+  const size_t i = first_nonfinite_index(values, n);
+  GPT_CHECK(i == n, "checkpoint ", path, ": tensor ", tensor, " holds a non-finite value (", values[i],
+            " at index ", first + i, " of ", total,
             "); a model with NaN or infinite parameters cannot be trained or evaluated");
+}
+
+void check_finite(const std::vector<float>& values, const std::string& path, const std::string& tensor) {
+  check_finite_piece(values.data(), values.size(), path, tensor, 0, values.size());
 }
 
 static nlohmann::json checkpoint_meta(AdamW<float>* opt, const Config& cfg, const TrainProgress& progress) {
@@ -160,16 +167,24 @@ TrainProgress checkpoint_progress(const nlohmann::json& meta, const std::string&
 // Checks every parameter tensor of the layout against the checkpoint before
 // anything is allocated: a checkpoint whose config describes a huge model must
 // also hold its tensors, so memory stays proportional to the file.
-void check_checkpoint_tensors(const Checkpoint& ckpt, const std::string& path, const ParamLayout& layout,
-                              const std::string& prefix) {
+// shape_of(name): the tensor's shape, or null when the checkpoint lacks it.
+static void check_tensor_shapes(const std::function<const std::vector<int64_t>*(const std::string&)>& shape_of,
+                                const std::string& path, const ParamLayout& layout, const std::string& prefix) {
   for (const ParamSpec& s : layout.specs) {
     const std::string name = prefix + s.name;
-    GPT_CHECK(ckpt.has(name), "checkpoint ", path, " has no tensor ", name,
+    const std::vector<int64_t>* shape = shape_of(name);
+    GPT_CHECK(shape, "checkpoint ", path, " has no tensor ", name,
               " (it was saved from a model of a different shape or kind)");
-    const CheckpointTensor& t = ckpt.tensor(name);
-    GPT_CHECK(t.shape == s.shape, "checkpoint ", path, ": tensor ", name, " has shape ", shape_str(t.shape),
+    GPT_CHECK(*shape == s.shape, "checkpoint ", path, ": tensor ", name, " has shape ", shape_str(*shape),
               " but the model expects ", shape_str(s.shape), " (different model shape)");
   }
+}
+
+static void check_checkpoint_tensors(const Checkpoint& ckpt, const std::string& path, const ParamLayout& layout,
+                                     const std::string& prefix) {
+  check_tensor_shapes(
+      [&](const std::string& name) { return ckpt.has(name) ? &ckpt.tensor(name).shape : nullptr; }, path, layout,
+      prefix);
 }
 
 void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<float>& model, AdamW<float>* opt) {
@@ -194,14 +209,8 @@ void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<f
 }
 
 void check_checkpoint_tensors(const CheckpointReader& r, const ParamLayout& layout, const std::string& prefix) {
-  for (const ParamSpec& s : layout.specs) {
-    const std::string name = prefix + s.name;
-    GPT_CHECK(r.has(name), "checkpoint ", r.path(), " has no tensor ", name,
-              " (it was saved from a model of a different shape or kind)");
-    const auto& shape = r.entry(name).shape;
-    GPT_CHECK(shape == s.shape, "checkpoint ", r.path(), ": tensor ", name, " has shape ", shape_str(shape),
-              " but the model expects ", shape_str(s.shape), " (different model shape)");
-  }
+  check_tensor_shapes([&](const std::string& name) { return r.has(name) ? &r.entry(name).shape : nullptr; },
+                      r.path(), layout, prefix);
 }
 
 // Tensor `name` of the reader, whose values sit at flat offsets offset ..
@@ -212,10 +221,7 @@ static void upload_tensor(CheckpointReader& r, const std::string& name, ParamBac
                           size_t offset, dist::Shard keep) {
   const CheckpointReader::Entry& e = r.entry(name);
   r.for_each_piece(e, [&](uint64_t first, uint64_t n, const float* v) {
-    const size_t i = first_nonfinite_index(v, n);
-    GPT_CHECK(i == n, "checkpoint ", r.path(), ": tensor ", name, " holds a non-finite value (", v[i],
-              " at index ", first + i, " of ", e.numel(),
-              "); a model with NaN or infinite parameters cannot be trained or evaluated");
+    check_finite_piece(v, n, r.path(), name, first, e.numel());
     const size_t lo = std::max<size_t>(offset + first, keep.begin);
     const size_t hi = std::min<size_t>(offset + first + n, keep.end);
     if (lo < hi) be.upload(dst + (lo - keep.begin), v + (lo - offset - first), hi - lo);
@@ -265,16 +271,21 @@ std::string checkpoint_path(const std::string& run_dir, int step) {
   return (fs::path(run_dir) / "checkpoints" / name).string();
 }
 
+// Points RUN_DIR/checkpoints/latest at the checkpoint just written.
+static void point_latest(const std::string& run_dir, const std::string& path) {
+  write_file_atomic((fs::path(run_dir) / "checkpoints" / "latest").string(), fs::path(path).filename().string() + "\n");
+}
+
 void save_run_checkpoint(const std::string& run_dir, int step, const Checkpoint& ckpt) {
   const std::string path = checkpoint_path(run_dir, step);
   save_checkpoint(path, ckpt);
-  write_file_atomic((fs::path(run_dir) / "checkpoints" / "latest").string(), fs::path(path).filename().string() + "\n");
+  point_latest(run_dir, path);
 }
 
 void save_run_checkpoint(const std::string& run_dir, int step, const CheckpointState& state) {
   const std::string path = checkpoint_path(run_dir, step);
   write_checkpoint(path, state.meta, state.tensors);
-  write_file_atomic((fs::path(run_dir) / "checkpoints" / "latest").string(), fs::path(path).filename().string() + "\n");
+  point_latest(run_dir, path);
 }
 
 std::string resolve_checkpoint(const std::string& p) {
