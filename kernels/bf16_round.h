@@ -80,6 +80,15 @@ GPT_BF16_HD inline float bf16_bits_to_float(uint16_t b) { return bf16_bits_float
 // x rounded to the nearest bf16, as a float32 (exactly representable).
 GPT_BF16_HD inline float round_to_bf16(float x) { return bf16_bits_to_float(round_to_bf16_bits(x)); }
 
+// A stored element as the type kernels compute in: a float or double as it
+// is, a bf16 widened to float32 (exactly). Lets one kernel template read
+// either storage (the CPU GEMM's packers, the embedding of bf16 tables).
+template <typename T>
+GPT_BF16_HD inline T stored_value(T x) {
+  return x;
+}
+GPT_BF16_HD inline float stored_value(bf16 x) { return bf16_bits_to_float(x.bits); }
+
 }  // namespace gpt
 
 #undef GPT_BF16_HD

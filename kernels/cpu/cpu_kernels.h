@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "kernels/attention_spec.h"
+#include "kernels/bf16_round.h"
 
 namespace gpt::cpu {
 
@@ -27,6 +28,10 @@ void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe,
 template <typename T>
 void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens,
                       int B, int Tn, int C);
+// encoder_forward of bf16 tables into float32 (run.storage "bf16"): only the
+// rows the tokens pick are widened.
+void encoder_forward_bf16(float* out, const int32_t* tokens, const bf16* wte,
+                          const bf16* wpe, int B, int Tn, int C);
 
 // ---- LayerNorm (eps 1e-5, biased variance) ----------------------------------
 // inp/out (N,C); mean, rstd (N) saved for the backward pass (may be null when
@@ -45,10 +50,17 @@ template <typename T>
 void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
                     int C, int OC);
 // dinp (N,C) += dout·W ; dweight (OC,C) += doutᵀ·inp ; dbias (OC) += Σ dout.
-// dbias may be null (no bias); dinp may be null (input needs no gradient).
+// dbias may be null (no bias); dinp may be null (input needs no gradient);
+// dweight may be null (only dinp wanted).
 template <typename T>
 void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
                      const T* weight, int N, int C, int OC);
+// The same with bf16 operands (run.storage "bf16") and float32 results: bit
+// for bit the float32 functions on the operands widened, without widening
+// them (the GEMM converts what it packs; kernels/cpu/gemm.h).
+void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int N, int C, int OC);
+void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                          const bf16* weight, int N, int C, int OC);
 
 // ---- GELU (tanh approximation) -------------------------------------------------
 template <typename T>

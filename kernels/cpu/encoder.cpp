@@ -14,23 +14,34 @@ constexpr int kChannelBlock = 32;
 // Loops over fewer elements than this run on the calling thread: waking the
 // OpenMP team costs microseconds (and a scheduler tick on a busy machine).
 constexpr size_t kMinParallelWork = size_t(1) << 15;
+
+// T: the output's type; S: the tables' (T, or bf16 widened row by row).
+template <typename T, typename S>
+void forward_impl(T* out, const int32_t* tokens, const S* wte, const S* wpe, int B, int Tn, int C) {
+#pragma omp parallel for schedule(static) if (size_t(B) * Tn * C >= kMinParallelWork)
+  for (int bt = 0; bt < B * Tn; ++bt) {
+    // (B,T,C) row bt; wte (V,C) row tokens[bt]; wpe (maxT,C) row t
+    T* o = out + static_cast<size_t>(bt) * C;
+    const S* e = wte + static_cast<size_t>(tokens[bt]) * C;
+    if (wpe) {
+      const S* p = wpe + static_cast<size_t>(bt % Tn) * C;
+      for (int c = 0; c < C; ++c) o[c] = stored_value(e[c]) + stored_value(p[c]);
+    } else {
+      for (int c = 0; c < C; ++c) o[c] = stored_value(e[c]);
+    }
+  }
+}
 }  // namespace
 
 template <typename T>
 void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe,
                      int B, int Tn, int C) {
-#pragma omp parallel for schedule(static) if (size_t(B) * Tn * C >= kMinParallelWork)
-  for (int bt = 0; bt < B * Tn; ++bt) {
-    // (B,T,C) row bt; wte (V,C) row tokens[bt]; wpe (maxT,C) row t
-    T* o = out + static_cast<size_t>(bt) * C;
-    const T* e = wte + static_cast<size_t>(tokens[bt]) * C;
-    if (wpe) {
-      const T* p = wpe + static_cast<size_t>(bt % Tn) * C;
-      for (int c = 0; c < C; ++c) o[c] = e[c] + p[c];
-    } else {
-      for (int c = 0; c < C; ++c) o[c] = e[c];
-    }
-  }
+  forward_impl(out, tokens, wte, wpe, B, Tn, C);
+}
+
+void encoder_forward_bf16(float* out, const int32_t* tokens, const bf16* wte,
+                          const bf16* wpe, int B, int Tn, int C) {
+  forward_impl(out, tokens, wte, wpe, B, Tn, C);
 }
 
 template <typename T>

@@ -21,6 +21,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/check.h"
@@ -42,13 +43,13 @@ constexpr size_t kMinParallelWork = size_t(1) << 15;
 // Both packers walk the source along its contiguous direction.
 
 // B[k0..k0+kc, j0..j0+nr) as one kc×NR panel (k-major), zero-padded columns.
-template <int NR, typename T>
-void pack_b_panel(T* dst, MatView<T> b, int k0, int kc, int j0, int nr) {
+template <int NR, typename T, typename S>
+void pack_b_panel(T* dst, MatView<S> b, int k0, int kc, int j0, int nr) {
   if (b.col == 1) {
     for (int k = 0; k < kc; ++k) {
-      const T* s = b.p + (k0 + k) * b.row + j0;
+      const S* s = b.p + (k0 + k) * b.row + j0;
       T* d = dst + static_cast<size_t>(k) * NR;
-      for (int j = 0; j < nr; ++j) d[j] = s[j];
+      for (int j = 0; j < nr; ++j) d[j] = stored_value(s[j]);
       for (int j = nr; j < NR; ++j) d[j] = T(0);
     }
   } else {
@@ -56,20 +57,20 @@ void pack_b_panel(T* dst, MatView<T> b, int k0, int kc, int j0, int nr) {
       for (int k = 0; k < kc; ++k)
         for (int j = nr; j < NR; ++j) dst[static_cast<size_t>(k) * NR + j] = T(0);
     for (int j = 0; j < nr; ++j) {
-      const T* s = b.p + (j0 + j) * b.col + k0 * b.row;
-      for (int k = 0; k < kc; ++k) dst[static_cast<size_t>(k) * NR + j] = s[k * b.row];
+      const S* s = b.p + (j0 + j) * b.col + k0 * b.row;
+      for (int k = 0; k < kc; ++k) dst[static_cast<size_t>(k) * NR + j] = stored_value(s[k * b.row]);
     }
   }
 }
 
 // A[i0..i0+mr, k0..k0+kc) as one MR×kc panel (k-major), zero-padded rows.
-template <int MR, typename T>
-void pack_a_panel(T* dst, MatView<T> a, int i0, int mr, int k0, int kc) {
+template <int MR, typename T, typename S>
+void pack_a_panel(T* dst, MatView<S> a, int i0, int mr, int k0, int kc) {
   if (a.row == 1) {
     for (int k = 0; k < kc; ++k) {
-      const T* s = a.p + (k0 + k) * a.col + i0;
+      const S* s = a.p + (k0 + k) * a.col + i0;
       T* d = dst + static_cast<size_t>(k) * MR;
-      for (int i = 0; i < mr; ++i) d[i] = s[i];
+      for (int i = 0; i < mr; ++i) d[i] = stored_value(s[i]);
       for (int i = mr; i < MR; ++i) d[i] = T(0);
     }
   } else {
@@ -77,8 +78,8 @@ void pack_a_panel(T* dst, MatView<T> a, int i0, int mr, int k0, int kc) {
       for (int k = 0; k < kc; ++k)
         for (int i = mr; i < MR; ++i) dst[static_cast<size_t>(k) * MR + i] = T(0);
     for (int i = 0; i < mr; ++i) {
-      const T* s = a.p + (i0 + i) * a.row + k0 * a.col;
-      for (int k = 0; k < kc; ++k) dst[static_cast<size_t>(k) * MR + i] = s[k * a.col];
+      const S* s = a.p + (i0 + i) * a.row + k0 * a.col;
+      for (int k = 0; k < kc; ++k) dst[static_cast<size_t>(k) * MR + i] = stored_value(s[k * a.col]);
     }
   }
 }
@@ -180,9 +181,11 @@ T* aligned_array(std::vector<T>& storage, size_t n) {
 // with its own packed copies of A and B (packing B once per thread costs
 // K·N against the (r1-r0)·N·K multiply-adds it serves). No barriers: a thread
 // delayed by another process on a shared machine holds up the others only at
-// the end of the call.
-template <class Tile, typename T>
-void gemm_rows(T* c, size_t ldc, MatView<T> a, MatView<T> b, int r0, int r1, int N, int K, T* bpack, T* apack) {
+// the end of the call. Operands stored as bf16 (SA, SB) are widened while
+// they are packed, so the tile kernel sees the same float32 values as after
+// a whole-tensor conversion and the result is bit-identical to it.
+template <class Tile, typename T, typename SA, typename SB>
+void gemm_rows(T* c, size_t ldc, MatView<SA> a, MatView<SB> b, int r0, int r1, int N, int K, T* bpack, T* apack) {
   constexpr int MR = Tile::MR, NR = Tile::NR;
   alignas(64) T edge[MR * NR];  // partial tiles at the right and bottom edges
   for (int j0 = 0; j0 < N; j0 += kNC) {
@@ -194,9 +197,14 @@ void gemm_rows(T* c, size_t ldc, MatView<T> a, MatView<T> b, int r0, int r1, int
         pack_b_panel<NR>(bpack + static_cast<size_t>(p) * kc * NR, b, k0, kc, j0 + p * NR, std::min(NR, nc - p * NR));
       for (int i0 = r0; i0 < r1; i0 += MR) {
         const int mr = std::min(MR, r1 - i0);
-        // Row-major A is read in place (whole row blocks); otherwise packed.
-        const bool in_place = a.col == 1 && mr == MR;
-        const T* ap = in_place ? a.p + i0 * a.row + k0 : apack;
+        // Row-major A of the kernel's type is read in place (whole row
+        // blocks); otherwise packed.
+        bool in_place = false;
+        const T* ap = apack;
+        if constexpr (std::is_same_v<SA, T>) {
+          in_place = a.col == 1 && mr == MR;
+          if (in_place) ap = a.p + i0 * a.row + k0;
+        }
         const size_t rsa = in_place ? a.row : 1, csa = in_place ? 1 : MR;
         if (!in_place) pack_a_panel<MR>(apack, a, i0, mr, k0, kc);
         for (int p = 0; p < npanels; ++p) {
@@ -220,8 +228,8 @@ void gemm_rows(T* c, size_t ldc, MatView<T> a, MatView<T> b, int r0, int r1, int
 // gemm_rows with the calling thread's packing buffers, kept between calls
 // (OpenMP reuses its threads): a fresh 512 KiB allocation per call cost page
 // faults.
-template <class Tile, typename T>
-void gemm_rows_buffered(T* c, size_t ldc, MatView<T> a, MatView<T> b, int r0, int r1, int N, int K) {
+template <class Tile, typename T, typename SA, typename SB>
+void gemm_rows_buffered(T* c, size_t ldc, MatView<SA> a, MatView<SB> b, int r0, int r1, int N, int K) {
   constexpr int MR = Tile::MR, NR = Tile::NR;
   const size_t bsize = static_cast<size_t>((std::min(N, kNC) + NR - 1) / NR) * kKC * NR;
   thread_local std::vector<T> bstore, astore;
@@ -230,8 +238,8 @@ void gemm_rows_buffered(T* c, size_t ldc, MatView<T> a, MatView<T> b, int r0, in
   gemm_rows<Tile>(c, ldc, a, b, r0, r1, N, K, bpack, apack);
 }
 
-template <class Tile, typename T>
-void gemm_driver(T* c, size_t ldc, MatView<T> a, MatView<T> b, int M, int N, int K) {
+template <class Tile, typename T, typename SA, typename SB>
+void gemm_driver(T* c, size_t ldc, MatView<SA> a, MatView<SB> b, int M, int N, int K) {
   constexpr int MR = Tile::MR, NR = Tile::NR;
   static_assert(kNC % NR == 0, "column blocks hold whole panels");
   if (M <= 0 || N <= 0 || K <= 0) return;
@@ -333,6 +341,17 @@ void gemm_accumulate(float* c, size_t ldc, MatView<float> a, MatView<float> b, i
 
 void gemm_accumulate(double* c, size_t ldc, MatView<double> a, MatView<double> b, int M, int N, int K) {
   gemm_driver<GenericTile<double>>(c, ldc, a, b, M, N, K);
+}
+
+void gemm_accumulate(float* c, size_t ldc, MatView<bf16> a, MatView<bf16> b, int M, int N, int K) {
+  switch (active().load(std::memory_order_relaxed)) {
+    case GemmKernel::Avx512:
+      return gemm_driver<Avx512Tile>(c, ldc, a, b, M, N, K);
+    case GemmKernel::Avx2:
+      return gemm_driver<Avx2Tile>(c, ldc, a, b, M, N, K);
+    default:
+      return gemm_driver<GenericTile<float>>(c, ldc, a, b, M, N, K);
+  }
 }
 
 void gemm_accumulate_serial(float* c, size_t ldc, MatView<float> a, MatView<float> b, int M, int N, int K) {

@@ -9,6 +9,8 @@
 #pragma once
 #include <cstddef>
 
+#include "kernels/bf16_round.h"
+
 namespace gpt::cpu {
 
 // A read-only matrix view: element (i, j) is at p[i*row + j*col].
@@ -21,6 +23,10 @@ struct MatView {
 // C (M,N), row-major with leading dimension ldc, += A (M,K) · B (K,N).
 void gemm_accumulate(float* c, size_t ldc, MatView<float> a, MatView<float> b, int M, int N, int K);
 void gemm_accumulate(double* c, size_t ldc, MatView<double> a, MatView<double> b, int M, int N, int K);
+// The float product of bf16 operands (run.storage "bf16"): each is widened
+// as it is packed, so C is bit for bit what the float GEMM gives on the
+// operands converted to float32 whole, without a float32 copy of either.
+void gemm_accumulate(float* c, size_t ldc, MatView<bf16> a, MatView<bf16> b, int M, int N, int K);
 // The same product on the calling thread only, for kernels that parallelise
 // their own outer loop (the attention kernel multiplies per-thread panels).
 void gemm_accumulate_serial(float* c, size_t ldc, MatView<float> a, MatView<float> b, int M, int N, int K);

@@ -33,6 +33,10 @@ void check_cublas(cublasStatus_t status, const char* call, const char* file, int
 // ---- embedding ------------------------------------------------------------------------
 void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int Tn, int C,
                      cudaStream_t stream);
+// The same from bf16 tables (bit patterns; run.storage "bf16"): only the rows
+// the tokens pick are widened.
+void encoder_forward(float* out, const int32_t* tokens, const uint16_t* wte, const uint16_t* wpe, int B, int Tn,
+                     int C, cudaStream_t stream);
 // dwte rows are scattered with atomicAdd (repeated tokens); dwpe sums over b
 // in a fixed order (no atomics).
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int Tn, int C,
@@ -71,8 +75,8 @@ class Matmul {
   // out (N,OC) = inp (N,C) · weightᵀ + bias (OC, may be null).
   void forward(float* out, const float* inp, const float* weight, const float* bias, int N, int C, int OC,
                cudaStream_t stream);
-  // dinp (N,C) += dout·W (dinp may be null); dweight (OC,C) += doutᵀ·inp;
-  // dbias (OC) += Σ_n dout (may be null). Bf16: dout is rounded once and
+  // dinp (N,C) += dout·W; dweight (OC,C) += doutᵀ·inp; dbias (OC) += Σ_n
+  // dout; each may be null (not wanted). Bf16: dout is rounded once and
   // used by both GEMMs; dbias sums the float32 dout.
   void backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp, const float* weight,
                 int N, int C, int OC, cudaStream_t stream);

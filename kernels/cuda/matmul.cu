@@ -212,10 +212,11 @@ template <typename E>
 void Matmul::backward_of(float* dinp, float* dweight, float* dbias, const E* dout, const E* inp, const E* weight,
                          int N, int C, int OC, cudaStream_t stream) {
   if (N > 0 && C > 0 && OC > 0) {
-    // dout once, for both GEMMs (slot 0); W (slot 1) only when dinp is wanted.
+    // dout once, for both GEMMs (slot 0); W (slot 1) only when dinp is wanted,
+    // inp (slot 2) only when dweight is (the bf16 adapter asks for them apart).
     const Operand dy = operand(0, dout, N, OC, stream);
     if (dinp) gemm(false, false, C, N, OC, operand(1, weight, OC, C, stream), dy, dinp, C, 1.0f, stream);
-    gemm(false, true, C, OC, N, operand(2, inp, N, C, stream), dy, dweight, C, 1.0f, stream);
+    if (dweight) gemm(false, true, C, OC, N, operand(2, inp, N, C, stream), dy, dweight, C, 1.0f, stream);
   }
   // Empty shapes: nothing to add (every GEMM above would be D += 0).
   if (dbias) bias_backward(dbias, dout, N, OC, stream);

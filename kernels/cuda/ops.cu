@@ -22,12 +22,18 @@ constexpr float kLayerNormEps = 1e-5f;  // as kernels/cpu/layernorm.cpp
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
 
 // ---- embedding ----------------------------------------------------------------------
-__global__ void encoder_forward_kernel(float* out, const int32_t* tokens, const float* wte, const float* wpe, int Tn,
-                                       int C, size_t total) {
+// A table element as float32: as it is, or a bf16 bit pattern widened.
+__device__ inline float table_value(float x) { return x; }
+__device__ inline float table_value(uint16_t bits) { return bf16_bits_to_float(bits); }
+
+// E: how the tables are stored (float, or bf16 bits for run.storage "bf16").
+template <typename E>
+__global__ void encoder_forward_kernel(float* out, const int32_t* tokens, const E* wte, const E* wpe, int Tn, int C,
+                                       size_t total) {
   GPT_GRID_STRIDE(i, total) {
     const size_t bt = i / C, c = i % C;
-    float v = wte[size_t(tokens[bt]) * C + c];
-    if (wpe) v += wpe[(bt % Tn) * C + c];
+    float v = table_value(wte[size_t(tokens[bt]) * C + c]);
+    if (wpe) v += table_value(wpe[(bt % Tn) * C + c]);
     out[i] = v;
   }
 }
@@ -246,14 +252,26 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
 
 unsigned warp_rows_grid(int N) { return static_cast<unsigned>((N + kThreads / 32 - 1) / (kThreads / 32)); }
 
+template <typename E>
+void encoder_forward_of(float* out, const int32_t* tokens, const E* wte, const E* wpe, int B, int Tn, int C,
+                        cudaStream_t stream) {
+  const size_t total = size_t(B) * Tn * C;
+  if (total == 0) return;
+  GPT_LAUNCH(grid_for(total, kThreads), kThreads, stream, encoder_forward_kernel<E>)(out, tokens, wte, wpe, Tn, C,
+                                                                                    total);
+  GPT_CUDA_CHECK_LAUNCH("encoder_forward_kernel");
+}
+
 }  // namespace
 
 void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int Tn, int C,
                      cudaStream_t stream) {
-  const size_t total = size_t(B) * Tn * C;
-  if (total == 0) return;
-  GPT_LAUNCH(grid_for(total, kThreads), kThreads, stream, encoder_forward_kernel)(out, tokens, wte, wpe, Tn, C, total);
-  GPT_CUDA_CHECK_LAUNCH("encoder_forward_kernel");
+  encoder_forward_of(out, tokens, wte, wpe, B, Tn, C, stream);
+}
+
+void encoder_forward(float* out, const int32_t* tokens, const uint16_t* wte, const uint16_t* wpe, int B, int Tn,
+                     int C, cudaStream_t stream) {
+  encoder_forward_of(out, tokens, wte, wpe, B, Tn, C, stream);
 }
 
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int Tn, int C,

@@ -114,9 +114,14 @@ class Backend : public ParamBackend<accum_t<T>> {
   // Optional, for the bf16-storage adapter (make_bf16_backend): the linear
   // layer reading bf16 operands (inp, w, dout) as they are, with float32
   // results (out, dinp, dw, dbias) and the contracts of matmul_forward /
-  // matmul_backward on the operands widened. false: this backend has no
-  // such path for these shapes, nothing was done, and the adapter widens the
-  // operands itself.
+  // matmul_backward on the operands widened (dinp, dw and dbias may each be
+  // null: not wanted); the embedding reading bf16 tables. false: this
+  // backend has no such path for these shapes, nothing was done, and the
+  // adapter widens the operands itself.
+  virtual bool encoder_forward_bf16(float* /*out*/, const int32_t* /*tokens*/, const bf16* /*wte*/,
+                                    const bf16* /*wpe*/, int /*B*/, int /*Tn*/, int /*C*/, int /*V*/) {
+    return false;
+  }
   virtual bool matmul_forward_bf16(float* /*out*/, const bf16* /*inp*/, const bf16* /*w*/, const float* /*bias*/,
                                    int /*N*/, int /*C*/, int /*OC*/) {
     return false;
@@ -152,7 +157,14 @@ std::unique_ptr<Backend<float>> make_backend(const std::string& device, const st
 // CUDA backend's cuBLASLt). Elsewhere the conversions are extra passes
 // over memory: correct first; native bf16 kernels are left to when a GPU
 // can measure them (docs/gpu.md).
-std::unique_ptr<Backend<bf16>> make_bf16_backend(std::unique_ptr<Backend<float>> wide);
+// chunk_floats bounds the float32 scratch: each widened operand holds at
+// most that many values (or one indivisible unit, a row or a sequence, when
+// that is larger), the op running chunk after chunk; 0 widens whole tensors.
+// Over the CPU backend the results are bit for bit those of whole-tensor
+// widening whatever the chunk (tests/backend/bf16_backend_test.cpp).
+constexpr size_t kBf16ChunkFloats = size_t(1) << 22;  // 16 MiB of float32 per operand
+std::unique_ptr<Backend<bf16>> make_bf16_backend(std::unique_ptr<Backend<float>> wide,
+                                                 size_t chunk_floats = kBf16ChunkFloats);
 
 // Whether make_backend("cuda") can work here; otherwise *why says why
 // ("built without CUDA", the driver's message, "no device visible").

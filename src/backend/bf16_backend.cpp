@@ -1,6 +1,24 @@
 // The bf16-storage adapter (make_bf16_backend, backend/backend.h): every op
 // of Backend<bf16> as "convert the bf16 operands to float32 scratch, run the
-// float32 op, round the bf16 results".
+// float32 op, round the bf16 results", in bounded chunks.
+//
+// Chunks follow the ops' independent units: rows (LayerNorm, the linear
+// layer, cross-entropy), sequences (embedding, RoPE, attention) or elements
+// (GELU, residuals). Each chunk's operands are widened into scratch of at
+// most chunk_ floats (or one unit when that is larger), the float32 op runs
+// on them, and its bf16 results are rounded back in place; the chunks run in
+// order. The float32 kernels sum across units (the gradients of LayerNorm's
+// and the linear layer's parameters, of the embedding tables, the attention
+// diagnostics) in unit order, one after the other, so on the CPU backend
+// chunking changes no bit (tests/backend/bf16_backend_test.cpp). Where a
+// kernel sums a whole call before adding it (ssmax's dhead_scale, in double,
+// over the batch), that op runs whole.
+//
+// The linear layer and the embedding read their bf16 weights as they are
+// where the float32 backend can (matmul_*_bf16, encoder_forward_bf16); only
+// a backend without those widens a whole weight (CUDA for shapes its bf16
+// GEMMs refuse).
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -12,7 +30,8 @@ namespace {
 
 class Bf16Backend final : public Backend<bf16> {
  public:
-  explicit Bf16Backend(std::unique_ptr<Backend<float>> wide) : wide_(std::move(wide)) {
+  Bf16Backend(std::unique_ptr<Backend<float>> wide, size_t chunk_floats)
+      : wide_(std::move(wide)), chunk_(chunk_floats) {
     GPT_CHECK(wide_, "make_bf16_backend: no float32 backend given");
   }
   std::string name() const override { return wide_->name() + ", bf16 storage"; }
@@ -34,119 +53,223 @@ class Bf16Backend final : public Backend<bf16> {
     wide_->adamw_update(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
   }
 
+  // Sequences (units of Tn·C) in chunks; tables read as bf16, or widened
+  // whole once when the wide backend cannot.
   void encoder_forward(bf16* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int Tn, int C,
                        int V) override {
-    const size_t N = static_cast<size_t>(B) * Tn;
-    float* o = scratch(0, N * C);
-    // wpe may be absent (no learned positions): widen() keeps null; only its first Tn rows are read.
-    wide_->encoder_forward(o, tokens, widen(1, wte, static_cast<size_t>(V) * C),
-                           widen(2, wpe, static_cast<size_t>(Tn) * C), B, Tn, C, V);
-    narrow(out, o, N * C);
+    const size_t TC = static_cast<size_t>(Tn) * C;
+    bool native = true;
+    const float *fwte = nullptr, *fwpe = nullptr;
+    by_units(B, TC, [&](int b0, int nb) {
+      float* o = scratch(0, nb * TC);
+      const int32_t* tk = tokens + static_cast<size_t>(b0) * Tn;
+      if (native && !wide_->encoder_forward_bf16(o, tk, wte, wpe, nb, Tn, C, V)) {
+        native = false;
+        // wpe may be absent (no learned positions): widen() keeps null; only its first Tn rows are read.
+        fwte = widen(1, wte, static_cast<size_t>(V) * C);
+        fwpe = widen(2, wpe, TC);
+      }
+      if (!native) wide_->encoder_forward(o, tk, fwte, fwpe, nb, Tn, C, V);
+      narrow(out + b0 * TC, o, nb * TC);
+    });
   }
   void encoder_backward(float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens, int B, int Tn,
                         int C) override {
-    wide_->encoder_backward(dwte, dwpe, widen(0, dout, static_cast<size_t>(B) * Tn * C), tokens, B, Tn, C);
+    const size_t TC = static_cast<size_t>(Tn) * C;
+    by_units(B, TC, [&](int b0, int nb) {
+      wide_->encoder_backward(dwte, dwpe, widen(0, dout + b0 * TC, nb * TC), tokens + static_cast<size_t>(b0) * Tn,
+                              nb, Tn, C);
+    });
   }
   void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w, const bf16* b, int N,
                          int C) override {
-    const size_t NC = static_cast<size_t>(N) * C;
-    float* o = scratch(0, NC);
-    wide_->layernorm_forward(o, mean, rstd, widen(1, inp, NC), widen(2, w, C), widen(3, b, C), N, C);
-    narrow(out, o, NC);
+    const float* fw = widen(2, w, C);
+    const float* fb = widen(3, b, C);
+    by_units(N, C, [&](int r0, int nr) {
+      const size_t off = static_cast<size_t>(r0) * C, n = static_cast<size_t>(nr) * C;
+      float* o = scratch(0, n);
+      wide_->layernorm_forward(o, at(mean, r0), at(rstd, r0), widen(1, inp + off, n), fw, fb, nr, C);
+      narrow(out + off, o, n);
+    });
   }
   void layernorm_backward(bf16* dinp, float* dw, float* db, const bf16* dout, const bf16* inp, const bf16* w,
                           const float* mean, const float* rstd, int N, int C) override {
-    const size_t NC = static_cast<size_t>(N) * C;
-    float* di = widen(0, dinp, NC);
-    wide_->layernorm_backward(di, dw, db, widen(1, dout, NC), widen(2, inp, NC), widen(3, w, C), mean, rstd, N, C);
-    narrow(dinp, di, NC);
+    const float* fw = widen(3, w, C);
+    by_units(N, C, [&](int r0, int nr) {
+      const size_t off = static_cast<size_t>(r0) * C, n = static_cast<size_t>(nr) * C;
+      float* di = widen(0, dinp + off, n);
+      wide_->layernorm_backward(di, dw, db, widen(1, dout + off, n), widen(2, inp + off, n), fw, mean + r0,
+                                rstd + r0, nr, C);
+      narrow(dinp + off, di, n);
+    });
   }
+  // Rows in chunks of the output's width (the logits' Vp for the LM head).
   void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C,
                       int OC) override {
-    const size_t NOC = static_cast<size_t>(N) * OC;
-    float* o = scratch(0, NOC);
-    float* b = widen(3, bias, OC);
-    if (!wide_->matmul_forward_bf16(o, inp, w, b, N, C, OC))
-      wide_->matmul_forward(o, widen(1, inp, static_cast<size_t>(N) * C), widen(2, w, static_cast<size_t>(OC) * C), b,
-                            N, C, OC);
-    narrow(out, o, NOC);
+    const float* fb = widen(3, bias, OC);
+    bool native = true;
+    const float* fw = nullptr;
+    by_units(N, static_cast<size_t>(std::max(C, OC)), [&](int r0, int nr) {
+      float* o = scratch(0, static_cast<size_t>(nr) * OC);
+      const bf16* in = inp + static_cast<size_t>(r0) * C;
+      if (native && !wide_->matmul_forward_bf16(o, in, w, fb, nr, C, OC)) {
+        native = false;
+        fw = widen(2, w, static_cast<size_t>(OC) * C);
+      }
+      if (!native) wide_->matmul_forward(o, widen(1, in, static_cast<size_t>(nr) * C), fw, fb, nr, C, OC);
+      narrow(out + static_cast<size_t>(r0) * OC, o, static_cast<size_t>(nr) * OC);
+    });
   }
+  // dw and dbias in one call over all rows from the bf16 operands (no
+  // scratch), then dinp row chunk by row chunk; without bf16 operands, the
+  // whole weight widened and every product chunk by chunk.
   void matmul_backward(bf16* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp, const bf16* w, int N,
                        int C, int OC) override {
-    const size_t NC = static_cast<size_t>(N) * C;
-    float* di = widen(0, dinp, NC);
-    if (!wide_->matmul_backward_bf16(di, dw, dbias, dout, inp, w, N, C, OC))
-      wide_->matmul_backward(di, dw, dbias, widen(1, dout, static_cast<size_t>(N) * OC), widen(2, inp, NC),
-                             widen(3, w, static_cast<size_t>(OC) * C), N, C, OC);
-    if (dinp) narrow(dinp, di, NC);
+    if (wide_->matmul_backward_bf16(nullptr, dw, dbias, dout, inp, w, N, C, OC)) {
+      if (!dinp) return;
+      by_units(N, C, [&](int r0, int nr) {
+        const size_t off = static_cast<size_t>(r0) * C, n = static_cast<size_t>(nr) * C;
+        float* di = widen(0, dinp + off, n);
+        wide_->matmul_backward_bf16(di, nullptr, nullptr, dout + static_cast<size_t>(r0) * OC, inp + off, w, nr, C,
+                                    OC);
+        narrow(dinp + off, di, n);
+      });
+      return;
+    }
+    const float* fw = widen(3, w, static_cast<size_t>(OC) * C);
+    by_units(N, static_cast<size_t>(std::max(C, OC)), [&](int r0, int nr) {
+      const size_t off = static_cast<size_t>(r0) * C, n = static_cast<size_t>(nr) * C;
+      float* di = dinp ? widen(0, dinp + off, n) : nullptr;
+      wide_->matmul_backward(di, dw, dbias, widen(1, dout + static_cast<size_t>(r0) * OC, static_cast<size_t>(nr) * OC),
+                             widen(2, inp + off, n), fw, nr, C, OC);
+      if (dinp) narrow(dinp + off, di, n);
+    });
   }
   void gelu_forward(bf16* out, const bf16* inp, size_t n) override {
-    float* o = scratch(0, n);
-    wide_->gelu_forward(o, widen(1, inp, n), n);
-    narrow(out, o, n);
+    by_elements(n, [&](size_t i, size_t m) {
+      float* o = scratch(0, m);
+      wide_->gelu_forward(o, widen(1, inp + i, m), m);
+      narrow(out + i, o, m);
+    });
   }
   void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) override {
-    float* di = widen(0, dinp, n);
-    wide_->gelu_backward(di, widen(1, inp, n), widen(2, dout, n), n);
-    narrow(dinp, di, n);
+    by_elements(n, [&](size_t i, size_t m) {
+      float* di = widen(0, dinp + i, m);
+      wide_->gelu_backward(di, widen(1, inp + i, m), widen(2, dout + i, m), m);
+      narrow(dinp + i, di, m);
+    });
   }
   void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n) override {
-    float* o = scratch(0, n);
-    wide_->residual_forward(o, widen(1, a, n), widen(2, b, n), n);
-    narrow(out, o, n);
+    by_elements(n, [&](size_t i, size_t m) {
+      float* o = scratch(0, m);
+      wide_->residual_forward(o, widen(1, a + i, m), widen(2, b + i, m), m);
+      narrow(out + i, o, m);
+    });
   }
   void add_inplace(bf16* dst, const bf16* src, size_t n) override {
-    float* d = widen(0, dst, n);
-    wide_->add_inplace(d, widen(1, src, n), n);
-    narrow(dst, d, n);
+    by_elements(n, [&](size_t i, size_t m) {
+      float* d = widen(0, dst + i, m);
+      wide_->add_inplace(d, widen(1, src + i, m), m);
+      narrow(dst + i, d, m);
+    });
   }
   void rope_forward(bf16* out, const bf16* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
-    const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
-    float* o = scratch(0, n);
-    wide_->rope_forward(o, widen(1, inp, n), B, Tn, C, NH, rs, pos0);
-    narrow(out, o, n);
+    const size_t unit = static_cast<size_t>(Tn) * 3 * C;
+    by_units(B, unit, [&](int b0, int nb) {
+      const size_t off = b0 * unit, n = nb * unit;
+      float* o = scratch(0, n);
+      wide_->rope_forward(o, widen(1, inp + off, n), nb, Tn, C, NH, rs, pos0);
+      narrow(out + off, o, n);
+    });
   }
   void rope_backward(bf16* dinp, const bf16* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
-    const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
-    float* di = widen(0, dinp, n);
-    wide_->rope_backward(di, widen(1, dout, n), B, Tn, C, NH, rs, pos0);
-    narrow(dinp, di, n);
+    const size_t unit = static_cast<size_t>(Tn) * 3 * C;
+    by_units(B, unit, [&](int b0, int nb) {
+      const size_t off = b0 * unit, n = nb * unit;
+      float* di = widen(0, dinp + off, n);
+      wide_->rope_backward(di, widen(1, dout + off, n), nb, Tn, C, NH, rs, pos0);
+      narrow(dinp + off, di, n);
+    });
   }
+  // Sequences in chunks of their qkv (Tn·3C); stats (B,NH,T,kStatsPerRow)
+  // and the diagnostics (added to by every call) follow.
   void attention_forward(bf16* out, float* stats, const bf16* qkv, int B, int Tn, int C, int NH,
                          const AttentionSpec& spec, const bf16* head_scale, double* diag,
                          const bf16* qkv_far) override {
-    const size_t NC = static_cast<size_t>(B) * Tn * C;
-    float* o = scratch(0, NC);
-    wide_->attention_forward(o, stats, widen(1, qkv, 3 * NC), B, Tn, C, NH, spec, widen(2, head_scale, NH), diag,
-                             widen(3, qkv_far, 3 * NC));
-    narrow(out, o, NC);
+    const size_t TC = static_cast<size_t>(Tn) * C;
+    const size_t stats_unit = static_cast<size_t>(NH) * Tn * AttentionSpec::kStatsPerRow;
+    const float* hs = widen(2, head_scale, NH);
+    by_units(B, 3 * TC, [&](int b0, int nb) {
+      float* o = scratch(0, nb * TC);
+      wide_->attention_forward(o, at(stats, b0 * stats_unit), widen(1, qkv + 3 * b0 * TC, 3 * nb * TC), nb, Tn, C,
+                               NH, spec, hs, diag, widen(3, at(qkv_far, 3 * b0 * TC), 3 * nb * TC));
+      narrow(out + b0 * TC, o, nb * TC);
+    });
   }
   void attention_backward(bf16* dqkv, float* dhead_scale, const bf16* dout, const bf16* out, const float* stats,
                           const bf16* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                           const bf16* head_scale, bf16* dqkv_far, const bf16* qkv_far) override {
-    const size_t NC = static_cast<size_t>(B) * Tn * C;
-    float* dq = widen(0, dqkv, 3 * NC);
-    float* dqf = widen(5, dqkv_far, 3 * NC);
-    wide_->attention_backward(dq, dhead_scale, widen(1, dout, NC), widen(2, out, NC), stats, widen(3, qkv, 3 * NC),
-                              B, Tn, C, NH, spec, widen(4, head_scale, NH), dqf, widen(6, qkv_far, 3 * NC));
-    narrow(dqkv, dq, 3 * NC);
-    if (dqkv_far) narrow(dqkv_far, dqf, 3 * NC);
+    const size_t TC = static_cast<size_t>(Tn) * C;
+    const size_t stats_unit = static_cast<size_t>(NH) * Tn * AttentionSpec::kStatsPerRow;
+    const float* hs = widen(4, head_scale, NH);
+    // ssmax's dhead_scale is summed over the whole batch before it is added: one call.
+    const size_t unit = spec.learned_scale() ? static_cast<size_t>(-1) : 3 * TC;
+    by_units(B, unit, [&](int b0, int nb) {
+      const size_t q0 = 3 * b0 * TC, qn = 3 * nb * TC, o0 = b0 * TC, on = nb * TC;
+      float* dq = widen(0, dqkv + q0, qn);
+      float* dqf = widen(5, at(dqkv_far, q0), qn);
+      wide_->attention_backward(dq, dhead_scale, widen(1, dout + o0, on), widen(2, out + o0, on),
+                                at(stats, b0 * stats_unit), widen(3, qkv + q0, qn), nb, Tn, C, NH, spec, hs, dqf,
+                                widen(6, at(qkv_far, q0), qn));
+      narrow(dqkv + q0, dq, qn);
+      if (dqkv_far) narrow(dqkv_far + q0, dqf, qn);
+    });
   }
   void crossentropy_forward(float* losses, const bf16* logits, const int32_t* targets, int N, int V,
                             int Vp) override {
-    wide_->crossentropy_forward(losses, widen(0, logits, static_cast<size_t>(N) * Vp), targets, N, V, Vp);
+    by_units(N, Vp, [&](int r0, int nr) {
+      wide_->crossentropy_forward(losses + r0, widen(0, logits + static_cast<size_t>(r0) * Vp,
+                                                     static_cast<size_t>(nr) * Vp),
+                                  targets + r0, nr, V, Vp);
+    });
   }
   // The float op overwrites its input in place (it may alias), then one rounding.
   void crossentropy_backward(bf16* dlogits, const bf16* logits, const int32_t* targets, const float* dloss, int N,
                              int V, int Vp) override {
-    const size_t n = static_cast<size_t>(N) * Vp;
-    float* l = widen(0, logits, n);
-    wide_->crossentropy_backward(l, l, targets, dloss, N, V, Vp);
-    narrow(dlogits, l, n);
+    by_units(N, Vp, [&](int r0, int nr) {
+      const size_t off = static_cast<size_t>(r0) * Vp, n = static_cast<size_t>(nr) * Vp;
+      float* l = widen(0, logits + off, n);
+      wide_->crossentropy_backward(l, l, targets + r0, dloss + r0, nr, V, Vp);
+      narrow(dlogits + off, l, n);
+    });
   }
 
  private:
   static constexpr int kSlots = 7;
+
+  // p + offset, or null for an absent tensor.
+  template <typename P>
+  static P* at(P* p, size_t offset) {
+    return p ? p + offset : nullptr;
+  }
+
+  // f(first, count) over `units` units of `width` floats each, in order, as
+  // many per call as fit the chunk (at least one); all at once when
+  // chunk_ is 0 (or width is size_t(-1)).
+  template <class F>
+  void by_units(int units, size_t width, F&& f) {
+    if (units <= 0) return;
+    int step = units;
+    if (chunk_ != 0 && width != static_cast<size_t>(-1))
+      step = static_cast<int>(std::clamp<size_t>(chunk_ / std::max<size_t>(width, 1), 1, units));
+    for (int u0 = 0; u0 < units; u0 += step) f(u0, std::min(step, units - u0));
+  }
+  // f(first, count) over n elements in chunks.
+  template <class F>
+  void by_elements(size_t n, F&& f) {
+    const size_t step = chunk_ == 0 ? n : chunk_;
+    for (size_t i = 0; i < n; i += step) f(i, std::min(step, n - i));
+  }
 
   // Scratch slot `slot` with room for n floats (grown on demand). Ops run in
   // order on the wide backend, so each op may reuse every slot.
@@ -168,13 +291,14 @@ class Bf16Backend final : public Backend<bf16> {
   void narrow(bf16* dst, const float* src, size_t n) { wide_->convert(dst, src, n); }
 
   std::unique_ptr<Backend<float>> wide_;
+  size_t chunk_;
   std::array<Buffer<float>, kSlots> slots_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend<bf16>> make_bf16_backend(std::unique_ptr<Backend<float>> wide) {
-  return std::make_unique<Bf16Backend>(std::move(wide));
+std::unique_ptr<Backend<bf16>> make_bf16_backend(std::unique_ptr<Backend<float>> wide, size_t chunk_floats) {
+  return std::make_unique<Bf16Backend>(std::move(wide), chunk_floats);
 }
 
 }  // namespace gpt

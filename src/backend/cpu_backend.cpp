@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <type_traits>
 
 #include "backend/backend.h"
 #include "kernels/bf16_round.h"
@@ -69,6 +70,26 @@ class CpuBackend final : public Backend<T> {
   void matmul_backward(T* dinp, T* dw, T* dbias, const T* dout, const T* inp, const T* w, int N, int C,
                        int OC) override {
     cpu::matmul_backward(dinp, dw, dbias, dout, inp, w, N, C, OC);
+  }
+  // bf16 operands read as they are (float backend only; the double one
+  // serves gradient checks and never holds bf16 storage).
+  bool encoder_forward_bf16(float* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int Tn,
+                            int C, int /*V*/) override {
+    if constexpr (!std::is_same_v<T, float>) return false;
+    cpu::encoder_forward_bf16(out, tokens, wte, wpe, B, Tn, C);
+    return true;
+  }
+  bool matmul_forward_bf16(float* out, const bf16* inp, const bf16* w, const float* bias, int N, int C,
+                           int OC) override {
+    if constexpr (!std::is_same_v<T, float>) return false;
+    cpu::matmul_forward_bf16(out, inp, w, bias, N, C, OC);
+    return true;
+  }
+  bool matmul_backward_bf16(float* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp, const bf16* w,
+                            int N, int C, int OC) override {
+    if constexpr (!std::is_same_v<T, float>) return false;
+    cpu::matmul_backward_bf16(dinp, dw, dbias, dout, inp, w, N, C, OC);
+    return true;
   }
   void gelu_forward(T* out, const T* inp, size_t n) override { cpu::gelu_forward(out, inp, n); }
   void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) override {

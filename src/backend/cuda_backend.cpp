@@ -110,6 +110,11 @@ class CudaBackend final : public Backend<float> {
   // bf16 operands straight into cuBLASLt when every row is a multiple of 16
   // bytes (C and OC multiples of 8), which its bf16 tensor-core kernels want;
   // other shapes go the adapter's widening way.
+  bool encoder_forward_bf16(float* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int Tn,
+                            int C, int /*V*/) override {
+    cuda::encoder_forward(out, tokens, bits(wte), bits(wpe), B, Tn, C, stream_);
+    return true;
+  }
   bool matmul_forward_bf16(float* out, const bf16* inp, const bf16* w, const float* bias, int N, int C,
                            int OC) override {
     if (C % 8 != 0 || OC % 8 != 0) return false;

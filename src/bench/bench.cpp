@@ -307,10 +307,11 @@ struct PhaseFloors {
   double eval(const ModelConfig& m, int64_t batch_tokens, int mult, double sb) const {
     // One inference pass of b sequences of L = m·T: the residual stream and
     // its next value, one layer's q, k, v, attention output and MLP hidden
-    // layer, and the logits: (2 + 3 + 1 + 4)·C + Vp values per token.
+    // layer, and the logits: (2 + 3 + 1 + 4)·C + Vp stored values per token
+    // (bf16 storage widens the logits for the loss in bounded chunks only).
     const int64_t L = static_cast<int64_t>(mult) * m.context;
     const int64_t b = std::max<int64_t>(1, batch_tokens / L);
-    return static_cast<double>(b * L) * ((10.0 * m.n_embd) * sb + 4.0 * m.padded_vocab());
+    return static_cast<double>(b * L) * (10.0 * m.n_embd + m.padded_vocab()) * sb;
   }
 };
 // sb: bytes of a stored activation (4 fp32, 2 bf16). Per token and layer the
@@ -338,20 +339,35 @@ PhaseFloors phase_floors(const ModelConfig& m, size_t params, int64_t tokens, do
 // training steps, a checkpoint saved (into a temporary directory, removed
 // after) and loaded back into the model (as --resume does), and one
 // evaluation pass at each memory multiple (sequences per pass as the
-// trainer's evaluation: max(1, B·T / (m·T))). Before each phase the heap's
-// free pages go back to the system and the kernel's peak-RSS mark is reset,
-// so each peak is that phase's.
+// trainer's evaluation: max(1, B·T / (m·T))); for bf16 last, a fresh model
+// (allocated, initialised) taking one training step with whole-operand
+// widening (the adapter's chunk 0; before issue 19 the adapter also widened
+// whole weights, which the linear layers and the embedding now read as
+// bf16 at every chunk size). Before each phase the heap's free
+// pages go back to the system and the kernel's peak-RSS mark is reset, so
+// each peak is that phase's.
+//
+// With --device cuda: the device memory in use after each phase (what stays
+// allocated: parameters, state, activations, the adapter's and cuBLASLt's
+// scratch), against floors without the process; the checkpoint rows, which
+// move host memory only, are left out. Through the CUDA emulator (build-emu)
+// this is its allocation accounting.
 void bench_phases(const Config& cfg_in, const BenchOptions& opt, std::ostream& out) {
-  mallopt(M_MMAP_THRESHOLD, 256 * 1024);  // as bench_memory: large buffers get their own mappings
+  const bool cuda = opt.device == "cuda";
+  if (!cuda) mallopt(M_MMAP_THRESHOLD, 256 * 1024);  // as bench_memory: large buffers get their own mappings
   const ModelConfig& m = cfg_in.model;
   const int B = cfg_in.train.batch_size, T = m.context;
   const int64_t tokens = static_cast<int64_t>(B) * T;
   const double MiB = 1024.0 * 1024.0;
-  out << "\nmemory by phase (cpu; peak resident set of the process during each phase, MiB; floor: what a run must "
-         "hold at that point, from the parameter table and the shapes; docs/performance.md)\n";
+  if (cuda)
+    out << "\nmemory by phase (cuda; device memory in use after each phase, MiB; floor: what a run must hold at that "
+           "point, from the parameter table and the shapes; docs/performance.md)\n";
+  else
+    out << "\nmemory by phase (cpu; peak resident set of the process during each phase, MiB; floor: what a run must "
+           "hold at that point, from the parameter table and the shapes; docs/performance.md)\n";
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-8s %-40s %10s %10s %10s %8s %9s", "storage", "phase", "peak", "+during", "floor",
-                "peak/fl", "s");
+  std::snprintf(buf, sizeof buf, "%-8s %-40s %10s %10s %10s %8s %9s", "storage", "phase", cuda ? "in use" : "peak",
+                cuda ? "+phase" : "+during", "floor", "peak/fl", "s");
   out << buf << "\n" << std::string(102, '-') << "\n" << std::flush;
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("gpt_bench_phases_" + std::to_string(::getpid()));
@@ -360,71 +376,88 @@ void bench_phases(const Config& cfg_in, const BenchOptions& opt, std::ostream& o
     cfg.run.storage = storage;
     const double sb = storage == "bf16" ? 2 : 4;
     auto phase = [&](const std::string& what, double floor_bytes, const std::function<void()>& f) {
-      malloc_trim(0);
-      const bool reset = reset_peak_rss();
-      const double before = proc_status_mib("VmRSS:");
+      bool reset = true;
+      double before = 0;
+      if (cuda) {
+        before = static_cast<double>(cuda_memory_in_use()) / MiB;
+      } else {
+        malloc_trim(0);
+        reset = reset_peak_rss();
+        before = proc_status_mib("VmRSS:");
+      }
       const auto t0 = Clock::now();
       f();
       const double sec = seconds_since(t0);
-      const double peak = proc_status_mib("VmHWM:");
+      const double peak = cuda ? static_cast<double>(cuda_memory_in_use()) / MiB : proc_status_mib("VmHWM:");
       std::snprintf(buf, sizeof buf, "%-8s %-40s %10.1f %10s %10.1f %8s %9.2f", storage.c_str(), what.c_str(), peak,
                     reset ? Table::fmt("%+.1f", peak - before).c_str() : "n/a", floor_bytes / MiB,
                     floor_bytes > 0 ? Table::fmt("%.2f", peak / (floor_bytes / MiB)).c_str() : "-", sec);
       out << buf << "\n" << std::flush;
     };
+    auto new_model = [&](size_t chunk) {
+      return make_model(m, resolve_attention(cfg), make_backend(opt.device, cuda ? opt.precision : "fp32"), storage,
+                        chunk);
+    };
     std::unique_ptr<Model<float>> model;
     std::unique_ptr<AdamW<float>> adamw;
     const AttentionSpec attn = resolve_attention(cfg);
     const PhaseFloors fl = phase_floors(m, ParamLayout(m, attn).total, tokens, sb);
-    malloc_trim(0);
-    // The floors are absolute: the process before the model (binary,
-    // libraries, what earlier parts left) is added to each.
-    const double base = proc_status_mib("VmRSS:");
+    // The floors are absolute: on the CPU the process before the model
+    // (binary, libraries, what earlier parts left) is added to each; on the
+    // device, what is in use before it.
+    if (!cuda) malloc_trim(0);
+    const double base = cuda ? static_cast<double>(cuda_memory_in_use()) / MiB : proc_status_mib("VmRSS:");
     const double base_bytes = base * MiB;
     phase("model + AdamW allocated and initialised", base_bytes + fl.state, [&] {
-      model = make_model(m, attn, "cpu", "fp32", storage);
+      model = new_model(kBf16ChunkFloats);
       model->init(cfg.train.seed);
       adamw = std::make_unique<AdamW<float>>(*model, cfg.train);
     });
     // The way before issue 19, for comparison in the same run: the whole
     // initialisation staged in one host buffer.
-    phase("  init via a host copy (before)", base_bytes + fl.state, [&] {
-      std::vector<float> host(model->num_params());
-      init_params(model->layout(), m, cfg.train.seed, host.data());
-      model->set_params(host);
-    });
-    out << "         (process before the model: " << Table::fmt("%.1f", base) << " MiB, added to every floor; state "
-        << Table::fmt("%.1f", fl.state / MiB) << " MiB, training activations "
-        << Table::fmt("%.1f", fl.training / MiB) << " MiB)\n";
+    if (!cuda)
+      phase("  init via a host copy (before)", base_bytes + fl.state, [&] {
+        std::vector<float> host(model->num_params());
+        init_params(model->layout(), m, cfg.train.seed, host.data());
+        model->set_params(host);
+      });
+    out << "         (" << (cuda ? "device memory in use" : "process") << " before the model: "
+        << Table::fmt("%.1f", base) << " MiB, added to every floor; state " << Table::fmt("%.1f", fl.state / MiB)
+        << " MiB, training activations " << Table::fmt("%.1f", fl.training / MiB) << " MiB)\n";
     const auto inputs = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 7),
                targets = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 8);
+    auto train_step = [&](Model<float>& mo, AdamW<float>& o) {
+      mo.zero_grad();
+      mo.forward(inputs.data(), targets.data(), B, T);
+      mo.backward();
+      o.clip(cfg.train.grad_clip);
+      o.step(cfg.train.lr);
+    };
     for (int step = 1; step <= 2; ++step)
-      phase("training step " + std::to_string(step), base_bytes + fl.state + fl.training, [&] {
-        model->zero_grad();
-        model->forward(inputs.data(), targets.data(), B, T);
-        model->backward();
-        adamw->clip(cfg.train.grad_clip);
-        adamw->step(cfg.train.lr);
+      phase("training step " + std::to_string(step), base_bytes + fl.state + fl.training,
+            [&] { train_step(*model, *adamw); });
+    if (!cuda) {
+      std::filesystem::create_directories(dir);
+      const std::string path = (dir / "phase.ckpt").string();
+      phase("checkpoint save", base_bytes + fl.state + fl.training + kCheckpointBufferBytes, [&] {
+        const CheckpointState st = checkpoint_state(*model, adamw.get(), cfg, {});
+        write_checkpoint(path, st.meta, st.tensors);
       });
-    std::filesystem::create_directories(dir);
-    const std::string path = (dir / "phase.ckpt").string();
-    phase("checkpoint save", base_bytes + fl.state + fl.training + kCheckpointBufferBytes, [&] {
-      const CheckpointState st = checkpoint_state(*model, adamw.get(), cfg, {});
-      write_checkpoint(path, st.meta, st.tensors);
-    });
-    phase("checkpoint load (resume)", base_bytes + fl.state + fl.training + kCheckpointBufferBytes, [&] {
-      CheckpointReader r(path);
-      restore_checkpoint(r, *model, adamw.get());
-    });
-    // Before: host copies of every tensor (the old save exactly; the old load
-    // also held the whole file, which load_checkpoint no longer does).
-    phase("  save via host copies (before)", base_bytes + fl.state + fl.training + kCheckpointBufferBytes,
-          [&] { save_checkpoint(path, make_checkpoint(*model, adamw.get(), cfg, {})); });
-    phase("  load via host copies (load_checkpoint)", base_bytes + fl.state + fl.training + kCheckpointBufferBytes, [&] {
-      const Checkpoint c = load_checkpoint(path);
-      restore_checkpoint(c, path, *model, adamw.get());
-    });
-    std::filesystem::remove_all(dir);
+      phase("checkpoint load (resume)", base_bytes + fl.state + fl.training + kCheckpointBufferBytes, [&] {
+        CheckpointReader r(path);
+        restore_checkpoint(r, *model, adamw.get());
+      });
+      // Before: host copies of every tensor (the old save exactly; the old load
+      // also held the whole file, which load_checkpoint no longer does).
+      phase("  save via host copies (before)", base_bytes + fl.state + fl.training + kCheckpointBufferBytes,
+            [&] { save_checkpoint(path, make_checkpoint(*model, adamw.get(), cfg, {})); });
+      phase("  load via host copies (load_checkpoint)", base_bytes + fl.state + fl.training + kCheckpointBufferBytes,
+            [&] {
+              const Checkpoint c = load_checkpoint(path);
+              restore_checkpoint(c, path, *model, adamw.get());
+            });
+      std::filesystem::remove_all(dir);
+    }
     for (int mult : opt.memory_multiples) {
       const int L = mult * T;
       if (m.position == "learned" && L > m.position_rows()) continue;
@@ -432,9 +465,22 @@ void bench_phases(const Config& cfg_in, const BenchOptions& opt, std::ostream& o
       const auto in = random_tokens(static_cast<size_t>(b * L), m.vocab_size, 9),
                  tg = random_tokens(static_cast<size_t>(b * L), m.vocab_size, 10);
       std::vector<float> losses;
+      // The pass runs in the training activations when they hold its tokens,
+      // and frees them for its own otherwise (GPT::activations).
+      const double acts = b * L <= tokens ? fl.training : fl.eval(m, tokens, mult, sb);
       phase("eval " + std::to_string(mult) + "x (" + std::to_string(b) + " x " + std::to_string(L) + " tokens)",
-            base_bytes + fl.state + fl.training + fl.eval(m, tokens, mult, sb),
+            base_bytes + fl.state + acts,
             [&] { model->forward_losses(in.data(), tg.data(), static_cast<int>(b), L, losses); });
+    }
+    if (storage == "bf16") {
+      adamw.reset();
+      model.reset();
+      phase("  step, whole-operand scratch (chunk 0)", base_bytes + fl.state + fl.training, [&] {
+        model = new_model(0);
+        model->init(cfg.train.seed);
+        adamw = std::make_unique<AdamW<float>>(*model, cfg.train);
+        train_step(*model, *adamw);
+      });
     }
   }
 }
@@ -589,7 +635,8 @@ void run_bench_cuda(const Config& cfg, const BenchOptions& opt, std::ostream& ou
   if (cfg.run.storage == "bf16")
     out << "run.storage bf16: activations and working parameters bf16; the GEMMs read them as stored (bf16 "
            "operands, float32 accumulation, whatever run.precision) where C and OC are multiples of 8; the other "
-           "ops widen their operands to float32 scratch; float32 master parameters, gradients, AdamW state\n";
+           "ops widen their operands to float32 scratch in chunks of 16 MiB per operand; float32 master parameters, gradients, "
+           "AdamW state\n";
   else if (bf16_gemms)
     out << "GEMM operands bf16 (rounded to bf16 before each GEMM), float32 accumulation and output; " << storage
         << "; attention, LayerNorm and the other ops compute in float32\n";
@@ -666,11 +713,9 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
               p, "\"; valid: gemm, train, eval, attention, memory, phases, cuda-attention");
   GPT_CHECK(opt.device == "cpu" || opt.device == "cuda", "bench --device: \"", opt.device, "\"; valid: cpu, cuda");
   if (opt.device == "cuda") {
-    if (selected(opt, "phases"))
-      out << "phases: the memory-by-phase table measures the process's resident memory and runs on --device cpu "
-             "only (device memory: the memory part)\n";
     // On the GPU, "attention" means the fused CUDA kernels too.
     run_bench_cuda(cfg, opt, out);
+    if (selected(opt, "phases")) bench_phases(cfg, opt, out);
     if (selected(opt, "attention") || selected(opt, "cuda-attention"))
       run_cuda_attention_bench(cuda_attention_options(opt), out);
     return;
@@ -689,8 +734,9 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
       << cpu::gemm_kernel_name(cpu::gemm_kernel()) << ", " << when << ", load average " << load_average()
       << " at start\n";
   if (cfg.run.storage == "bf16")
-    out << "run.storage bf16: activations and working parameters bf16, each op widening its operands to float32 "
-           "scratch; float32 master parameters, gradients and AdamW state\n";
+    out << "run.storage bf16: activations and working parameters bf16; the linear layers and the embedding read "
+           "them as stored, the other ops widen their operands to float32 scratch in chunks of 16 MiB per operand; "
+           "float32 master parameters, gradients and AdamW state\n";
   out << "FLOPs: matmul weights N = 12*L*C^2 + V*C = " << Table::fmt("%.2f", matmul_weights(m) / 1e6)
       << "M; per token 2N forward, 6N training; plus attention 2*B*C*T(T+1) per layer forward, 2x that "
          "backward. Times: best of repeated runs.\n\n";

@@ -71,7 +71,8 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--only", args->only,
                   "Comma-separated parts: gemm,train,eval,attention,memory,phases,cuda-attention "
                   "(default: all but phases and cuda-attention; phases: peak memory of each phase of a run, "
-                  "writing one checkpoint to the temporary directory)")
+                  "writing one checkpoint to the temporary directory; with --device cuda the device memory in use "
+                  "after each phase)")
       ->type_name("PARTS");
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(positive());
   cmd->add_option("--contexts", args->contexts,

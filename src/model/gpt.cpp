@@ -34,9 +34,11 @@ struct LayerActs {
 template <typename T>
 struct Activations {
   using Acc = accum_t<T>;
-  int B = 0, Tn = 0;
-  bool training = false;
-  std::vector<LayerActs<T>> layers;  // n_layer slots when training, 1 for inference
+  int B = 0, Tn = 0;      // the pass running on them
+  bool training = false;  // that pass: every layer's slot, attention statistics
+  int alloc_B = 0, alloc_Tn = 0;  // the shape they were allocated for
+  size_t capacity() const { return static_cast<size_t>(alloc_B) * alloc_Tn; }  // tokens each buffer holds
+  std::vector<LayerActs<T>> layers;  // n_layer slots when allocated for training, 1 for inference
   Buffer<T> encoded, lnf, logits;
   Buffer<Acc> lnf_mean, lnf_rstd, losses, dlosses;
   TokenBuffer tokens, targets;
@@ -102,15 +104,46 @@ void GPT<T>::zero_grad() {
   be_.zero(grads_.get(), layout_.total);
 }
 
+// One set of activations at a time (issue 19): a training pass frees the
+// inference buffers; an inference pass (evaluation during or after
+// training) runs in the training buffers when they hold its tokens (layer
+// slot 0 for every layer, as inference always does), and otherwise frees
+// them before allocating its own. The training buffers it ran in are then
+// stale: backward() refuses until the next training forward.
 template <typename T>
 Activations<T>& GPT<T>::activations(int B, int Tn, bool training) {
-  auto& slot = training ? train_acts_ : infer_acts_;
-  if (slot && slot->B == B && slot->Tn == Tn) return *slot;
-  slot.reset();  // free the old shape before allocating the new one
-  auto a = std::make_unique<Activations<T>>();
+  const size_t N = static_cast<size_t>(B) * Tn;
+  Activations<T>* a = nullptr;
+  if (training) {
+    infer_acts_.reset();
+    if (!(train_acts_ && train_acts_->alloc_B == B && train_acts_->alloc_Tn == Tn)) {
+      train_acts_.reset();  // free the old shape before allocating the new one
+      train_acts_ = allocate_activations(B, Tn, true);
+    }
+    train_stale_ = false;
+    a = train_acts_.get();
+  } else if (train_acts_ && N <= train_acts_->capacity()) {
+    train_stale_ = true;
+    a = train_acts_.get();
+  } else {
+    train_acts_.reset();
+    if (!(infer_acts_ && N <= infer_acts_->capacity())) {
+      infer_acts_.reset();
+      infer_acts_ = allocate_activations(B, Tn, false);
+    }
+    a = infer_acts_.get();
+  }
   a->B = B;
   a->Tn = Tn;
   a->training = training;
+  return *a;
+}
+
+template <typename T>
+std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool training) {
+  auto a = std::make_unique<Activations<T>>();
+  a->alloc_B = B;
+  a->alloc_Tn = Tn;
   const size_t N = static_cast<size_t>(B) * Tn, C = cfg_.n_embd, C3 = 3 * C, C4 = 4 * C;
   const size_t Vp = cfg_.padded_vocab();
   a->layers.resize(training ? cfg_.n_layer : 1);
@@ -141,8 +174,7 @@ Activations<T>& GPT<T>::activations(int B, int Tn, bool training) {
     if (remap::on(attn_.rope)) a->dqkvf = Buffer<T>(be_, N * C3);
   }
 #undef GPT_ALLOC
-  slot = std::move(a);
-  return *slot;
+  return a;
 }
 
 template <typename T>
@@ -242,7 +274,9 @@ double GPT<T>::forward(const int32_t* tokens, const int32_t* targets, int B, int
 
 template <typename T>
 void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_ready) {
-  GPT_CHECK(train_acts_, "backward() called before a training forward()");
+  GPT_CHECK(train_acts_ && !train_stale_,
+            "backward() needs the activations of a training forward(): there was none yet, or an inference pass "
+            "has since run in them or freed them; run the training forward() again first");
   Activations<T>& a = *train_acts_;
   const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, NH = cfg_.n_head, N = B * Tn, Vp = cfg_.padded_vocab();
   const size_t NC = static_cast<size_t>(N) * C;
@@ -395,13 +429,14 @@ std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const Attention
 
 
 std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const AttentionSpec& attn,
-                                         std::unique_ptr<Backend<float>> wide, const std::string& storage) {
+                                         std::unique_ptr<Backend<float>> wide, const std::string& storage,
+                                         size_t bf16_chunk_floats) {
   GPT_CHECK(wide, "make_model: no backend given");
   GPT_CHECK(storage == "fp32" || storage == "bf16", "run.storage \"", storage,
             "\" is not a storage type; valid: fp32, bf16");
   try {
     if (storage == "fp32") return std::make_unique<OwningModel<float>>(std::move(wide), cfg, attn);
-    return std::make_unique<OwningModel<bf16>>(make_bf16_backend(std::move(wide)), cfg, attn);
+    return std::make_unique<OwningModel<bf16>>(make_bf16_backend(std::move(wide), bf16_chunk_floats), cfg, attn);
   } catch (const std::bad_alloc&) {
     // Parameters and gradients in float32 (bf16 storage adds a working copy).
     const uint64_t n = ParamLayout(cfg, attn).total;

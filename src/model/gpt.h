@@ -122,6 +122,7 @@ class GPT : public Model<accum_t<T>> {
   static constexpr bool kWorkingCopy = !std::is_same_v<T, Acc>;
   void check_tokens(const int32_t* tokens, size_t n, const char* what) const;
   Activations<T>& activations(int B, int Tn, bool training);
+  std::unique_ptr<Activations<T>> allocate_activations(int B, int Tn, bool training);
   void forward_trunk(Activations<T>& a);  // embedding, blocks, final LayerNorm, logits
   void losses_pass(const int32_t* tokens, const int32_t* targets, int B, int Tn, bool training,
                    std::vector<Acc>& losses);
@@ -136,7 +137,8 @@ class GPT : public Model<accum_t<T>> {
   Buffer<T> working_;  // T != Acc only: the rounded master parameters
   ParamViews<T> p_;
   ParamViews<Acc> g_;
-  std::unique_ptr<Activations<T>> train_acts_, infer_acts_;
+  std::unique_ptr<Activations<T>> train_acts_, infer_acts_;  // at most one of them held (activations())
+  bool train_stale_ = false;  // an inference pass has run in train_acts_ since the training forward
   std::vector<double>* diag_ = nullptr;
 };
 
@@ -146,8 +148,11 @@ class GPT : public Model<accum_t<T>> {
 // the key and the valid values.
 std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const AttentionSpec& attn, const std::string& device,
                                          const std::string& precision = "fp32", const std::string& storage = "fp32");
-// The same over a float32 backend already made (make_backend).
+// The same over a float32 backend already made (make_backend); for bf16
+// storage, bf16_chunk_floats is the adapter's chunk (make_bf16_backend; 0:
+// whole tensors, as gpt bench --only phases compares).
 std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const AttentionSpec& attn,
-                                         std::unique_ptr<Backend<float>> backend, const std::string& storage = "fp32");
+                                         std::unique_ptr<Backend<float>> backend, const std::string& storage = "fp32",
+                                         size_t bf16_chunk_floats = kBf16ChunkFloats);
 
 }  // namespace gpt

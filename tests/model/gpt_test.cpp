@@ -328,6 +328,96 @@ TEST(Model, Bf16StorageTracksFloat32) {
   EXPECT_GT(still_unrounded, p0.size() / 2);
 }
 
+// bf16 storage in chunks (issue 19): the loss, every parameter gradient and
+// the parameters after AdamW steps are bit for bit those of whole-tensor
+// conversion, with learned positions or RoPE, softmax or ssmax (whose
+// dhead_scale runs whole), for chunks down to one row.
+TEST(Model, Bf16ChunkedConversionIsBitIdentical) {
+  for (auto [position, preset] : {std::pair{"learned", "softmax"}, {"rope", "lssar"}, {"rope", "ssmax"}}) {
+    ModelConfig cfg = tiny_config(position);
+    cfg.n_embd = 16;
+    AttentionConfig ac;
+    ac.preset = preset;
+    const AttentionSpec spec = resolve_attention(ac, cfg);
+    const int B = 3, T = cfg.context;
+    const auto t = tokens_for(B * T + 1, 9, cfg.vocab_size);
+    struct Run {
+      std::vector<double> losses;
+      std::vector<float> grads, params;
+    };
+    auto run = [&](size_t chunk) {
+      auto be = make_bf16_backend(make_cpu_backend<float>(), chunk);
+      GPT<bf16> m(cfg, spec, *be);
+      m.init(3);
+      TrainConfig tc;
+      tc.lr = 1e-2;
+      AdamW<float> opt(m, tc);
+      Run r;
+      for (int step = 0; step < 3; ++step) {
+        r.losses.push_back(m.forward(t.data(), t.data() + 1, B, T));
+        m.zero_grad();
+        m.backward();
+        if (step == 0) {
+          r.grads.resize(m.num_params());
+          be->download(r.grads.data(), m.grads(), r.grads.size());
+        }
+        opt.step(tc.lr);
+      }
+      r.params = m.get_params();
+      return r;
+    };
+    const Run whole = run(0);
+    for (size_t chunk : {size_t(1), size_t(40), kBf16ChunkFloats}) {
+      const Run c = run(chunk);
+      EXPECT_EQ(c.losses, whole.losses) << position << "," << preset << " chunk " << chunk;
+      EXPECT_EQ(c.grads, whole.grads) << position << "," << preset << " chunk " << chunk;
+      EXPECT_EQ(c.params, whole.params) << position << "," << preset << " chunk " << chunk;
+    }
+  }
+}
+
+// Evaluation during training runs in the training activations when they
+// hold its tokens, else frees them for its own (issue 19). Either way the
+// losses are those of a model that never trained a step, training after it
+// gives the same gradients as training without it, and a backward() after
+// such a pass (whose activations it overwrote) is refused.
+TEST(Model, EvaluationSharesTheTrainingActivations) {
+  ModelConfig cfg = tiny_config("learned");
+  cfg.n_embd = 16;
+  cfg.max_position = 4 * cfg.context;
+  const int B = 2, T = cfg.context;
+  const auto t = tokens_for(4 * T + 1, 21, cfg.vocab_size);
+  auto be = make_cpu_backend<float>();
+  GPT<float> a(cfg, softmax_spec(cfg.context), *be), fresh(cfg, softmax_spec(cfg.context), *be),
+      plain(cfg, softmax_spec(cfg.context), *be);
+  for (GPT<float>* m : {&a, &fresh, &plain}) m->init(4);
+  auto grads = [&](GPT<float>& m) {
+    std::vector<float> g(m.num_params());
+    be->download(g.data(), m.grads(), g.size());
+    return g;
+  };
+  // (rows, length) of the evaluation: within the training tokens, then past them.
+  for (auto [rows, len] : {std::pair{1, T}, {2, T}, {1, 2 * T - 1}, {1, 4 * T}}) {
+    a.zero_grad();
+    plain.zero_grad();
+    EXPECT_EQ(a.forward(t.data(), t.data() + 1, B, T), plain.forward(t.data(), t.data() + 1, B, T));
+    std::vector<float> la, lf;
+    a.forward_losses(t.data(), t.data() + 1, rows, len, la);
+    fresh.forward_losses(t.data(), t.data() + 1, rows, len, lf);
+    EXPECT_EQ(la, lf) << rows << " x " << len;
+    try {
+      a.backward();
+      FAIL() << "backward after an inference pass in the training activations was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("run the training forward() again"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(a.forward(t.data(), t.data() + 1, B, T), plain.forward(t.data(), t.data() + 1, B, T));
+    a.backward();
+    plain.backward();
+    EXPECT_EQ(grads(a), grads(plain));
+  }
+}
+
 TEST(Model, MakeModelChoosesTheStorage) {
   ModelConfig cfg = tiny_config("rope");
   cfg.n_embd = 16;

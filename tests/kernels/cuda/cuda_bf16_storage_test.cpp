@@ -34,19 +34,23 @@ class CudaBf16Storage : public ::testing::Test {
   }
 };
 
+// With the default chunk (every op of the check in one chunk) and with
+// chunks of one unit (a row, a sequence or an element: many calls per op).
 TEST_F(CudaBf16Storage, EveryOpMatchesTheCpuFloatOpRoundedOnce) {
-  auto subject = make_bf16_backend(make_backend("cuda", "fp32"));
   auto ref = make_cpu_backend<float>();
   ModelConfig mc;
   mc.context = 7;
-  for (const AttentionPreset& p : kAttentionPresets) {
-    AttentionConfig ac;
-    ac.preset = p.name;
-    testing_bf16::Bf16OpsCheck check(*subject, *ref, {0x1p-7, 2e-4, 1e-5});
-    const AttentionSpec spec = resolve_attention(ac, mc);
-    check.run_all(spec, p.name);
-    if (HasFailure()) FAIL() << "preset " << p.name;
-    EXPECT_EQ(check.checked(), testing_bf16::Bf16OpsCheck::expected_checks(spec));
+  for (size_t chunk : {kBf16ChunkFloats, size_t(1)}) {
+    auto subject = make_bf16_backend(make_backend("cuda", "fp32"), chunk);
+    for (const AttentionPreset& p : kAttentionPresets) {
+      AttentionConfig ac;
+      ac.preset = p.name;
+      testing_bf16::Bf16OpsCheck check(*subject, *ref, {0x1p-7, 2e-4, 1e-5});
+      const AttentionSpec spec = resolve_attention(ac, mc);
+      check.run_all(spec, p.name);
+      if (HasFailure()) FAIL() << "preset " << p.name << ", chunk " << chunk;
+      EXPECT_EQ(check.checked(), testing_bf16::Bf16OpsCheck::expected_checks(spec));
+    }
   }
 }
 
@@ -64,17 +68,19 @@ TEST_F(CudaBf16Storage, DirectGemmPathForRowsOf16BytesWideningOtherwise) {
               direct)
         << C << "x" << OC;
   }
-  EXPECT_FALSE(make_cpu_backend<float>()->matmul_forward_bf16(nullptr, nullptr, nullptr, nullptr, 1, 8, 8));
+  // (The CPU backend reads bf16 operands for every shape: tests/backend/bf16_backend_test.cpp.)
 
-  auto subject = make_bf16_backend(make_backend("cuda", "fp32"));
   auto ref = make_cpu_backend<float>();
   ModelConfig mc;
   mc.context = 7;
   const AttentionSpec spec = resolve_attention(AttentionConfig{}, mc);
-  for (auto [OC, IC] : {std::pair{20, 32}, {24, 20}}) {
-    testing_bf16::Bf16OpsCheck check(*subject, *ref, {0x1p-7, 2e-4, 1e-5});
-    check.run_all(spec, "softmax", OC, IC);
-    EXPECT_EQ(check.checked(), testing_bf16::Bf16OpsCheck::expected_checks(spec));
+  for (size_t chunk : {kBf16ChunkFloats, size_t(1)}) {
+    auto subject = make_bf16_backend(make_backend("cuda", "fp32"), chunk);
+    for (auto [OC, IC] : {std::pair{20, 32}, {24, 20}}) {
+      testing_bf16::Bf16OpsCheck check(*subject, *ref, {0x1p-7, 2e-4, 1e-5});
+      check.run_all(spec, "softmax", OC, IC);
+      EXPECT_EQ(check.checked(), testing_bf16::Bf16OpsCheck::expected_checks(spec));
+    }
   }
 }
 
@@ -142,6 +148,60 @@ TEST_F(CudaBf16Storage, TinyModelTrainsLikeTheCpu) {
       o->step(tc.lr);
     }
   }
+}
+
+// Device memory (the emulator's allocation accounting; cudaMemGetInfo on a
+// GPU), issue 19. bf16 storage: after a training step the adapter's float32
+// scratch of chunked conversion is far below whole-tensor widening, whose
+// largest operand is the logits (N·Vp floats), and the losses agree. fp32:
+// an evaluation within the training tokens allocates nothing; a longer one
+// frees the training activations for its own.
+TEST_F(CudaBf16Storage, ChunkedScratchAndSharedActivationsOnTheDevice) {
+  ModelConfig mc;
+  mc.n_layer = 3;
+  mc.n_head = 2;
+  mc.n_embd = 32;
+  mc.vocab_size = 1000;  // padded to 1024: logits of 32 tokens are 128 KiB in float32
+  mc.context = 8;
+  mc.max_position = 64;
+  const AttentionSpec spec = resolve_attention(AttentionConfig{}, mc);
+  const int B = 4, T = 8;
+  std::vector<int32_t> t(8 * T + 1);
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>((i * 37 + 5) % 50);  // valid in both vocabularies
+  TrainConfig tc;
+  auto step_in_use = [&](size_t chunk, double* loss) {
+    const size_t base = cuda_memory_in_use();
+    auto m = make_model(mc, spec, make_backend("cuda", "fp32"), "bf16", chunk);
+    m->init(2);
+    AdamW<float> o(*m, tc);
+    m->zero_grad();
+    *loss = m->forward(t.data(), t.data() + 1, B, T);
+    m->backward();
+    o.step(tc.lr);
+    return cuda_memory_in_use() - base;
+  };
+  double l_whole = 0, l_chunk = 0;
+  const size_t whole = step_in_use(0, &l_whole), chunked = step_in_use(1024, &l_chunk);
+  const size_t logits_f32 = size_t(B) * T * 1024 * sizeof(float);
+  std::printf("device memory after a bf16 step: whole-tensor widening %zu bytes, chunks of 1024 floats %zu bytes "
+              "(logits in float32: %zu)\n",
+              whole, chunked, logits_f32);
+  EXPECT_LT(chunked + logits_f32 / 2, whole);
+  EXPECT_NEAR(l_chunk, l_whole, 1e-3 * l_whole);
+
+  // Fewer logits and more layers: one layer's inference buffers for 64
+  // tokens take less than four layers' training buffers for 32.
+  mc.vocab_size = 50;
+  mc.n_layer = 4;
+  auto m = make_model(mc, resolve_attention(AttentionConfig{}, mc), "cuda", "fp32", "fp32");
+  m->init(2);
+  m->forward(t.data(), t.data() + 1, B, T);
+  const size_t trained = cuda_memory_in_use();
+  std::vector<float> losses;
+  m->forward_losses(t.data(), t.data() + 1, 2, T, losses);  // 16 of the 32 training tokens
+  EXPECT_EQ(cuda_memory_in_use(), trained);
+  m->forward_losses(t.data(), t.data() + 1, 1, 8 * T, losses);  // 64 tokens: its own buffers, one layer
+  EXPECT_LT(cuda_memory_in_use(), trained);
 }
 
 }  // namespace
