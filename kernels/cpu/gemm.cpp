@@ -328,7 +328,10 @@ const char* gemm_kernel_name(GemmKernel k) {
   return "?";
 }
 
-void gemm_accumulate(float* c, size_t ldc, MatView<float> a, MatView<float> b, int M, int N, int K) {
+namespace {
+// The float product on the active tile kernel, for operands stored as S.
+template <typename S>
+void float_gemm(float* c, size_t ldc, MatView<S> a, MatView<S> b, int M, int N, int K) {
   switch (active().load(std::memory_order_relaxed)) {
     case GemmKernel::Avx512:
       return gemm_driver<Avx512Tile>(c, ldc, a, b, M, N, K);
@@ -337,6 +340,11 @@ void gemm_accumulate(float* c, size_t ldc, MatView<float> a, MatView<float> b, i
     default:
       return gemm_driver<GenericTile<float>>(c, ldc, a, b, M, N, K);
   }
+}
+}  // namespace
+
+void gemm_accumulate(float* c, size_t ldc, MatView<float> a, MatView<float> b, int M, int N, int K) {
+  float_gemm(c, ldc, a, b, M, N, K);
 }
 
 void gemm_accumulate(double* c, size_t ldc, MatView<double> a, MatView<double> b, int M, int N, int K) {
@@ -344,14 +352,7 @@ void gemm_accumulate(double* c, size_t ldc, MatView<double> a, MatView<double> b
 }
 
 void gemm_accumulate(float* c, size_t ldc, MatView<bf16> a, MatView<bf16> b, int M, int N, int K) {
-  switch (active().load(std::memory_order_relaxed)) {
-    case GemmKernel::Avx512:
-      return gemm_driver<Avx512Tile>(c, ldc, a, b, M, N, K);
-    case GemmKernel::Avx2:
-      return gemm_driver<Avx2Tile>(c, ldc, a, b, M, N, K);
-    default:
-      return gemm_driver<GenericTile<float>>(c, ldc, a, b, M, N, K);
-  }
+  float_gemm(c, ldc, a, b, M, N, K);
 }
 
 void gemm_accumulate_serial(float* c, size_t ldc, MatView<float> a, MatView<float> b, int M, int N, int K) {
