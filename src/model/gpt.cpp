@@ -12,8 +12,7 @@ namespace gpt {
 // Per-layer activations (storage type T): X(name, width per token). Widths
 // use C, C3 = 3C and C4 = 4C.
 #define GPT_LAYER_ACTS(X)                                                                                    \
-  X(ln1, C) X(qkv, C3) X(atty, C) X(attproj, C) X(res2, C) X(ln2, C) X(fch, C4) X(fch_gelu, C4) X(fcproj, C) \
-  X(res3, C)
+  X(ln1, C) X(atty, C) X(res2, C) X(ln2, C) X(fch, C4) X(fch_gelu, C4) X(res3, C)
 // Per-layer row statistics (float32 side, Acc): one value per token.
 #define GPT_LAYER_STATS(X) X(ln1_mean) X(ln1_rstd) X(ln2_mean) X(ln2_rstd)
 // Gradient scratch for the backward pass, shared by all layers.
@@ -26,7 +25,7 @@ struct LayerActs {
 #define GPT_STAT_FIELD(name) Buffer<Acc> name;
   GPT_LAYER_ACTS(GPT_FIELD)
   GPT_LAYER_STATS(GPT_STAT_FIELD)
-  Buffer<T> qkvr;         // qkv after RoPE (rope only; otherwise attention reads qkv)
+  Buffer<T> qkv;          // attention's input: the qkv projection, rotated by RoPE with rope positions
   Buffer<T> qkvf;         // qkv rotated at the far positions of a distance remapping (remap::on only)
   Buffer<Acc> att_stats;  // (B, NH, Tn, stats_per_row), training only
 };
@@ -44,6 +43,10 @@ struct Activations {
   TokenBuffer tokens, targets;
   GPT_GRAD_SCRATCH(GPT_FIELD)
   Buffer<T> dqkvr, dqkvf;
+  // Forward scratch shared by the layers: values no backward reads. The two
+  // output projections (the residual adds them) and, with rope positions,
+  // the qkv projection before RoPE (RoPE's backward needs only its gradient).
+  Buffer<T> attproj, fcproj, qkv_pre;
 #undef GPT_FIELD
 #undef GPT_STAT_FIELD
   LayerActs<T>& layer(int l) { return layers[training ? l : 0]; }
@@ -153,10 +156,13 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
     GPT_LAYER_ACTS(GPT_ALLOC)
     GPT_LAYER_STATS(GPT_ALLOC_STAT)
 #undef GPT_ALLOC_STAT
-    if (cfg_.position == "rope") l.qkvr = Buffer<T>(be_, N * C3);
+    l.qkv = Buffer<T>(be_, N * C3);
     if (remap::on(attn_.rope)) l.qkvf = Buffer<T>(be_, N * C3);
     if (training) l.att_stats = Buffer<Acc>(be_, N * cfg_.n_head * attn_.stats_per_row());
   }
+  a->attproj = Buffer<T>(be_, N * C);
+  a->fcproj = Buffer<T>(be_, N * C);
+  if (cfg_.position == "rope") a->qkv_pre = Buffer<T>(be_, N * C3);
   a->encoded = Buffer<T>(be_, N * C);
   a->lnf = Buffer<T>(be_, N * C);
   a->lnf_mean = Buffer<Acc>(be_, N);
@@ -217,27 +223,27 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
     const LayerViews<T>& w = p_.layers[l];
     LayerActs<T>& x = a.layer(l);
     be_.layernorm_forward(x.ln1.get(), x.ln1_mean.get(), x.ln1_rstd.get(), res, w.ln1w, w.ln1b, N, C);
-    be_.matmul_forward(x.qkv.get(), x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
+    // With rope positions the projection goes to the shared scratch and RoPE
+    // writes the layer's qkv.
+    T* const proj = rope ? a.qkv_pre.get() : x.qkv.get();
+    be_.matmul_forward(proj, x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
+    if (rope) be_.rope_forward(x.qkv.get(), proj, B, Tn, C, NH, spec.rope, 0);
     const T* qkv = x.qkv.get();
-    if (rope) {
-      be_.rope_forward(x.qkvr.get(), x.qkv.get(), B, Tn, C, NH, spec.rope, 0);
-      qkv = x.qkvr.get();
-    }
     const T* qkv_far = nullptr;
     if (remap::on(spec.rope)) {  // the second rotation of a distance remapping
-      be_.rope_forward(x.qkvf.get(), x.qkv.get(), B, Tn, C, NH, far_rope, 0);
+      be_.rope_forward(x.qkvf.get(), proj, B, Tn, C, NH, far_rope, 0);
       qkv_far = x.qkvf.get();
     }
     double* diag = diag_ && !a.training ? diag_->data() + static_cast<size_t>(l) * NH * kAttentionDiagStats : nullptr;
     be_.attention_forward(x.atty.get(), a.training ? x.att_stats.get() : nullptr, qkv, B, Tn, C, NH, spec,
                           w.attnscale, diag, qkv_far);
-    be_.matmul_forward(x.attproj.get(), x.atty.get(), w.attprojw, w.attprojb, N, C, C);
-    be_.residual_forward(x.res2.get(), res, x.attproj.get(), static_cast<size_t>(N) * C);
+    be_.matmul_forward(a.attproj.get(), x.atty.get(), w.attprojw, w.attprojb, N, C, C);
+    be_.residual_forward(x.res2.get(), res, a.attproj.get(), static_cast<size_t>(N) * C);
     be_.layernorm_forward(x.ln2.get(), x.ln2_mean.get(), x.ln2_rstd.get(), x.res2.get(), w.ln2w, w.ln2b, N, C);
     be_.matmul_forward(x.fch.get(), x.ln2.get(), w.fcw, w.fcb, N, C, 4 * C);
     be_.gelu_forward(x.fch_gelu.get(), x.fch.get(), static_cast<size_t>(N) * 4 * C);
-    be_.matmul_forward(x.fcproj.get(), x.fch_gelu.get(), w.fcprojw, w.fcprojb, N, 4 * C, C);
-    be_.residual_forward(x.res3.get(), x.res2.get(), x.fcproj.get(), static_cast<size_t>(N) * C);
+    be_.matmul_forward(a.fcproj.get(), x.fch_gelu.get(), w.fcprojw, w.fcprojb, N, 4 * C, C);
+    be_.residual_forward(x.res3.get(), x.res2.get(), a.fcproj.get(), static_cast<size_t>(N) * C);
     res = x.res3.get();
   }
   be_.layernorm_forward(a.lnf.get(), a.lnf_mean.get(), a.lnf_rstd.get(), res, p_.lnfw, p_.lnfb, N, C);
@@ -323,7 +329,7 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
       be_.zero(a.dqkvr.get(), NC * 3);
       if (far) be_.zero(a.dqkvf.get(), NC * 3);
       be_.attention_backward(a.dqkvr.get(), g.attnscale, a.datty.get(), x.atty.get(), x.att_stats.get(),
-                             x.qkvr.get(), B, Tn, C, NH, spec, w.attnscale, far ? a.dqkvf.get() : nullptr,
+                             x.qkv.get(), B, Tn, C, NH, spec, w.attnscale, far ? a.dqkvf.get() : nullptr,
                              far ? x.qkvf.get() : nullptr);
       be_.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, C, NH, spec.rope, 0);
       if (far) be_.rope_backward(a.dqkv.get(), a.dqkvf.get(), B, Tn, C, NH, far_rope, 0);
