@@ -1,10 +1,13 @@
 // Softmax cross-entropy over the first V of Vp logit columns (Vp pads the
 // vocabulary to a friendly multiple; padding columns never enter the softmax).
+// A target of -1 (kIgnoreTarget, a position a loss mask does not score) has
+// loss 0 and a zero gradient row, whatever its dloss.
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <cmath>
 
 #include "core/check.h"
+#include "core/tokens.h"
 
 namespace gpt::cpu {
 
@@ -18,8 +21,9 @@ constexpr size_t kMinParallelWork = size_t(1) << 15;
 // before entering the parallel loop (throwing inside it would terminate).
 void check_targets(const int32_t* targets, int N, int V) {
   for (int n = 0; n < N; ++n)
-    GPT_CHECK(targets[n] >= 0 && targets[n] < V, "crossentropy: target token ", targets[n], " at row ", n,
-              " is outside the vocabulary [0, ", V, ")");
+    GPT_CHECK(targets[n] == kIgnoreTarget || (targets[n] >= 0 && targets[n] < V), "crossentropy: target token ",
+              targets[n], " at row ", n, " is outside the vocabulary [0, ", V, ") and is not ", kIgnoreTarget,
+              " (not scored)");
 }
 
 // log Σ_i exp(x_i) over x[0..V), shifted by the maximum so no exp overflows.
@@ -42,7 +46,7 @@ void crossentropy_forward(T* losses, const T* logits, const int32_t* targets,
   for (int n = 0; n < N; ++n) {
     // (N,Vp) row n
     const T* x = logits + static_cast<size_t>(n) * Vp;
-    losses[n] = logsumexp(x, V) - x[targets[n]];
+    losses[n] = targets[n] == kIgnoreTarget ? T(0) : logsumexp(x, V) - x[targets[n]];
   }
 }
 
@@ -56,6 +60,10 @@ void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets,
     // it is written, and the row statistic is taken before any write.
     const T* x = logits + static_cast<size_t>(n) * Vp;
     T* dx = dlogits + static_cast<size_t>(n) * Vp;
+    if (targets[n] == kIgnoreTarget) {
+      for (int i = 0; i < Vp; ++i) dx[i] = T(0);
+      continue;
+    }
     const T lse = logsumexp(x, V);
     const T dl = dloss[n];
     const int target = targets[n];

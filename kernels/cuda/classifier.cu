@@ -4,6 +4,7 @@
 // buffer; the gradient may overwrite the logits in place.
 #include <cmath>
 
+#include "core/tokens.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_syntax.h"
 #include "kernels/cuda/reduce.cuh"
@@ -29,12 +30,14 @@ __device__ float row_logsumexp(const float* x, int V) {
 __global__ void crossentropy_forward_kernel(float* losses, const float* logits, const int32_t* targets, int V,
                                             int Vp) {
   const size_t n = blockIdx.x;
+  const int target = targets[n];
+  if (target == kIgnoreTarget) {  // not scored (the whole block leaves together)
+    if (threadIdx.x == 0) losses[n] = 0.f;
+    return;
+  }
   const float* x = logits + n * Vp;
   const float lse = row_logsumexp(x, V);
-  if (threadIdx.x == 0) {
-    const int target = targets[n];
-    losses[n] = target >= 0 && target < V ? lse - x[target] : NAN;
-  }
+  if (threadIdx.x == 0) losses[n] = target >= 0 && target < V ? lse - x[target] : NAN;
 }
 
 __global__ void crossentropy_backward_kernel(float* dlogits, const float* logits, const int32_t* targets,
@@ -42,8 +45,12 @@ __global__ void crossentropy_backward_kernel(float* dlogits, const float* logits
   const size_t n = blockIdx.x;
   const float* x = logits + n * Vp;
   float* dx = dlogits + n * Vp;  // may be x itself
-  const float lse = row_logsumexp(x, V);
   const int target = targets[n];
+  if (target == kIgnoreTarget) {  // not scored: a zero gradient row
+    for (int i = threadIdx.x; i < Vp; i += blockDim.x) dx[i] = 0.f;
+    return;
+  }
+  const float lse = row_logsumexp(x, V);
   const bool valid = target >= 0 && target < V;
   const float dl = dloss[n];
   // Each element is read and then written by the same thread, after every

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "core/tokens.h"
 #include "kernels/attention_spec.h"
 #include "kernels/bf16_round.h"
 
@@ -107,6 +108,7 @@ class Backend : public ParamBackend<accum_t<T>> {
   virtual void attention_backward(T* dqkv, Acc* dhead_scale, const T* dout, const T* out, const Acc* stats,
                                   const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                                   const T* head_scale, T* dqkv_far = nullptr, const T* qkv_far = nullptr) = 0;
+  // A target of kIgnoreTarget (core/tokens.h) has loss 0 and a zero gradient row.
   virtual void crossentropy_forward(Acc* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) = 0;
   virtual void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const Acc* dloss, int N,
                                      int V, int Vp) = 0;

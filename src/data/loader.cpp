@@ -26,7 +26,6 @@ DataLoader::DataLoader(const std::string& pattern, int vocab_size, int B, int T,
   if (nseq_ < static_cast<uint64_t>(B))
     fail("data '", pattern, "' holds ", size, " tokens; a batch of B=", B, " sequences of T+1=", T + 1,
          " tokens needs at least B*T+1 = ", needed, " tokens");
-  buf_.resize(static_cast<size_t>(T) + 1);
 }
 
 std::vector<uint64_t> DataLoader::epoch_order(uint64_t epoch) const {
@@ -55,11 +54,10 @@ void DataLoader::next_rows(int32_t* inputs, int32_t* targets, int row_begin, int
     }
     if (b >= row_begin && b < row_end) {
       const uint64_t seq = order_[state_.index];
-      stream_.read(seq * T, T + 1, buf_.data());
-      // (rows,T): row b - row_begin holds tokens [seq*T, seq*T+T) as inputs, shifted by one as targets
+      // (rows,T): row b - row_begin holds tokens [seq*T, seq*T+T) as inputs,
+      // shifted by one as targets (kIgnoreTarget where a loss mask says so)
       const size_t row = static_cast<size_t>(b - row_begin);
-      std::copy(buf_.begin(), buf_.begin() + T, inputs + row * T);
-      std::copy(buf_.begin() + 1, buf_.end(), targets + row * T);
+      stream_.read_example(seq * T, T, inputs + row * T, targets + row * T);
     }
     if (++state_.index == nseq_) {
       state_.index = 0;

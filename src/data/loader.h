@@ -24,7 +24,8 @@ class DataLoader {
   // shuffle=false: sequential order. Throws if the stream holds fewer than
   // B sequences of T+1 tokens.
   DataLoader(const std::string& pattern, int vocab_size, int B, int T, bool shuffle, uint64_t seed);
-  // Fills inputs (B*T) and targets (B*T) and advances B sequences. A batch
+  // Fills inputs (B*T) and targets (B*T) and advances B sequences. With
+  // loss masks (data/shard.h), a target they do not score is kIgnoreTarget. A batch
   // that runs past the end of an epoch continues with the start of the next
   // epoch's order, so each epoch still yields every sequence exactly once.
   void next(int32_t* inputs, int32_t* targets);
@@ -39,6 +40,7 @@ class DataLoader {
   LoaderState state() const { return state_; }
   void set_state(const LoaderState& s);  // validates index < sequences_per_epoch
   const TokenStream& stream() const { return stream_; }
+  bool has_masks() const { return stream_.has_masks(); }
 
  private:
   TokenStream stream_;
@@ -49,7 +51,6 @@ class DataLoader {
   LoaderState state_;
   std::vector<uint64_t> order_;  // order of state_.epoch
   uint64_t order_epoch_ = UINT64_MAX;
-  std::vector<int32_t> buf_;
 };
 
 }  // namespace gpt

@@ -29,6 +29,7 @@ constexpr int kHeaderInts = 256;
 constexpr uint64_t kHeaderBytes = kHeaderInts * sizeof(int32_t);
 constexpr int32_t kMagic16 = 20240520, kVersion16 = 1;  // uint16 tokens
 constexpr int32_t kMagic32 = 20240801, kVersion32 = 7;  // uint32 tokens
+constexpr int32_t kMaskMagic = 20261202, kMaskVersion = 1;  // loss masks, one byte per token
 
 // Reads exactly len bytes at off; pread may return fewer, and EINTR retries.
 void pread_exact(int fd, void* dst, size_t len, uint64_t off, const std::string& path) {
@@ -91,22 +92,31 @@ class ShardFiles {
   std::mutex mu_;
 };
 
-ShardInfo read_shard_header(const std::string& path) {
+namespace {
+
+// Opens a regular file of at least the header's size and reads the header;
+// returns the file's size. `kind` names the file in errors ("shard", "mask").
+uint64_t read_header(const std::string& path, const char* kind, int32_t (&header)[kHeaderInts]) {
   const int fd = open_shard(path);
   struct FdCloser {
     int fd;
     ~FdCloser() { ::close(fd); }
   } closer{fd};
-
   struct stat st {};
-  if (::fstat(fd, &st) != 0) fail("shard '", path, "': cannot stat (", std::strerror(errno), ")");
-  if (!S_ISREG(st.st_mode)) fail("shard '", path, "': not a regular file");
+  if (::fstat(fd, &st) != 0) fail(kind, " '", path, "': cannot stat (", std::strerror(errno), ")");
+  if (!S_ISREG(st.st_mode)) fail(kind, " '", path, "': not a regular file");
   const uint64_t size = static_cast<uint64_t>(st.st_size);
   if (size < kHeaderBytes)
-    fail("shard '", path, "': file is ", size, " bytes, shorter than the ", kHeaderBytes, "-byte header");
-
-  int32_t header[kHeaderInts];
+    fail(kind, " '", path, "': file is ", size, " bytes, shorter than the ", kHeaderBytes, "-byte header");
   pread_exact(fd, header, sizeof(header), 0, path);
+  return size;
+}
+
+}  // namespace
+
+ShardInfo read_shard_header(const std::string& path) {
+  int32_t header[kHeaderInts];
+  const uint64_t size = read_header(path, "shard", header);
   const int32_t magic = header[0], version = header[1], count = header[2];
 
   ShardInfo info;
@@ -116,6 +126,9 @@ ShardInfo read_shard_header(const std::string& path) {
     info.width = 2, want_version = kVersion16;
   } else if (magic == kMagic32) {
     info.width = 4, want_version = kVersion32;
+  } else if (magic == kMaskMagic) {
+    fail("shard '", path, "' is a loss mask, not a token shard: name the token shards (a pattern such as "
+         "'DIR/*.bin'); each one's mask is found beside it");
   } else {
     fail("shard '", path, "': magic ", magic, " is not a token shard (expected ", kMagic16,
          " for uint16 tokens or ", kMagic32, " for uint32 tokens)");
@@ -191,6 +204,57 @@ void write_shard(const std::string& path, const std::vector<uint32_t>& tokens, i
   }
 }
 
+std::string mask_path_for(const std::string& shard_path) {
+  const std::string ext = ".bin";
+  if (shard_path.size() > ext.size() && shard_path.compare(shard_path.size() - ext.size(), ext.size(), ext) == 0)
+    return shard_path.substr(0, shard_path.size() - ext.size()) + ".mask";
+  return shard_path + ".mask";
+}
+
+uint64_t read_mask_header(const std::string& path, uint64_t expected_tokens) {
+  int32_t header[kHeaderInts];
+  const uint64_t size = read_header(path, "mask", header);
+  if (header[0] != kMaskMagic)
+    fail("mask '", path, "': magic ", header[0], " is not a loss-mask shard (expected ", kMaskMagic, ")");
+  if (header[1] != kMaskVersion)
+    fail("mask '", path, "': version ", header[1], " is not supported (expected ", kMaskVersion, ")");
+  if (header[2] <= 0) fail("mask '", path, "': count ", header[2], " in the header must be > 0");
+  const uint64_t n = static_cast<uint64_t>(header[2]);
+  if (size != kHeaderBytes + n)
+    fail("mask '", path, "': file size is ", size, " bytes but the header's ", n, " entries need ", kHeaderBytes,
+         " + ", n, " = ", kHeaderBytes + n, " bytes");
+  if (n != expected_tokens)
+    fail("mask '", path, "': holds ", n, " entries but its token shard holds ", expected_tokens,
+         " tokens (one mask byte per token)");
+  return n;
+}
+
+void write_mask_shard(const std::string& path, const std::vector<uint8_t>& mask) {
+  if (mask.empty()) fail("write_mask_shard '", path, "': no entries (a mask holds at least one)");
+  if (mask.size() > static_cast<size_t>(INT32_MAX))
+    fail("write_mask_shard '", path, "': ", mask.size(), " entries exceed the header's limit of ", INT32_MAX);
+  for (size_t i = 0; i < mask.size(); ++i)
+    if (mask[i] > 1) fail("write_mask_shard '", path, "': entry ", i, " is ", int(mask[i]), " (must be 0 or 1)");
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) fail("write_mask_shard '", path, "': cannot create '", tmp, "' (", std::strerror(errno), ")");
+  int32_t header[kHeaderInts] = {};
+  header[0] = kMaskMagic, header[1] = kMaskVersion, header[2] = static_cast<int32_t>(mask.size());
+  const bool wrote = std::fwrite(header, sizeof(header), 1, f) == 1 &&
+                     std::fwrite(mask.data(), 1, mask.size(), f) == mask.size();
+  const int err = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (!wrote || !closed) {
+    std::remove(tmp.c_str());
+    fail("write_mask_shard '", path, "': writing '", tmp, "' failed (", std::strerror(wrote ? errno : err), ")");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int rename_err = errno;
+    std::remove(tmp.c_str());
+    fail("write_mask_shard '", path, "': cannot rename '", tmp, "' into place (", std::strerror(rename_err), ")");
+  }
+}
+
 std::vector<std::string> glob_files(const std::string& pattern) {
   glob_t g{};
   const int rc = ::glob(pattern.c_str(), 0, nullptr, &g);
@@ -213,6 +277,22 @@ TokenStream::TokenStream(const std::string& pattern, int vocab_size) : vocab_siz
     starts_.push_back(total_);
     total_ += shards_.back().ntokens;
   }
+  // Masks: all shards or none.
+  std::vector<std::string> masks;
+  for (const ShardInfo& sh : shards_) {
+    const std::string m = mask_path_for(sh.path);
+    if (::access(m.c_str(), F_OK) == 0) {
+      read_mask_header(m, sh.ntokens);
+      masks.push_back(m);
+    }
+  }
+  if (!masks.empty() && masks.size() != shards_.size()) {
+    for (const ShardInfo& sh : shards_)
+      if (::access(mask_path_for(sh.path).c_str(), F_OK) != 0)
+        fail("shards of '", pattern, "': ", masks.size(), " of ", shards_.size(), " have a loss mask but '", sh.path,
+             "' has none (expected '", mask_path_for(sh.path), "'); give every shard a mask or none");
+  }
+  if (!masks.empty()) mask_files_ = std::make_shared<ShardFiles>(std::move(masks));
   files_ = std::make_shared<ShardFiles>(std::move(paths));
 }
 
@@ -252,6 +332,43 @@ void TokenStream::read(uint64_t offset, uint64_t n, int32_t* out) const {
     }
     out += count, offset += count, n -= count, ++s;
   }
+}
+
+void TokenStream::read_mask(uint64_t offset, uint64_t n, uint8_t* out) const {
+  GPT_CHECK(offset <= total_ && n <= total_ - offset, "TokenStream::read_mask of entries [", offset, ", ",
+            offset + n, ") is outside the stream of ", total_, " tokens");
+  if (!mask_files_) {
+    std::fill(out, out + n, uint8_t{1});
+    return;
+  }
+  offset += base_;
+  size_t s = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin()) - 1;
+  while (n > 0) {
+    const ShardInfo& shard = shards_[s];
+    const uint64_t local = offset - starts_[s];
+    const uint64_t count = std::min(n, shard.ntokens - local);
+    mask_files_->read(s, kHeaderBytes + local, count, out);
+    for (uint64_t i = 0; i < count; ++i)
+      if (out[i] > 1)
+        fail("mask '", mask_path_for(shard.path), "': entry ", local + i, " is ", int(out[i]), " (must be 0 or 1)");
+    out += count, offset += count, n -= count, ++s;
+  }
+}
+
+uint64_t TokenStream::read_example(uint64_t offset, uint64_t n, int32_t* inputs, int32_t* targets) const {
+  std::vector<int32_t> buf(n + 1);
+  read(offset, n + 1, buf.data());
+  std::copy(buf.begin(), buf.end() - 1, inputs);
+  std::copy(buf.begin() + 1, buf.end(), targets);
+  if (!mask_files_) return n;
+  std::vector<uint8_t> m(n);
+  read_mask(offset + 1, n, m.data());
+  uint64_t scored = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (m[i]) ++scored;
+    else targets[i] = kIgnoreTarget;
+  }
+  return scored;
 }
 
 }  // namespace gpt

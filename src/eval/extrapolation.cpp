@@ -185,7 +185,6 @@ ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStrea
   res.n_head = model.config().n_head;
   const bool bytes_known = text && !text->bytes.empty();
   const double ln2 = std::log(2.0);
-  std::vector<int32_t> buf;
   std::vector<float> losses;
   for (int m : eval.multiples) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -210,18 +209,16 @@ ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStrea
       const int b = static_cast<int>(std::min<int64_t>(B, npieces - s0));
       inputs.resize(static_cast<size_t>(b) * L);
       targets.resize(inputs.size());
-      buf.resize(L + 1);
-      for (int i = 0; i < b; ++i) {
-        val.read(pieces[s0 + i].start, L + 1, buf.data());
-        std::copy(buf.begin(), buf.end() - 1, inputs.begin() + static_cast<size_t>(i) * L);
-        std::copy(buf.begin() + 1, buf.end(), targets.begin() + static_cast<size_t>(i) * L);
-      }
+      for (int i = 0; i < b; ++i)  // targets a loss mask does not score are kIgnoreTarget, and skipped
+        val.read_example(pieces[s0 + i].start, L, inputs.data() + static_cast<size_t>(i) * L,
+                         targets.data() + static_cast<size_t>(i) * L);
       model.forward_losses(inputs.data(), targets.data(), b, L, losses);
       for (int i = 0; i < b; ++i) {
         const EvalPiece& pc = pieces[s0 + i];
         const int k = pc.window;
         for (int t = pc.lo; t < pc.hi; ++t) {
           const size_t at = static_cast<size_t>(i) * L + t;
+          if (targets[at] == kIgnoreTarget) continue;
           const double l = losses[at];
           w_sum[k] += l;
           w_n[k] += 1;

@@ -1,6 +1,7 @@
 #include "eval/shard_loss.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <spdlog/spdlog.h>
 
@@ -52,27 +53,30 @@ ShardLossResult shard_loss(Model<float>& model, const TokenStream& data, int T, 
   for (size_t s = 1; s < shards.size(); ++s) start[s] = start[s - 1] + shards[s - 1].ntokens;
 
   const int rows_per_pass = static_cast<int>(std::clamp<int64_t>(kTokensPerPass / T, 1, B));
-  std::vector<int32_t> buf(bt + 1), inputs, targets;
+  std::vector<int32_t> inputs, targets;
   std::vector<float> losses;
   double sum = 0;
+  int64_t scored = 0;
   size_t s = 0;
   int64_t k = 0;  // batch index within shard s
   for (int64_t batch = 0; batch < r.batches; ++batch) {
     while (k >= batches_in(shards[s], bt)) s = (s + 1) % shards.size(), k = 0;
-    data.read(start[s] + static_cast<uint64_t>(k) * bt, bt + 1, buf.data());
+    const uint64_t first = start[s] + static_cast<uint64_t>(k) * bt;
     ++k;
-    // Row b: inputs buf[b·T, b·T+T), targets one later.
+    // Row b: inputs from token first + b·T, targets one later (kIgnoreTarget
+    // where a loss mask does not score them: loss 0, not counted).
     for (int b0 = 0; b0 < B; b0 += rows_per_pass) {
       const int rows = std::min(rows_per_pass, B - b0);
-      const size_t n = static_cast<size_t>(rows) * T, off = static_cast<size_t>(b0) * T;
-      inputs.assign(buf.begin() + off, buf.begin() + off + n);
-      targets.assign(buf.begin() + off + 1, buf.begin() + off + n + 1);
+      const size_t n = static_cast<size_t>(rows) * T;
+      inputs.resize(n), targets.resize(n);
+      scored += static_cast<int64_t>(
+          data.read_example(first + static_cast<uint64_t>(b0) * T, n, inputs.data(), targets.data()));
       model.forward_losses(inputs.data(), targets.data(), rows, T, losses);
       for (float l : losses) sum += l;
     }
   }
-  r.tokens = r.batches * static_cast<int64_t>(bt);
-  r.loss = sum / static_cast<double>(r.tokens);
+  r.tokens = scored;
+  r.loss = scored > 0 ? sum / static_cast<double>(scored) : std::numeric_limits<double>::quiet_NaN();
   return r;
 }
 

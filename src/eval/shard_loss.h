@@ -8,7 +8,8 @@
 // consecutive rows share one token). A shard of n tokens gives
 // floor((n − 1) / (B·T)) batches; batches never cross shards, the rest of a
 // shard is skipped, and after the last shard the reader wraps to the first.
-// The loss is the mean cross-entropy over all K·B·T positions of K batches.
+// The loss is the mean cross-entropy over all K·B·T positions of K batches
+// (over those their loss masks score, when the shards have masks).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -21,7 +22,7 @@ namespace gpt {
 struct ShardLossResult {
   double loss = 0;          // mean over every scored position
   int64_t batches = 0;      // K
-  int64_t tokens = 0;       // positions scored: K·B·T
+  int64_t tokens = 0;       // positions scored: K·B·T, less those loss masks leave out
   int64_t available = 0;    // full batches the shards hold (one pass)
 };
 

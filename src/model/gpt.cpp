@@ -35,6 +35,7 @@ struct Activations {
   using Acc = accum_t<T>;
   int B = 0, Tn = 0;      // the pass running on them
   bool training = false;  // that pass: every layer's slot, attention statistics
+  size_t scored = 0;      // that pass's targets other than kIgnoreTarget (the mean loss's count)
   int alloc_B = 0, alloc_Tn = 0;  // the shape they were allocated for
   size_t capacity() const { return static_cast<size_t>(alloc_B) * alloc_Tn; }  // tokens each buffer holds
   std::vector<LayerActs<T>> layers;  // n_layer slots when allocated for training, 1 for inference
@@ -197,10 +198,18 @@ void GPT<T>::set_attention(const AttentionSpec& spec) {
 }
 
 template <typename T>
-void GPT<T>::check_tokens(const int32_t* tokens, size_t n, const char* what) const {
-  for (size_t i = 0; i < n; ++i)
+size_t GPT<T>::check_tokens(const int32_t* tokens, size_t n, const char* what, bool targets) const {
+  size_t ignored = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (targets && tokens[i] == kIgnoreTarget) {
+      ++ignored;
+      continue;
+    }
     GPT_CHECK(tokens[i] >= 0 && tokens[i] < cfg_.vocab_size, what, " id ", tokens[i], " at position ", i,
-              " is outside the vocabulary [0, ", cfg_.vocab_size, ")");
+              " is outside the vocabulary [0, ", cfg_.vocab_size, ")",
+              targets ? " and is not -1 (a target a loss mask does not score)" : "");
+  }
+  return n - ignored;
 }
 
 // Embedding, the blocks, the final LayerNorm and the logits, for the tokens
@@ -258,8 +267,9 @@ void GPT<T>::losses_pass(const int32_t* tokens, const int32_t* targets, int B, i
                          std::vector<Acc>& losses) {
   const size_t N = static_cast<size_t>(B) * Tn;
   check_tokens(tokens, N, "input token");
-  check_tokens(targets, N, "target token");
+  const size_t scored = check_tokens(targets, N, "target token", true);
   Activations<T>& a = activations(B, Tn, training);
+  a.scored = scored;
   be_.upload_tokens(a.tokens.get(), tokens, N);
   be_.upload_tokens(a.targets.get(), targets, N);
   forward_trunk(a);
@@ -273,9 +283,12 @@ template <typename T>
 double GPT<T>::forward(const int32_t* tokens, const int32_t* targets, int B, int Tn) {
   std::vector<Acc> losses;
   losses_pass(tokens, targets, B, Tn, true, losses);
+  // The mean over the scored positions (the others' losses are 0); 0 when a
+  // loss mask scores none of them.
   double sum = 0.0;
   for (Acc v : losses) sum += v;
-  return sum / static_cast<double>(losses.size());
+  const size_t scored = train_acts_->scored;
+  return scored ? sum / static_cast<double>(scored) : 0.0;
 }
 
 template <typename T>
@@ -292,8 +305,10 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
   RopeSpec far_rope = spec.rope;
   far_rope.far_positions = true;
 
-  // d(loss_scale · mean loss)/d loss_n
-  std::vector<Acc> dl(N, static_cast<Acc>(loss_scale / N));
+  // d(loss_scale · mean loss)/d loss_n over the scored positions (the
+  // cross-entropy backward gives the others a zero row whatever dl says).
+  const double scored = static_cast<double>(std::max<size_t>(a.scored, 1));
+  std::vector<Acc> dl(N, static_cast<Acc>(loss_scale / scored));
   be_.upload(a.dlosses.get(), dl.data(), N);
   // Classifier: dlogits overwrite the logits in place.
   be_.crossentropy_backward(a.logits.get(), a.logits.get(), a.targets.get(), a.dlosses.get(), N, cfg_.vocab_size,

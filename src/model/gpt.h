@@ -120,7 +120,9 @@ class GPT : public Model<accum_t<T>> {
 
  private:
   static constexpr bool kWorkingCopy = !std::is_same_v<T, Acc>;
-  void check_tokens(const int32_t* tokens, size_t n, const char* what) const;
+  // Throws on an id outside the vocabulary (targets: kIgnoreTarget is
+  // allowed); returns the number of ids that are not kIgnoreTarget.
+  size_t check_tokens(const int32_t* tokens, size_t n, const char* what, bool targets = false) const;
   Activations<T>& activations(int B, int Tn, bool training);
   std::unique_ptr<Activations<T>> allocate_activations(int B, int Tn, bool training);
   void forward_trunk(Activations<T>& a);  // embedding, blocks, final LayerNorm, logits

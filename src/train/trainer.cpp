@@ -241,7 +241,14 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   // pass has issued them, during the last micro-batch's backward.
   const bool overlap = data_parallel && tc.overlap_reduce == 1;
   auto sigint = std::make_unique<SigintGuard>();
-  std::vector<int32_t> inputs(static_cast<size_t>(Bl) * T), targets(inputs.size());
+  // One step's micro-batches, all read before the first forward: with loss
+  // masks the gradient is that of the mean over every scored target of the
+  // step (all micro-batches, all ranks), so each micro-batch's weight needs
+  // the step's count first.
+  const bool masked = loader.has_masks();
+  const size_t micro_tokens = static_cast<size_t>(Bl) * T;
+  std::vector<int32_t> inputs(micro_tokens * tc.grad_accum), targets(inputs.size());
+  std::vector<double> weight(tc.grad_accum);
   const auto start = std::chrono::steady_clock::now();
   const int first_step = progress.step;
   int status = 0;
@@ -250,16 +257,39 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     const TrainProgress before = progress;
     const double lr = learning_rate(tc, progress.step);
     model.zero_grad();
+    for (int micro = 0; micro < tc.grad_accum; ++micro) {
+      int32_t* in = inputs.data() + micro * micro_tokens;
+      int32_t* tg = targets.data() + micro * micro_tokens;
+      loader.next_rows(in, tg, rank * Bl, (rank + 1) * Bl);
+      if (passkey)
+        passkey->apply(in, tg, Bl, T, rank * Bl, static_cast<uint64_t>(progress.step) * tc.grad_accum + micro);
+    }
+    // Weights: without masks each micro-batch's mean over the same number of
+    // tokens, scaled by 1/ranks so that the sum across ranks is the gradient
+    // of the global mean loss; with masks n_micro / (scored targets of the
+    // step on all ranks).
+    double step_scored = 0;
+    if (masked) {
+      std::vector<double> n(tc.grad_accum);
+      for (int micro = 0; micro < tc.grad_accum; ++micro) {
+        const int32_t* tg = targets.data() + micro * micro_tokens;
+        n[micro] = static_cast<double>(micro_tokens - std::count(tg, tg + micro_tokens, kIgnoreTarget));
+        step_scored += n[micro];
+      }
+      comm.allreduce_sum_host(&step_scored, 1);
+      for (int micro = 0; micro < tc.grad_accum; ++micro) weight[micro] = step_scored > 0 ? n[micro] / step_scored : 0;
+      if (step_scored == 0 && lead)
+        spdlog::warn("step {}: the loss masks score none of its {} targets; its gradient is 0", progress.step + 1,
+                     micro_tokens * tc.grad_accum * nranks);
+    } else {
+      std::fill(weight.begin(), weight.end(), 1.0 / (static_cast<double>(tc.grad_accum) * nranks));
+    }
     double loss = 0;
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
-      loader.next_rows(inputs.data(), targets.data(), rank * Bl, (rank + 1) * Bl);
-      if (passkey)
-        passkey->apply(inputs.data(), targets.data(), Bl, T, rank * Bl,
-                       static_cast<uint64_t>(progress.step) * tc.grad_accum + micro);
-      loss += model.forward(inputs.data(), targets.data(), Bl, T) / tc.grad_accum;
-      // Scaled by 1/ranks so that the sum across ranks is the gradient of the
-      // global mean loss (each rank's mean is over the same number of tokens).
-      const double scale = 1.0 / (static_cast<double>(tc.grad_accum) * nranks);
+      const double mean = model.forward(inputs.data() + micro * micro_tokens, targets.data() + micro * micro_tokens,
+                                        Bl, T);
+      loss += masked ? mean * weight[micro] : mean / tc.grad_accum;
+      const double scale = weight[micro];
       if (overlap && micro + 1 == tc.grad_accum)
         model.backward(scale, [&](int layer) {
           comm.start_allreduce_sum(model.grads(), model.layout().ranges_of_layer(layer));
@@ -267,11 +297,12 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       else
         model.backward(scale);
     }
-    // The global mean loss, and whether any rank was interrupted (all ranks
-    // stop at the same step); the averaged gradients, before the norm.
+    // The global mean loss (with masks each rank's share of it is already
+    // weighted), and whether any rank was interrupted (all ranks stop at the
+    // same step); the summed gradients, before the norm.
     double shared[2] = {loss, g_interrupted ? 1.0 : 0.0};
     comm.allreduce_sum_host(shared, 2);
-    loss = shared[0] / nranks;
+    loss = masked ? shared[0] : shared[0] / nranks;
     const bool interrupted = shared[1] > 0;
     if (overlap)
       comm.finish_allreduces();
@@ -303,9 +334,12 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double tok_s = static_cast<double>(B) * T * tc.grad_accum / dt;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (lead)
-      metrics->write({{"event", "train"}, {"step", progress.step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm},
-                      {"tokens_per_s", tok_s}, {"time_s", elapsed}});
+    if (lead) {
+      nlohmann::json rec = {{"event", "train"}, {"step", progress.step}, {"loss", loss},     {"lr", lr},
+                            {"grad_norm", norm}, {"tokens_per_s", tok_s}, {"time_s", elapsed}};
+      if (masked) rec["scored_tokens"] = static_cast<int64_t>(step_scored);
+      metrics->write(rec);
+    }
     if (progress.step % tc.log_every == 0 || progress.step == tc.steps || progress.step == first_step + 1) {
       const double eta = elapsed / (progress.step - first_step) * (tc.steps - progress.step);
       spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | ETA {}", progress.step,

@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "data/rng.h"
+#include "data/shard.h"
 
 namespace fs = std::filesystem;
 
@@ -273,6 +274,37 @@ TEST_F(LoaderTest, RowSlicesOfRanksMakeTheWholeBatch) {
   }
   EXPECT_THROW(r0.next_rows(in_s.data(), tg_s.data(), 4, B + 1), gpt::Error);
   EXPECT_THROW(r0.next_rows(in_s.data(), tg_s.data(), 3, 2), gpt::Error);
+}
+
+// With loss masks the loader yields the same sequences, and each target the
+// mask does not score is kIgnoreTarget (mask byte i belongs to stream token i).
+TEST_F(LoaderTest, MaskedTargetsAreIgnored) {
+  const uint64_t n = kSeqs * kT + 1;
+  const std::string pattern = write_stream(n);
+  gpt::DataLoader plain(pattern, 1000, 4, kT, true, 3);
+  for (const char* shard : {"t_000001", "t_000002"}) {
+    const gpt::ShardInfo info = gpt::read_shard_header((dir_ / (std::string(shard) + ".bin")).string());
+    std::vector<int32_t> tokens(info.ntokens);
+    gpt::TokenStream(info.path, 1000).read(0, info.ntokens, tokens.data());
+    std::vector<uint8_t> mask;
+    for (int32_t t : tokens) mask.push_back(t % 4 != 1);  // token value = stream position
+    gpt::write_mask_shard((dir_ / (std::string(shard) + ".mask")).string(), mask);
+  }
+  gpt::DataLoader masked(pattern, 1000, 4, kT, true, 3);
+  ASSERT_TRUE(masked.has_masks());
+  EXPECT_FALSE(plain.has_masks());
+  std::vector<int32_t> in(4 * kT), tg(4 * kT), in_m(4 * kT), tg_m(4 * kT);
+  int ignored = 0;
+  for (int batch = 0; batch < 12; ++batch) {
+    plain.next(in.data(), tg.data());
+    masked.next(in_m.data(), tg_m.data());
+    ASSERT_EQ(in, in_m) << "batch " << batch;
+    for (size_t i = 0; i < tg.size(); ++i) {
+      EXPECT_EQ(tg_m[i], tg[i] % 4 != 1 ? tg[i] : gpt::kIgnoreTarget) << "batch " << batch << " entry " << i;
+      ignored += tg_m[i] == gpt::kIgnoreTarget;
+    }
+  }
+  EXPECT_GT(ignored, 0);
 }
 
 }  // namespace

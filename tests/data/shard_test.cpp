@@ -1,5 +1,6 @@
 // Shard format: round trips for both widths, every header error, the width-2
-// limit, atomic writing, globbing, and TokenStream reads across shards.
+// limit, atomic writing, globbing, and TokenStream reads across shards;
+// loss-mask shards (format, refusals, examples with unscored targets).
 #include "data/shard.h"
 
 #include <gtest/gtest.h>
@@ -227,6 +228,93 @@ TEST_F(ShardTest, StreamValidatesEveryHeader) {
   gpt::write_shard(path("h_1.bin"), {1, 2, 3}, 2);
   write_raw(path("h_2.bin"), 20240520, 1, 5, 4);
   expect_contains(error_of([&] { gpt::TokenStream(path("h_*.bin"), 10); }), {path("h_2.bin"), "file size"});
+}
+
+// Loss masks: the mask of s_k.bin is s_k.mask; byte i scores token i as a target.
+TEST_F(ShardTest, MaskPathSitsBesideTheShard) {
+  EXPECT_EQ(gpt::mask_path_for("d/x_train_000001.bin"), "d/x_train_000001.mask");
+  EXPECT_EQ(gpt::mask_path_for("d/tokens"), "d/tokens.mask");
+  EXPECT_EQ(gpt::mask_path_for(".bin"), ".bin.mask");
+}
+
+TEST_F(ShardTest, MaskedExamplesAcrossShardBoundaries) {
+  // Two shards of 5 and 7 tokens (value = stream position); token i is scored
+  // as a target iff i % 3 != 0.
+  std::vector<uint32_t> a{0, 1, 2, 3, 4}, b{5, 6, 7, 8, 9, 10, 11};
+  gpt::write_shard(path("s_1.bin"), a, 2);
+  gpt::write_shard(path("s_2.bin"), b, 4);
+  auto mask_of = [](const std::vector<uint32_t>& t) {
+    std::vector<uint8_t> m;
+    for (uint32_t x : t) m.push_back(x % 3 != 0);
+    return m;
+  };
+  gpt::write_mask_shard(path("s_1.mask"), mask_of(a));
+  gpt::write_mask_shard(path("s_2.mask"), mask_of(b));
+  EXPECT_FALSE(any_tmp_left());
+  const gpt::TokenStream s(path("s_*.bin"), 100);
+  ASSERT_TRUE(s.has_masks());
+  for (uint64_t off = 0; off < 12; ++off)
+    for (uint64_t n = 0; off + n + 1 <= 12; ++n) {
+      std::vector<int32_t> in(n, -7), tg(n, -7);
+      const uint64_t scored = s.read_example(off, n, in.data(), tg.data());
+      uint64_t expect_scored = 0;
+      for (uint64_t i = 0; i < n; ++i) {
+        const int32_t next = static_cast<int32_t>(off + i + 1);
+        ASSERT_EQ(in[i], static_cast<int32_t>(off + i));
+        ASSERT_EQ(tg[i], next % 3 != 0 ? next : gpt::kIgnoreTarget) << off << "+" << i;
+        expect_scored += next % 3 != 0;
+      }
+      EXPECT_EQ(scored, expect_scored);
+    }
+  // A slice keeps the masks of its tokens.
+  const gpt::TokenStream t = s.slice(4, 12);
+  ASSERT_TRUE(t.has_masks());
+  std::vector<uint8_t> m(8);
+  t.read_mask(0, 8, m.data());
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(m[i], (4 + i) % 3 != 0) << i;
+  // Without masks every target is scored.
+  gpt::write_shard(path("u_1.bin"), a, 2);
+  const gpt::TokenStream u(path("u_*.bin"), 100);
+  EXPECT_FALSE(u.has_masks());
+  std::vector<int32_t> in(4), tg(4);
+  EXPECT_EQ(u.read_example(0, 4, in.data(), tg.data()), 4u);
+  EXPECT_EQ(tg, (std::vector<int32_t>{1, 2, 3, 4}));
+}
+
+TEST_F(ShardTest, MaskRefusals) {
+  gpt::write_shard(path("m_1.bin"), {1, 2, 3}, 2);
+  gpt::write_shard(path("m_2.bin"), {4, 5, 6, 7}, 2);
+  // Some shards with a mask and some without.
+  gpt::write_mask_shard(path("m_1.mask"), {1, 0, 1});
+  expect_contains(error_of([&] { gpt::TokenStream(path("m_*.bin"), 10); }),
+                  {"1 of 2", path("m_2.bin"), path("m_2.mask"), "every shard a mask or none"});
+  // A mask of the wrong length.
+  gpt::write_mask_shard(path("m_2.mask"), {1, 1, 1});
+  expect_contains(error_of([&] { gpt::TokenStream(path("m_*.bin"), 10); }),
+                  {path("m_2.mask"), "holds 3 entries", "holds 4 tokens"});
+  // Not a mask, a bad version, a size that is not the header's.
+  write_raw(path("m_2.mask"), 20240520, 1, 4, 8);
+  expect_contains(error_of([&] { gpt::TokenStream(path("m_*.bin"), 10); }),
+                  {path("m_2.mask"), "magic 20240520", "not a loss-mask shard"});
+  write_raw(path("m_2.mask"), 20261202, 2, 4, 4);
+  expect_contains(error_of([&] { gpt::TokenStream(path("m_*.bin"), 10); }), {path("m_2.mask"), "version 2"});
+  write_raw(path("m_2.mask"), 20261202, 1, 4, 5);
+  expect_contains(error_of([&] { gpt::TokenStream(path("m_*.bin"), 10); }), {path("m_2.mask"), "file size"});
+  // A byte other than 0 or 1 is found when it is read.
+  write_raw(path("m_2.mask"), 20261202, 1, 4, 0);
+  {
+    std::ofstream out(path("m_2.mask"), std::ios::binary | std::ios::app);
+    const char bytes[4] = {1, 1, 2, 1};
+    out.write(bytes, 4);
+  }
+  const gpt::TokenStream s(path("m_*.bin"), 10);
+  std::vector<int32_t> in(6), tg(6);
+  expect_contains(error_of([&] { s.read_example(0, 6, in.data(), tg.data()); }),
+                  {path("m_2.mask"), "entry 2 is 2", "0 or 1"});
+  // Writing: only 0 and 1, at least one entry; a mask named as a token shard.
+  expect_contains(error_of([&] { gpt::write_mask_shard(path("w.mask"), {0, 3}); }), {"entry 1 is 3"});
+  expect_contains(error_of([&] { gpt::write_mask_shard(path("w.mask"), {}); }), {"no entries"});
+  expect_contains(error_of([&] { gpt::TokenStream(path("m_1.mask"), 10); }), {path("m_1.mask"), "is a loss mask"});
 }
 
 }  // namespace

@@ -237,6 +237,30 @@ TEST_F(DataParallel, TwoRanksWithHalfTheBatchFollowOneRank) {
   expect_close(l1, l2, "1 rank vs 2 ranks");
 }
 
+// Loss masks with uneven counts per sequence: the ranks' scored targets are
+// counted together, so 2 ranks (each its own count) follow 1 rank, with a
+// wide initialisation under which a mean of the ranks' means would not.
+TEST_F(DataParallel, TwoRanksWithLossMasksFollowOneRank) {
+  for (const char* name : {"t_train_000001", "t_val_000000"}) {
+    const std::string shard = (dir_ / "data" / (std::string(name) + ".bin")).string();
+    const ShardInfo info = read_shard_header(shard);
+    std::vector<uint8_t> mask(info.ntokens);
+    for (uint64_t i = 0; i < info.ntokens; ++i) mask[i] = i % 16 < (i / 16) * 5 % 16;
+    write_mask_shard(mask_path_for(shard), mask);
+  }
+  const std::string sets = "--set model.init_std=1.0";
+  const Result one = train(0, "one", sets);
+  ASSERT_EQ(one.status, 0) << one.output;
+  const Result two = train(2, "two", sets);
+  ASSERT_EQ(two.status, 0) << two.output;
+  const Result accum = train(2, "accum", sets + " --set train.grad_accum=2 --set train.batch_size=4");
+  ASSERT_EQ(accum.status, 0) << accum.output;
+  const auto l1 = train_losses(dir_ / "one");
+  ASSERT_EQ(l1.size(), 20u);
+  expect_close(l1, train_losses(dir_ / "two"), "masks: 1 rank vs 2 ranks");
+  expect_close(l1, train_losses(dir_ / "accum"), "masks: 1 rank vs 2 ranks x 2 micro-batches");
+}
+
 // ZeRO-1 with gradient accumulation: the same trajectory as one rank, and
 // exactly the plain 2-rank one (each update element is computed by one rank
 // with the same arithmetic, then copied by the all-gather).

@@ -107,6 +107,36 @@ TEST_F(Extrapolation, MatchesBruteForceOnContiguousWindows) {
   EXPECT_EQ(j["multiples"][2]["profile"][1]["start"], 8);
 }
 
+// With a loss mask on the validation shard, each multiple's loss is the mean
+// over the scored targets only (brute force: the unmasked per-position losses
+// of the same sequences, kept where the mask byte of the target is 1).
+TEST_F(Extrapolation, LossMasksLeaveUnscoredTargetsOut) {
+  const std::string path = write_val(65);
+  std::vector<uint8_t> mask(65);
+  for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 7) % 5 < 2;  // 2 in 5 scored, spread unevenly
+  write_mask_shard(mask_path_for(path), mask);
+  TokenStream val(path, 257);
+  ASSERT_TRUE(val.has_masks());
+  EvalConfig ec;
+  ec.multiples = {1, 2, 4};
+  ec.tokens = 64;
+  const ExtrapolationResult r = evaluate_extrapolation(*model_, val, ec, 4, 8);
+  for (const MultipleResult& row : r.rows) {
+    const int L = 4 * row.multiple;
+    double sum = 0;
+    int n = 0;
+    for (int s = 0; s < 64 / L; ++s) {
+      const auto l = losses_at(static_cast<uint64_t>(s) * L, L);
+      for (int t = 0; t < L; ++t)
+        if (mask[static_cast<size_t>(s) * L + t + 1]) sum += l[t], ++n;
+    }
+    ASSERT_GT(n, 0);
+    EXPECT_LT(n, 64);
+    EXPECT_EQ(row.tokens, n) << row.multiple;
+    EXPECT_NEAR(row.loss, sum / n, 1e-5) << row.multiple;
+  }
+}
+
 TEST_F(Extrapolation, WindowsSpreadOverTheWholeStream) {
   // 1001 tokens, 4 windows of 16: windows start every 250 tokens.
   TokenStream val(write_val(1001), 257);

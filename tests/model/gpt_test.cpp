@@ -242,6 +242,67 @@ TEST(Model, InferenceLossesEqualTrainingLosses) {
   for (double l : losses) EXPECT_TRUE(std::isfinite(l));
 }
 
+// Loss masks: targets of kIgnoreTarget leave the mean. forward() is the mean
+// of the per-position losses of the scored targets (from forward_losses on
+// the unmasked targets), and backward() its gradient (five-point finite
+// differences in double); a batch with no scored target has loss 0 and a
+// zero gradient.
+TEST(Model, MaskedLossIsTheMeanOverScoredTargets) {
+  const ModelConfig cfg = tiny_config("rope");
+  auto be = make_cpu_backend<double>();
+  GPT<double> model(cfg, softmax_spec(cfg.context), *be);
+  model.init(3);
+  const int B = 2, T = cfg.context;
+  const auto t = tokens_for(B * T + 1, 5, cfg.vocab_size);
+  std::vector<int32_t> in(t.begin(), t.begin() + B * T), tg(t.begin() + 1, t.end()), masked = tg;
+  for (int i : {0, 1, 4, 6, 7, 9}) masked[i] = kIgnoreTarget;
+  std::vector<double> losses;
+  model.forward_losses(in.data(), tg.data(), B, T, losses);
+  double sum = 0;
+  int n = 0;
+  for (int i = 0; i < B * T; ++i)
+    if (masked[i] != kIgnoreTarget) sum += losses[i], ++n;
+  ASSERT_EQ(n, 4);
+  model.zero_grad();
+  EXPECT_NEAR(model.forward(in.data(), masked.data(), B, T), sum / n, 1e-13);
+  model.backward();
+  std::vector<double> analytic(model.num_params());
+  be->download(analytic.data(), model.grads(), analytic.size());
+  std::vector<double> params = model.get_params();
+  auto loss = [&] {
+    model.set_params(params);
+    return model.forward(in.data(), masked.data(), B, T);
+  };
+  const std::vector<double> numeric = test::numeric_gradient(params, loss, 1e-3);
+  model.set_params(params);
+  double largest = 0;
+  for (double x : numeric) largest = std::max(largest, std::abs(x));
+  const double err = test::max_rel_error(analytic, numeric, std::max(1e-5 * largest, 1e-6));
+  std::printf("[gradcheck] model with a loss mask max_rel_err=%.2e\n", err);
+  EXPECT_LT(err, 1e-6);
+  // The gradient is not the unmasked one.
+  model.zero_grad();
+  model.forward(in.data(), tg.data(), B, T);
+  model.backward();
+  std::vector<double> plain(model.num_params());
+  be->download(plain.data(), model.grads(), plain.size());
+  EXPECT_GT(test::max_rel_error(plain, analytic, 1e-6), 1e-2);
+  // Nothing scored.
+  std::vector<int32_t> none(B * T, kIgnoreTarget);
+  model.zero_grad();
+  EXPECT_EQ(model.forward(in.data(), none.data(), B, T), 0.0);
+  model.backward();
+  be->download(analytic.data(), model.grads(), analytic.size());
+  for (size_t i = 0; i < analytic.size(); ++i) ASSERT_EQ(analytic[i], 0.0) << i;
+  // -1 is the only negative target allowed, and never an input.
+  std::vector<int32_t> bad = tg;
+  bad[3] = -2;
+  EXPECT_THROW(model.forward(in.data(), bad.data(), B, T), Error);
+  std::vector<int32_t> bad_in = in;
+  bad_in[2] = kIgnoreTarget;
+  EXPECT_THROW(model.forward(bad_in.data(), tg.data(), B, T), Error);
+}
+
 TEST(Model, FloatAgreesWithDouble) {
   const ModelConfig cfg = tiny_config("rope");
   auto bd = make_cpu_backend<double>();

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <map>
 
+#include <nlohmann/json.hpp>
+
 #include "data/shard.h"
 #include "data/text_to_shards.h"
 #include "train/model_io.h"
@@ -106,6 +108,77 @@ TEST(Trainer, SameSeedGivesIdenticalLosses) {
   cfg.run.dir = (dir / "b").string();
   ASSERT_EQ(run_training(cfg, ""), 0);
   EXPECT_EQ(train_losses(dir / "a"), train_losses(dir / "b"));
+  fs::remove_all(dir);
+}
+
+// Gives every shard matching `pattern` a loss mask: token i of a shard is
+// scored iff i % 32 < (i / 32) * 11 % 32, so sequences of 32 tokens score
+// very different numbers of targets.
+void write_uneven_masks(const std::string& pattern) {
+  for (const std::string& path : glob_files(pattern)) {
+    const ShardInfo info = read_shard_header(path);
+    std::vector<uint8_t> mask(info.ntokens);
+    for (uint64_t i = 0; i < info.ntokens; ++i) mask[i] = i % 32 < (i / 32) * 11 % 32;
+    write_mask_shard(mask_path_for(path), mask);
+  }
+}
+
+// With loss masks a step's loss and gradient are those of the mean over all
+// its scored targets: 4 sequences in one micro-batch and 2 + 2 in two
+// micro-batches (different scored counts each) follow the same trajectory,
+// where an average of the micro-batch means would not (a wide initialisation
+// makes the per-position losses differ). Resuming is bit-identical.
+TEST(Trainer, MaskedLossWeighsEveryScoredTargetOfTheStepAlike) {
+  const fs::path dir = temp_dir("masks");
+  Config cfg = tiny_run(dir, kjv_text("Gen1:1-Gen10:32"));
+  write_uneven_masks(cfg.data.train);
+  write_uneven_masks(cfg.data.val);
+  cfg.model.init_std = 1.0;
+  cfg.train.steps = 6;
+  cfg.train.checkpoint_every = 3;
+  cfg.run.dir = (dir / "one").string();
+  ASSERT_EQ(run_training(cfg, ""), 0);
+  Config accum = cfg;
+  accum.train.batch_size = 2;
+  accum.train.grad_accum = 2;
+  accum.run.dir = (dir / "accum").string();
+  ASSERT_EQ(run_training(accum, ""), 0);
+  const auto l1 = train_losses(dir / "one"), l2 = train_losses(dir / "accum");
+  ASSERT_EQ(l1.size(), 6u);
+  ASSERT_EQ(l2.size(), 6u);
+  for (int step = 1; step <= 6; ++step) {
+    const double rel = std::abs(l1.at(step) - l2.at(step)) / l1.at(step);
+    std::printf("[masks] step %d: one micro-batch %.9f, two %.9f, rel %.1e\n", step, l1.at(step), l2.at(step), rel);
+    EXPECT_LT(rel, 1e-5) << "step " << step;
+  }
+  // Every step records its scored targets, fewer than its 4 x 32.
+  std::ifstream in(dir / "one" / "metrics.jsonl");
+  std::string line;
+  int steps_seen = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["event"] == "train") {
+      ++steps_seen;
+      ASSERT_TRUE(j.contains("scored_tokens")) << line;
+      EXPECT_GT(j["scored_tokens"].get<int64_t>(), 0);
+      EXPECT_LT(j["scored_tokens"].get<int64_t>(), 4 * 32);
+    }
+    if (j["event"] == "eval") {
+      const auto& row = j["results"]["multiples"][0];
+      EXPECT_LT(row["tokens"].get<int64_t>(), j["results"]["tokens_per_multiple"].get<int64_t>())
+          << "the validation masks leave targets out";
+      EXPECT_GT(row["tokens"].get<int64_t>(), 0);
+    }
+  }
+  EXPECT_EQ(steps_seen, 6);
+  // Resumed at step 3: bit-identical.
+  const std::string b_dir = (dir / "resumed").string();
+  save_run_checkpoint(b_dir, 3, load_checkpoint(checkpoint_path(cfg.run.dir, 3)));
+  Config cfg_b = cfg;
+  cfg_b.run.dir = b_dir;
+  ASSERT_EQ(run_training(cfg_b, resolve_checkpoint(b_dir)), 0);
+  const auto lb = train_losses(dir / "resumed");
+  for (int step = 4; step <= 6; ++step) EXPECT_EQ(lb.at(step), l1.at(step)) << "step " << step;
   fs::remove_all(dir);
 }
 

@@ -1,5 +1,6 @@
 // Softmax cross-entropy with a padded vocabulary: hand-computed loss,
-// finite-difference gradient, padding columns, large logits, aliasing.
+// finite-difference gradient, padding columns, large logits, aliasing;
+// targets a loss mask does not score (kIgnoreTarget).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "core/tokens.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "util/gradcheck.h"
 
@@ -103,8 +105,51 @@ TEST(CrossEntropy, RejectsTargetsOutsideTheVocabulary) {
   const std::vector<int32_t> bad = {V};  // a padding column is not a token
   double loss;
   EXPECT_THROW(gpt::cpu::crossentropy_forward(&loss, logits.data(), bad.data(), 1, V, Vp), gpt::Error);
-  const std::vector<int32_t> negative = {-1};
+  const std::vector<int32_t> negative = {-2};  // -1 is kIgnoreTarget, any other negative id is an error
   EXPECT_THROW(gpt::cpu::crossentropy_forward(&loss, logits.data(), negative.data(), 1, V, Vp), gpt::Error);
+}
+
+// Rows whose target is kIgnoreTarget: loss 0 and a zero gradient row (stale
+// NaN overwritten), whatever their dloss; the other rows as the formula says,
+// -log softmax(x)[target] in double from T×V loops.
+TEST(CrossEntropy, IgnoredTargetsScoreZeroWithAZeroGradientRow) {
+  const std::vector<int32_t> targets = {0, gpt::kIgnoreTarget, 3, gpt::kIgnoreTarget, 6};
+  const auto logits = random_vector(N * Vp, 6, -3.0, 3.0);
+  const auto dloss = random_vector(N, 7);
+  std::vector<double> losses(N, std::numeric_limits<double>::quiet_NaN());
+  gpt::cpu::crossentropy_forward(losses.data(), logits.data(), targets.data(), N, V, Vp);
+  std::vector<double> dlogits(N * Vp, std::numeric_limits<double>::quiet_NaN());
+  gpt::cpu::crossentropy_backward(dlogits.data(), logits.data(), targets.data(), dloss.data(), N, V, Vp);
+  for (int n = 0; n < N; ++n) {
+    const double* x = logits.data() + n * Vp;
+    if (targets[n] == gpt::kIgnoreTarget) {
+      EXPECT_EQ(losses[n], 0.0) << "row " << n;
+      for (int i = 0; i < Vp; ++i) EXPECT_EQ(dlogits[n * Vp + i], 0.0) << "row " << n << " column " << i;
+      continue;
+    }
+    double z = 0;
+    for (int i = 0; i < V; ++i) z += std::exp(x[i]);
+    EXPECT_NEAR(losses[n], std::log(z) - x[targets[n]], 1e-13) << "row " << n;
+    for (int i = 0; i < V; ++i) {
+      const double p = std::exp(x[i]) / z;
+      EXPECT_NEAR(dlogits[n * Vp + i], dloss[n] * (p - (i == targets[n] ? 1.0 : 0.0)), 1e-13) << n << "," << i;
+    }
+  }
+}
+
+TEST(CrossEntropy, GradientWithIgnoredTargetsMatchesFiniteDifferences) {
+  const std::vector<int32_t> targets = {gpt::kIgnoreTarget, 6, gpt::kIgnoreTarget, 3, 1};
+  auto logits = random_vector(N * Vp, 8, -3.0, 3.0);
+  const auto w = random_vector(N, 9);
+  std::vector<double> losses(N), dlogits(N * Vp, 0.0);
+  auto loss = [&] {
+    gpt::cpu::crossentropy_forward(losses.data(), logits.data(), targets.data(), N, V, Vp);
+    return weighted_sum(losses, w);
+  };
+  gpt::cpu::crossentropy_backward(dlogits.data(), logits.data(), targets.data(), w.data(), N, V, Vp);
+  const double err = max_rel_error(dlogits, numeric_gradient(logits, loss));
+  std::cout << "[gradcheck] crossentropy with ignored targets dlogits max_rel_err=" << err << "\n";
+  EXPECT_LT(err, 1e-6);
 }
 
 }  // namespace

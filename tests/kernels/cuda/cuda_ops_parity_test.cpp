@@ -365,6 +365,31 @@ TEST_F(CudaOps, CrossEntropyFusedInPlace) {
   for (int i = 0; i < N; ++i) EXPECT_EQ(inplace[size_t(i) * Vp + V], 0.f) << "padding of row " << i;
 }
 
+// Targets a loss mask does not score (kIgnoreTarget): loss 0 and a zero
+// gradient row on both backends, the other rows as without them.
+TEST_F(CudaOps, CrossEntropyIgnoredTargets) {
+  const int N = 9, V = 1000, Vp = 1024;
+  const auto logits = random_floats(size_t(N) * Vp, 5, -8.f, 8.f);
+  auto targets = random_ids(N, V, 6);
+  for (int i : {0, 4, 5, 8}) targets[i] = kIgnoreTarget;
+  const auto dloss = random_floats(N, 7, 0.1f, 1.f);
+  std::vector<float> losses(N), dlogits(logits.size());
+  cpu_->crossentropy_forward(losses.data(), logits.data(), targets.data(), N, V, Vp);
+  cpu_->crossentropy_backward(dlogits.data(), logits.data(), targets.data(), dloss.data(), N, V, Vp);
+  auto g_logits = up(logits), g_losses = up(random_floats(N, 8)), g_dloss = up(dloss);
+  auto g_targets = up_ids(targets);
+  gpu_->crossentropy_forward(g_losses.get(), g_logits.get(), g_targets.get(), N, V, Vp);
+  const auto gl = down(g_losses, N);
+  expect_close(gl, losses, 1e-5, "crossentropy_forward with ignored targets");
+  gpu_->crossentropy_backward(g_logits.get(), g_logits.get(), g_targets.get(), g_dloss.get(), N, V, Vp);
+  const auto gd = down(g_logits, logits.size());
+  expect_close(gd, dlogits, 1e-4, "crossentropy_backward with ignored targets");
+  for (int i : {0, 4, 5, 8}) {
+    EXPECT_EQ(gl[i], 0.f) << "row " << i;
+    for (int v = 0; v < Vp; ++v) ASSERT_EQ(gd[size_t(i) * Vp + v], 0.f) << "row " << i << " column " << v;
+  }
+}
+
 TEST_F(CudaOps, AdamW) {
   const size_t n = 5003;
   auto param = random_floats(n, 1), m = std::vector<float>(n), v = std::vector<float>(n);
