@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/files.h"
 #include "data/shard.h"
+#include "data/synthetic.h"
 #include "data/text_to_shards.h"
 #include "tokenizer/bpe_train.h"
 #include "tokenizer/parallel_encode.h"
@@ -214,6 +215,66 @@ void add_encode_decode(CLI::App& data) {
   });
 }
 
+
+void add_synthetic(CLI::App& data) {
+  struct Args {
+    std::string task, out_dir, name;
+    SyntheticDataOptions opt;
+    std::map<std::string, std::string> words;  // the task options given
+  };
+  auto args = std::make_shared<Args>();
+  args->opt.seed = 1;
+  std::string tasks, help = "Task: ";
+  for (const auto& n : synthetic_task_names()) tasks += (tasks.empty() ? "" : ", ") + n;
+  CLI::App* cmd = data.add_subcommand(
+      "synthetic",
+      "Generate a synthetic length-generalisation task (" + tasks +
+          ") as train/val token shards with loss masks on the answers, and task.json beside them");
+  cmd->add_option("task", args->task, "Task: " + tasks)->required()->check(CLI::IsMember(synthetic_task_names()));
+  cmd->add_option("out_dir", args->out_dir, "Output directory for TASK_train_000001.bin, TASK_val_000000.bin, "
+                                            "their .mask files and task.json")
+      ->required();
+  cmd->add_option("--context", args->opt.context, "Tokens per example: the training context T (model.context)")
+      ->required()
+      ->check(between(2, 1 << 20));
+  cmd->add_option("--train-examples", args->opt.train_examples, "Training examples")
+      ->required()
+      ->check(between(1, 2147483647.0));
+  cmd->add_option("--val-examples", args->opt.val_examples, "Validation examples")
+      ->required()
+      ->check(between(1, 2147483647.0));
+  cmd->add_option("--seed", args->opt.seed, "Seed: example i of a split depends on (seed, split, i) alone")
+      ->capture_default_str();
+  cmd->add_option("--name", args->opt.name, "File name prefix (default: the task's name)");
+  // Every task's options, each on the tasks that take it (the others refuse it).
+  std::map<std::string, std::string> flag_help;
+  for (const auto& t : synthetic_task_names())
+    for (const SyntheticOption& o : synthetic_task_options(t)) {
+      std::string& h = flag_help[o.name];
+      if (h.empty()) h = o.help + "; default " + (o.default_value.is_string() ? o.default_value.get<std::string>()
+                                                                              : o.default_value.dump()) + "; tasks:";
+      h += " " + t;
+    }
+  for (const auto& [name, h] : flag_help) {
+    std::string flag = name;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    cmd->add_option_function<std::string>(
+        "--" + flag, [args, name](const std::string& v) { args->words[name] = v; }, h);
+  }
+  cmd->callback([args] {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto task = make_synthetic_task(args->task, synthetic_options_from_words(args->task, args->words));
+    args->opt.out_dir = args->out_dir;
+    const SyntheticDataResult r = write_synthetic_data(*task, args->opt);
+    spdlog::info("{} {}: {} training and {} validation examples of {} tokens in {:.2f} s; scored targets {} and {}",
+                 task->name(), task->options().dump(), args->opt.train_examples, args->opt.val_examples,
+                 args->opt.context, seconds_since(t0), r.train_scored, r.val_scored);
+    spdlog::info("vocabulary {} (set model.vocab_size to it), model.context {}", task->vocab_size(),
+                 args->opt.context);
+    for (const auto& f : r.files) spdlog::info("wrote {}", f);
+  });
+}
+
 }  // namespace
 
 void add_data(CLI::App& app) {
@@ -222,6 +283,7 @@ void add_data(CLI::App& app) {
   add_text(*data);
   add_train_tokenizer(*data);
   add_encode_decode(*data);
+  add_synthetic(*data);
 }
 
 }  // namespace gpt::cli
