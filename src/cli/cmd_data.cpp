@@ -251,9 +251,8 @@ void add_synthetic(CLI::App& data) {
   for (const auto& t : synthetic_task_names())
     for (const SyntheticOption& o : synthetic_task_options(t)) {
       std::string& h = flag_help[o.name];
-      if (h.empty()) h = o.help + "; default " + (o.default_value.is_string() ? o.default_value.get<std::string>()
-                                                                              : o.default_value.dump()) + "; tasks:";
-      h += " " + t;
+      if (h.empty()) h = o.help + "; default by task:";
+      h += " " + t + " " + (o.default_value.is_string() ? o.default_value.get<std::string>() : o.default_value.dump());
     }
   for (const auto& [name, h] : flag_help) {
     std::string flag = name;

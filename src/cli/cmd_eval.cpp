@@ -14,10 +14,12 @@
 #include "core/files.h"
 #include "core/metrics.h"
 #include "data/shard.h"
+#include "data/synthetic.h"
 #include "eval/calibrate.h"
 #include "eval/extrapolation.h"
 #include "eval/passkey.h"
 #include "eval/shard_loss.h"
+#include "eval/task_eval.h"
 #include "tokenizer/tokenizer.h"
 #include "train/model_io.h"
 
@@ -51,6 +53,8 @@ struct EvalArgs {
   int samples = 0;
   int digits = 0;
   std::string tokenizer;
+  // --task SYNTHETIC: task.json (or its directory); default: beside data.train
+  std::string task_file;
   // --context: a number selects the mean-loss mode's sequence length, names
   // are context-extension methods (attention.context_methods).
   std::string context_arg;
@@ -108,6 +112,30 @@ void run_shard_loss(const EvalArgs& a, LoadedModel& lm) {
   }
 }
 
+// Writes a retrieval result (passkey or a synthetic task) with what ran:
+// the checkpoint, the attention and context in use; to --out, else
+// RUN_DIR/eval/PREFIX<checkpoint>.json (beside the checkpoint elsewhere).
+// Prints the table.
+void write_retrieval(const EvalArgs& a, const LoadedModel& lm, nlohmann::json j, const std::string& prefix,
+                     const std::string& table) {
+  j["checkpoint"] = lm.path;
+  j["step"] = lm.progress.step;
+  j["attention"] = attention_to_json(lm.config.attention, lm.model->attention());
+  j["attention"]["override"] = !a.attention.empty();
+  j["context"] = context_to_json(lm.model->attention());
+  j["context"]["override"] = !a.attention.context_empty();
+  std::string out = a.out;
+  if (out.empty()) {
+    const fs::path run = run_dir_of(lm.path);
+    const std::string name = prefix + fs::path(lm.path).stem().string() + ".json";
+    out = (run.empty() ? fs::path(lm.path).parent_path() / name : run / "eval" / name).string();
+  }
+  if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
+  write_json_file(out, j);
+  std::cout << table;
+  spdlog::info("results written to {}", out);
+}
+
 // `gpt eval CKPT --task passkey`: exact-match retrieval per multiple and depth.
 void run_passkey(const EvalArgs& a, LoadedModel& lm) {
   GPT_CHECK(!a.shard_loss_mode(), "eval: --task passkey does not take --context, --batch or --batches");
@@ -134,24 +162,50 @@ void run_passkey(const EvalArgs& a, LoadedModel& lm) {
   const PasskeyResult r = evaluate_passkey(*lm.model, val, *tok, pc, rc.model.context,
                                            static_cast<int64_t>(rc.train.batch_size) * rc.model.context);
   nlohmann::json j = r.to_json();
-  j["checkpoint"] = lm.path;
-  j["step"] = lm.progress.step;
   j["data"] = pattern;
   j["tokenizer"] = tok_spec;
-  j["attention"] = attention_to_json(rc.attention, lm.model->attention());
-  j["attention"]["override"] = !a.attention.empty();
-  j["context"] = context_to_json(lm.model->attention());
-  j["context"]["override"] = !a.attention.context_empty();
-  std::string out = a.out;
-  if (out.empty()) {
-    const fs::path run = run_dir_of(lm.path);
-    const std::string name = "passkey_" + fs::path(lm.path).stem().string() + ".json";
-    out = (run.empty() ? fs::path(lm.path).parent_path() / name : run / "eval" / name).string();
-  }
-  if (fs::path(out).has_parent_path()) fs::create_directories(fs::path(out).parent_path());
-  write_json_file(out, j);
-  std::cout << r.table();
-  spdlog::info("results written to {}", out);
+  write_retrieval(a, lm, j, "passkey_", r.table());
+}
+
+// The synthetic task file of `--task NAME`: --task-file, else task.json in
+// the directory of the run's training shards; empty when neither exists.
+std::string synthetic_task_file(const EvalArgs& a, const Config& rc) {
+  if (!a.task_file.empty()) return a.task_file;
+  const fs::path beside = fs::path(rc.data.train).parent_path() / kSyntheticTaskFile;
+  return fs::exists(beside) ? beside.string() : std::string();
+}
+
+// `gpt eval CKPT --task mqar|copy|...`: exact match and token accuracy per
+// multiple (and depth) on the synthetic task the run was trained on.
+void run_synthetic(const EvalArgs& a, LoadedModel& lm, const std::string& file) {
+  GPT_CHECK(!a.shard_loss_mode(), "eval: --task ", a.task, " does not take --context T, --batch or --batches");
+  GPT_CHECK(a.digits == 0 && a.tokenizer.empty(), "eval: --passkey-digits and --tokenizer belong to the text passkey "
+            "(--task passkey on a run trained on text); a synthetic task's options are in its ", file);
+  const Config& rc = lm.config;
+  nlohmann::json tf;
+  const auto task = load_synthetic_task(file, &tf);
+  GPT_CHECK(task->name() == a.task, "eval: --task ", a.task, " but ", file, " describes the task ", task->name(),
+            "; give --task ", task->name(), " or another --task-file");
+  TaskEvalConfig tc;
+  tc.multiples = a.multiples.empty() ? rc.eval.multiples : a.multiples;
+  if (!a.depths.empty()) tc.depths = a.depths;
+  if (a.samples > 0) tc.samples = a.samples;
+  Config check = rc;
+  check.eval.multiples = tc.multiples;
+  check_eval_contexts(check.model, check.eval, rc.model.context);
+  if (tf.contains("context") && tf["context"] != rc.model.context)
+    spdlog::warn("{} was generated for context {}, the model was trained with {}; multiples are of the model's",
+                 file, tf["context"].dump(), rc.model.context);
+  spdlog::info("task {} {} of {} (step {}): {} examples per cell", task->name(), task->options().dump(), lm.path,
+               lm.progress.step, tc.samples);
+  spdlog::info("attention: {}{}", attention_summary(rc.attention, lm.model->attention()),
+               override_note(a.attention));
+  spdlog::info("context extension: {}", context_summary(lm.model->attention()));
+  const TaskEvalResult r = evaluate_task(*lm.model, *task, tc, rc.model.context,
+                                         static_cast<int64_t>(rc.train.batch_size) * rc.model.context);
+  nlohmann::json j = r.to_json();
+  j["task_file"] = file;
+  write_retrieval(a, lm, j, "task_" + task->name() + "_", r.table());
 }
 
 // --context T (digits: the mean-loss mode) or --context METHOD[,METHOD...].
@@ -186,9 +240,18 @@ void run_eval(EvalArgs a) {
   parse_context_arg(a);
   if (!a.multiples.empty()) a.attention.multiples = a.multiples;
   LoadedModel lm = load_model(a.checkpoint, a.attention, a.device, a.precision, a.storage);
-  if (a.task == "passkey") return run_passkey(a, lm);
+  if (a.task != "loss") {
+    // A synthetic task from its task.json; passkey without one is the text
+    // passkey (the run's tokenizer and validation text).
+    const std::string file = synthetic_task_file(a, lm.config);
+    if (!file.empty()) return run_synthetic(a, lm, file);
+    if (a.task == "passkey") return run_passkey(a, lm);
+    fail("eval: --task ", a.task, " needs the task's ", kSyntheticTaskFile, " (gpt data synthetic writes it beside "
+         "the shards); none is beside the run's data.train (", lm.config.data.train, "): give --task-file");
+  }
+  GPT_CHECK(a.task_file.empty(), "eval: --task-file belongs to --task with a synthetic task");
   GPT_CHECK(a.depths.empty() && a.samples == 0 && a.digits == 0 && a.tokenizer.empty(),
-            "eval: --passkey-depths, --passkey-samples, --passkey-digits and --tokenizer belong to --task passkey");
+            "eval: --depths, --samples, --passkey-digits and --tokenizer belong to --task passkey or a synthetic task");
   if (a.shard_loss_mode()) return run_shard_loss(a, lm);
   // The flags are checked by the config schema's own rules.
   Config cfg = lm.config;
@@ -340,15 +403,27 @@ void add_eval(CLI::App& app) {
                   "Mean-loss mode: batches K (default: every full batch of the shards; more wraps around as in llm.c)")
       ->check(positive());
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(non_negative());
+  std::vector<std::string> tasks = {"loss"};
+  std::string synthetic;
+  for (const auto& t : synthetic_task_names()) {
+    tasks.push_back(t);
+    synthetic += (synthetic.empty() ? "" : ", ") + t;
+  }
   cmd->add_option("--task", args->task,
-                  "loss: validation loss at each multiple (default); passkey: exact-match retrieval of a hidden "
-                  "key per multiple and depth (docs/results.md)")
-      ->check(CLI::IsMember({"loss", "passkey"}));
-  cmd->add_option("--passkey-depths", args->depths,
-                  "Passkey: depths of the key in the prompt, 0 = start, 1 = just before the question "
-                  "(default 0,0.25,0.5,0.75,1)")
+                  "loss: validation loss at each multiple (default); passkey on a run trained on text: exact-match "
+                  "retrieval of a key hidden in validation text per multiple and depth (docs/results.md); a "
+                  "synthetic task (" + synthetic + ") on a run trained on gpt data synthetic data: exact match and "
+                  "token accuracy of its answers per multiple (and depth), examples of m*T tokens")
+      ->check(CLI::IsMember(tasks));
+  cmd->add_option("--task-file", args->task_file,
+                  "Synthetic task: its task.json, or the directory holding it (default: beside the run's data.train)");
+  cmd->add_option("--depths,--passkey-depths", args->depths,
+                  "Passkey and the synthetic tasks with a depth: depths of the key (or chain) in the haystack, "
+                  "0 = start, 1 = just before the question (default 0,0.25,0.5,0.75,1)")
       ->delimiter(',');
-  cmd->add_option("--passkey-samples", args->samples, "Passkey: prompts per (multiple, depth) cell (default 20)")
+  cmd->add_option("--samples,--passkey-samples", args->samples,
+                  "Passkey: prompts per (multiple, depth) cell (default 20); synthetic tasks: examples per cell "
+                  "(default 50)")
       ->check(positive());
   cmd->add_option("--passkey-digits", args->digits, "Passkey: digits of the key (default: the run's data.passkey_digits)")
       ->check(between(1, 32));

@@ -91,8 +91,13 @@ EvalLayout eval_layout(const TokenStream& val, const EvalConfig& eval, int train
   if (eval.protocol != "documents") {
     // Windows spread evenly over the stream (its text need not be
     // homogeneous: a contiguous prefix would measure only its first part).
-    const int64_t windows = std::min(wanted, available / lay.span);
-    const int64_t stride = available / windows;  // >= span, so windows do not overlap
+    // With loss masks the windows start at multiples of T, where the
+    // examples of gpt data synthetic begin (so each 1x sequence is one).
+    const int64_t T = trained_context;
+    const int64_t unit = val.has_masks() ? (lay.span + T - 1) / T * T : lay.span;
+    const int64_t windows = std::max<int64_t>(1, std::min(wanted, available / unit));  // one fits (checked)
+    int64_t stride = available / windows;  // >= unit, so windows do not overlap
+    if (val.has_masks()) stride = stride / T * T;
     for (int64_t k = 0; k < windows; ++k) lay.starts.push_back(static_cast<uint64_t>(k * stride));
     if (windows < wanted)
       spdlog::warn("eval: the validation data ({} tokens) holds {} windows of eval.span = {} tokens, not the {} "

@@ -59,7 +59,9 @@ std::optional<EvalText> load_eval_text(const std::string& tokenizer_spec, int vo
 // The windows of eval over val (separator: the end-of-text id, needed by the
 // documents protocol). Throws, naming the cause, when the stream cannot hold
 // one window, and under `documents` when fewer documents hold a whole span
-// than eval.tokens / span asks (saying how many it found).
+// than eval.tokens / span asks (saying how many it found). On a stream with
+// loss masks the chunks and sliding windows start at multiples of
+// trained_context (where synthetic examples begin).
 EvalLayout eval_layout(const TokenStream& val, const EvalConfig& eval, int trained_context, int32_t separator);
 
 // One piece of the evaluation at context L: the sequence read from `start`

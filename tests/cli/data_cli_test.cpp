@@ -137,3 +137,52 @@ TEST_F(DataCli, BadInput) {
 
 }  // namespace
 }  // namespace gpt
+
+namespace gpt {
+namespace {
+
+// gpt data synthetic -> gpt train -> gpt eval --task, and the refusals.
+TEST_F(DataCli, SyntheticTaskTrainsAndEvaluates) {
+  const std::string data = (dir_ / "copy").string();
+  Result r = run("data synthetic copy " + data + " --context 32 --train-examples 200 --val-examples 20 --seed 4 "
+                 "--max-length 8");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE((r.out + r.err).find("vocabulary 58"), std::string::npos) << r.out << r.err;
+  for (const char* f : {"copy_train_000001.bin", "copy_train_000001.mask", "copy_val_000000.bin",
+                        "copy_val_000000.mask", "task.json"})
+    EXPECT_TRUE(fs::exists(fs::path(data) / f)) << f;
+  const std::string run_dir = (dir_ / "run").string();
+  const std::string cfg = write("copy.json", R"({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "vocab_size": 58,
+    "context": 32}, "data": {"train": ")" + data + R"(/copy_train_*.bin", "val": ")" + data +
+                                                   R"(/copy_val_*.bin"}, "train": {"batch_size": 4, "steps": 3, "warmup_steps": 1},
+    "eval": {"multiples": [1, 2], "tokens": 512}, "run": {"dir": ")" + run_dir + R"("}})");
+  r = run("train " + cfg + " --set train.threads=1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = run("eval " + run_dir + " --task copy --multiples 1,2 --samples 4 --threads 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("copy exact match"), std::string::npos) << r.out;
+  const std::string out = read(run_dir + "/eval/task_copy_step_00000003.json");
+  EXPECT_NE(out.find("\"token_accuracy\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"context\": 64"), std::string::npos) << out;
+  // The run's task is copy: another task name, --depths' sibling options of
+  // the text passkey, and a task file that is not one are refused by name.
+  r = run("eval " + run_dir + " --task mqar --threads 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("describes the task copy"), std::string::npos) << r.err;
+  r = run("eval " + run_dir + " --task copy --passkey-digits 3 --threads 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--passkey-digits"), std::string::npos) << r.err;
+  r = run("eval " + run_dir + " --task copy --task-file " + cfg + " --threads 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("not a synthetic task file"), std::string::npos) << r.err;
+  r = run("eval " + run_dir + " --task-file " + data + " --threads 1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--task-file belongs to --task"), std::string::npos) << r.err;
+  // An option the task does not take.
+  r = run("data synthetic copy " + data + " --context 32 --train-examples 2 --val-examples 2 --pairs 3");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--pairs is not an option of this task"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace gpt

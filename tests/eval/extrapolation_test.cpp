@@ -154,6 +154,34 @@ TEST_F(Extrapolation, WindowsSpreadOverTheWholeStream) {
   EXPECT_NEAR(r.rows[1].loss, sum / 64, 1e-5);
 }
 
+TEST_F(Extrapolation, WindowsOfAMaskedStreamStartAtMultiplesOfTheContext) {
+  // The same 1001 tokens with a loss mask: every 250 tokens rounds down to
+  // every 248 (a multiple of T = 4), where synthetic examples begin.
+  const std::string path = write_val(1001);
+  write_mask_shard(mask_path_for(path), std::vector<uint8_t>(1001, 1));
+  TokenStream val(path, 257);
+  EvalConfig ec;
+  ec.multiples = {1, 4};
+  ec.tokens = 64;
+  ec.span = 16;
+  const ExtrapolationResult r = evaluate_extrapolation(*model_, val, ec, 4, 64);
+  EXPECT_EQ(r.layout.starts, (std::vector<uint64_t>{0, 248, 496, 744}));
+  // A span that is not a multiple of T keeps its windows apart: 5 tokens
+  // occupy 8, so 1000 / 8 = 125 windows, every 8 tokens.
+  ec.span = 5;
+  ec.multiples = {1};
+  ec.tokens = 5000;
+  const ExtrapolationResult odd = evaluate_extrapolation(*model_, val, ec, 4, 64);
+  ASSERT_EQ(odd.layout.starts.size(), 125u);
+  for (size_t k = 0; k < odd.layout.starts.size(); ++k) EXPECT_EQ(odd.layout.starts[k], 8 * k);
+  // A stream that holds the span but not its rounded-up room: one window.
+  const std::string short_path = write_val(7);
+  write_mask_shard(mask_path_for(short_path), std::vector<uint8_t>(7, 1));
+  ec.tokens = 5;
+  const ExtrapolationResult one = evaluate_extrapolation(*model_, TokenStream(short_path, 257), ec, 4, 64);
+  EXPECT_EQ(one.layout.starts, (std::vector<uint64_t>{0}));
+}
+
 TEST_F(Extrapolation, NonDividingMultipleScoresWholeSequencesPerWindow) {
   TokenStream val(write_val(65), 257);
   EvalConfig ec;

@@ -1,0 +1,45 @@
+// Evaluation on a synthetic task (data/synthetic.h): at each multiple m of
+// the training context, examples of m·T tokens built by the task's generator
+// from an evaluation seed (validation haystacks), scored by the task's
+// checker: an example is an exact match when the model's top prediction is
+// right at every answer token (teacher forcing: each answer predicted from
+// the true tokens before it), and token accuracy is the share of answer
+// tokens right. Tasks with a depth are scored on a multiple × depth grid.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/synthetic.h"
+#include "model/gpt.h"
+
+namespace gpt {
+
+struct TaskEvalConfig {
+  std::vector<int> multiples = {1, 2, 4, 8, 16};
+  std::vector<double> depths = {0.0, 0.25, 0.5, 0.75, 1.0};  // tasks with a depth; others ignore them
+  int samples = 50;                                          // examples per (multiple, depth) cell
+  uint64_t seed = 20261203;                                  // the same examples for every model evaluated
+};
+
+struct TaskEvalResult {
+  nlohmann::json task;  // SyntheticTask::to_json()
+  int trained_context = 0;
+  TaskEvalConfig config;
+  bool has_depth = false;
+  // [multiple][cell] (one cell, depth at random, for tasks without a depth).
+  std::vector<std::vector<double>> exact, token_accuracy;
+  std::vector<double> mean_exact, mean_token_accuracy;  // per multiple, over its cells
+  nlohmann::json to_json() const;
+  std::string table() const;  // exact match and token accuracy, cells × multiples
+};
+
+// Throws when a multiple's examples are shorter than the task needs or the
+// model's vocabulary does not hold the task's ids. batch_tokens bounds the
+// tokens of one forward pass.
+TaskEvalResult evaluate_task(Model<float>& model, const SyntheticTask& task, const TaskEvalConfig& cfg,
+                             int trained_context, int64_t batch_tokens);
+
+}  // namespace gpt
