@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -24,6 +25,7 @@
 #include "core/check.h"
 #include "core/files.h"
 #include "core/json.h"
+#include "data/synthetic.h"
 #include "sweep/stats.h"
 
 extern char** environ;
@@ -245,7 +247,7 @@ SweepPlan load_sweep(const std::string& path) {
   const json j = read_json_file(path, "sweep");
   SweepPlan p;
   p.file = path;
-  check_keys(j, "", {"dir", "base", "set", "seeds", "runs", "evals", "passkey", "plot", "baseline"}, path);
+  check_keys(j, "", {"dir", "base", "set", "seeds", "runs", "evals", "passkey", "task", "plot", "baseline"}, path);
   p.dir = get_as<std::string>(j, "dir", "", path, p.dir);
   GPT_CHECK(j.contains("base"), path, ": \"base\" (the config every run starts from) is required");
   p.base = get_as<std::string>(j, "base", "", path, "");
@@ -253,10 +255,10 @@ SweepPlan load_sweep(const std::string& path) {
   p.seeds = read_seeds(j, "", path, p.seeds);
   GPT_CHECK(!p.seeds.empty(), path, ": \"seeds\" must not be empty");
   GPT_CHECK(j.contains("runs") && j["runs"].is_array() && !j["runs"].empty(), path,
-            ": \"runs\" must be a non-empty array of {name, set, seeds, passkey}");
+            ": \"runs\" must be a non-empty array of {name, set, seeds, passkey, task}");
   std::set<std::string> names;
   for (const auto& r : j["runs"]) {
-    check_keys(r, "runs[]", {"name", "set", "seeds", "passkey"}, path);
+    check_keys(r, "runs[]", {"name", "set", "seeds", "passkey", "task"}, path);
     SweepRun run;
     run.name = get_as<std::string>(r, "name", "runs[].", path, "");
     check_name(run.name, "run", path);
@@ -265,6 +267,14 @@ SweepPlan load_sweep(const std::string& path) {
     run.seeds = read_seeds(r, "runs[].", path, p.seeds);
     GPT_CHECK(!run.seeds.empty(), path, ": run \"", run.name, "\" has no seeds");
     run.passkey = get_as<bool>(r, "passkey", "runs[].", path, false);
+    run.task = get_as<std::string>(r, "task", "runs[].", path, "");
+    if (!run.task.empty()) {
+      const auto& tasks = synthetic_task_names();
+      std::string all;
+      for (const auto& t : tasks) all += (all.empty() ? "" : ", ") + t;
+      GPT_CHECK(std::find(tasks.begin(), tasks.end(), run.task) != tasks.end(), path, ": run \"", run.name,
+                "\": \"task\" \"", run.task, "\" is not a synthetic task (", all, ")");
+    }
     // The overrides must make a valid config (fails now, not an hour in).
     std::vector<std::string> sets = p.set;
     sets.insert(sets.end(), run.set.begin(), run.set.end());
@@ -331,6 +341,14 @@ SweepPlan load_sweep(const std::string& path) {
     GPT_CHECK(!p.passkey_depths.empty() && p.passkey_samples >= 1, path,
               ": passkey needs at least one depth and samples >= 1");
     for (double d : p.passkey_depths) GPT_CHECK(d >= 0 && d <= 1, path, ": passkey depths must lie in [0, 1]");
+  }
+  if (j.contains("task")) {
+    const json& tk = j["task"];
+    check_keys(tk, "task", {"depths", "samples"}, path);
+    p.task_depths = get_as<std::vector<double>>(tk, "depths", "task.", path, p.task_depths);
+    p.task_samples = get_as<int>(tk, "samples", "task.", path, p.task_samples);
+    GPT_CHECK(!p.task_depths.empty() && p.task_samples >= 1, path, ": task needs at least one depth and samples >= 1");
+    for (double d : p.task_depths) GPT_CHECK(d >= 0 && d <= 1, path, ": task depths must lie in [0, 1]");
   }
   if (j.contains("plot")) {
     check_keys(j["plot"], "plot", {"profile"}, path);
@@ -401,6 +419,18 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
         jobs.push_back({"passkey " + r.name + " seed " + std::to_string(seed),
                         {gpt, "eval", dir, "--threads", threads_of(r), "--task", "passkey", "--passkey-depths", depths, "--passkey-samples",
                          std::to_string(plan.passkey_samples), "--out", out.string()},
+                        out});
+      }
+  std::string task_depths;
+  for (double d : plan.task_depths) task_depths += (task_depths.empty() ? "" : ",") + fmt(d, 3);
+  for (const auto& r : plan.runs)
+    if (!r.task.empty())
+      for (uint64_t seed : r.seeds) {
+        const std::string dir = plan.run_dir(r.name, seed);
+        const fs::path out = fs::path(dir) / "eval" / ("task_" + r.task + ".json");
+        jobs.push_back({"task " + r.task + " " + r.name + " seed " + std::to_string(seed),
+                        {gpt, "eval", dir, "--threads", threads_of(r), "--task", r.task, "--depths", task_depths,
+                         "--samples", std::to_string(plan.task_samples), "--out", out.string()},
                         out});
       }
 
@@ -780,56 +810,96 @@ std::string summarize_sweep(const SweepPlan& plan) {
   diag_dat.close();
   prof_dat.close();
 
-  // Passkey grids: exact match, mean over seeds.
-  std::vector<std::string> passkey_runs;
-  for (const auto& r : plan.runs) {
-    if (!r.passkey) continue;
+  // Retrieval grids (passkey, synthetic tasks): exact match per cell and
+  // multiple, mean over seeds, written to PREFIX_RUN.dat for the heat map;
+  // the cell mean per seed as mean ± sd over seeds; answer tokens right.
+  // cells: the key of a multiple's cells in the result ("depths" or "cells").
+  // Returns the run's summary entry, or null when no seed has results.
+  auto grid_summary = [&](const SweepRun& r, const std::string& file, const std::string& prefix,
+                          const std::string& cells, const std::string& what,
+                          const std::function<std::string(const json&, size_t)>& header) -> json {
     std::vector<json> res;
     for (uint64_t s : r.seeds)
-      if (auto j = read_json_if(fs::path(plan.run_dir(r.name, s)) / "eval" / "passkey.json")) res.push_back(*j);
+      if (auto j = read_json_if(fs::path(plan.run_dir(r.name, s)) / "eval" / file)) res.push_back(*j);
     if (res.empty()) {
-      md << "\n(passkey results of `" << r.name << "` are missing)\n";
-      continue;
+      md << "\n(" << what << " results of `" << r.name << "` are missing)\n";
+      return nullptr;
     }
-    passkey_runs.push_back(r.name);
     const json& rows = res[0].at("multiples");
-    md << "\n## Passkey retrieval, `" << r.name << "`: exact match (" << res.size() << " seed(s) × "
-       << res[0].at("samples").get<int>() << " prompts per cell, " << res[0].at("digits").get<int>()
-       << " digits)\n\n| depth |";
+    md << "\n## " << header(res[0], res.size()) << "\n\n| depth |";
     for (const auto& row : rows) md << " " << row.at("multiple").get<int>() << "× |";
     md << "\n|---|";
     for (size_t i = 0; i < rows.size(); ++i) md << "---|";
     md << "\n";
-    std::ofstream grid(out / ("passkey_" + r.name + ".dat"));
+    std::ofstream grid(out / (prefix + r.name + ".dat"));
     grid << "# column index of the multiple, depth, exact match (mean over seeds)\n";
-    const size_t nd = rows[0].at("depths").size();
-    json jr = {{"run", r.name}, {"seeds", res.size()}, {"grid", json::array()}};
-    for (size_t d = 0; d < nd; ++d) {
-      const double depth = num(rows[0].at("depths")[d].at("depth"));
-      md << "| " << fmt(depth, 2) << " |";
+    const size_t nc = rows[0].at(cells).size();
+    json jr = {{"run", r.name}, {"seeds", res.size()}, {"cells", nc}, {"grid", json::array()}};
+    for (size_t c = 0; c < nc; ++c) {
+      const json& d = rows[0].at(cells)[c].at("depth");  // a number, or "random" (tasks without a depth)
+      const double depth = d.is_number() ? d.get<double>() : 0.0;
+      md << "| " << (d.is_number() ? fmt(depth, 2) : std::string("all")) << " |";
       for (size_t i = 0; i < rows.size(); ++i) {
         std::vector<double> xs;
-        for (const auto& rr : res) xs.push_back(num(rr.at("multiples")[i].at("depths")[d].at("exact")));
+        for (const auto& rr : res) xs.push_back(num(rr.at("multiples")[i].at(cells)[c].at("exact")));
         const double e = stat_of(xs).mean;
         md << " " << fmt(e, 2) << " |";
         grid << i << " " << depth << " " << e << "\n";
-        jr["grid"].push_back({{"multiple", rows[i].at("multiple")}, {"depth", depth}, {"exact", e}});
+        jr["grid"].push_back({{"multiple", rows[i].at("multiple")}, {"depth", d}, {"exact", e}});
       }
       md << "\n";
       grid << "\n";
     }
-    // Share of answer tokens predicted right, over depths and seeds (chance
-    // for a digit is 0.1): shows whether anything was learned when exact
-    // match is 0.
+    if (nc > 1 || res.size() > 1) {  // the seed band of the cell mean
+      md << "| mean, seed sd |";
+      for (size_t i = 0; i < rows.size(); ++i) {
+        std::vector<double> per_seed;
+        for (const auto& rr : res) {
+          double m = 0;
+          for (const auto& cell : rr.at("multiples")[i].at(cells)) m += num(cell.at("exact")) / nc;
+          per_seed.push_back(m);
+        }
+        const Stat st = stat_of(per_seed);
+        md << " " << fmt(st.mean, 2) << (st.n > 1 ? " ± " + fmt(st.sd, 2) : std::string()) << " |";
+      }
+      md << "\n";
+    }
+    // Share of answer tokens predicted right, over cells and seeds: shows
+    // whether anything was learned when exact match is 0.
     md << "| answer tokens right |";
     for (size_t i = 0; i < rows.size(); ++i) {
       std::vector<double> xs;
       for (const auto& rr : res)
-        for (const auto& c : rr.at("multiples")[i].at("depths")) xs.push_back(num(c.at("token_accuracy")));
+        for (const auto& cell : rr.at("multiples")[i].at(cells)) xs.push_back(num(cell.at("token_accuracy")));
       md << " " << fmt(stat_of(xs).mean, 2) << " |";
     }
     md << "\n";
+    return jr;
+  };
+  std::vector<std::string> passkey_runs, task_grids;  // task_grids: the runs of the task plots
+  std::map<std::string, size_t> task_rows;              // cells (depths) of each task grid
+  for (const auto& r : plan.runs) {
+    if (!r.passkey) continue;
+    json jr = grid_summary(r, "passkey.json", "passkey_", "depths", "passkey", [&](const json& first, size_t n) {
+      return "Passkey retrieval, `" + r.name + "`: exact match (" + std::to_string(n) + " seed(s) × " + std::to_string(first.at("samples").get<int>()) +
+             " prompts per cell, " + std::to_string(first.at("digits").get<int>()) + " digits)";
+    });
+    if (jr.is_null()) continue;
+    passkey_runs.push_back(r.name);
     summary["passkey"].push_back(jr);
+  }
+  for (const auto& r : plan.runs) {
+    if (r.task.empty()) continue;
+    json jr = grid_summary(r, "task_" + r.task + ".json", "task_", "cells", "task " + r.task, [&](const json& first, size_t n) {
+      return "Task `" + r.task + "` " + first.at("options").dump() + ", `" + r.name + "`: exact match (" +
+             std::to_string(n) + " seed(s) × " + std::to_string(first.at("samples").get<int>()) +
+             " examples per cell)";
+    });
+    if (jr.is_null()) continue;
+    jr["task"] = r.task;
+    task_grids.push_back(r.name);
+    task_rows[r.name] = jr["cells"].get<size_t>();
+    summary["tasks"].push_back(jr);
   }
 
   // gnuplot script; the PNGs are drawn when gnuplot is installed.
@@ -887,6 +957,23 @@ std::string summarize_sweep(const SweepPlan& plan) {
     for (const auto& r : passkey_runs)
       gp << "set title '" << r << "'\nplot 'passkey_" << r << ".dat' using 1:2:3 with image, '' using 1:2:"
          << "(sprintf('%.2f', $3)) with labels\n";
+    gp << "unset multiplot\n";
+  }
+  if (!task_grids.empty()) {
+    gp << "set output 'tasks.png'\nunset logscale x\nset autoscale x\nset multiplot layout 1," << task_grids.size()
+       << " title 'Synthetic tasks: exact match by depth and context'\nset cbrange [0:1]\n"
+       << "set palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\nset xlabel 'context'\n"
+       << "set ylabel 'depth (0 for tasks without one)'\nunset key\nset xtics (";
+    for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << i;
+    gp << ")\n";
+    // A heat map where there are depths; one row (no depth) as a line.
+    for (const auto& r : task_grids) {
+      gp << "set title '" << r << " (" << plan.run(r).task << ")'\n";
+      if (task_rows[r] > 1)
+        gp << "plot 'task_" << r << ".dat' using 1:2:3 with image, '' using 1:2:(sprintf('%.2f', $3)) with labels\n";
+      else
+        gp << "set yrange [0:1]\nplot 'task_" << r << ".dat' using 1:3 with linespoints\nset autoscale y\n";
+    }
     gp << "unset multiplot\n";
   }
   write_file_atomic((out / "plots.gp").string(), gp.str());

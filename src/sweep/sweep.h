@@ -11,10 +11,12 @@
 //   "set": ["train.steps=600"],             // overrides for every run
 //   "seeds": [1],                           // default seeds of a run
 //   "runs": [{"name": "softmax", "set": ["attention.preset=softmax"],
-//             "seeds": [1, 2, 3], "passkey": true}, ...],
+//             "seeds": [1, 2, 3], "passkey": true, "task": "mqar"}, ...],
 //   "evals": [{"name": "softmax+logn", "run": "softmax",
 //              "attention": "logn", "set": ["scale=logn"]}, ...],
 //   "passkey": {"depths": [0, 0.5, 1], "samples": 20},
+//   "task": {"depths": [0, 0.5, 1], "samples": 50},  // runs with "task": "mqar" (a synthetic
+//                                                     // task; the run trains on its data)
 //   "plot": {"profile": ["softmax", "lssar_p15"]},  // variants of the per-position plot
 //   "baseline": "softmax"                   // paired tests against it (default: the run
 //                                           // named softmax, else the first run)
@@ -32,6 +34,7 @@ struct SweepRun {
   std::vector<std::string> set;  // config overrides (section.key=value)
   std::vector<uint64_t> seeds;
   bool passkey = false;
+  std::string task;  // a synthetic task (gpt eval --task) evaluated on every seed; empty: none
 };
 
 // A training-free evaluation of a trained run's checkpoints (every seed).
@@ -56,6 +59,8 @@ struct SweepPlan {
   std::vector<SweepEval> evals;
   std::vector<double> passkey_depths = {0.0, 0.25, 0.5, 0.75, 1.0};
   int passkey_samples = 20;
+  std::vector<double> task_depths = {0.0, 0.25, 0.5, 0.75, 1.0};  // runs with a "task" (haystack tasks)
+  int task_samples = 50;
   std::vector<std::string> profile_variants;  // empty: every trained run
   std::string baseline;  // a run or eval: the summary tests every other variant against it, seed by seed
 

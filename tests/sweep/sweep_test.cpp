@@ -75,6 +75,53 @@ TEST_F(Sweep, FileErrorsNameTheProblem) {
                     "\"pi\" and \"yarn\" are both a RoPE frequency rule");
   expect_load_error(R"("runs": [{"name": "a"}], "evals": [{"name": "e", "run": "a", "context": "256"}])",
                     "not a length");
+  expect_load_error(R"("runs": [{"name": "a", "task": "sorting"}])", "\"sorting\" is not a synthetic task");
+  expect_load_error(R"("runs": [{"name": "a", "task": "copy"}], "task": {"samples": 0})", "samples >= 1");
+}
+
+TEST_F(Sweep, SyntheticTaskRunsAreEvaluatedAndGridded) {
+  // Passkey (depths) and copy (one cell) data from the binary; two runs train on them.
+  for (const std::string t : {"passkey", "copy"}) {
+    const auto g = test::run("data synthetic " + t + " " + (dir_ / t).string() +
+                             " --context 40 --train-examples 50 --val-examples 10 --max-length 8" +
+                             (t == "copy" ? "" : " --noise 8"));
+    if (t == "passkey") {
+      // --max-length is copy's: refused by name, then generated without it.
+      ASSERT_EQ(g.status, 1) << g.output;
+      ASSERT_EQ(test::run("data synthetic passkey " + (dir_ / t).string() +
+                          " --context 40 --train-examples 50 --val-examples 10 --noise 8").status, 0);
+    } else {
+      ASSERT_EQ(g.status, 0) << g.output;
+    }
+  }
+  auto data_set = [&](const std::string& t) {
+    return "[\"data.train=" + (dir_ / t / (t + "_train_*.bin")).string() + "\", \"data.val=" +
+           (dir_ / t / (t + "_val_*.bin")).string() + "\", \"data.passkey_fraction=0\"]";
+  };
+  const std::string file = sweep_file(R"("runs": [{"name": "pk", "task": "passkey", "seeds": [1, 2], "set": )" +
+                                      data_set("passkey") + R"(}, {"name": "cp", "task": "copy", "set": )" +
+                                      data_set("copy") + R"(}], "task": {"depths": [0, 1], "samples": 3})");
+  const auto r = test::run("sweep " + file);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "pk" / "seed2" / "eval" / "task_passkey.json"));
+  EXPECT_TRUE(fs::exists(dir_ / "out" / "cp" / "seed1" / "eval" / "task_copy.json"));
+  const fs::path sum = dir_ / "out" / "summary";
+  const auto j = nlohmann::json::parse(std::ifstream(sum / "summary.json"));
+  ASSERT_EQ(j["tasks"].size(), 2u);
+  EXPECT_EQ(j["tasks"][0]["task"], "passkey");
+  EXPECT_EQ(j["tasks"][0]["seeds"], 2);
+  EXPECT_EQ(j["tasks"][0]["grid"].size(), 4u);  // 2 multiples x 2 depths
+  EXPECT_EQ(j["tasks"][1]["grid"].size(), 2u);  // copy: one cell per multiple
+  const std::string text = [&] {
+    std::ifstream md(sum / "results.md");
+    return std::string((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  }();
+  for (const std::string s : {"Task `passkey`", "`pk`: exact match (2 seed(s) × 3 examples per cell)", "| all |",
+                              "| mean, seed sd |", "answer tokens right"})
+    EXPECT_NE(text.find(s), std::string::npos) << s << " missing in\n" << text;
+  EXPECT_TRUE(fs::exists(sum / "task_pk.dat"));
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0)
+    EXPECT_TRUE(fs::exists(sum / "tasks.png")) << r.output;
 }
 
 TEST_F(Sweep, TrainsEvaluatesSummarisesAndSkipsFinishedJobs) {
