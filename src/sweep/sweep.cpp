@@ -947,35 +947,34 @@ std::string summarize_sweep(const SweepPlan& plan) {
          << " title '" << profiled[i] << "'" << (i + 1 < profiled.size() ? ", \\\n" : "\n");
     gp << "unset arrow 1\n";
   }
-  if (!passkey_runs.empty()) {
-    gp << "set output 'passkey.png'\nunset logscale x\nset autoscale x\nset multiplot layout 1," << passkey_runs.size()
-       << " title 'Passkey retrieval: exact match by depth and context'\nset cbrange [0:1]\n"
+  // One heat map panel per run of a retrieval grid (PREFIX_RUN.dat): exact
+  // match by depth and context; a grid of one row (no depth) as a line.
+  auto grid_plots = [&](const std::string& png, const std::string& title, const std::string& ylabel,
+                        const std::string& prefix, const std::vector<std::string>& runs,
+                        const std::function<std::string(const std::string&)>& panel,
+                        const std::function<size_t(const std::string&)>& rows) {
+    if (runs.empty()) return;
+    gp << "set output '" << png << "'\nunset logscale x\nset autoscale x\nset multiplot layout 1," << runs.size()
+       << " title '" << title << "'\nset cbrange [0:1]\n"
        << "set palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\nset xlabel 'context'\n"
-       << "set ylabel 'depth of the key'\nunset key\nset xtics (";
+       << "set ylabel '" << ylabel << "'\nunset key\nset xtics (";
     for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << i;
     gp << ")\n";
-    for (const auto& r : passkey_runs)
-      gp << "set title '" << r << "'\nplot 'passkey_" << r << ".dat' using 1:2:3 with image, '' using 1:2:"
-         << "(sprintf('%.2f', $3)) with labels\n";
-    gp << "unset multiplot\n";
-  }
-  if (!task_grids.empty()) {
-    gp << "set output 'tasks.png'\nunset logscale x\nset autoscale x\nset multiplot layout 1," << task_grids.size()
-       << " title 'Synthetic tasks: exact match by depth and context'\nset cbrange [0:1]\n"
-       << "set palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\nset xlabel 'context'\n"
-       << "set ylabel 'depth (0 for tasks without one)'\nunset key\nset xtics (";
-    for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << i;
-    gp << ")\n";
-    // A heat map where there are depths; one row (no depth) as a line.
-    for (const auto& r : task_grids) {
-      gp << "set title '" << r << " (" << plan.run(r).task << ")'\n";
-      if (task_rows[r] > 1)
-        gp << "plot 'task_" << r << ".dat' using 1:2:3 with image, '' using 1:2:(sprintf('%.2f', $3)) with labels\n";
+    for (const auto& r : runs) {
+      gp << "set title '" << panel(r) << "'\n";
+      if (rows(r) > 1)
+        gp << "plot '" << prefix << r << ".dat' using 1:2:3 with image, '' using 1:2:(sprintf('%.2f', $3)) with labels\n";
       else
-        gp << "set yrange [0:1]\nplot 'task_" << r << ".dat' using 1:3 with linespoints\nset autoscale y\n";
+        gp << "set yrange [0:1]\nplot '" << prefix << r << ".dat' using 1:3 with linespoints\nset autoscale y\n";
     }
     gp << "unset multiplot\n";
-  }
+  };
+  // (The passkey panels stay heat maps whatever their number of depths, as before.)
+  grid_plots("passkey.png", "Passkey retrieval: exact match by depth and context", "depth of the key", "passkey_",
+             passkey_runs, [](const std::string& r) { return r; }, [](const std::string&) { return SIZE_MAX; });
+  grid_plots("tasks.png", "Synthetic tasks: exact match by depth and context", "depth (0 for tasks without one)",
+             "task_", task_grids, [&](const std::string& r) { return r + " (" + plan.run(r).task + ")"; },
+             [&](const std::string& r) { return task_rows[r]; });
   write_file_atomic((out / "plots.gp").string(), gp.str());
   write_json_file((out / "summary.json").string(), summary);
   write_file_atomic((out / "results.md").string(), md.str());
