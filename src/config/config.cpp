@@ -85,6 +85,8 @@ std::string allowed_text(const Key& k) {
       return parts.empty() ? "any" : join(parts);
     } else if constexpr (std::is_same_v<T, uint64_t>) {
       return has_bounds(a) ? range_text(a) : "0..2^64-1";
+    } else if constexpr (std::is_same_v<T, json>) {
+      return "a JSON object";
     } else if constexpr (std::is_same_v<T, std::optional<double>>) {
       return range_text(a) + ", or null";
     } else {
@@ -102,6 +104,7 @@ const char* type_name(const Key& k) {
     else if constexpr (std::is_same_v<T, double>) return "float";
     else if constexpr (std::is_same_v<T, std::optional<double>>) return "float or null";
     else if constexpr (std::is_same_v<T, std::string>) return "string";
+    else if constexpr (std::is_same_v<T, json>) return "object";
     else return "list of int";
   }, probe_field(k));
 }
@@ -187,6 +190,9 @@ void set_value(const Key& k, Config& c, const json& v) {
       p->clear();
       for (size_t i = 0; i < v.size(); ++i)
         p->push_back(read_integer<int>(v[i], where + "[" + std::to_string(i) + "]", k));
+    } else if constexpr (std::is_same_v<T, json>) {
+      if (!v.is_object()) wrong_type(where, "a JSON object", v);
+      *p = v;
     } else {
       *p = read_integer<T>(v, where, k);
     }
@@ -231,6 +237,8 @@ void check_value(const Key& k, Config& c) {
         fail("config: \"", k.path(), "\" = \"\" is empty; allowed: ", allowed_text(k));
     } else if constexpr (std::is_same_v<T, std::vector<int>>) {
       check_list(k, *p);
+    } else if constexpr (std::is_same_v<T, json>) {
+      if (!p->is_object()) wrong_type(k.path(), "a JSON object", *p);
     } else if constexpr (std::is_same_v<T, std::optional<double>>) {
       if (p->has_value() && !within(k.allowed, **p)) out_of_range(k.path(), json(**p).dump(), allowed_text(k));
     } else {

@@ -39,6 +39,9 @@ struct DataConfig {
   std::string tokenizer = "byte";                  // tokenizer of the shards (passkey text, sampling)
   double passkey_fraction = 0.0;                   // share of training sequences made passkey examples
   int passkey_digits = 5;                          // digits of the passkey (training and eval --task passkey)
+  std::string mix_task = "none";                   // synthetic task mixed into training (data/synthetic.h)
+  double mix_fraction = 0.0;                       // share of training sequences replaced by its examples
+  nlohmann::json mix_options = nlohmann::json::object();  // the task's options, as in its task.json
 };
 
 struct TrainConfig {

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "config/attention.h"
+#include "data/synthetic.h"
 #include "kernels/attention_spec.h"
 
 namespace gpt::config_schema {
@@ -66,6 +67,13 @@ std::vector<std::string_view> stage_names(const char* const (&names)[N]) {
 }
 constexpr double kMaxContext = 1 << 20;
 
+// "none" and the synthetic tasks (data/synthetic.h).
+std::vector<std::string_view> mix_task_names() {
+  std::vector<std::string_view> out{"none"};
+  for (const auto& t : synthetic_task_names()) out.push_back(t);
+  return out;
+}
+
 template <size_t N>
 std::vector<std::string_view> names_of(const char* const (&names)[N]) {
   return std::vector<std::string_view>(std::begin(names), std::end(names));
@@ -100,6 +108,12 @@ std::vector<Key> make_keys() {
       {GPT_KEY(data, passkey_fraction), between(0, 1),
        "share of training sequences replaced by passkey-retrieval examples built from their own text"},
       {GPT_KEY(data, passkey_digits), between(1, 32), "digits of the passkey (training examples and eval)"},
+      {GPT_KEY(data, mix_task), one_of(mix_task_names()),
+       "synthetic task whose examples replace data.mix_fraction of the training sequences, their answers scored "
+       "alone (gpt data synthetic's tasks; ids above the text vocabulary)"},
+      {GPT_KEY(data, mix_fraction), between(0, 1), "share of training sequences replaced by data.mix_task examples"},
+      {GPT_KEY(data, mix_options), any(),
+       "data.mix_task's options, as gpt data synthetic takes them ({\"pairs\": 4}; missing ones take their defaults)"},
 
       {GPT_KEY(train, batch_size), at_least(1), "sequences B per micro-batch"},
       {GPT_KEY(train, grad_accum), at_least(1), "micro-batches per optimizer step"},
@@ -228,6 +242,13 @@ bool remaps(const Config& c) {
 
 std::vector<Rule> make_rules() {
   return {
+      {"\"data.mix_task\" and \"data.mix_fraction\" > 0 go together: a task mixed into training needs a share of "
+       "the sequences, and a share needs a task",
+       {"data.mix_task", "data.mix_fraction"},
+       [](const Config& c) { return (c.data.mix_task == "none") == (c.data.mix_fraction == 0); }},
+      {"\"data.mix_options\" belong to \"data.mix_task\"",
+       {"data.mix_options", "data.mix_task"},
+       [](const Config& c) { return c.data.mix_task != "none" || c.data.mix_options.empty(); }},
       {"\"model.n_embd\" must be divisible by \"model.n_head\"",
        {"model.n_embd", "model.n_head"},
        [](const Config& c) { return c.model.n_embd % c.model.n_head == 0; }},

@@ -15,9 +15,10 @@
 
 namespace gpt::config_schema {
 
-// The field a key reads and writes; its C++ type is the key's type.
-using FieldRef =
-    std::variant<int*, int64_t*, uint64_t*, double*, std::optional<double>*, std::string*, std::vector<int>*>;
+// The field a key reads and writes; its C++ type is the key's type
+// (nlohmann::json: a JSON object, checked where it is used).
+using FieldRef = std::variant<int*, int64_t*, uint64_t*, double*, std::optional<double>*, std::string*,
+                              std::vector<int>*, nlohmann::json*>;
 
 // What a value may be. Numeric bounds apply to numbers and to list elements;
 // integer bounds are small enough to be exact in a double.

@@ -85,7 +85,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 78u);
+  EXPECT_EQ(from_schema.size(), 81u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -105,6 +105,9 @@ TEST(Config, RoundTripIsExact) {
   c.eval.multiples = {1, 3, 7};
   c.eval.tokens = int64_t{1} << 40;
   c.run.device = "cuda";
+  c.data.mix_task = "mqar";
+  c.data.mix_fraction = 0.25;
+  c.data.mix_options = {{"pairs", 4}, {"scale", "pairs"}};
   json j = gpt::config_to_json(c);
   gpt::Config back = gpt::config_from_json(json::parse(j.dump()));  // through text too
   EXPECT_EQ(gpt::config_to_json(back), j);
@@ -115,6 +118,7 @@ TEST(Config, RoundTripIsExact) {
   EXPECT_EQ(back.eval.tokens, c.eval.tokens);
   EXPECT_EQ(back.eval.multiples, c.eval.multiples);
   EXPECT_EQ(back.model.position, "learned");
+  EXPECT_EQ(back.data.mix_options, c.data.mix_options);
 }
 
 // ---- structure errors ----------------------------------------------------------------------
@@ -262,6 +266,23 @@ TEST(ConfigCrossField, WarmupAtMostSteps) {
                   {"\"train.warmup_steps\" must be <= \"train.steps\"", "train.warmup_steps = 11"});
 }
 
+// data.mix_task, data.mix_fraction and data.mix_options come together; the
+// options are a JSON object (what is in it is the task's to check).
+TEST(ConfigCrossField, MixTaskFractionAndOptionsGoTogether) {
+  expect_contains(parse_error(R"({"data": {"mix_task": "copy"}})"),
+                  {"\"data.mix_task\" and \"data.mix_fraction\" > 0 go together", "data.mix_task = \"copy\"",
+                   "data.mix_fraction = 0.0"});
+  expect_contains(parse_error(R"({"data": {"mix_fraction": 0.5}})"), {"go together", "data.mix_task = \"none\""});
+  expect_contains(parse_error(R"({"data": {"mix_options": {"pairs": 4}}})"),
+                  {"\"data.mix_options\" belong to \"data.mix_task\""});
+  expect_contains(parse_error(R"({"data": {"mix_task": "copy", "mix_fraction": 0.5, "mix_options": [4]}})"),
+                  {"\"data.mix_options\" must be a JSON object", "array"});
+  expect_contains(parse_error(R"({"data": {"mix_task": "sorting", "mix_fraction": 0.5}})"),
+                  {"\"data.mix_task\"", "none, mqar, copy, induction, passkey, niah_multikey, variable_tracking"});
+  const gpt::Config c = parse(R"({"data": {"mix_task": "mqar", "mix_fraction": 0.1, "mix_options": {"pairs": 4}}})");
+  EXPECT_EQ(c.data.mix_options, json({{"pairs", 4}}));
+}
+
 TEST(ConfigCrossField, ValidateConfigChecksCodeBuiltConfigs) {
   gpt::Config c;
   c.train.beta1 = 1.0;
@@ -295,6 +316,13 @@ TEST(ConfigOverrides, NumbersStringsAndLists) {
   EXPECT_EQ(c.model.position, "learned");
   EXPECT_EQ(c.eval.multiples, (std::vector<int>{1, 2, 4}));
   EXPECT_EQ(c.train.seed, std::numeric_limits<uint64_t>::max());
+}
+
+TEST(ConfigOverrides, ObjectKeysTakeJsonObjects) {
+  const gpt::Config c = with_overrides({"data.mix_task=copy", "data.mix_fraction=0.5",
+                                        R"(data.mix_options={"min_length": 2, "scale": "gap"})"});
+  EXPECT_EQ(c.data.mix_options, json({{"min_length", 2}, {"scale", "gap"}}));
+  expect_contains(override_error("data.mix_options=pairs"), {"\"data.mix_options\" must be a JSON object", "string"});
 }
 
 TEST(ConfigOverrides, StringKeysTakeTheTextAsWritten) {
