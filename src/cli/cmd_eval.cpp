@@ -167,25 +167,37 @@ void run_passkey(const EvalArgs& a, LoadedModel& lm) {
   write_retrieval(a, lm, j, "passkey_", r.table());
 }
 
-// The synthetic task file of `--task NAME`: --task-file, else task.json in
-// the directory of the run's training shards; empty when neither exists.
-std::string synthetic_task_file(const EvalArgs& a, const Config& rc) {
-  if (!a.task_file.empty()) return a.task_file;
-  const fs::path beside = fs::path(rc.data.train).parent_path() / kSyntheticTaskFile;
-  return fs::exists(beside) ? beside.string() : std::string();
+// The synthetic task of `--task NAME`: --task-file; else the task mixed into
+// the run's training (data.mix_task, its ids above the text vocabulary);
+// else task.json in the directory of the run's training shards. Null when
+// none applies. *source names where it came from.
+std::unique_ptr<SyntheticTask> synthetic_task_of(const EvalArgs& a, const Config& rc, nlohmann::json* file,
+                                                 std::string* source) {
+  if (a.task_file.empty() && rc.data.mix_task == a.task) {
+    const auto tok = make_tokenizer(rc.data.tokenizer);
+    *source = "data.mix_task";
+    return make_mixed_task(rc.data.mix_task, rc.data.mix_options, static_cast<int>(tok->vocab_size()));
+  }
+  std::string path = a.task_file;
+  if (path.empty()) {
+    const fs::path beside = fs::path(rc.data.train).parent_path() / kSyntheticTaskFile;
+    if (!fs::exists(beside)) return nullptr;
+    path = beside.string();
+  }
+  *source = path;
+  return load_synthetic_task(path, file);
 }
 
 // `gpt eval CKPT --task mqar|copy|...`: exact match and token accuracy per
 // multiple (and depth) on the synthetic task the run was trained on.
-void run_synthetic(const EvalArgs& a, LoadedModel& lm, const std::string& file) {
+void run_synthetic(const EvalArgs& a, LoadedModel& lm, const SyntheticTask& task, const nlohmann::json& tf,
+                   const std::string& source) {
   GPT_CHECK(!a.shard_loss_mode(), "eval: --task ", a.task, " does not take --context T, --batch or --batches");
   GPT_CHECK(a.digits == 0 && a.tokenizer.empty(), "eval: --passkey-digits and --tokenizer belong to the text passkey "
-            "(--task passkey on a run trained on text); a synthetic task's options are in its ", file);
+            "(--task passkey on a run trained on text); a synthetic task's options are in ", source);
   const Config& rc = lm.config;
-  nlohmann::json tf;
-  const auto task = load_synthetic_task(file, &tf);
-  GPT_CHECK(task->name() == a.task, "eval: --task ", a.task, " but ", file, " describes the task ", task->name(),
-            "; give --task ", task->name(), " or another --task-file");
+  GPT_CHECK(task.name() == a.task, "eval: --task ", a.task, " but ", source, " describes the task ", task.name(),
+            "; give --task ", task.name(), " or another --task-file");
   TaskEvalConfig tc;
   tc.multiples = a.multiples.empty() ? rc.eval.multiples : a.multiples;
   if (!a.depths.empty()) tc.depths = a.depths;
@@ -195,17 +207,17 @@ void run_synthetic(const EvalArgs& a, LoadedModel& lm, const std::string& file) 
   check_eval_contexts(check.model, check.eval, rc.model.context);
   if (tf.contains("context") && tf["context"] != rc.model.context)
     spdlog::warn("{} was generated for context {}, the model was trained with {}; multiples are of the model's",
-                 file, tf["context"].dump(), rc.model.context);
-  spdlog::info("task {} {} of {} (step {}): {} examples per cell", task->name(), task->options().dump(), lm.path,
-               lm.progress.step, tc.samples);
+                 source, tf["context"].dump(), rc.model.context);
+  spdlog::info("task {} {} ({}) of {} (step {}): {} examples per cell", task.name(), task.options().dump(), source,
+               lm.path, lm.progress.step, tc.samples);
   spdlog::info("attention: {}{}", attention_summary(rc.attention, lm.model->attention()),
                override_note(a.attention));
   spdlog::info("context extension: {}", context_summary(lm.model->attention()));
-  const TaskEvalResult r = evaluate_task(*lm.model, *task, tc, rc.model.context,
+  const TaskEvalResult r = evaluate_task(*lm.model, task, tc, rc.model.context,
                                          static_cast<int64_t>(rc.train.batch_size) * rc.model.context);
   nlohmann::json j = r.to_json();
-  j["task_file"] = file;
-  write_retrieval(a, lm, j, "task_" + task->name() + "_", r.table());
+  j["task_file"] = source;
+  write_retrieval(a, lm, j, "task_" + task.name() + "_", r.table());
 }
 
 // --context T (digits: the mean-loss mode) or --context METHOD[,METHOD...].
@@ -243,11 +255,13 @@ void run_eval(EvalArgs a) {
   if (a.task != "loss") {
     // A synthetic task from its task.json; passkey without one is the text
     // passkey (the run's tokenizer and validation text).
-    const std::string file = synthetic_task_file(a, lm.config);
-    if (!file.empty()) return run_synthetic(a, lm, file);
+    nlohmann::json tf;
+    std::string source;
+    if (const auto task = synthetic_task_of(a, lm.config, &tf, &source)) return run_synthetic(a, lm, *task, tf, source);
     if (a.task == "passkey") return run_passkey(a, lm);
     fail("eval: --task ", a.task, " needs the task's ", kSyntheticTaskFile, " (gpt data synthetic writes it beside "
-         "the shards); none is beside the run's data.train (", lm.config.data.train, "): give --task-file");
+         "the shards) or a run that mixed it into training (data.mix_task); none is beside the run's data.train (",
+         lm.config.data.train, ") and data.mix_task is ", lm.config.data.mix_task, ": give --task-file");
   }
   GPT_CHECK(a.task_file.empty(), "eval: --task-file belongs to --task with a synthetic task");
   GPT_CHECK(a.depths.empty() && a.samples == 0 && a.digits == 0 && a.tokenizer.empty(),
@@ -276,7 +290,8 @@ void run_eval(EvalArgs a) {
                override_note(a.attention));
   spdlog::info("context extension: {}", context_summary(lm.model->attention()));
   const int64_t batch_tokens = static_cast<int64_t>(lm.config.train.batch_size) * T;
-  const std::optional<EvalText> text = load_eval_text(lm.config.data.tokenizer, lm.config.model.vocab_size, ec);
+  const std::optional<EvalText> text = load_eval_text(lm.config.data.tokenizer, lm.config.model.vocab_size, ec,
+                                                         lm.config.data.mix_task != "none");
   const EvalText* text_ptr = text ? &*text : nullptr;
   // --calibrate: the first calibrate_fraction of the validation stream fits
   // the knob, the rest is evaluated (the two never share a token).
@@ -412,7 +427,7 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--task", args->task,
                   "loss: validation loss at each multiple (default); passkey on a run trained on text: exact-match "
                   "retrieval of a key hidden in validation text per multiple and depth (docs/results.md); a "
-                  "synthetic task (" + synthetic + ") on a run trained on gpt data synthetic data: exact match and "
+                  "synthetic task (" + synthetic + ") on a run trained on gpt data synthetic data or mixing it (data.mix_task): exact match and "
                   "token accuracy of its answers per multiple (and depth), examples of m*T tokens")
       ->check(CLI::IsMember(tasks));
   cmd->add_option("--task-file", args->task_file,

@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/files.h"
 #include "core/json.h"
+#include "core/tokens.h"
 #include "data/rng.h"
 #include "data/shard.h"
 
@@ -479,6 +480,17 @@ SyntheticExample SyntheticTask::make(int length, int multiple, double depth, Syn
   return ex;
 }
 
+void SyntheticTask::place_above(int text_vocab) {
+  GPT_CHECK(text_vocab >= 1, "synthetic ", name_, ": a text vocabulary of ", text_vocab, " ids");
+  if (hay_train_) {
+    GPT_CHECK(base_ == text_vocab, "synthetic ", name_, ": the text haystack's haystack_vocab ", base_,
+              " differs from the text vocabulary of ", text_vocab, " ids the task's ids must sit above; set "
+              "haystack_vocab to ", text_vocab);
+    return;
+  }
+  base_ = text_vocab;
+}
+
 json SyntheticTask::to_json() const {
   return {{"task", name_}, {"options", opts_}, {"vocab_size", vocab_size()}, {"base", base_}};
 }
@@ -638,6 +650,57 @@ std::unique_ptr<SyntheticTask> load_synthetic_task(const std::string& path, json
             " disagrees with the task's ", t->vocab_size(), " (written by another version?)");
   if (file) *file = j;
   return t;
+}
+
+}  // namespace gpt
+
+namespace gpt {
+
+// ---------------------------------------------------------------- mixing into training
+
+std::unique_ptr<SyntheticTask> make_mixed_task(const std::string& task, const json& options, int text_vocab) {
+  std::unique_ptr<SyntheticTask> t;
+  try {
+    t = make_synthetic_task(task, options);
+    t->place_above(text_vocab);
+  } catch (const Error& e) {
+    throw Error(std::string("data.mix_task / data.mix_options: ") + e.what());
+  }
+  return t;
+}
+
+SyntheticMixer::SyntheticMixer(const std::string& task, const json& options, double fraction, int text_vocab,
+                               uint64_t seed)
+    : task_(make_mixed_task(task, options, text_vocab)), fraction_(fraction), seed_(seed) {
+  GPT_CHECK(fraction > 0 && fraction <= 1, "data.mix_fraction must lie in (0, 1] with data.mix_task ", task, ", got ",
+            fraction);
+}
+
+void SyntheticMixer::check(int T, int model_vocab) const {
+  GPT_CHECK(T >= task_->min_length(1), "data.mix_task ", task_->name(), ": model.context ", T,
+            " is too short for its examples with options ", task_->options().dump(), " (they need at least ",
+            task_->min_length(1), " tokens)");
+  GPT_CHECK(task_->vocab_size() <= model_vocab, "data.mix_task ", task_->name(), ": its ids run from ", task_->base(),
+            " (above the text vocabulary) to ", task_->vocab_size() - 1, ", so model.vocab_size must be at least ",
+            task_->vocab_size(), "; got ", model_vocab);
+}
+
+int SyntheticMixer::apply(int32_t* inputs, int32_t* targets, int rows, int T, uint64_t first) const {
+  constexpr uint64_t kMixStream = 0x6D69785F7461736Bull;  // "mix_task": apart from the shards' split streams
+  int replaced = 0;
+  for (int r = 0; r < rows; ++r) {
+    Rng rng(synthetic_seed(seed_, kMixStream, first + static_cast<uint64_t>(r)));
+    if (rng.uniform() >= fraction_) continue;
+    const SyntheticExample ex = task_->make(T, 1, -1.0, SyntheticSplit::kTrain, rng);
+    int32_t* in = inputs + static_cast<size_t>(r) * T;
+    int32_t* tg = targets + static_cast<size_t>(r) * T;
+    for (int i = 0; i < T; ++i) {
+      in[i] = ex.tokens[i];
+      tg[i] = i + 1 < T && ex.scored[i + 1] ? ex.tokens[i + 1] : kIgnoreTarget;
+    }
+    ++replaced;
+  }
+  return replaced;
 }
 
 }  // namespace gpt

@@ -97,6 +97,10 @@ class SyntheticTask {
   // recomputed from the tokens alone (not from the generator's choices).
   virtual std::vector<SyntheticAnswer> answers(const std::vector<int32_t>& tokens) const = 0;
   nlohmann::json to_json() const;  // {"task", "options", "vocab_size", "base"}
+  // Moves the task's ids above a text vocabulary of `text_vocab` ids (mixing
+  // into language-model training). A task with a text haystack already sits
+  // above its haystack_vocab; that must then be text_vocab. Throws otherwise.
+  void place_above(int text_vocab);
 
  protected:
   SyntheticTask(std::string name, nlohmann::json opts);
@@ -156,5 +160,41 @@ std::unique_ptr<SyntheticTask> load_synthetic_task(const std::string& path, nloh
 
 // Example i of a split: the seed the generator and the evaluation use.
 uint64_t synthetic_seed(uint64_t seed, uint64_t stream, uint64_t i);
+
+// data.mix_task: a task's examples mixed into language-model training. Each
+// training sequence becomes, with probability `fraction`, an example of
+// exactly T tokens (the task at 1x, ids above the text vocabulary, text
+// haystacks from the task's training shards); its answer tokens alone are
+// scored, every other target of the row becomes kIgnoreTarget (core/tokens.h),
+// so the step's loss is the mean over the text rows' tokens and the answers.
+// Which sequences, and each example, depend only on (seed, the sequence's
+// number in the stream of training sequences): every rank of a data-parallel
+// run, any split into micro-batches, and a resumed run make the same choices.
+class SyntheticMixer {
+ public:
+  // Throws, naming data.mix_task / data.mix_options, on an unknown task, a bad
+  // option or a text haystack of another vocabulary than text_vocab.
+  SyntheticMixer(const std::string& task, const nlohmann::json& options, double fraction, int text_vocab,
+                 uint64_t seed);
+  // Throws, naming model.context or model.vocab_size, when T is too short for
+  // an example or the model's vocabulary does not hold the task's ids.
+  void check(int T, int model_vocab) const;
+  // inputs/targets hold rows x T ids: training sequences first, first + 1, …
+  // (counted from the run's first, over all ranks and micro-batches). Returns
+  // the number of rows replaced.
+  int apply(int32_t* inputs, int32_t* targets, int rows, int T, uint64_t first) const;
+  const SyntheticTask& task() const { return *task_; }
+  double fraction() const { return fraction_; }
+
+ private:
+  std::unique_ptr<SyntheticTask> task_;
+  double fraction_;
+  uint64_t seed_;
+};
+
+// The task of data.mix_task with its options, its ids above text_vocab: what
+// the mixer trains on and `gpt eval --task` evaluates on such a run.
+std::unique_ptr<SyntheticTask> make_mixed_task(const std::string& task, const nlohmann::json& options,
+                                               int text_vocab);
 
 }  // namespace gpt

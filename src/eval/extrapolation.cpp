@@ -60,17 +60,25 @@ EvalText eval_text(const Tokenizer& tok) {
   return t;
 }
 
-EvalText eval_text(const std::string& tokenizer_spec, int vocab_size) {
+EvalText eval_text(const std::string& tokenizer_spec, int vocab_size, bool above_text) {
   const auto tok = make_tokenizer(tokenizer_spec);
-  GPT_CHECK(static_cast<int64_t>(tok->vocab_size()) == vocab_size, "tokenizer \"", tokenizer_spec, "\" has ",
-            tok->vocab_size(), " ids but the model's vocabulary (model.vocab_size) is ", vocab_size,
-            ": it is not the tokenizer of these shards");
-  return eval_text(*tok);
+  const int64_t n = tok->vocab_size();
+  if (above_text)
+    GPT_CHECK(n <= vocab_size, "tokenizer \"", tokenizer_spec, "\" has ", n,
+              " ids, more than the model's vocabulary (model.vocab_size) of ", vocab_size);
+  else
+    GPT_CHECK(n == vocab_size, "tokenizer \"", tokenizer_spec, "\" has ", n,
+              " ids but the model's vocabulary (model.vocab_size) is ", vocab_size,
+              ": it is not the tokenizer of these shards");
+  EvalText t = eval_text(*tok);
+  t.bytes.resize(static_cast<size_t>(vocab_size), 0);  // a mixed task's ids: no bytes
+  return t;
 }
 
-std::optional<EvalText> load_eval_text(const std::string& tokenizer_spec, int vocab_size, const EvalConfig& eval) {
+std::optional<EvalText> load_eval_text(const std::string& tokenizer_spec, int vocab_size, const EvalConfig& eval,
+                                       bool above_text) {
   try {
-    return eval_text(tokenizer_spec, vocab_size);
+    return eval_text(tokenizer_spec, vocab_size, above_text);
   } catch (const Error& e) {
     GPT_CHECK(eval.protocol != "documents", "eval.protocol \"documents\" needs the tokenizer of the shards to find "
               "their document separator: ", e.what());

@@ -49,12 +49,16 @@ struct EvalText {
 };
 // From a tokenizer spec (data.tokenizer); throws gpt::Error naming it when it
 // cannot be loaded or when its vocabulary is not the model's vocab_size.
-EvalText eval_text(const std::string& tokenizer_spec, int vocab_size);
+// above_text (a run mixing a synthetic task, data.mix_task): the model's
+// vocabulary may exceed the tokenizer's by the task's ids, which validation
+// text does not hold (they count 0 bytes).
+EvalText eval_text(const std::string& tokenizer_spec, int vocab_size, bool above_text = false);
 EvalText eval_text(const Tokenizer& tok);
 // eval_text, or, when the tokenizer cannot be loaded, none (with a warning
 // naming the cause: bits per byte are left out). The documents protocol
 // cannot run without it: then the error is thrown, naming eval.protocol.
-std::optional<EvalText> load_eval_text(const std::string& tokenizer_spec, int vocab_size, const EvalConfig& eval);
+std::optional<EvalText> load_eval_text(const std::string& tokenizer_spec, int vocab_size, const EvalConfig& eval,
+                                       bool above_text = false);
 
 // The windows of eval over val (separator: the end-of-text id, needed by the
 // documents protocol). Throws, naming the cause, when the stream cannot hold

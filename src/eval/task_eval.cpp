@@ -98,6 +98,7 @@ nlohmann::json TaskEvalResult::to_json() const {
                     {"cells", cells}});
   }
   return {{"task", task["task"]},     {"options", task["options"]}, {"vocab_size", task["vocab_size"]},
+          {"base", task["base"]},
           {"trained_context", trained_context}, {"samples", config.samples}, {"seed", config.seed},
           {"scoring", "teacher-forced argmax at every answer token (the task's checker)"},
           {"multiples", rows}};

@@ -18,6 +18,7 @@
 #include "core/files.h"
 #include "core/metrics.h"
 #include "data/loader.h"
+#include "data/synthetic.h"
 #include "eval/passkey.h"
 #include "tokenizer/tokenizer.h"
 #include "dist/communicator.h"
@@ -131,7 +132,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   check_eval_feasible(val.size(), cfg.eval, T);
   // Bits per byte and the documents protocol's separator; a documents layout
   // the validation data cannot hold fails here, not after training.
-  const std::optional<EvalText> eval_text = load_eval_text(cfg.data.tokenizer, mc.vocab_size, cfg.eval);
+  const std::optional<EvalText> eval_text = load_eval_text(cfg.data.tokenizer, mc.vocab_size, cfg.eval, cfg.data.mix_task != "none");
   if (cfg.eval.protocol == "documents") eval_layout(val, cfg.eval, T, eval_text->separator);
   // Passkey examples mixed into training (data.passkey_fraction).
   std::unique_ptr<Tokenizer> tokenizer;
@@ -142,6 +143,15 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
               " has ", tokenizer->vocab_size(), " ids, more than model.vocab_size ", mc.vocab_size);
     passkey = std::make_unique<PasskeyMixer>(*tokenizer, cfg.data.passkey_digits, cfg.data.passkey_fraction, tc.seed);
     passkey->check_context(T);  // before anything is written
+  }
+  // Synthetic-task examples mixed into training (data.mix_task), their ids
+  // above the text vocabulary of data.tokenizer.
+  std::unique_ptr<SyntheticMixer> mixer;
+  if (cfg.data.mix_task != "none") {
+    if (!tokenizer) tokenizer = make_tokenizer(cfg.data.tokenizer);
+    mixer = std::make_unique<SyntheticMixer>(cfg.data.mix_task, cfg.data.mix_options, cfg.data.mix_fraction,
+                                             static_cast<int>(tokenizer->vocab_size()), tc.seed);
+    mixer->check(T, mc.vocab_size);  // before anything is written
   }
   // The model's memory, before anything is written (an allocation that fails leaves no run behind).
   const AttentionSpec attn = resolve_attention(cfg);
@@ -192,6 +202,10 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   if (passkey)
     spdlog::info("data: {:.0f}% of training sequences become {}-digit passkey examples ({} tokenizer)",
                  100 * cfg.data.passkey_fraction, cfg.data.passkey_digits, cfg.data.tokenizer);
+  if (mixer)
+    spdlog::info("data: {:.0f}% of training sequences become {} examples {} (ids {}..{}), their answers scored alone",
+                 100 * cfg.data.mix_fraction, mixer->task().name(), mixer->task().options().dump(),
+                 mixer->task().base(), mixer->task().vocab_size() - 1);
   if (data_parallel) {
     // Every rank initialised or loaded the same parameters; rank 0's copy is
     // made everyone's so that nothing can start them apart.
@@ -245,7 +259,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   // masks the gradient is that of the mean over every scored target of the
   // step (all micro-batches, all ranks), so each micro-batch's weight needs
   // the step's count first.
-  const bool masked = loader.has_masks();
+  const bool masked = loader.has_masks() || mixer;
   const size_t micro_tokens = static_cast<size_t>(Bl) * T;
   std::vector<int32_t> inputs(micro_tokens * tc.grad_accum), targets(inputs.size());
   std::vector<double> weight(tc.grad_accum);
@@ -261,8 +275,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       int32_t* in = inputs.data() + micro * micro_tokens;
       int32_t* tg = targets.data() + micro * micro_tokens;
       loader.next_rows(in, tg, rank * Bl, (rank + 1) * Bl);
-      if (passkey)
-        passkey->apply(in, tg, Bl, T, rank * Bl, static_cast<uint64_t>(progress.step) * tc.grad_accum + micro);
+      const uint64_t draw = static_cast<uint64_t>(progress.step) * tc.grad_accum + micro;
+      if (passkey) passkey->apply(in, tg, Bl, T, rank * Bl, draw);
+      if (mixer) mixer->apply(in, tg, Bl, T, draw * static_cast<uint64_t>(B) + static_cast<uint64_t>(rank) * Bl);
     }
     // Weights: without masks each micro-batch's mean over the same number of
     // tokens, scaled by 1/ranks so that the sum across ranks is the gradient

@@ -184,5 +184,45 @@ TEST_F(DataCli, SyntheticTaskTrainsAndEvaluates) {
   EXPECT_NE(r.err.find("--pairs is not an option of this task"), std::string::npos) << r.err;
 }
 
+
+// data.mix_task on byte text: training logs the mix and scores fewer targets
+// than it reads; `gpt eval --task` finds the task in the run's config (ids
+// above the 257 text ids) and the loss evaluation keeps bits per byte.
+TEST_F(DataCli, MixedTaskTrainsOnTextAndEvaluatesFromTheRunsConfig) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += "In the beginning was the word, and the word was " + std::to_string(i) + ".\n";
+  const std::string corpus = write("corpus.txt", text), data = (dir_ / "text").string();
+  Result r = run("data text " + corpus + " " + data + " --val-fraction 0.1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string run_dir = (dir_ / "run").string();
+  const std::string cfg = write("mix.json", R"({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "vocab_size": 299,
+    "context": 32}, "data": {"train": ")" + data + R"(/*_train_*.bin", "val": ")" + data +
+                                R"(/*_val_*.bin", "mix_task": "induction", "mix_fraction": 0.5,
+    "mix_options": {"alphabet": 16}}, "train": {"batch_size": 4, "steps": 3, "warmup_steps": 1},
+    "eval": {"multiples": [1, 2], "tokens": 512}, "run": {"dir": ")" + run_dir + R"("}})");
+  r = run("train " + cfg + " --set train.threads=1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string log = r.out + r.err;
+  EXPECT_NE(log.find("50% of training sequences become induction examples"), std::string::npos) << log;
+  EXPECT_NE(log.find("ids 257..298"), std::string::npos) << log;
+  EXPECT_EQ(log.find("bits per byte left out"), std::string::npos) << log;
+  const std::string metrics = read(run_dir + "/metrics.jsonl");
+  EXPECT_NE(metrics.find("\"scored_tokens\""), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("\"bits_per_byte\""), std::string::npos) << metrics;
+  r = run("eval " + run_dir + " --task induction --multiples 1,2 --samples 4 --threads 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("induction exact match"), std::string::npos) << r.out;
+  EXPECT_NE((r.out + r.err).find("(data.mix_task)"), std::string::npos) << r.out << r.err;
+  const std::string out = read(run_dir + "/eval/task_induction_step_00000003.json");
+  EXPECT_NE(out.find("\"base\": 257"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"task_file\": \"data.mix_task\""), std::string::npos) << out;
+  // Another task than the mixed one has no task file to come from.
+  expect_error(run("eval " + run_dir + " --task copy --threads 1"), {"data.mix_task is induction", "--task-file"});
+  // Too small a vocabulary for the task's ids, before anything is written.
+  expect_error(run("train " + cfg + " --set model.vocab_size=280 --set run.dir=" + (dir_ / "run2").string()),
+               {"model.vocab_size must be at least 299"});
+  EXPECT_FALSE(fs::exists(dir_ / "run2"));
+}
+
 }  // namespace
 }  // namespace gpt

@@ -3,7 +3,8 @@
 // the checker recomputes from the tokens; the checkers against sequences
 // written by hand; the options each task's --scale grows; the depth; text
 // haystacks; the files (shards, masks, task.json) through the loader; the
-// refusals of bad options.
+// refusals of bad options; the mixer that puts a task's examples into
+// language-model training (data.mix_task).
 #include "data/synthetic.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <initializer_list>
 
 #include "core/check.h"
+#include "core/tokens.h"
 #include "data/loader.h"
 #include "data/rng.h"
 #include "data/shard.h"
@@ -46,6 +48,17 @@ std::string temp_dir(const std::string& name) {
   fs::remove_all(d);
   fs::create_directories(d);
   return d.string();
+}
+
+// A directory of text shards for haystacks: training ids 10-59, validation
+// ids 100-149 (vocabulary 257).
+std::string text_haystack(const std::string& name) {
+  const std::string dir = temp_dir(name);
+  std::vector<uint32_t> train(500), val(500);
+  for (size_t i = 0; i < 500; ++i) train[i] = 10 + i % 50, val[i] = 100 + i % 50;
+  write_shard(dir + "/text_train_000001.bin", train, 2);
+  write_shard(dir + "/text_val_000000.bin", val, 2);
+  return dir;
 }
 
 SyntheticExample example(const SyntheticTask& t, int length, int m, double depth, uint64_t seed) {
@@ -210,11 +223,7 @@ TEST(Synthetic, DepthPlacesTheNeedle) {
 }
 
 TEST(Synthetic, TextHaystackReadsTheSplitsShards) {
-  const std::string dir = temp_dir("haystack");
-  std::vector<uint32_t> train(500), val(500);
-  for (size_t i = 0; i < 500; ++i) train[i] = 10 + i % 50, val[i] = 100 + i % 50;
-  write_shard(dir + "/text_train_000001.bin", train, 2);
-  write_shard(dir + "/text_val_000000.bin", val, 2);
+  const std::string dir = text_haystack("haystack");
   const auto t = make_synthetic_task("passkey", {{"haystack", dir}, {"haystack_vocab", 257}});
   EXPECT_EQ(t->base(), 257);
   EXPECT_EQ(t->vocab_size(), 257 + kFirstSymbol);
@@ -309,6 +318,117 @@ TEST(Synthetic, BadOptionsAreRefusedByName) {
   o.train_examples = o.val_examples = 1;
   expect_error([&] { write_synthetic_data(*copy, o); }, {"--context 20", "at least 34"});
   fs::remove_all(o.out_dir);
+}
+
+
+// ---------------------------------------------------------------- data.mix_task
+
+// Text-like rows: ids below 257, targets the inputs shifted by one.
+void text_rows(std::vector<int32_t>& in, std::vector<int32_t>& tg, int rows, int T) {
+  in.resize(static_cast<size_t>(rows) * T);
+  tg.resize(in.size());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int32_t>((i * 37 + 11) % 257);
+  for (size_t i = 0; i < in.size(); ++i) tg[i] = static_cast<int32_t>(((i + 1) * 37 + 11) % 257);
+}
+
+// Every task mixed into 257-id text: about the share asked is replaced; a
+// replaced row is an example of T tokens above the text ids whose targets are
+// exactly the answers the checker finds (every other target ignored); the
+// other rows are untouched.
+TEST(SyntheticMix, ReplacesTheShareAskedAndScoresOnlyTheCheckersAnswers) {
+  const int T = 96, rows = 400;
+  for (const auto& c : every_task()) {
+    SCOPED_TRACE(c.task + " " + c.options.dump());
+    const SyntheticMixer mixer(c.task, c.options, 0.3, 257, 5);
+    EXPECT_EQ(mixer.task().base(), 257);
+    mixer.check(T, mixer.task().vocab_size());
+    std::vector<int32_t> in, tg, in0, tg0;
+    text_rows(in, tg, rows, T);
+    in0 = in, tg0 = tg;
+    const int replaced = mixer.apply(in.data(), tg.data(), rows, T, 1000);
+    // Binomial(400, 0.3): mean 120, sd 9.2.
+    EXPECT_GT(replaced, 120 - 40);
+    EXPECT_LT(replaced, 120 + 40);
+    int seen = 0;
+    for (int r = 0; r < rows; ++r) {
+      const auto row = [&](const std::vector<int32_t>& v) {
+        return std::vector<int32_t>(v.begin() + static_cast<long>(r) * T, v.begin() + static_cast<long>(r + 1) * T);
+      };
+      const std::vector<int32_t> x = row(in), y = row(tg);
+      if (x == row(in0)) {
+        EXPECT_EQ(y, row(tg0)) << "row " << r;
+        continue;
+      }
+      ++seen;
+      EXPECT_EQ(x[0], 257 + kEot);
+      for (int32_t id : x) {
+        EXPECT_GE(id, 257);
+        EXPECT_LT(id, mixer.task().vocab_size());
+      }
+      std::vector<int32_t> want(T, kIgnoreTarget);
+      for (const SyntheticAnswer& a : mixer.task().answers(x)) want[a.position - 1] = a.token;
+      EXPECT_EQ(y, want) << "row " << r;
+      EXPECT_GT(T - std::count(y.begin(), y.end(), kIgnoreTarget), 0) << "row " << r;
+    }
+    EXPECT_EQ(seen, replaced);
+  }
+}
+
+// The choices depend on the sequence's number only: rows split into any
+// pieces (ranks, micro-batches) get the same examples; another range, others.
+TEST(SyntheticMix, ExamplesDependOnTheSequenceNumberAlone) {
+  const int T = 64;
+  const SyntheticMixer mixer("mqar", json::object(), 0.5, 257, 9);
+  std::vector<int32_t> a_in, a_tg, b_in, b_tg, c_in, c_tg;
+  text_rows(a_in, a_tg, 12, T);
+  text_rows(b_in, b_tg, 12, T);
+  text_rows(c_in, c_tg, 12, T);
+  mixer.apply(a_in.data(), a_tg.data(), 12, T, 24);
+  int n = 0;
+  for (int first : {0, 5, 8}) {  // rows 0-4, 5-7, 8-11
+    const int rows = first == 0 ? 5 : first == 5 ? 3 : 4;
+    n += mixer.apply(b_in.data() + first * T, b_tg.data() + first * T, rows, T, 24 + first);
+  }
+  EXPECT_EQ(a_in, b_in);
+  EXPECT_EQ(a_tg, b_tg);
+  EXPECT_GT(n, 0);
+  mixer.apply(c_in.data(), c_tg.data(), 12, T, 36);
+  EXPECT_NE(a_in, c_in);
+  const SyntheticMixer other("mqar", json::object(), 0.5, 257, 10);  // another seed
+  text_rows(c_in, c_tg, 12, T);
+  other.apply(c_in.data(), c_tg.data(), 12, T, 24);
+  EXPECT_NE(a_in, c_in);
+}
+
+// A text haystack of the text's own vocabulary: the needle's ids above it,
+// the haystack from the training shards; another vocabulary is refused.
+TEST(SyntheticMix, TextHaystackSitsBelowTheTasksIds) {
+  const std::string dir = text_haystack("mix_haystack");
+  const SyntheticMixer mixer("passkey", {{"haystack", dir}}, 1.0, 257, 3);
+  std::vector<int32_t> in, tg;
+  text_rows(in, tg, 4, 64);
+  ASSERT_EQ(mixer.apply(in.data(), tg.data(), 4, 64, 0), 4);
+  int text = 0;
+  for (int32_t x : in)
+    if (x < 257) {
+      ++text;
+      EXPECT_LT(x, 100) << "training split";
+    }
+  EXPECT_EQ(text, 4 * (64 - 13));
+  expect_error([&] { SyntheticMixer("passkey", {{"haystack", dir}, {"haystack_vocab", 300}}, 0.5, 257, 3); },
+               {"data.mix_task", "haystack_vocab 300", "257"});
+  fs::remove_all(dir);
+}
+
+TEST(SyntheticMix, BadSettingsAreRefusedByName) {
+  expect_error([] { SyntheticMixer("mqar", {{"bogus", 1}}, 0.5, 257, 1); },
+               {"data.mix_task / data.mix_options", "--bogus", "--pairs"});
+  expect_error([] { SyntheticMixer("sorting", json::object(), 0.5, 257, 1); }, {"'sorting'", "mqar"});
+  expect_error([] { SyntheticMixer("mqar", json::object(), 0.0, 257, 1); }, {"data.mix_fraction", "(0, 1]"});
+  const SyntheticMixer m("induction", json::object(), 0.5, 257, 1);  // ids 257..346
+  expect_error([&] { m.check(64, 300); }, {"model.vocab_size must be at least 347", "got 300"});
+  const SyntheticMixer copy("copy", json::object(), 0.5, 257, 1);
+  expect_error([&] { copy.check(20, 1000); }, {"model.context 20", "at least 34"});
 }
 
 }  // namespace

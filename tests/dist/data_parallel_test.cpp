@@ -215,6 +215,22 @@ class DataParallel : public ::testing::Test {
                 kRelTol);
   }
 
+  // 1 rank, 2 ranks and 2 ranks x 2 micro-batches of half the batch, with the
+  // same overrides: the three follow one trajectory. Returns the 1-rank output.
+  std::string expect_ranks_follow_one(const std::string& sets, const std::string& tag) {
+    const Result one = train(0, "one", sets);
+    EXPECT_EQ(one.status, 0) << one.output;
+    const Result two = train(2, "two", sets);
+    EXPECT_EQ(two.status, 0) << two.output;
+    const Result accum = train(2, "accum", sets + " --set train.grad_accum=2 --set train.batch_size=4");
+    EXPECT_EQ(accum.status, 0) << accum.output;
+    const auto l1 = train_losses(dir_ / "one");
+    EXPECT_EQ(l1.size(), 20u);
+    expect_close(l1, train_losses(dir_ / "two"), (tag + ": 1 rank vs 2 ranks").c_str());
+    expect_close(l1, train_losses(dir_ / "accum"), (tag + ": 1 rank vs 2 ranks x 2 micro-batches").c_str());
+    return one.output;
+  }
+
   std::string mpirun_;
   fs::path dir_;
   std::string log_;
@@ -248,17 +264,18 @@ TEST_F(DataParallel, TwoRanksWithLossMasksFollowOneRank) {
     for (uint64_t i = 0; i < info.ntokens; ++i) mask[i] = i % 16 < (i / 16) * 5 % 16;
     write_mask_shard(mask_path_for(shard), mask);
   }
-  const std::string sets = "--set model.init_std=1.0";
-  const Result one = train(0, "one", sets);
-  ASSERT_EQ(one.status, 0) << one.output;
-  const Result two = train(2, "two", sets);
-  ASSERT_EQ(two.status, 0) << two.output;
-  const Result accum = train(2, "accum", sets + " --set train.grad_accum=2 --set train.batch_size=4");
-  ASSERT_EQ(accum.status, 0) << accum.output;
-  const auto l1 = train_losses(dir_ / "one");
-  ASSERT_EQ(l1.size(), 20u);
-  expect_close(l1, train_losses(dir_ / "two"), "masks: 1 rank vs 2 ranks");
-  expect_close(l1, train_losses(dir_ / "accum"), "masks: 1 rank vs 2 ranks x 2 micro-batches");
+  expect_ranks_follow_one("--set model.init_std=1.0", "masks");
+}
+
+// data.mix_task: the mixed examples depend on the sequence's number alone,
+// so 2 ranks (and 2 ranks x 2 micro-batches) see the same examples, count the
+// same scored targets and follow 1 rank.
+TEST_F(DataParallel, TwoRanksWithAMixedTaskFollowOneRank) {
+  const std::string sets = "--set data.mix_task=mqar --set data.mix_fraction=0.5 "
+                           "--set model.vocab_size=299 --set 'data.mix_options={\"pairs\": 3, \"keys\": 8, "
+                           "\"values\": 8}'";
+  const std::string out = expect_ranks_follow_one(sets, "mix");
+  EXPECT_NE(out.find("50% of training sequences become mqar examples"), std::string::npos) << out;
 }
 
 // ZeRO-1 with gradient accumulation: the same trajectory as one rank, and

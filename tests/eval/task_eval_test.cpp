@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "config/attention.h"
 #include "data/rng.h"
+#include "data/shard.h"
 #include "model/gpt.h"
 #include "train/model_io.h"
 #include "train/trainer.h"
@@ -79,6 +80,26 @@ TEST(TaskEval, GridMatchesTheModelsArgmaxScoredByHand) {
   EXPECT_THROW(evaluate_task(model, *task, cfg, 8, 48), Error);
 }
 
+// 2 layers at T = 32, batch 16, lr 3e-3 -> 3e-4, run directory dir/run.
+Config tiny_task_run(const fs::path& dir, int heads, int channels, int vocab, int steps) {
+  Config c;
+  c.model.n_layer = 2;
+  c.model.n_head = heads;
+  c.model.n_embd = channels;
+  c.model.context = 32;
+  c.model.vocab_size = vocab;
+  c.train.batch_size = 16;
+  c.train.steps = steps;
+  c.train.lr = 3e-3;
+  c.train.lr_min = 3e-4;
+  c.train.warmup_steps = 20;
+  c.train.log_every = 1000;
+  c.eval.multiples = {1};
+  c.eval.tokens = 1024;
+  c.run.dir = (dir / "run").string();
+  return c;
+}
+
 TEST(TaskEval, TinyModelLearnsInductionFarAboveChance) {
   const fs::path dir = fs::temp_directory_path() / ("gpt_task_eval_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -90,23 +111,9 @@ TEST(TaskEval, TinyModelLearnsInductionFarAboveChance) {
   d.val_examples = 64;
   d.seed = 3;
   write_synthetic_data(*task, d);
-  Config c;
-  c.model.n_layer = 2;
-  c.model.n_head = 2;
-  c.model.n_embd = 32;
-  c.model.context = 32;
-  c.model.vocab_size = task->vocab_size();
+  Config c = tiny_task_run(dir, 2, 32, task->vocab_size(), 250);
   c.data.train = d.out_dir + "/induction_train_*.bin";
   c.data.val = d.out_dir + "/induction_val_*.bin";
-  c.train.batch_size = 16;
-  c.train.steps = 250;
-  c.train.lr = 3e-3;
-  c.train.lr_min = 3e-4;
-  c.train.warmup_steps = 20;
-  c.train.log_every = 1000;
-  c.eval.multiples = {1};
-  c.eval.tokens = 1024;
-  c.run.dir = (dir / "run").string();
   ASSERT_EQ(run_training(c, ""), 0);
   LoadedModel lm = load_model(c.run.dir);
   TaskEvalConfig cfg;
@@ -130,6 +137,45 @@ TEST(TaskEval, TinyModelLearnsInductionFarAboveChance) {
     tok += static_cast<double>(right) / n / cfg.samples;
   }
   EXPECT_NEAR(r.mean_token_accuracy[0], tok, 1e-12);
+  fs::remove_all(dir);
+}
+
+
+// data.mix_task end to end: half the training sequences are induction
+// examples above 257-id text (the rest text-like bytes, every target scored);
+// the model learns the task far above chance, evaluated on the run's mixed
+// task (ids above the text). Capacity matters: at C = 32 with 2 heads this
+// mix stayed at chance for 1,000 steps (3,000 on noisier text, where a share
+// of 0.75 learned it in 1,000), and C = 64 with a share of 0.25 had not
+// learned it after 500 steps.
+TEST(TaskEval, TinyModelLearnsAMixedInductionTaskBesideText) {
+  const fs::path dir = fs::temp_directory_path() / ("gpt_task_eval_mix_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "text");
+  std::vector<uint32_t> text(60000);
+  uint64_t x = 99;
+  for (size_t i = 0; i < text.size(); ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    text[i] = static_cast<uint32_t>(i && (x >> 60) < 15 ? (text[i - 1] * 17 + 3) % 256 : (x >> 33) % 256);
+  }
+  write_shard((dir / "text" / "t_train_000001.bin").string(), text, 2);
+  write_shard((dir / "text" / "t_val_000000.bin").string(), text, 2);
+  Config c = tiny_task_run(dir, 4, 64, 257 + synth::kFirstSymbol + 16, 300);
+  c.data.train = (dir / "text" / "t_train_*.bin").string();
+  c.data.val = (dir / "text" / "t_val_*.bin").string();
+  c.data.mix_task = "induction";
+  c.data.mix_fraction = 0.5;
+  c.data.mix_options = {{"alphabet", 16}};
+  ASSERT_EQ(run_training(c, ""), 0);
+  LoadedModel lm = load_model(c.run.dir);
+  const auto task = make_mixed_task("induction", c.data.mix_options, 257);
+  TaskEvalConfig cfg;
+  cfg.multiples = {1};
+  cfg.samples = 40;
+  const TaskEvalResult r = evaluate_task(*lm.model, *task, cfg, 32, 1024);
+  std::printf("[mixed induction] 1x: exact match %.3f, token accuracy %.3f (chance 1/16 per token)\n",
+              r.mean_exact[0], r.mean_token_accuracy[0]);
+  EXPECT_GT(r.mean_token_accuracy[0], 0.5);  // chance is 0.0625
   fs::remove_all(dir);
 }
 

@@ -1,6 +1,7 @@
 // Training-loop tests: resume equivalence and an end-to-end run on KJV bytes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -9,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/tokens.h"
 #include "data/shard.h"
+#include "data/synthetic.h"
 #include "data/text_to_shards.h"
 #include "train/model_io.h"
 #include "train/trainer.h"
@@ -123,6 +126,39 @@ void write_uneven_masks(const std::string& pattern) {
   }
 }
 
+// Trains cfg (6 steps, batch 4, a checkpoint at step 3) in dir/one, the same
+// as 2 micro-batches of 2 in dir/accum, and resumes dir/one's step-3
+// checkpoint in dir/resumed: the two splits follow the same trajectory and the
+// resumed run is bit-identical. Returns dir/one's losses.
+std::map<int, double> expect_splits_and_resume_agree(Config cfg, const fs::path& dir, const char* tag) {
+  cfg.train.steps = 6;
+  cfg.train.checkpoint_every = 3;
+  cfg.run.dir = (dir / "one").string();
+  EXPECT_EQ(run_training(cfg, ""), 0);
+  Config accum = cfg;
+  accum.train.batch_size = 2;
+  accum.train.grad_accum = 2;
+  accum.run.dir = (dir / "accum").string();
+  EXPECT_EQ(run_training(accum, ""), 0);
+  const auto l1 = train_losses(dir / "one"), l2 = train_losses(dir / "accum");
+  EXPECT_EQ(l1.size(), 6u);
+  EXPECT_EQ(l2.size(), 6u);
+  for (int step = 1; step <= 6 && l1.count(step) && l2.count(step); ++step) {
+    const double rel = std::abs(l1.at(step) - l2.at(step)) / l1.at(step);
+    std::printf("[%s] step %d: one micro-batch %.9f, two %.9f, rel %.1e\n", tag, step, l1.at(step), l2.at(step), rel);
+    EXPECT_LT(rel, 1e-5) << tag << " step " << step;
+  }
+  const std::string b_dir = (dir / "resumed").string();
+  save_run_checkpoint(b_dir, 3, load_checkpoint(checkpoint_path(cfg.run.dir, 3)));
+  Config cfg_b = cfg;
+  cfg_b.run.dir = b_dir;
+  EXPECT_EQ(run_training(cfg_b, resolve_checkpoint(b_dir)), 0);
+  const auto lb = train_losses(dir / "resumed");
+  for (int step = 4; step <= 6; ++step)
+    EXPECT_EQ(lb.count(step) ? lb.at(step) : -1.0, l1.count(step) ? l1.at(step) : -2.0) << tag << " step " << step;
+  return l1;
+}
+
 // With loss masks a step's loss and gradient are those of the mean over all
 // its scored targets: 4 sequences in one micro-batch and 2 + 2 in two
 // micro-batches (different scored counts each) follow the same trajectory,
@@ -134,23 +170,7 @@ TEST(Trainer, MaskedLossWeighsEveryScoredTargetOfTheStepAlike) {
   write_uneven_masks(cfg.data.train);
   write_uneven_masks(cfg.data.val);
   cfg.model.init_std = 1.0;
-  cfg.train.steps = 6;
-  cfg.train.checkpoint_every = 3;
-  cfg.run.dir = (dir / "one").string();
-  ASSERT_EQ(run_training(cfg, ""), 0);
-  Config accum = cfg;
-  accum.train.batch_size = 2;
-  accum.train.grad_accum = 2;
-  accum.run.dir = (dir / "accum").string();
-  ASSERT_EQ(run_training(accum, ""), 0);
-  const auto l1 = train_losses(dir / "one"), l2 = train_losses(dir / "accum");
-  ASSERT_EQ(l1.size(), 6u);
-  ASSERT_EQ(l2.size(), 6u);
-  for (int step = 1; step <= 6; ++step) {
-    const double rel = std::abs(l1.at(step) - l2.at(step)) / l1.at(step);
-    std::printf("[masks] step %d: one micro-batch %.9f, two %.9f, rel %.1e\n", step, l1.at(step), l2.at(step), rel);
-    EXPECT_LT(rel, 1e-5) << "step " << step;
-  }
+  expect_splits_and_resume_agree(cfg, dir, "masks");
   // Every step records its scored targets, fewer than its 4 x 32.
   std::ifstream in(dir / "one" / "metrics.jsonl");
   std::string line;
@@ -171,14 +191,40 @@ TEST(Trainer, MaskedLossWeighsEveryScoredTargetOfTheStepAlike) {
     }
   }
   EXPECT_EQ(steps_seen, 6);
-  // Resumed at step 3: bit-identical.
-  const std::string b_dir = (dir / "resumed").string();
-  save_run_checkpoint(b_dir, 3, load_checkpoint(checkpoint_path(cfg.run.dir, 3)));
-  Config cfg_b = cfg;
-  cfg_b.run.dir = b_dir;
-  ASSERT_EQ(run_training(cfg_b, resolve_checkpoint(b_dir)), 0);
-  const auto lb = train_losses(dir / "resumed");
-  for (int step = 4; step <= 6; ++step) EXPECT_EQ(lb.at(step), l1.at(step)) << "step " << step;
+  fs::remove_all(dir);
+}
+
+// data.mix_task: half the sequences become induction examples above the
+// text's 257 ids, scored on their answers alone. Each step's scored count is
+// what the mixer gives the step's sequence numbers (32 per text row); 4
+// sequences in one micro-batch and 2 + 2 in two follow the same trajectory
+// (the examples depend on the sequence number, not on the split); resuming
+// is bit-identical.
+TEST(Trainer, MixedSyntheticTaskScoresItsAnswersWhateverTheSplit) {
+  const fs::path dir = temp_dir("mix");
+  Config cfg = tiny_run(dir, kjv_text("Gen1:1-Gen10:32"));
+  cfg.data.mix_task = "induction";
+  cfg.data.mix_fraction = 0.5;
+  cfg.data.mix_options = {{"alphabet", 16}};
+  cfg.model.vocab_size = 257 + synth::kFirstSymbol + 16;
+  cfg.model.init_std = 1.0;
+  expect_splits_and_resume_agree(cfg, dir, "mix");
+  const SyntheticMixer mixer("induction", cfg.data.mix_options, 0.5, 257, cfg.train.seed);
+  std::ifstream in(dir / "one" / "metrics.jsonl");
+  std::string line;
+  int replaced = 0;
+  while (std::getline(in, line)) {
+    const auto j = nlohmann::json::parse(line);
+    if (j["event"] != "train") continue;
+    const int step = j["step"].get<int>();
+    std::vector<int32_t> x(4 * 32, 0), y(4 * 32, 0);  // text rows score all 32
+    replaced += mixer.apply(x.data(), y.data(), 4, 32, static_cast<uint64_t>(step - 1) * 4);
+    const int64_t want = 4 * 32 - std::count(y.begin(), y.end(), kIgnoreTarget);
+    ASSERT_TRUE(j.contains("scored_tokens")) << line;
+    EXPECT_EQ(j["scored_tokens"].get<int64_t>(), want) << "step " << step;
+  }
+  EXPECT_GT(replaced, 0);
+  EXPECT_LT(replaced, 24);
   fs::remove_all(dir);
 }
 
