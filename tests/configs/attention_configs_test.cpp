@@ -13,6 +13,7 @@
 
 #include "config/attention.h"
 #include "data/shard.h"
+#include "data/synthetic.h"
 #include "train/trainer.h"
 #include "util/metrics_log.h"
 
@@ -78,6 +79,30 @@ std::vector<std::string> preset_names() {
 
 INSTANTIATE_TEST_SUITE_P(Presets, PresetConfig, ::testing::ValuesIn(preset_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// The synthetic-task configs (configs/synthetic/): valid, their run
+// directory named after the file, and a vocabulary that holds the task's
+// ids: exactly the task's own (scripts/prepare_synthetic.sh writes the tasks
+// with their default options) or, mixed into byte text (data.mix_task), at
+// least the 257 text ids plus the task's.
+TEST(SyntheticConfigs, ValidWithTheVocabularyOfTheirTask) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(kConfigs / "synthetic")) {
+    const fs::path f = e.path();
+    const Config c = load_config(f.string());
+    EXPECT_EQ(c.run.dir, "runs/synthetic/" + f.stem().string()) << f;
+    if (c.data.mix_task != "none") {
+      EXPECT_GE(c.model.vocab_size, make_mixed_task(c.data.mix_task, c.data.mix_options, 257)->vocab_size()) << f;
+      EXPECT_EQ(c.data.tokenizer, "byte") << f;
+    } else {
+      EXPECT_EQ(c.data.train, "data/synthetic/" + f.stem().string() + "/" + f.stem().string() + "_train_*.bin") << f;
+      EXPECT_EQ(c.model.vocab_size, make_synthetic_task(f.stem().string(), nlohmann::json::object())->vocab_size())
+          << f;
+    }
+    ++n;
+  }
+  EXPECT_GE(n, 7);
+}
 
 // The GPU-scale configs (configs/gpt2_fineweb/): valid, GPT-2 small at
 // T = 1024, and identical but for the attention block and run directory.
