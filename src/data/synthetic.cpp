@@ -652,10 +652,6 @@ std::unique_ptr<SyntheticTask> load_synthetic_task(const std::string& path, json
   return t;
 }
 
-}  // namespace gpt
-
-namespace gpt {
-
 // ---------------------------------------------------------------- mixing into training
 
 std::unique_ptr<SyntheticTask> make_mixed_task(const std::string& task, const json& options, int text_vocab) {

@@ -184,7 +184,6 @@ class SyntheticMixer {
   // the number of rows replaced.
   int apply(int32_t* inputs, int32_t* targets, int rows, int T, uint64_t first) const;
   const SyntheticTask& task() const { return *task_; }
-  double fraction() const { return fraction_; }
 
  private:
   std::unique_ptr<SyntheticTask> task_;
