@@ -10,7 +10,11 @@
 //   2. scale      x_ij = λ_i · σ_ij + bias − alibi_h · (i − j)
 //   3. positivity u_ij = φ(x_ij)           (exp is shifted by the row maximum
 //                                           when the row is l1-normalised)
-//   4. normalise  a_ij = u_ij / Z_i         Z_i = Σ_j u_ij (l1), 1 (none), c (fixed)
+//   4. normalise  a_ij = u_ij / Z_i         Z_i = Σ_j u_ij (l1), 1 (none), c (fixed);
+//                 with a sink (contenders.md): Z_i = φ(ζ) + Σ_j u_ij, an extra
+//                 key of logit ζ and value 0 (off_by_one: ζ = 0; sink: ζ = ζ_h
+//                 learned per layer and head); softpick: a_ij = relu(u_ij − φ(0))
+//                 / (Σ_j |u_ij − φ(0)| + ε), rows summing to at most 1
 //   5. sharpen    w_ij = relu(i·a_ij − o_i)^p / Σ_k relu(i·a_ik − o_i)^p
 //                 (o_i = 0 for i <= offset_rows, else 1), or w = a without it;
 //                 a row where no i·a_ij − o_i is positive keeps w = a.
@@ -35,7 +39,8 @@ namespace gpt {
   X(None, "none") X(Logn, "logn") X(Ssmax, "ssmax") X(Infoscale, "infoscale") X(Lssa, "lssa") \
   X(Fixed, "fixed")
 #define GPT_ATTN_POSITIVITIES(X) X(Exp, "exp") X(Softplus, "softplus") X(Sigmoid, "sigmoid") X(Relu, "relu")
-#define GPT_ATTN_NORMALIZATIONS(X) X(L1, "l1") X(None, "none") X(Fixed, "fixed")
+#define GPT_ATTN_NORMALIZATIONS(X) \
+  X(L1, "l1") X(None, "none") X(Fixed, "fixed") X(OffByOne, "off_by_one") X(Sink, "sink") X(Softpick, "softpick")
 
 // ---- context extension: RoPE frequency rules, masks, temperatures ---------------
 // ../shared/docs/context_extension.md. Notation: d_r rotated dimensions of a
@@ -133,10 +138,31 @@ struct AttentionSpec {
   GPT_HD bool sharpened() const { return p > 0; }
   // The ssmax scale s_h is a learned parameter, one per layer and head.
   GPT_HD bool learned_scale() const { return scale == Scale::Ssmax; }
+  // So is the sink logit ζ_h of normalisation "sink".
+  GPT_HD bool learned_sink() const { return normalize == Normalize::Sink; }
   // Per-row statistics saved by the forward pass for the backward pass:
   // shift (row max of x for shifted exp), Z, max_j a_ij, R = Σ_j r_ij.
   static constexpr int kStatsPerRow = 4;
   GPT_HD constexpr int stats_per_row() const { return kStatsPerRow; }
+};
+
+// The learned per-head parameters of one layer's attention as the kernels
+// take them: NH values each, null where the variant has none. Implicit from
+// the ssmax scales alone, so that callers without a sink pass a pointer.
+template <typename T>
+struct HeadParams {
+  const T* scale = nullptr;  // ssmax's s_h
+  const T* sink = nullptr;   // the sink logits ζ_h (normalisation "sink")
+  GPT_HD HeadParams() {}
+  GPT_HD HeadParams(const T* scale_, const T* sink_ = nullptr) : scale(scale_), sink(sink_) {}
+};
+// Their gradients (added to): NH values each, null where absent.
+template <typename A>
+struct HeadGrads {
+  A* scale = nullptr;
+  A* sink = nullptr;
+  GPT_HD HeadGrads() {}
+  GPT_HD HeadGrads(A* scale_, A* sink_ = nullptr) : scale(scale_), sink(sink_) {}
 };
 
 // ---- named presets ----------------------------------------------------------------
@@ -168,6 +194,12 @@ inline constexpr AttentionPreset kAttentionPresets[] = {
     {"sigmoid", Score::Dot, Scale::None, Positivity::Sigmoid, Normalize::None, 0, 1,
      "sigmoid(q·k/sqrt(d) - ln N), no normalisation"},
     {"relu", Score::Dot, Scale::None, Positivity::Relu, Normalize::Fixed, 0, 1, "relu(q·k/sqrt(d)) / N"},
+    {"softmax1", Score::Dot, Scale::None, Positivity::Exp, Normalize::OffByOne, 0, 1,
+     "e^x / (1 + sum e^x): softmax with an implicit zero logit (off by one)"},
+    {"sink", Score::Dot, Scale::None, Positivity::Exp, Normalize::Sink, 0, 1,
+     "e^x / (e^z_h + sum e^x): softmax with a learned sink logit z_h per head"},
+    {"softpick", Score::Dot, Scale::None, Positivity::Exp, Normalize::Softpick, 0, 1,
+     "relu(e^x - 1) / (sum |e^x - 1| + eps): rows sum to at most 1"},
 };
 inline constexpr int kAttentionPresetCount = sizeof(kAttentionPresets) / sizeof(AttentionPreset);
 
@@ -317,17 +349,80 @@ GPT_HD inline T positivity_grad(Positivity k, T x, T u) {
   }
   return T(0);
 }
-// exp under l1 is computed as exp(x − max x): the same weights, no overflow.
+// Stage 4 divides by a sum over the row (l1 and its sink and softpick forms).
+GPT_HD inline bool row_normalised(const AttentionSpec& s) {
+  return s.normalize == Normalize::L1 || s.normalize == Normalize::OffByOne || s.normalize == Normalize::Sink ||
+         s.normalize == Normalize::Softpick;
+}
+// Z holds an extra key of logit ζ and value 0 (off_by_one: ζ = 0; sink: ζ_h).
+GPT_HD inline bool has_sink(const AttentionSpec& s) {
+  return s.normalize == Normalize::OffByOne || s.normalize == Normalize::Sink;
+}
+GPT_HD inline bool softpick(const AttentionSpec& s) { return s.normalize == Normalize::Softpick; }
+// exp under a row normalisation is computed as exp(x − m): the same weights,
+// no overflow. m = max_j x_j, and at least ζ with a sink (the sink's e^(ζ−m)
+// stays <= 1) or 0 under softpick (its e^(−m) stays <= 1).
 GPT_HD inline bool shifted(const AttentionSpec& s) {
-  return s.positivity == Positivity::Exp && s.normalize == Normalize::L1;
+  return s.positivity == Positivity::Exp && row_normalised(s);
+}
+// The logit ζ of the sink key of head h: 0 (off_by_one), ζ_h (sink, from the
+// layer's learned logits), none otherwise (0, unused).
+template <typename T>
+GPT_HD inline double sink_logit(const AttentionSpec& s, const T* sinks, int h) {
+  return s.normalize == Normalize::Sink && sinks ? static_cast<double>(sinks[h]) : 0.0;
+}
+// The lower bound of the shift m of a shifted row, or −inf where none applies.
+GPT_HD inline double shift_floor(const AttentionSpec& s, double zeta) {
+  if (has_sink(s)) return zeta;
+  if (softpick(s)) return 0.0;
+  return -INFINITY;
+}
+// The row's shift from the largest x of its kept keys: 0 unless shifted.
+template <typename T>
+GPT_HD inline T row_shift(const AttentionSpec& s, T max_x, T zeta) {
+  if (!shifted(s)) return T(0);
+  if (has_sink(s)) return max_x > zeta ? max_x : zeta;
+  if (softpick(s)) return max_x > T(0) ? max_x : T(0);
+  return max_x;
+}
+// Softpick's level c = φ(0 − shift) (exp: e^(−m), the shifted 1 of e^x − 1),
+// which u = φ(x − shift) is measured from; 0 for every other normalisation,
+// so that relu(u − c) = u there.
+template <typename T>
+GPT_HD inline T zero_level(const AttentionSpec& s, T shift) {
+  return softpick(s) ? positivity(s.positivity, -shift) : T(0);
+}
+// Re-weighting renormalises every row it sharpens to sum 1, which would undo
+// the weight a sink or softpick leaves unassigned: the two are refused together.
+GPT_HD inline bool sharpen_refused(const AttentionSpec& s) {
+  return s.sharpened() && (has_sink(s) || softpick(s));
+}
+// Softpick's ε (of the unshifted formula; contenders.md leaves its value open).
+inline constexpr double kSoftpickEps = 1e-6;
+// What a row normalisation adds to Σ_j |u_j − c|: the sink key's φ(ζ − shift),
+// or softpick's ε in the shifted units (ε·e^(−m) for exp, ε otherwise).
+template <typename T>
+GPT_HD inline T norm_extra(const AttentionSpec& s, T shift, T zeta) {
+  if (has_sink(s)) return positivity(s.positivity, zeta - shift);
+  if (softpick(s)) return T(kSoftpickEps) * (shifted(s) ? exp(-shift) : T(1));
+  return T(0);
+}
+// dZ/dζ of a sink: φ'(ζ − shift).
+template <typename T>
+GPT_HD inline T sink_grad_factor(const AttentionSpec& s, T shift, T zeta) {
+  const T x = zeta - shift;
+  return positivity_grad(s.positivity, x, positivity(s.positivity, x));
 }
 
-// Stage 4: 1/Z of a row whose φ values sum to z (l1 of an all-zero row
-// gives zero weights instead of 0/0).
+// Stage 4: 1/Z of a row whose terms sum to z (l1 of an all-zero row gives
+// zero weights instead of 0/0).
 template <typename T>
 GPT_HD inline T inv_norm(const AttentionSpec& s, T z) {
   switch (s.normalize) {
     case Normalize::L1:
+    case Normalize::OffByOne:
+    case Normalize::Sink:
+    case Normalize::Softpick:
       return z > T(0) ? T(1) / z : T(0);
     case Normalize::None:
       return T(1);
@@ -393,10 +488,13 @@ struct Row {
   T t_max = 0;  // max_j (i·a_ij − o_i); sharpening acts only when > kSharpenMinTMax
   T inv_r = 0;  // 1 / Σ_j r_ij
   T p = 0;
+  T zero = 0;   // softpick's c = φ(−shift) (zero_level); 0 otherwise
   bool sharpen = false;  // sharpening on and t_max > kSharpenMinTMax
 
   GPT_HD T u(const AttentionSpec& s, T x) const { return positivity(s.positivity, x - shift); }
-  GPT_HD T a(const AttentionSpec& s, T x) const { return u(s, x) * inv_z; }
+  // Stage 4's numerator of u: relu(u − c), which is u itself where c = 0 (u >= 0).
+  GPT_HD T numer(T u_val) const { return u_val - zero > T(0) ? u_val - zero : T(0); }
+  GPT_HD T a(const AttentionSpec& s, T x) const { return numer(u(s, x)) * inv_z; }
   GPT_HD T w_from_a(T a_val) const {
     return sharpen ? sharpen_value(sharpen_t(i, a_val, offset), t_max, p) * inv_r : a_val;
   }
@@ -415,6 +513,7 @@ GPT_HD inline Row<T> row_from_stats(const AttentionSpec& s, int i, const T* st) 
   r.p = T(s.p);
   r.sharpen = s.sharpened() && r.t_max > T(kSharpenMinTMax);
   r.inv_r = r.sharpen ? T(1) / st[3] : T(0);
+  r.zero = zero_level(s, st[0]);
   return r;
 }
 
@@ -427,13 +526,24 @@ GPT_HD inline T grad_a(const Row<T>& r, T a_val, T w, T g, T D) {
 // The same with u = φ(x − shift) already known (kernels that kept it).
 // φ'·(1/Z) is formed first: it is at most ~a <= 1 where Z is a sum of tiny
 // φ values (saturated sigmoid rows), while (h − S)/Z would overflow.
+//   l1, off_by_one, sink  dx = φ'/Z·(h − S)   (the sink key adds to Z only)
+//   softpick              dx = φ'/Z·(1[u > c]·h − sgn(u − c)·S)
+//   none, fixed           dx = φ'/Z·h
 template <typename T>
 GPT_HD inline T grad_x_u(const AttentionSpec& s, const Row<T>& r, T x, T u, T h, T S) {
-  return positivity_grad(s.positivity, x - r.shift, u) * r.inv_z * (s.normalize == Normalize::L1 ? h - S : h);
+  const T pz = positivity_grad(s.positivity, x - r.shift, u) * r.inv_z;
+  if (softpick(s)) return pz * (u > r.zero ? h - S : (u < r.zero ? S : T(0)));
+  return pz * (row_normalised(s) ? h - S : h);
 }
 template <typename T>
 GPT_HD inline T grad_x(const AttentionSpec& s, const Row<T>& r, T x, T h, T S) {
   return grad_x_u(s, r, x, r.u(s, x), h, S);
+}
+// dL/dζ of a row with a sink: Z holds φ(ζ − shift), so dL/dζ = −φ'(ζ − shift)/Z·S
+// (S = Σ_j a_j h_j, as in grad_x_u).
+template <typename T>
+GPT_HD inline T sink_grad(const AttentionSpec& s, const Row<T>& r, T zeta, T S) {
+  return -sink_grad_factor(s, r.shift, zeta) * r.inv_z * S;
 }
 
 }  // namespace attn

@@ -86,7 +86,7 @@ void check_far(const AttentionSpec& spec, bool has_far) {
             spec.rope.remap_window);
 }
 
-void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale) {
+void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale, bool has_sink) {
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "attention: B, T, C, NH must be positive, got B=", B,
             " T=", Tn, " C=", C, " NH=", NH);
   GPT_CHECK(C % NH == 0, "attention: C=", C, " must be a multiple of NH=", NH);
@@ -94,6 +94,9 @@ void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool ha
   GPT_CHECK(spec.normalize != Normalize::Fixed || spec.norm_const > 0,
             "attention: the fixed normalisation constant must be > 0, got ", spec.norm_const);
   GPT_CHECK(!spec.learned_scale() || has_head_scale, "attention: the ssmax scale needs the per-head scales s_h");
+  GPT_CHECK(!spec.learned_sink() || has_sink, "attention: normalisation \"sink\" needs the per-head sink logits");
+  GPT_CHECK(!attn::sharpen_refused(spec), "attention: re-weighting (p > 0) does not compose with normalisation ",
+            stage_name(spec.normalize), ": it renormalises rows to 1, undoing the weight the sink leaves out");
   GPT_CHECK(spec.window >= 0 && spec.sinks >= 0, "attention: the window and the sinks must be >= 0, got window=",
             spec.window, " sinks=", spec.sinks);
 }
@@ -286,6 +289,7 @@ struct HeadConsts {
   double slope;       // ALiBi slope (0 without ALiBi)
   double bias;
   int D;
+  double zeta;        // the sink key's logit (attn::sink_logit)
 };
 
 // x_j = λ_i f σ_j + bias − slope (i − j) of row r of the block (i = i0 + r + 1,
@@ -299,6 +303,7 @@ attn_rows::RowArgs<T> row_args(const RowBlock<T>& rb, int r, const AttentionSpec
   a.lf = static_cast<T>(attn::row_scale(s, i, hc.D, hc.head_scale) * hc.factor);
   a.bias = static_cast<T>(hc.bias);
   a.slope = static_cast<T>(hc.slope);
+  a.zeta = static_cast<T>(hc.zeta);
   if (rb.masked) {
     a.masked = true;
     a.ns = rb.ns;
@@ -326,11 +331,11 @@ void backward_weights_row(GemmKernel, const double* qk, double* u, double* w, co
 }
 template <typename T>
 double backward_grad_row(GemmKernel isa, const T* qk, const T* u, const T* w, T* g, const attn_rows::RowArgs<T>& a,
-                         const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f, bool want) {
+                         const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f, bool want, T* S) {
   if constexpr (std::is_same_v<T, float>)
-    return attn_rows::backward_grad_row_vec(isa, qk, u, w, g, a, s, r, D, lambda_f, f, want);
+    return attn_rows::backward_grad_row_vec(isa, qk, u, w, g, a, s, r, D, lambda_f, f, want, S);
   else
-    return attn_rows::backward_grad_row_scalar(qk, u, w, g, a, s, r, D, lambda_f, f, want);
+    return attn_rows::backward_grad_row_scalar(qk, u, w, g, a, s, r, D, lambda_f, f, want, S);
 }
 
 // Adds one row's diagnostics to acc[kAttentionDiagStats] (columns mapped to
@@ -419,12 +424,18 @@ struct BackwardTiles {
   }
 };
 
+// The sums a row block contributes to the gradients of the head's learned parameters.
+struct HeadGradSums {
+  double scale = 0;  // Σ_i dλ_i/ds_h Σ_j σ_ij dx_ij (ssmax)
+  double sink = 0;   // Σ_i dL/dζ_h (attn::sink_grad; normalisation sink)
+};
+
 // Backward of one row block: accumulates into dq_i (its rows), dk_j, dv_j
-// (j < i1) of the same head and returns Σ_i dλ_i/ds_h Σ_j σ_ij dx_ij. The
+// (j < i1) of the same head and returns the HeadGradSums of its rows. The
 // four products (g = dY·Vᵀ, dV += Wᵀ·dY, dQ += dS·K, dK += dSᵀ·Q) are GEMMs;
 // φ is evaluated once per element (u is kept for the derivative).
 template <typename T>
-double block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_stride, const T* st,
+HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_stride, const T* st,
                       BackwardTiles<T>& tl, const RowBlock<T>& rb, const HeadView<const T>& hv,
                       const HeadView<const T>* fv, const HeadView<T>* dfv, const AttentionSpec& s,
                       const HeadConsts& hc, GemmKernel isa) {
@@ -453,16 +464,18 @@ double block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_
                            R);
   });
   // Per row: h, S, dx, and dσ = λ f dx into g.
-  double dhead = 0;
+  HeadGradSums dhead;
   const T f = static_cast<T>(hc.factor);
   for (int r = 0; r < R; ++r) {
     const int i = rb.i0 + r + 1, n = rb.keys(r);
     const T lambda = static_cast<T>(attn::row_scale(s, i, hc.D, hc.head_scale));
+    T S = 0;
     const double sigma_dx = backward_grad_row(isa, rb.row(qk, r), rb.row(u, r), rb.row(w, r), rb.row(g, r),
                                               row_args<T>(rb, r, s, hc), s, rows[r], Di[r], lambda * f, f,
-                                              s.learned_scale());
+                                              s.learned_scale(), &S);
     std::fill(rb.row(g, r) + n, rb.row(g, r) + ncols, T(0));
-    dhead += attn::row_scale_grad(s, i) * sigma_dx;
+    dhead.scale += attn::row_scale_grad(s, i) * sigma_dx;
+    if (s.learned_sink()) dhead.sink += static_cast<double>(attn::sink_grad(s, rows[r], static_cast<T>(hc.zeta), S));
   }
   // The far pairs' share goes to the far copies of q and k.
   if (fv) far_backward(g, tl.far, rb, *fv, *dfv, fc);
@@ -477,17 +490,17 @@ double block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_
 }
 
 template <typename T>
-HeadConsts head_consts(const AttentionSpec& s, int h, int NH, int D, const T* head_scale) {
-  return {attn::score_factor(s, D), head_scale ? static_cast<double>(head_scale[h]) : 1.0,
-          s.alibi ? attn::alibi_slope(h, NH) : 0.0, s.bias, D};
+HeadConsts head_consts(const AttentionSpec& s, int h, int NH, int D, const HeadParams<T>& hp) {
+  return {attn::score_factor(s, D), hp.scale ? static_cast<double>(hp.scale[h]) : 1.0,
+          s.alibi ? attn::alibi_slope(h, NH) : 0.0, s.bias, D, attn::sink_logit(s, hp.sink, h)};
 }
 
 }  // namespace
 
 template <typename T>
 void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                       const T* head_scale, double* diag, const T* qkv_far) {
-  check_args(B, Tn, C, NH, spec, head_scale != nullptr);
+                       const HeadParams<std::type_identity_t<T>>& head, double* diag, const T* qkv_far) {
+  check_args(B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr);
   check_far(spec, qkv_far != nullptr);
   const int D = C / NH;
   const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
@@ -522,7 +535,7 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
       T* y = out + (static_cast<size_t>(b) * Tn + rb.i0) * C + static_cast<size_t>(h) * D;
       block_forward(y, static_cast<size_t>(C), st.data(), diag ? &item_diag[item * kAttentionDiagStats] : nullptr,
                     tile, ftile, rb, hv, qkv_far ? &fv : nullptr, spec,
-                    head_consts(spec, h, NH, D, head_scale), isa);
+                    head_consts(spec, h, NH, D, head), isa);
       // stats (B,NH,T,kStats)
       if (stats)
         std::copy(st.begin(), st.begin() + rb.rows() * kStats,
@@ -538,14 +551,15 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
 }
 
 template <typename T>
-void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, const T* stats, const T* qkv, int B,
-                        int Tn, int C, int NH, const AttentionSpec& spec, const T* head_scale, T* dqkv_far,
-                        const T* qkv_far) {
-  check_args(B, Tn, C, NH, spec, head_scale != nullptr);
+void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhp, const T* dout, const T* out,
+                        const T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                        const HeadParams<std::type_identity_t<T>>& head, T* dqkv_far, const T* qkv_far) {
+  check_args(B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr);
   check_far(spec, qkv_far != nullptr);
   GPT_CHECK(!qkv_far || dqkv_far, "attention_backward: a distance remapping needs dqkv_far");
   GPT_CHECK(stats != nullptr, "attention_backward: the forward's stats are required");
-  GPT_CHECK(!spec.learned_scale() || dhead_scale != nullptr, "attention_backward: ssmax needs dhead_scale");
+  GPT_CHECK(!spec.learned_scale() || dhp.scale != nullptr, "attention_backward: ssmax needs dhead_scale");
+  GPT_CHECK(!spec.learned_sink() || dhp.sink != nullptr, "attention_backward: the sink needs the sink gradients");
   const int D = C / NH;
   const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
   CallScratch<T>& cs = call_scratch<T>();
@@ -557,7 +571,7 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
   if (qkv_far) std::fill(dheads_far, dheads_far + n, T(0));
   to_heads(heads, qkv, B, Tn, C, NH, spec.score == Score::Cosine);
   if (qkv_far) to_heads(heads_far, qkv_far, B, Tn, C, NH, spec.score == Score::Cosine);
-  std::vector<double> dhead(static_cast<size_t>(B) * NH, 0.0);
+  std::vector<HeadGradSums> dhead(static_cast<size_t>(B) * NH);
   const GemmKernel isa = gemm_kernel();
 
   // dk_j and dv_j collect terms from every row i >= j, so a work item is a
@@ -574,14 +588,16 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
       const HeadView<T> dhv(dheads, b, h, Tn, NH, D);
       const HeadView<const T> fv(qkv_far ? heads_far : heads, b, h, Tn, NH, D);
       const HeadView<T> dfv(qkv_far ? dheads_far : dheads, b, h, Tn, NH, D);
-      const HeadConsts hc = head_consts(spec, h, NH, D, head_scale);
+      const HeadConsts hc = head_consts(spec, h, NH, D, head);
       for (int i0 = 0; i0 < Tn; i0 += kRowBlock) {
         const RowBlock<T> rb(i0, std::min(Tn, i0 + kRowBlock), tile_ld(Tn), spec);
         // dout, out (B,T,C) row (b,i0), head h; stats (B,NH,T,kStats)
         const size_t row = (static_cast<size_t>(b) * Tn + i0) * C + static_cast<size_t>(h) * D;
         const T* st = stats + (static_cast<size_t>(bh) * Tn + i0) * kStats;
-        dhead[bh] += block_backward(dhv, dout + row, out + row, static_cast<size_t>(C), st, tiles, rb, hv,
-                                    qkv_far ? &fv : nullptr, qkv_far ? &dfv : nullptr, spec, hc, isa);
+        const HeadGradSums part = block_backward(dhv, dout + row, out + row, static_cast<size_t>(C), st, tiles, rb,
+                                                 hv, qkv_far ? &fv : nullptr, qkv_far ? &dfv : nullptr, spec, hc, isa);
+        dhead[bh].scale += part.scale;
+        dhead[bh].sink += part.sink;
       }
     }
   }
@@ -597,22 +613,26 @@ void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, co
   };
   scatter(dqkv, dheads, qkv);
   if (qkv_far) scatter(dqkv_far, dheads_far, qkv_far);
-  if (spec.learned_scale())
-    for (int h = 0; h < NH; ++h) {
-      double sum = 0;
-      for (int b = 0; b < B; ++b) sum += dhead[static_cast<size_t>(b) * NH + h];
-      dhead_scale[h] += static_cast<T>(sum);
+  for (int h = 0; h < NH; ++h) {
+    double scale = 0, sink = 0;
+    for (int b = 0; b < B; ++b) {
+      scale += dhead[static_cast<size_t>(b) * NH + h].scale;
+      sink += dhead[static_cast<size_t>(b) * NH + h].sink;
     }
+    if (spec.learned_scale()) dhp.scale[h] += static_cast<T>(scale);
+    if (spec.learned_sink()) dhp.sink[h] += static_cast<T>(sink);
+  }
 }
 
 template void attention_forward<float>(float*, float*, const float*, int, int, int, int, const AttentionSpec&,
-                                       const float*, double*, const float*);
+                                       const HeadParams<float>&, double*, const float*);
 template void attention_forward<double>(double*, double*, const double*, int, int, int, int, const AttentionSpec&,
-                                        const double*, double*, const double*);
-template void attention_backward<float>(float*, float*, const float*, const float*, const float*, const float*, int,
-                                        int, int, int, const AttentionSpec&, const float*, float*, const float*);
-template void attention_backward<double>(double*, double*, const double*, const double*, const double*,
-                                         const double*, int, int, int, int, const AttentionSpec&, const double*,
-                                         double*, const double*);
+                                        const HeadParams<double>&, double*, const double*);
+template void attention_backward<float>(float*, const HeadGrads<float>&, const float*, const float*, const float*,
+                                        const float*, int, int, int, int, const AttentionSpec&,
+                                        const HeadParams<float>&, float*, const float*);
+template void attention_backward<double>(double*, const HeadGrads<double>&, const double*, const double*,
+                                         const double*, const double*, int, int, int, int, const AttentionSpec&,
+                                         const HeadParams<double>&, double*, const double*);
 
 }  // namespace gpt::cpu

@@ -32,9 +32,16 @@ void forward_row_scalar(T* row, const RowArgs<T>& a, const AttentionSpec& s, T* 
         shift = first ? row[j] : std::max(shift, row[j]);
         first = false;
       }
+    shift = attn::row_shift(s, shift, a.zeta);
   }
+  const T c = attn::zero_level(s, shift);  // softpick's level, else 0
   T z = 0;
-  for (int j = 0; j < n; ++j) z += (row[j] = a.kept(j) ? attn::positivity(s.positivity, row[j] - shift) : T(0));
+  for (int j = 0; j < n; ++j) {
+    const T u = a.kept(j) ? attn::positivity(s.positivity, row[j] - shift) : T(0);
+    row[j] = a.kept(j) && u - c > T(0) ? u - c : T(0);
+    z += a.kept(j) ? std::abs(u - c) : T(0);
+  }
+  z += attn::norm_extra(s, shift, a.zeta);
   const T inv_z = attn::inv_norm(s, z);
   T a_max = 0;
   for (int j = 0; j < n; ++j) a_max = std::max(a_max, row[j] *= inv_z);
@@ -58,25 +65,26 @@ void backward_weights_row_scalar(const T* qk, T* u, T* w, const RowArgs<T>& a, c
   for (int j = 0; j < a.n; ++j) {
     const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j));
     u[j] = r.u(s, x);
-    w[j] = a.kept(j) ? r.w_from_a(u[j] * r.inv_z) : T(0);
+    w[j] = a.kept(j) ? r.w_from_a(r.numer(u[j]) * r.inv_z) : T(0);
   }
 }
 
 template <typename T>
 double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const RowArgs<T>& a,
                                 const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f,
-                                bool want_sigma_dx) {
+                                bool want_sigma_dx, T* S_out) {
   const int n = a.n;
   T S = 0;
   if (r.sharpen) {
     for (int j = 0; j < n; ++j) {
-      const T av = u[j] * r.inv_z;
+      const T av = r.numer(u[j]) * r.inv_z;
       g[j] = a.kept(j) ? attn::grad_a(r, av, w[j], g[j], D) : T(0);
       S += a.kept(j) ? av * g[j] : T(0);
     }
   } else {
     S = D;  // w = a, h = g: Σ a h = Σ w g = dy·y
   }
+  if (S_out) *S_out = S;
   double sigma_dx = 0;
   for (int j = 0; j < n; ++j) {
     if (!a.kept(j)) {
@@ -99,10 +107,10 @@ template void backward_weights_row_scalar<double>(const double*, double*, double
                                                   const AttentionSpec&, const attn::Row<double>&);
 template double backward_grad_row_scalar<float>(const float*, const float*, const float*, float*,
                                                 const RowArgs<float>&, const AttentionSpec&, const attn::Row<float>&,
-                                                float, float, float, bool);
+                                                float, float, float, bool, float*);
 template double backward_grad_row_scalar<double>(const double*, const double*, const double*, double*,
                                                  const RowArgs<double>&, const AttentionSpec&,
-                                                 const attn::Row<double>&, double, double, double, bool);
+                                                 const attn::Row<double>&, double, double, double, bool, double*);
 
 // ---- vector (float) ------------------------------------------------------------------
 namespace {
@@ -211,7 +219,8 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
       mx[l] = cm.in(j0 + l) && v > mx[l] ? v : mx[l];
     }
   }
-  const float shift = attn::shifted(s) ? lane_max(mx) : 0.0f;
+  const float shift = attn::shifted(s) ? attn::row_shift(s, lane_max(mx), a.zeta) : 0.0f;
+  const float c = attn::zero_level(s, shift);  // softpick's level (libm, as row_from_stats), else 0
   float z[L] = {}, um[L] = {};
   for (int j0 = 0; j0 < nb; j0 += L) {
     float* x = row + j0;
@@ -219,12 +228,13 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
     for (int l = 0; l < L; ++l) {
       const bool in = cm.in(j0 + l);
       const float u = phi_v<P>(x[l] - shift);
-      x[l] = M && !in ? 0.0f : u;  // masked columns inside the row get weight 0
-      z[l] += in ? u : 0.0f;
-      um[l] = in && u > um[l] ? u : um[l];
+      const float num = u - c > 0.0f ? u - c : 0.0f;  // = u where c = 0
+      x[l] = M && !in ? 0.0f : num;  // masked columns inside the row get weight 0
+      z[l] += in ? std::fabs(u - c) : 0.0f;
+      um[l] = in && num > um[l] ? num : um[l];
     }
   }
-  const float zs = lane_sum(z);
+  const float zs = lane_sum(z) + attn::norm_extra(s, shift, a.zeta);
   const float inv_z = attn::inv_norm(s, zs);
   st[0] = shift;
   st[1] = zs;
@@ -264,7 +274,7 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
                                                  const attn::Row<float>& r) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
   const ColMap<M> cm(a);
-  const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z;
+  const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z, c = r.zero;
   const float ri = r.i, off = r.offset, t_max = r.t_max, p = r.p, inv_r = r.inv_r;
   for (int j0 = 0; j0 < nb; j0 += L) {
     if (r.sharpen) {
@@ -273,7 +283,7 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
         const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
         const float uu = phi_v<P>(x - shift);
         u[j0 + l] = uu;
-        const float t = attn::sharpen_t(ri, uu * inv_z, off);
+        const float t = attn::sharpen_t(ri, (uu - c > 0.0f ? uu - c : 0.0f) * inv_z, off);
         w[j0 + l] = cm.in(j0 + l) && t > 0.0f ? pow01_v(t / t_max, p) * inv_r : 0.0f;
       }
     } else {
@@ -282,7 +292,7 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
         const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
         const float uu = phi_v<P>(x - shift);
         u[j0 + l] = uu;
-        w[j0 + l] = cm.in(j0 + l) ? uu * inv_z : 0.0f;
+        w[j0 + l] = cm.in(j0 + l) ? (uu - c > 0.0f ? uu - c : 0.0f) * inv_z : 0.0f;
       }
     }
   }
@@ -292,10 +302,10 @@ template <Positivity P, bool M>
 GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u, const float* w, float* g,
                                                 const RowArgs<float>& a, const AttentionSpec& s,
                                                 const attn::Row<float>& r, float D, float lambda_f, float f,
-                                                bool want_sigma_dx) {
+                                                bool want_sigma_dx, float* S_out) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
   const ColMap<M> cm(a);
-  const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z;
+  const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z, c = r.zero;
   float S = D;  // without sharpening w = a, h = g: Σ a h = Σ w g = dy·y
   if (r.sharpen) {
     const float ri = r.i, off = r.offset, p = r.p;
@@ -303,7 +313,8 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
     for (int j0 = 0; j0 < nb; j0 += L) {
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
-        const float av = u[j0 + l] * inv_z;
+        const float uc = u[j0 + l] - c;
+        const float av = (uc > 0.0f ? uc : 0.0f) * inv_z;
         const float t = attn::sharpen_t(ri, av, off);
         const bool in = cm.in(j0 + l);
         const float h = in && t > 0.0f ? ri * (p * w[j0 + l] / t * (g[j0 + l] - D)) : 0.0f;
@@ -313,17 +324,32 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
     }
     S = lane_sum(sl);
   }
-  const bool l1 = s.normalize == Normalize::L1;
-  const float S_l1 = l1 ? S : 0.0f;
+  if (S_out) *S_out = S;
+  const float S_l1 = attn::row_normalised(s) ? S : 0.0f;
   float sd[L] = {};
-  for (int j0 = 0; j0 < nb; j0 += L) {
+  if (attn::softpick(s)) {  // attn::grad_x_u's 1[u > c]·h − sgn(u − c)·S
+    for (int j0 = 0; j0 < nb; j0 += L) {
 #pragma omp simd
-    for (int l = 0; l < L; ++l) {
-      const bool in = cm.in(j0 + l);
-      const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
-      const float dx = phi_grad_v<P>(x - shift, u[j0 + l]) * inv_z * (g[j0 + l] - S_l1);
-      sd[l] += in ? f * qk[j0 + l] * dx : 0.0f;
-      g[j0 + l] = in ? lambda_f * dx : 0.0f;
+      for (int l = 0; l < L; ++l) {
+        const bool in = cm.in(j0 + l);
+        const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
+        const float uu = u[j0 + l];
+        const float hs = uu > c ? g[j0 + l] - S : (uu < c ? S : 0.0f);
+        const float dx = phi_grad_v<P>(x - shift, uu) * inv_z * hs;
+        sd[l] += in ? f * qk[j0 + l] * dx : 0.0f;
+        g[j0 + l] = in ? lambda_f * dx : 0.0f;
+      }
+    }
+  } else {
+    for (int j0 = 0; j0 < nb; j0 += L) {
+#pragma omp simd
+      for (int l = 0; l < L; ++l) {
+        const bool in = cm.in(j0 + l);
+        const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
+        const float dx = phi_grad_v<P>(x - shift, u[j0 + l]) * inv_z * (g[j0 + l] - S_l1);
+        sd[l] += in ? f * qk[j0 + l] * dx : 0.0f;
+        g[j0 + l] = in ? lambda_f * dx : 0.0f;
+      }
     }
   }
   if (!want_sigma_dx) return 0.0;
@@ -357,7 +383,7 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
   ATTR double backward_grad_row_##SUFFIX(const float* qk, const float* u, const float* w, float* g,              \
                                          const RowArgs<float>& a, const AttentionSpec& s,                      \
                                          const attn::Row<float>& r, float D, float lambda_f, float f,          \
-                                         bool want) {                                                          \
+                                         bool want, float* S_out) {                                            \
     GPT_ATTN_POSITIVITY_SWITCH(BG_CALL)                                                                         \
     return 0.0;                                                                                                 \
   }
@@ -366,8 +392,8 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
 #define BW_CALL(P) \
   a.masked ? backward_weights_row_body<P, true>(qk, u, w, a, r) : backward_weights_row_body<P, false>(qk, u, w, a, r)
 #define BG_CALL(P)                                                                 \
-  a.masked ? backward_grad_row_body<P, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want) \
-           : backward_grad_row_body<P, false>(qk, u, w, g, a, s, r, D, lambda_f, f, want)
+  a.masked ? backward_grad_row_body<P, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out) \
+           : backward_grad_row_body<P, false>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out)
 
 GPT_ATTN_ROWS_FOR_ISA(avx512, __attribute__((target("avx512f"))))
 GPT_ATTN_ROWS_FOR_ISA(avx2, __attribute__((target("avx2,fma"))))
@@ -406,14 +432,14 @@ void backward_weights_row_vec(GemmKernel isa, const float* qk, float* u, float* 
 
 double backward_grad_row_vec(GemmKernel isa, const float* qk, const float* u, const float* w, float* g,
                              const RowArgs<float>& a, const AttentionSpec& s, const attn::Row<float>& r, float D,
-                             float lambda_f, float f, bool want_sigma_dx) {
+                             float lambda_f, float f, bool want_sigma_dx, float* S_out) {
   switch (isa) {
     case GemmKernel::Avx512:
-      return backward_grad_row_avx512(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx);
+      return backward_grad_row_avx512(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx, S_out);
     case GemmKernel::Avx2:
-      return backward_grad_row_avx2(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx);
+      return backward_grad_row_avx2(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx, S_out);
     default:
-      return backward_grad_row_base(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx);
+      return backward_grad_row_base(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx, S_out);
   }
 }
 

@@ -40,13 +40,15 @@ struct RowArgs {
   T lf = 1, bias = 0, slope = 0;
   bool masked = false;
   int ns = 0, off = 0, lo = 0, sinks = 0;
+  T zeta = 0;  // the sink key's logit (attn::sink_logit; normalisations off_by_one and sink)
 
   int key(int c) const { return c < ns ? c : c + off; }
   bool kept(int c) const { return c < n && (!masked || key(c) < sinks || key(c) >= lo); }
 };
 
 // Forward: row holds σ_j (j < n); leaves the weights w_j and writes the
-// row's statistics (shift, Z, max a, Σr) to st[0..3].
+// row's statistics (shift, Z, max a, Σr) to st[0..3]. Z includes the sink
+// key's φ(ζ − shift) or softpick's ε (attn::norm_extra).
 template <typename T>
 void forward_row_scalar(T* row, const RowArgs<T>& a, const AttentionSpec& s, T* st);
 void forward_row_vec(GemmKernel isa, float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st);
@@ -64,13 +66,14 @@ void backward_weights_row_vec(GemmKernel isa, const float* qk, float* u, float* 
 // λ_i f dx_j in g (0 past n: up to n in the scalar version, to
 // padded_keys(n) in the vector version). D = dy_i·y_i, lambda_f = λ_i·f.
 // Returns Σ_j f·σ_j·dx_j when want_sigma_dx (the ssmax scale's gradient
-// needs it), else 0.
+// needs it), else 0; S_out (if not null) receives S = Σ_j a_j h_j (the sink
+// logit's gradient needs it: attn::sink_grad).
 template <typename T>
 double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const RowArgs<T>& a,
                                 const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f,
-                                bool want_sigma_dx);
+                                bool want_sigma_dx, T* S_out = nullptr);
 double backward_grad_row_vec(GemmKernel isa, const float* qk, const float* u, const float* w, float* g,
                              const RowArgs<float>& a, const AttentionSpec& s, const attn::Row<float>& r, float D,
-                             float lambda_f, float f, bool want_sigma_dx);
+                             float lambda_f, float f, bool want_sigma_dx, float* S_out = nullptr);
 
 }  // namespace gpt::cpu::attn_rows

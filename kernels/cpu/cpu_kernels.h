@@ -13,6 +13,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <type_traits>
+
 #include "kernels/attention_spec.h"
 #include "kernels/bf16_round.h"
 
@@ -98,27 +100,30 @@ void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const R
 // Every stage combination of kernels/attention_spec.h. qkv (B,T,3C): q, k, v
 // each C wide, head h at columns h*D..h*D+D-1. out (B,T,C). stats
 // (B,NH,T, spec.stats_per_row()): per-row statistics the backward needs; may
-// be null for inference. head_scale (NH): the learned ssmax scales s_h
-// (required for scale ssmax, ignored otherwise). diag (NH, kAttentionDiagStats)
+// be null for inference. head: the layer's learned per-head parameters (NH
+// each): head.scale the ssmax scales s_h (required for scale ssmax), head.sink
+// the sink logits ζ_h (required for normalisation sink), ignored otherwise; a
+// plain pointer converts to head.scale. diag (NH, kAttentionDiagStats)
 // accumulates (+=) per-head diagnostics when non-null. No T×T buffer is kept:
 // blocks of query rows are streamed through per-thread tiles of (row block ×
 // T) scalars, so memory is linear in T.
-template <typename T>
 // With a distance remapping (remap::on(spec.rope)) qkv_far is the far copy
 // of qkv, q and k rotated at remap::far_query_pos / far_key_pos (v unused):
 // a pair with m − n >= the remap window is scored with it. Null otherwise.
-void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C,
-                       int NH, const AttentionSpec& spec, const T* head_scale,
-                       double* diag, const T* qkv_far = nullptr);
-// dqkv (B,T,3C) += gradient and dhead_scale (NH) += dL/ds_h (ssmax only;
-// may be null otherwise), given dout (B,T,C) and the forward's out, stats.
-// Weights are recomputed row by row from qkv and stats.
 template <typename T>
+void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C,
+                       int NH, const AttentionSpec& spec, const HeadParams<std::type_identity_t<T>>& head,
+                       double* diag, const T* qkv_far = nullptr);
+// dqkv (B,T,3C) += gradient, dhead.scale (NH) += dL/ds_h (ssmax only) and
+// dhead.sink (NH) += dL/dζ_h (sink only; each may be null otherwise), given
+// dout (B,T,C) and the forward's out, stats. Weights are recomputed row by
+// row from qkv and stats.
 // With a distance remapping, dqkv_far += the gradient of the far copy (its q
 // and k parts; v gets none).
-void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out,
+template <typename T>
+void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhead, const T* dout, const T* out,
                         const T* stats, const T* qkv, int B, int Tn, int C,
-                        int NH, const AttentionSpec& spec, const T* head_scale,
+                        int NH, const AttentionSpec& spec, const HeadParams<std::type_identity_t<T>>& head,
                         T* dqkv_far = nullptr, const T* qkv_far = nullptr);
 
 // ---- classifier -------------------------------------------------------------------

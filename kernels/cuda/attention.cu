@@ -183,8 +183,10 @@ __device__ void load_tile(float4* dst, const float* base, size_t stride, int t0,
 // separately for the backward's dσ = λ_i·f·dx.
 struct RowConsts {
   float lf, lambda, f, bias, slope;
+  float zeta;  // the sink key's logit (attn::sink_logit)
 };
-__device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int h, int NH, const float* head_scale) {
+__device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int h, int NH, const float* head_scale,
+                                       const float* head_sink) {
   const double factor = attn::score_factor(s, D);
   const double hs = head_scale ? static_cast<double>(head_scale[h]) : 1.0;
   const double lambda = attn::row_scale(s, i, D, hs);
@@ -194,6 +196,7 @@ __device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int
   rc.f = static_cast<float>(factor);
   rc.bias = static_cast<float>(s.bias);
   rc.slope = s.alibi ? static_cast<float>(attn::alibi_slope(h, NH)) : 0.f;
+  rc.zeta = static_cast<float>(attn::sink_logit(s, head_sink, h));
   return rc;
 }
 // x_ij = λ f (q_i·k_j) + bias − slope (i − j), with i0, j 0-based.
@@ -224,6 +227,7 @@ struct Inputs {
   int T, NH;
   AttentionSpec spec;
   const float* head_scale;
+  const float* head_sink = nullptr;
 };
 
 __device__ __forceinline__ size_t row_offset(int b, int t, int T, size_t stride, int h, int D) {
@@ -278,7 +282,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;  // longest rows first
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale);
+  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
@@ -290,9 +294,12 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const int n_keys = min(T, q0 + kRowsPerBlock);  // keys seen by any row of the block
   const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = key_parts(in);
   PartQuery<D> pq;
-  // Pass 1: shift (running maximum when shifted), Z and max u; without
-  // sharpening also Σ u v, rescaled whenever the maximum grows.
-  float m = shifted ? -INFINITY : 0.f, z = 0.f, umax = 0.f;
+  // Pass 1: shift (running maximum when shifted, from the sink's logit or
+  // softpick's 0 up), Z and max u; without sharpening also Σ u v, rescaled
+  // whenever the maximum grows. Softpick sums |u − c| and relu(u − c) with
+  // c = e^(−m), which the rescaling by e^(m_old − m_new) keeps exact.
+  float m = shifted ? static_cast<float>(attn::shift_floor(s, rc.zeta)) : 0.f, z = 0.f, umax = 0.f;
+  float c = attn::zero_level(s, m);
   for (int it = 0; it < parts * n_tiles; ++it) {
     const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
     if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
@@ -314,16 +321,19 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
       umax *= corr;
       if (!two_pass) acc.scale(corr);
       m = tmax;
+      c = attn::zero_level(s, m);
     }
 #pragma unroll
     for (int jj = 0; jj < kKeyTile; ++jj) {
       const bool valid = row_ok && pair_in(s, part, i0, j0 + jj);
       const float u = valid ? attn::positivity(PHI, x[jj] - m) : 0.f;
-      z += u;
-      umax = fmaxf(umax, u);
-      if (!two_pass) acc.axpy(u, vs + jj * G::D4, lane);
+      const float num = valid && u - c > 0.f ? u - c : 0.f;  // = u where c = 0
+      z += valid ? fabsf(u - c) : 0.f;
+      umax = fmaxf(umax, num);
+      if (!two_pass) acc.axpy(num, vs + jj * G::D4, lane);
     }
   }
+  z += attn::norm_extra(s, shifted ? m : 0.f, rc.zeta);
   float st[kStats] = {shifted ? m : 0.f, z, umax * attn::inv_norm(s, z), 0.f};
   float y_scale = attn::inv_norm(s, z);
 
@@ -376,7 +386,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale);
+  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   Slice<D> q;
@@ -442,6 +452,7 @@ struct Grads {
   size_t dqk_stride, dv_stride;
   float* row_ds;  // (B,NH,T,2): D_i, S_i, written by dq_kernel for dkdv_kernel
   double* dhead;  // (NH) Σ dλ/ds Σ σ dx, ssmax only
+  double* dsink = nullptr;  // (NH) Σ_i dL/dζ_h, normalisation sink only
 };
 
 // grid (query tiles, B*NH), block kRowsPerBlock*L threads.
@@ -456,7 +467,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale);
+  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
@@ -532,6 +543,8 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   }
   if (learned)
     warp_atomic_add(gr.dhead + h, row_ok && lane == 0 ? attn::row_scale_grad(s, i) * sigma_dx : 0.0);
+  if (s.learned_sink())
+    warp_atomic_add(gr.dsink + h, row_ok && lane == 0 ? static_cast<double>(attn::sink_grad(s, row, rc.zeta, S)) : 0.0);
   if (!row_ok) return;
   acc.add_to((pq.part ? gr.dq_far : gr.dq) + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
   if (lane == 0) {
@@ -563,7 +576,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
   const int k0 = (gridDim.x - 1 - blockIdx.x) * kKeysPerBlock;  // most query rows first
   const int lane = threadIdx.x % G::L, j = k0 + threadIdx.x / G::L;
   const bool key_ok = j < T;
-  const RowConsts rc0 = row_consts(s, 1, D, h, NH, in.head_scale);  // f, bias, slope (per head)
+  const RowConsts rc0 = row_consts(s, 1, D, h, NH, in.head_scale, in.head_sink);  // f, bias, slope (per head)
   const float* qbase = in.q + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* dybase = gr.dout + row_offset(b, 0, T, C, h, D);
   Slice<D> k, v, dk, dv;
@@ -600,7 +613,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
         Di = gr.row_ds[row * 2];
         S = gr.row_ds[row * 2 + 1];
       }
-      const RowConsts rc = row_consts(s, i0 + 1, D, h, NH, in.head_scale);
+      const RowConsts rc = row_consts(s, i0 + 1, D, h, NH, in.head_scale, in.head_sink);
       rows[r] = attn::row_from_stats(s, i0 + 1, st);
       lfs[r] = rc.lf;
       lambdas[r] = rc.lambda;
@@ -699,7 +712,8 @@ constexpr int kHeadSizes[] = {16, 32, 64, 128};
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale) {
+void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale,
+                bool has_sink) {
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, fn, ": B, T, C, NH must be positive, got B=", B, " T=", Tn,
             " C=", C, " NH=", NH);
   GPT_CHECK(C % NH == 0, fn, ": C=", C, " must be a multiple of NH=", NH);
@@ -713,6 +727,9 @@ void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpe
   GPT_CHECK(spec.normalize != Normalize::Fixed || spec.norm_const > 0, fn,
             ": the fixed normalisation constant must be > 0, got ", spec.norm_const);
   GPT_CHECK(!spec.learned_scale() || has_head_scale, fn, ": the ssmax scale needs the per-head scales s_h");
+  GPT_CHECK(!spec.learned_sink() || has_sink, fn, ": normalisation \"sink\" needs the per-head sink logits");
+  GPT_CHECK(!attn::sharpen_refused(spec), fn, ": re-weighting (p > 0) does not compose with normalisation ",
+            stage_name(spec.normalize), ": it renormalises rows to 1, undoing the weight the sink leaves out");
   const int phi = static_cast<int>(spec.positivity), score = static_cast<int>(spec.score),
             scale = static_cast<int>(spec.scale), norm = static_cast<int>(spec.normalize);
   GPT_CHECK(phi >= 0 && phi < kPositivityCount && score >= 0 && score < kScoreCount && scale >= 0 &&
@@ -758,7 +775,7 @@ size_t elementwise_blocks(size_t n, int threads) { return (n + threads - 1) / th
 // q, k for the kernels: qkv itself, or (cosine) a normalised copy of q and k
 // in norm (B,T,2C), which must then hold B*T*2C floats.
 Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                   const float* head_scale, cudaStream_t stream) {
+                   const HeadParams<float>& head, cudaStream_t stream) {
   Inputs in;
   if (norm) {
     const size_t rows = static_cast<size_t>(B) * Tn;
@@ -778,7 +795,8 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
   in.T = Tn;
   in.NH = NH;
   in.spec = spec;
-  in.head_scale = spec.learned_scale() ? head_scale : nullptr;
+  in.head_scale = spec.learned_scale() ? head.scale : nullptr;
+  in.head_sink = spec.learned_sink() ? head.sink : nullptr;
   return in;
 }
 
@@ -786,7 +804,7 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
 void add_far_inputs(Inputs& in, const float* qkv_far, float* norm_far, int B, int Tn, int C, int NH,
                     cudaStream_t stream) {
   if (!qkv_far) return;
-  const Inputs f = make_inputs(qkv_far, norm_far, B, Tn, C, NH, in.spec, in.head_scale, stream);
+  const Inputs f = make_inputs(qkv_far, norm_far, B, Tn, C, NH, in.spec, {in.head_scale, in.head_sink}, stream);
   in.qf = f.q;
   in.kf = f.k;
 }
@@ -803,9 +821,9 @@ void check_far(const char* fn, const AttentionSpec& spec, const float* qkv_far) 
 }  // namespace
 
 void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
-                       const AttentionSpec& spec, const float* head_scale, double* diag, cudaStream_t stream,
+                       const AttentionSpec& spec, const HeadParams<float>& head, double* diag, cudaStream_t stream,
                        const float* qkv_far) {
-  check_args("cuda::attention_forward", B, Tn, C, NH, spec, head_scale != nullptr);
+  check_args("cuda::attention_forward", B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr);
   check_far("cuda::attention_forward", spec, qkv_far);
   GPT_CHECK(out && qkv, "cuda::attention_forward: out and qkv must be non-null");
   GPT_CHECK(aligned16(out) && aligned16(qkv), "cuda::attention_forward: out and qkv must be 16-byte aligned");
@@ -819,7 +837,7 @@ void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn
   if (!stats) stats = own_stats.as<float>();
   Scratch norm_far(cosine && qkv_far ? rows * 2 * C * sizeof(float) : 0, stream,
                    "cudaMallocAsync of the far cosine q/k copy");
-  Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head_scale, stream);
+  Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head, stream);
   add_far_inputs(in, qkv_far, norm_far.as<float>(), B, Tn, C, NH, stream);
   const dim3 grid(tiles(Tn, kRowsPerBlock), B * NH);
   dispatch(D, spec.positivity, [&](auto d, auto phi) {
@@ -834,32 +852,34 @@ void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn
   });
 }
 
-void attention_backward(float* dqkv, float* dhead_scale, const float* dout, const float* out, const float* stats,
-                        const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                        const float* head_scale, cudaStream_t stream, float* dqkv_far, const float* qkv_far) {
-  check_args("cuda::attention_backward", B, Tn, C, NH, spec, head_scale != nullptr);
+void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* dout, const float* out,
+                        const float* stats, const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                        const HeadParams<float>& head, cudaStream_t stream, float* dqkv_far, const float* qkv_far) {
+  check_args("cuda::attention_backward", B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr);
   check_far("cuda::attention_backward", spec, qkv_far);
   GPT_CHECK(!qkv_far || (dqkv_far && aligned16(dqkv_far)),
             "cuda::attention_backward: a distance remapping needs a 16-byte aligned dqkv_far");
   GPT_CHECK(stats != nullptr, "cuda::attention_backward: the forward's stats are required");
-  GPT_CHECK(!spec.learned_scale() || dhead_scale != nullptr, "cuda::attention_backward: ssmax needs dhead_scale");
+  GPT_CHECK(!spec.learned_scale() || dhp.scale != nullptr, "cuda::attention_backward: ssmax needs dhead_scale");
+  GPT_CHECK(!spec.learned_sink() || dhp.sink != nullptr, "cuda::attention_backward: the sink needs the sink gradients");
   GPT_CHECK(dqkv && dout && out && qkv, "cuda::attention_backward: dqkv, dout, out and qkv must be non-null");
   GPT_CHECK(aligned16(dqkv) && aligned16(dout) && aligned16(out) && aligned16(qkv),
             "cuda::attention_backward: dqkv, dout, out and qkv must be 16-byte aligned");
   const int D = C / NH;
   const size_t rows = static_cast<size_t>(B) * Tn;
-  const bool cosine = spec.score == Score::Cosine, learned = spec.learned_scale();
+  const bool cosine = spec.score == Score::Cosine, learned = spec.learned_scale(), sink = spec.learned_sink();
   Scratch norm(cosine ? rows * 2 * C * sizeof(float) : 0, stream, "cudaMallocAsync of the cosine q/k copy");
   Scratch dhat(cosine ? rows * 2 * C * sizeof(float) : 0, stream, "cudaMallocAsync of the cosine q/k gradient");
   Scratch row_ds(static_cast<size_t>(B) * NH * Tn * 2 * sizeof(float), stream,
                  "cudaMallocAsync of the backward's row sums");
   Scratch dhead(learned ? NH * sizeof(double) : 0, stream, "cudaMallocAsync of the head-scale gradient");
+  Scratch dsink(sink ? NH * sizeof(double) : 0, stream, "cudaMallocAsync of the sink-logit gradient");
   const bool far = qkv_far != nullptr;
   Scratch norm_far(cosine && far ? rows * 2 * C * sizeof(float) : 0, stream,
                    "cudaMallocAsync of the far cosine q/k copy");
   Scratch dhat_far(cosine && far ? rows * 2 * C * sizeof(float) : 0, stream,
                    "cudaMallocAsync of the far cosine q/k gradient");
-  Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head_scale, stream);
+  Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head, stream);
   add_far_inputs(in, qkv_far, norm_far.as<float>(), B, Tn, C, NH, stream);
 
   Grads gr;
@@ -889,6 +909,8 @@ void attention_backward(float* dqkv, float* dhead_scale, const float* dout, cons
   gr.row_ds = row_ds.as<float>();
   gr.dhead = dhead.as<double>();
   if (learned) check_cuda(cudaMemsetAsync(gr.dhead, 0, NH * sizeof(double), stream), "cudaMemsetAsync");
+  gr.dsink = dsink.as<double>();
+  if (sink) check_cuda(cudaMemsetAsync(gr.dsink, 0, NH * sizeof(double), stream), "cudaMemsetAsync");
 
   dispatch(D, spec.positivity, [&](auto d, auto phi) {
     constexpr int kD = decltype(d)::value;
@@ -910,8 +932,12 @@ void attention_backward(float* dqkv, float* dhead_scale, const float* dout, cons
     }
   }
   if (learned) {
-    GPT_LAUNCH(tiles(NH, 128), 128, stream, add_head_scale_grad_kernel)(dhead_scale, gr.dhead, NH);
+    GPT_LAUNCH(tiles(NH, 128), 128, stream, add_head_scale_grad_kernel)(dhp.scale, gr.dhead, NH);
     check_launch("add_head_scale_grad_kernel launch");
+  }
+  if (sink) {
+    GPT_LAUNCH(tiles(NH, 128), 128, stream, add_head_scale_grad_kernel)(dhp.sink, gr.dsink, NH);
+    check_launch("add_head_scale_grad_kernel launch (sink logits)");
   }
 }
 

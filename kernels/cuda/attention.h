@@ -11,20 +11,22 @@
 namespace gpt::cuda {
 
 // All pointers are device memory. qkv (B,T,3C); out (B,T,C); stats
-// (B,NH,T,AttentionSpec::kStatsPerRow) or null (inference); head_scale (NH)
-// for the ssmax scale, ignored otherwise; diag (NH, kAttentionDiagStats)
+// (B,NH,T,AttentionSpec::kStatsPerRow) or null (inference); head: the learned
+// per-head parameters (NH each, device memory: the ssmax scales, the sink
+// logits), ignored where the variant has none; diag (NH, kAttentionDiagStats)
 // device doubles accumulated (+=) when non-null. No T×T buffer.
 // qkv_far: the far copy of a distance remapping (as cpu::attention_forward), null without one.
 void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
-                       const AttentionSpec& spec, const float* head_scale, double* diag, cudaStream_t stream,
+                       const AttentionSpec& spec, const HeadParams<float>& head, double* diag, cudaStream_t stream,
                        const float* qkv_far = nullptr);
 
-// dqkv (B,T,3C) += gradient; dhead_scale (NH) += dL/ds_h (ssmax only, may be
-// null otherwise); from dout (B,T,C) and the forward's out and stats; with a
+// dqkv (B,T,3C) += gradient; dhead.scale (NH) += dL/ds_h (ssmax only) and
+// dhead.sink (NH) += dL/dζ_h (sink only; each may be null otherwise); from
+// dout (B,T,C) and the forward's out and stats; with a
 // distance remapping dqkv_far += the far copy's gradient (q and k parts).
-void attention_backward(float* dqkv, float* dhead_scale, const float* dout, const float* out, const float* stats,
-                        const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                        const float* head_scale, cudaStream_t stream, float* dqkv_far = nullptr,
+void attention_backward(float* dqkv, const HeadGrads<float>& dhead, const float* dout, const float* out,
+                        const float* stats, const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                        const HeadParams<float>& head, cudaStream_t stream, float* dqkv_far = nullptr,
                         const float* qkv_far = nullptr);
 
 }  // namespace gpt::cuda

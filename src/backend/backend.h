@@ -101,13 +101,16 @@ class Backend : public ParamBackend<accum_t<T>> {
   virtual void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) = 0;
   virtual void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs,
                              int pos0) = 0;
-  // qkv_far / dqkv_far: the far copy of a distance remapping (cpu::attention_forward); null without one.
+  // head / dhead: the layer's learned per-head attention parameters and their
+  // gradients (ssmax scales, sink logits; cpu::attention_forward). qkv_far /
+  // dqkv_far: the far copy of a distance remapping; null without one.
   virtual void attention_forward(T* out, Acc* stats, const T* qkv, int B, int Tn, int C, int NH,
-                                 const AttentionSpec& spec, const T* head_scale, double* diag,
+                                 const AttentionSpec& spec, const HeadParams<T>& head, double* diag,
                                  const T* qkv_far = nullptr) = 0;
-  virtual void attention_backward(T* dqkv, Acc* dhead_scale, const T* dout, const T* out, const Acc* stats,
-                                  const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                                  const T* head_scale, T* dqkv_far = nullptr, const T* qkv_far = nullptr) = 0;
+  virtual void attention_backward(T* dqkv, const HeadGrads<Acc>& dhead, const T* dout, const T* out,
+                                  const Acc* stats, const T* qkv, int B, int Tn, int C, int NH,
+                                  const AttentionSpec& spec, const HeadParams<T>& head, T* dqkv_far = nullptr,
+                                  const T* qkv_far = nullptr) = 0;
   // A target of kIgnoreTarget (core/tokens.h) has loss 0 and a zero gradient row.
   virtual void crossentropy_forward(Acc* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) = 0;
   virtual void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const Acc* dloss, int N,

@@ -194,11 +194,11 @@ class Bf16Backend final : public Backend<bf16> {
   // Sequences in chunks of their qkv (Tn·3C); stats (B,NH,T,kStatsPerRow)
   // and the diagnostics (added to by every call) follow.
   void attention_forward(bf16* out, float* stats, const bf16* qkv, int B, int Tn, int C, int NH,
-                         const AttentionSpec& spec, const bf16* head_scale, double* diag,
+                         const AttentionSpec& spec, const HeadParams<bf16>& head, double* diag,
                          const bf16* qkv_far) override {
     const size_t TC = static_cast<size_t>(Tn) * C;
     const size_t stats_unit = static_cast<size_t>(NH) * Tn * AttentionSpec::kStatsPerRow;
-    const float* hs = widen(2, head_scale, NH);
+    const HeadParams<float> hs(widen(2, head.scale, NH), widen(4, head.sink, NH));
     by_units(B, 3 * TC, [&](int b0, int nb) {
       float* o = scratch(0, nb * TC);
       wide_->attention_forward(o, at(stats, b0 * stats_unit), widen(1, qkv + 3 * b0 * TC, 3 * nb * TC), nb, Tn, C,
@@ -206,14 +206,14 @@ class Bf16Backend final : public Backend<bf16> {
       narrow(out + b0 * TC, o, nb * TC);
     });
   }
-  void attention_backward(bf16* dqkv, float* dhead_scale, const bf16* dout, const bf16* out, const float* stats,
-                          const bf16* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                          const bf16* head_scale, bf16* dqkv_far, const bf16* qkv_far) override {
+  void attention_backward(bf16* dqkv, const HeadGrads<float>& dhead_scale, const bf16* dout, const bf16* out,
+                          const float* stats, const bf16* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                          const HeadParams<bf16>& head, bf16* dqkv_far, const bf16* qkv_far) override {
     const size_t TC = static_cast<size_t>(Tn) * C;
     const size_t stats_unit = static_cast<size_t>(NH) * Tn * AttentionSpec::kStatsPerRow;
-    const float* hs = widen(4, head_scale, NH);
-    // ssmax's dhead_scale is summed over the whole batch before it is added: one call.
-    const size_t unit = spec.learned_scale() ? static_cast<size_t>(-1) : 3 * TC;
+    const HeadParams<float> hs(widen(4, head.scale, NH), widen(7, head.sink, NH));
+    // ssmax's and the sink's head gradients are summed over the whole batch before they are added: one call.
+    const size_t unit = spec.learned_scale() || spec.learned_sink() ? static_cast<size_t>(-1) : 3 * TC;
     by_units(B, unit, [&](int b0, int nb) {
       const size_t q0 = 3 * b0 * TC, qn = 3 * nb * TC, o0 = b0 * TC, on = nb * TC;
       float* dq = widen(0, dqkv + q0, qn);
@@ -245,7 +245,7 @@ class Bf16Backend final : public Backend<bf16> {
   }
 
  private:
-  static constexpr int kSlots = 7;
+  static constexpr int kSlots = 8;
 
   // p + offset, or null for an absent tensor.
   template <typename P>

@@ -106,14 +106,13 @@ class CpuBackend final : public Backend<T> {
     cpu::rope_backward(dinp, dout, B, Tn, C, NH, rs, pos0);
   }
   void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                         const T* head_scale, double* diag, const T* qkv_far) override {
-    cpu::attention_forward(out, stats, qkv, B, Tn, C, NH, spec, head_scale, diag, qkv_far);
+                         const HeadParams<T>& head, double* diag, const T* qkv_far) override {
+    cpu::attention_forward(out, stats, qkv, B, Tn, C, NH, spec, head, diag, qkv_far);
   }
-  void attention_backward(T* dqkv, T* dhead_scale, const T* dout, const T* out, const T* stats, const T* qkv, int B,
-                          int Tn, int C, int NH, const AttentionSpec& spec, const T* head_scale, T* dqkv_far,
-                          const T* qkv_far) override {
-    cpu::attention_backward(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale, dqkv_far,
-                            qkv_far);
+  void attention_backward(T* dqkv, const HeadGrads<T>& dhead, const T* dout, const T* out, const T* stats,
+                          const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                          const HeadParams<T>& head, T* dqkv_far, const T* qkv_far) override {
+    cpu::attention_backward(dqkv, dhead, dout, out, stats, qkv, B, Tn, C, NH, spec, head, dqkv_far, qkv_far);
   }
   void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) override {
     cpu::crossentropy_forward(losses, logits, targets, N, V, Vp);

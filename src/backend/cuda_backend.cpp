@@ -153,7 +153,7 @@ class CudaBackend final : public Backend<float> {
   // diag (host doubles, NH × kAttentionDiagStats) += what the kernel adds to a
   // zeroed device copy.
   void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
-                         const AttentionSpec& spec, const float* head_scale, double* diag,
+                         const AttentionSpec& spec, const HeadParams<float>& head_scale, double* diag,
                          const float* qkv_far) override {
     const size_t ndiag = static_cast<size_t>(NH) * kAttentionDiagStats;
     double* ddiag = nullptr;
@@ -174,9 +174,10 @@ class CudaBackend final : public Backend<float> {
       for (size_t i = 0; i < ndiag; ++i) diag[i] += host[i];
     }
   }
-  void attention_backward(float* dqkv, float* dhead_scale, const float* dout, const float* out, const float* stats,
-                          const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                          const float* head_scale, float* dqkv_far, const float* qkv_far) override {
+  void attention_backward(float* dqkv, const HeadGrads<float>& dhead_scale, const float* dout, const float* out,
+                          const float* stats, const float* qkv, int B, int Tn, int C, int NH,
+                          const AttentionSpec& spec, const HeadParams<float>& head_scale, float* dqkv_far,
+                          const float* qkv_far) override {
     cuda::attention_backward(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale, stream_,
                              dqkv_far, qkv_far);
   }

@@ -291,6 +291,12 @@ void check_attention_compatible(const AttentionSpec& trained, const AttentionSpe
   GPT_CHECK(!trained.learned_scale() || wanted.learned_scale(), "attention ", wanted_name,
             " would drop the learned ssmax scales s_h that the checkpoint (trained with ", trained_name,
             ") holds; keep scale ssmax (e.g. --attention-set p=15)");
+  GPT_CHECK(!wanted.learned_sink() || trained.learned_sink(), "attention ", wanted_name,
+            " needs the learned sink logits, which the checkpoint (trained with ", trained_name,
+            ") does not have; normalize off_by_one is the sink without parameters");
+  GPT_CHECK(!trained.learned_sink() || wanted.learned_sink(), "attention ", wanted_name,
+            " would drop the learned sink logits that the checkpoint (trained with ", trained_name,
+            ") holds; keep normalize sink");
 }
 
 }  // namespace gpt

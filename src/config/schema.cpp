@@ -269,6 +269,18 @@ std::vector<Rule> make_rules() {
                                 (s.positivity == Positivity::Sigmoid && !c.attention.bias);
          return c.model.context >= 2 || !uses_ln_n;
        }},
+      {"\"attention.normalize\" off_by_one, sink and softpick measure from the positivity's value at 0, which relu "
+       "makes 0: off_by_one and softpick would equal l1 and the sink's gradient would vanish below 0; use positivity "
+       "exp, softplus or sigmoid",
+       {"attention.preset", "attention.positivity", "attention.normalize"},
+       [](const Config& c) {
+         const AttentionSpec s = resolve_attention(c);
+         return s.positivity != Positivity::Relu || !(attn::has_sink(s) || attn::softpick(s));
+       }},
+      {"re-weighting (\"attention.p\" > 0) renormalises every row it sharpens to 1, which undoes the weight that "
+       "\"attention.normalize\" off_by_one, sink or softpick leaves unassigned: use one or the other",
+       {"attention.preset", "attention.p", "attention.normalize"},
+       [](const Config& c) { return !attn::sharpen_refused(resolve_attention(c)); }},
       {"\"model.rope_fraction\" must rotate an even number >= 2 of each head's channels (f·D >= 2) and applies only "
        "to \"model.position\" = \"rope\"",
        {"model.rope_fraction", "model.position", "model.n_embd", "model.n_head"},

@@ -19,6 +19,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const int64_t C = m.n_embd, Vp = m.padded_vocab(), P = m.position_rows(), L = m.n_layer, H = m.n_head;
   const bool learned_positions = m.position == "learned";
   const bool learned_attn_scale = attn.learned_scale();
+  const bool learned_attn_sink = attn.learned_sink();
   auto add = [&](const char* name, Shape shape, InitKind init, bool decay, bool present, bool per_layer) {
     if (!present) return;
     if (per_layer) shape.insert(shape.begin(), L);

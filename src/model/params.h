@@ -26,7 +26,9 @@ enum class InitKind {
 
 // X(name, shape, init, decay, present). Shapes use C (channels), Vp (padded
 // vocabulary), P (position rows), H (heads). Weights are (out, in). Order =
-// buffer order. `present` may use learned_positions and learned_attn_scale.
+// buffer order. `present` may use learned_positions, learned_attn_scale and
+// learned_attn_sink (the sink logits ζ_h of normalisation "sink", starting at
+// 0: the sink begins as softmax1's implicit zero logit).
 #define GPT_GLOBAL_HEAD_PARAMS(X)                                   \
   X(wte, (Shape{Vp, C}), InitKind::Normal, true, true)              \
   X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions)
@@ -45,7 +47,8 @@ enum class InitKind {
   X(fcb, (Shape{4 * C}), InitKind::Zeros, false, true)                  \
   X(fcprojw, (Shape{C, 4 * C}), InitKind::NormalResidual, true, true)   \
   X(fcprojb, (Shape{C}), InitKind::Zeros, false, true)                 \
-  X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale)
+  X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale) \
+  X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink)
 
 #define GPT_GLOBAL_TAIL_PARAMS(X)                    \
   X(lnfw, (Shape{C}), InitKind::Ones, false, true)   \
@@ -67,7 +70,7 @@ struct ParamSpec {
 struct ParamLayout {
   std::vector<ParamSpec> specs;
   size_t total = 0;
-  // The attention variant decides the learned attention parameters (ssmax).
+  // The attention variant decides the learned attention parameters (ssmax, sink).
   explicit ParamLayout(const ModelConfig& m, const AttentionSpec& attn = AttentionSpec{});
   const ParamSpec& find(const std::string& name) const;  // throws if absent
   bool has(const std::string& name) const;

@@ -106,7 +106,9 @@ class Bf16OpsCheck {
     ++checked_;
   }
   int checked() const { return checked_; }
-  static int expected_checks(const AttentionSpec& spec) { return spec.scale == Scale::Ssmax ? 38 : 37; }
+  static int expected_checks(const AttentionSpec& spec) {
+    return 37 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0);
+  }
 
   // Every op once (attention with `spec`; head_scale used when the spec
   // learns its scales). Returns after the first op whose check failed.
@@ -211,12 +213,15 @@ class Bf16OpsCheck {
     {  // attention
       auto qkv = pair(values(3 * NC, next())), out = pair(std::vector<float>(NC));
       auto scale = pair({0.375f, 0.25f});  // NH positive head scales (read when the spec learns them)
+      auto sink = pair({0.5f, -0.75f});    // NH sink logits (read under normalisation sink)
       const size_t nstats = N * NH * spec.stats_per_row();
       auto stats = acc_pair(std::vector<float>(nstats));
       std::vector<double> diag_s(static_cast<size_t>(NH) * kAttentionDiagStats),
           diag_r(static_cast<size_t>(NH) * kAttentionDiagStats);
-      s_.attention_forward(out.s.get(), stats.s.get(), qkv.s.get(), B, T, C, NH, spec, scale.s.get(), diag_s.data());
-      r_.attention_forward(out.r.get(), stats.r.get(), qkv.r.get(), B, T, C, NH, spec, scale.r.get(), diag_r.data());
+      s_.attention_forward(out.s.get(), stats.s.get(), qkv.s.get(), B, T, C, NH, spec, {scale.s.get(), sink.s.get()},
+                           diag_s.data());
+      r_.attention_forward(out.r.get(), stats.r.get(), qkv.r.get(), B, T, C, NH, spec, {scale.r.get(), sink.r.get()},
+                           diag_r.data());
       expect_storage(out, "attention_forward " + label);
       expect_acc(stats, "attention_forward stats " + label);
       for (size_t i = 0; i < diag_s.size(); ++i)
@@ -227,13 +232,14 @@ class Bf16OpsCheck {
       std::vector<float> o(NC);
       for (size_t i = 0; i < NC; ++i) o[i] = bf16_bits_to_float(o16[i].bits);
       auto outp = pair(o), dout = pair(values(NC, next())), dqkv = pair(values(3 * NC, next()));
-      auto dscale = acc_pair(values(NH, next()));
-      s_.attention_backward(dqkv.s.get(), dscale.s.get(), dout.s.get(), outp.s.get(), stats.s.get(), qkv.s.get(), B,
-                            T, C, NH, spec, scale.s.get());
-      r_.attention_backward(dqkv.r.get(), dscale.r.get(), dout.r.get(), outp.r.get(), stats.r.get(), qkv.r.get(), B,
-                            T, C, NH, spec, scale.r.get());
+      auto dscale = acc_pair(values(NH, next())), dsink = acc_pair(values(NH, next()));
+      s_.attention_backward(dqkv.s.get(), {dscale.s.get(), dsink.s.get()}, dout.s.get(), outp.s.get(), stats.s.get(),
+                            qkv.s.get(), B, T, C, NH, spec, {scale.s.get(), sink.s.get()});
+      r_.attention_backward(dqkv.r.get(), {dscale.r.get(), dsink.r.get()}, dout.r.get(), outp.r.get(), stats.r.get(),
+                            qkv.r.get(), B, T, C, NH, spec, {scale.r.get(), sink.r.get()});
       expect_storage(dqkv, "attention_backward dqkv " + label);
       if (spec.scale == Scale::Ssmax) expect_acc(dscale, "attention_backward dhead_scale " + label);
+      if (spec.learned_sink()) expect_acc(dsink, "attention_backward dsink " + label);
     }
     if (::testing::Test::HasFailure()) return;
     {  // classifier; the backward pass in place, as the model calls it

@@ -4,6 +4,7 @@
 #pragma once
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "kernels/attention_spec.h"
 
@@ -42,6 +43,42 @@ inline double ref_phi(Positivity k, double x) {
       return std::max(0.0, x);
   }
   return NAN;
+}
+
+// Stage 4 on one row: a holds φ(x_j) of the row's keys and becomes the
+// weights a_j, from the formulas of attention.md (l1, none, fixed) and
+// contenders.md: off_by_one  φ(x_j) / (φ(0) + Σ_k φ(x_k))   (e^x / (1 + Σ e^x));
+// sink  φ(x_j) / (φ(ζ) + Σ_k φ(x_k)), ζ the head's sink logit;
+// softpick  relu(φ(x_j) − φ(0)) / (Σ_k |φ(x_k) − φ(0)| + 1e-6)
+// (relu(e^x − 1) / (Σ |e^x − 1| + ε), ε = 1e-6).
+inline void ref_normalize(const AttentionSpec& s, std::vector<double>& a, double zeta) {
+  double z = 0;
+  for (double v : a) z += v;
+  const double phi0 = ref_phi(s.positivity, 0.0);
+  switch (s.normalize) {
+    case Normalize::L1:
+      for (double& v : a) v = z > 0 ? v / z : 0;
+      return;
+    case Normalize::None:
+      return;
+    case Normalize::Fixed:
+      for (double& v : a) v /= s.norm_const;
+      return;
+    case Normalize::OffByOne:
+      for (double& v : a) v /= phi0 + z;
+      return;
+    case Normalize::Sink: {
+      const double zs = ref_phi(s.positivity, zeta) + z;
+      for (double& v : a) v /= zs;
+      return;
+    }
+    case Normalize::Softpick: {
+      double zp = 1e-6;
+      for (double v : a) zp += std::abs(v - phi0);
+      for (double& v : a) v = std::max(0.0, v - phi0) / zp;
+      return;
+    }
+  }
 }
 
 }  // namespace gpt::test

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "config/attention.h"
@@ -27,6 +28,7 @@ namespace {
 
 using gpt::test::cast;
 using gpt::test::ref_lambda;
+using gpt::test::ref_normalize;
 using gpt::test::ref_phi;
 using gpt::test::max_abs_diff;
 using gpt::test::max_rel_error;
@@ -76,6 +78,12 @@ std::vector<Variant> all_variants(int N) {
   v.push_back(preset("lssa", N, [](AttentionConfig& a) { a.positivity = "exp"; }, "cosine+lssa+exp"));
   v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.positivity = "softplus", a.p = 4; },
                      "ssmax+softplus+reweight4"));
+  // The sink normalisations and softpick (contenders.md) with the other stages.
+  v.push_back(preset("sink", N, [](AttentionConfig& a) { a.positivity = "softplus"; }, "sink+softplus"));
+  v.push_back(preset("softpick", N, [](AttentionConfig& a) { a.scale = "logn"; }, "softpick+logn"));
+  v.push_back(preset("softpick", N, [](AttentionConfig& a) { a.positivity = "sigmoid", a.bias = 0.0; }, "softpick+sigmoid"));
+  v.push_back(preset("cosine", N, [](AttentionConfig& a) { a.normalize = "sink"; }, "cosine+sink"));
+  v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.normalize = "off_by_one"; }, "ssmax+off_by_one"));
   Variant alibi = preset("softmax", N);
   alibi.name = "softmax+alibi";
   alibi.spec.alibi = true;
@@ -88,31 +96,68 @@ std::vector<Variant> all_variants(int N) {
 }
 
 bool has_kink(const AttentionSpec& s) { return s.positivity == Positivity::Relu; }
+// Softpick's kinks sit at logit 0 (relu(φ(x) − φ(0)), |φ(x) − φ(0)|).
+bool kinks_at_zero(const AttentionSpec& s) { return s.normalize == Normalize::Softpick; }
+
+// q and k whose every head's dot products are at least ~0.9 in magnitude,
+// of either sign: channel 0 of each head ±1 (random signs), the others in
+// [−0.1, 0.1], so that finite differences of softpick never cross its kinks
+// while both of its sides are exercised.
+void keep_scores_off_zero(std::vector<double>& qkv, int C, int NH, uint64_t seed) {
+  const int D = C / NH;
+  const std::vector<double> r = random_vector(qkv.size(), seed, -1, 1);
+  for (size_t row = 0; row < qkv.size() / (3 * C); ++row)
+    for (int c = 0; c < 2 * C; ++c) {
+      const size_t k = row * 3 * C + c;
+      qkv[k] = c % D == 0 ? (r[k] < 0 ? -1.0 : 1.0) : 0.1 * r[k];
+    }
+}
+
+// The sink logits ζ_h the helpers below give a variant with a learned sink
+// (one above and one below typical scores), none otherwise.
+std::vector<double> sinks_for(const AttentionSpec& s, int NH) {
+  if (!s.learned_sink()) return {};
+  std::vector<double> z(NH);
+  for (int h = 0; h < NH; ++h) z[h] = h % 2 ? -0.8 + 0.1 * h : 0.9 + 0.1 * h;
+  return z;
+}
+template <typename T>
+const T* ptr(const std::vector<T>& v) {
+  return v.empty() ? nullptr : v.data();
+}
 
 
+// The forward with the variant's ssmax scales (head_scale) and sink logits
+// (sinks, default sinks_for).
 template <typename T>
 std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, const AttentionSpec& spec,
-                       const std::vector<T>& head_scale, std::vector<T>* stats = nullptr,
-                       std::vector<double>* diag = nullptr) {
+                       const std::vector<T>& head_scale, std::type_identity_t<std::vector<T>>* stats = nullptr,
+                       std::vector<double>* diag = nullptr,
+                       const std::type_identity_t<std::vector<T>>* sinks = nullptr) {
   std::vector<T> out(s.out_size());
   if (stats) stats->assign(s.stats_size(), T(0));
   if (diag) diag->assign(static_cast<size_t>(s.NH) * kAttentionDiagStats, 0.0);
+  const std::vector<T> own = cast<T>(sinks_for(spec, s.NH));
   attention_forward(out.data(), stats ? stats->data() : nullptr, qkv.data(), s.B, s.T, s.C, s.NH, spec,
-                    head_scale.empty() ? nullptr : head_scale.data(), diag ? diag->data() : nullptr);
+                    {ptr(head_scale), ptr(sinks ? *sinks : own)}, diag ? diag->data() : nullptr);
   return out;
 }
 
-// dqkv and dhead_scale for the loss Σ out·w.
+// dqkv, dhead_scale and the sink logits' gradient (dsink) for the loss Σ out·w.
 template <typename T>
 std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, const Shape& s, const AttentionSpec& spec,
-                        const std::vector<T>& head_scale, std::vector<T>* dhead = nullptr) {
+                        const std::vector<T>& head_scale, std::type_identity_t<std::vector<T>>* dhead = nullptr,
+                        const std::type_identity_t<std::vector<T>>* sinks = nullptr,
+                        std::type_identity_t<std::vector<T>>* dsink = nullptr) {
   std::vector<T> stats;
-  const std::vector<T> out = forward(qkv, s, spec, head_scale, &stats);
+  const std::vector<T> out = forward(qkv, s, spec, head_scale, &stats, nullptr, sinks);
   std::vector<T> dqkv(s.qkv_size(), T(0));
-  std::vector<T> dh(s.NH, T(0));
-  attention_backward(dqkv.data(), dh.data(), w.data(), out.data(), stats.data(), qkv.data(), s.B, s.T, s.C, s.NH, spec,
-                     head_scale.empty() ? nullptr : head_scale.data());
+  std::vector<T> dh(s.NH, T(0)), dz(s.NH, T(0));
+  const std::vector<T> own = cast<T>(sinks_for(spec, s.NH));
+  attention_backward(dqkv.data(), {dh.data(), dz.data()}, w.data(), out.data(), stats.data(), qkv.data(), s.B, s.T,
+                     s.C, s.NH, spec, {ptr(head_scale), ptr(sinks ? *sinks : own)});
   if (dhead) *dhead = dh;
+  if (dsink) *dsink = dz;
   return dqkv;
 }
 
@@ -120,7 +165,8 @@ std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, cons
 
 // Full weight matrix W (T×T, zero above the diagonal) of head (b,h).
 std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,
-                                const std::vector<double>& head_scale, int b, int h) {
+                                const std::vector<double>& head_scale, int b, int h,
+                                const std::vector<double>& sinks) {
   const int T = s.T, d = s.D();
   auto at = [&](int t, int part, int c) {
     return qkv[(static_cast<size_t>(b) * T + t) * 3 * s.C + part * s.C + h * d + c];
@@ -134,7 +180,6 @@ std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, 
   std::vector<double> W(static_cast<size_t>(T) * T, 0.0);
   for (int i = 1; i <= T; ++i) {  // 1-based row, keys j = 1..i
     std::vector<double> a(i);
-    double z = 0;
     for (int j = 1; j <= i; ++j) {
       double qk = 0;
       for (int c = 0; c < d; ++c) qk += at(i - 1, 0, c) * at(j - 1, 1, c);
@@ -142,12 +187,9 @@ std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, 
                                                   : sp.cosine_scale * qk / (norm(i - 1, 0) * norm(j - 1, 1));
       const double x = ref_lambda(sp, i, d, head_scale.empty() ? 0 : head_scale[h]) * score + sp.bias -
                        slope * (i - j);
-      z += (a[j - 1] = ref_phi(sp.positivity, x));
+      a[j - 1] = ref_phi(sp.positivity, x);
     }
-    for (double& v : a) {
-      if (sp.normalize == Normalize::L1) v = z > 0 ? v / z : 0;
-      if (sp.normalize == Normalize::Fixed) v /= sp.norm_const;
-    }
+    ref_normalize(sp, a, sinks.empty() ? 0.0 : sinks[h]);
     std::vector<double> w = a;
     if (sp.p > 0) {
       const double o = i <= sp.offset_rows ? 0 : 1;
@@ -163,12 +205,12 @@ std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, 
 }
 
 std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,
-                              const std::vector<double>& head_scale) {
+                              const std::vector<double>& head_scale, const std::vector<double>* sinks = nullptr) {
   const int d = s.D();
   std::vector<double> out(s.out_size(), 0.0);
   for (int b = 0; b < s.B; ++b)
     for (int h = 0; h < s.NH; ++h) {
-      const std::vector<double> W = ref_weights(qkv, s, sp, head_scale, b, h);
+      const std::vector<double> W = ref_weights(qkv, s, sp, head_scale, b, h, sinks ? *sinks : sinks_for(sp, s.NH));
       for (int i = 0; i < s.T; ++i)
         for (int c = 0; c < d; ++c) {
           double acc = 0;
@@ -225,6 +267,7 @@ TEST_P(AttentionGradcheck, MatchesFiniteDifferences) {
         for (int c = 0; c < 2 * s.C; ++c) qkv[r * 3 * s.C + c] *= 0.25;
       v.spec.bias = 0.6;
     }
+    if (kinks_at_zero(v.spec)) keep_scores_off_zero(qkv, s.C, s.NH, 33);
     std::vector<double> hs = scales_for(v.spec, s.NH, 6);
     const std::vector<double> w = random_vector(s.out_size(), 32);
     std::vector<double> dhead;
@@ -237,6 +280,17 @@ TEST_P(AttentionGradcheck, MatchesFiniteDifferences) {
       test::expect_gradient_scaled("attention", (v.name + " ds_h").c_str(), dhead, numeric_h);
     } else {
       for (double g : dhead) EXPECT_EQ(g, 0.0) << v.name << ": no learned scale, no gradient";
+    }
+    // The sink logits ζ_h (normalisation sink), at values above and below the scores.
+    std::vector<double> z = sinks_for(v.spec, s.NH), dz;
+    backward(qkv, w, s, v.spec, hs, nullptr, &z, &dz);
+    if (v.spec.learned_sink()) {
+      auto loss_z = [&] { return weighted_sum(forward(qkv, s, v.spec, hs, nullptr, nullptr, &z), w); };
+      const std::vector<double> numeric_z = numeric_gradient(z, loss_z);
+      test::expect_gradient("attention", (v.name + " dzeta_h").c_str(), dz, numeric_z);
+      for (double g : dz) EXPECT_NE(g, 0.0) << v.name;
+    } else {
+      for (double g : dz) EXPECT_EQ(g, 0.0) << v.name << ": no learned sink, no gradient";
     }
   }
 }
@@ -329,6 +383,77 @@ TEST(AttentionVariants, L1RowsSumToOne) {
     EXPECT_GT(ones, static_cast<int>(out.size()) / 2) << v.name;
   }
   EXPECT_GE(checked, 12);
+}
+
+// With every v_j = 1, each output is the row's total weight: below 1 under
+// off_by_one and sink (the sink key takes the rest), at most 1 under
+// softpick, and equal to the reference's total.
+TEST(AttentionVariants, SinkAndSoftpickRowsSumToLessThanOne) {
+  const Shape s{2, 70, 16, 2};
+  std::vector<double> qkv = random_vector(s.qkv_size(), 41, -2, 2);
+  for (size_t r = 0; r < qkv.size() / (3 * s.C); ++r)
+    for (int c = 0; c < s.C; ++c) qkv[r * 3 * s.C + 2 * s.C + c] = 1.0;
+  for (const char* name : {"softmax1", "sink", "softpick"}) {
+    const AttentionSpec spec = preset(name, 16).spec;
+    const std::vector<double> out = forward(qkv, s, spec, {});
+    const std::vector<double> ref = reference(qkv, s, spec, {});
+    double lo = 1, hi = 0;
+    for (size_t k = 0; k < out.size(); ++k) {
+      ASSERT_NEAR(out[k], ref[k], 1e-12) << name;
+      lo = std::min(lo, out[k]);
+      hi = std::max(hi, out[k]);
+    }
+    EXPECT_LT(hi, 1.0) << name;
+    EXPECT_GT(hi, 0.5) << name << ": some row should put most of its weight on its keys";
+    EXPECT_LT(lo, 0.9) << name << ": some row should leave a visible share to the sink";
+  }
+}
+
+// off_by_one is the sink with ζ = 0, bit for bit; a sink far below every
+// score is softmax (its share e^(ζ − m) vanishes in double); a sink far above
+// takes almost everything.
+TEST(AttentionVariants, SinkLimits) {
+  const Shape s{1, 50, 16, 2};
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 48, -1.5, 1.5);
+  const AttentionSpec sink = preset("sink", 16).spec;
+  const std::vector<double> zero(s.NH, 0.0), below(s.NH, -400.0), above(s.NH, 60.0);
+  EXPECT_EQ(forward(qkv, s, sink, {}, nullptr, nullptr, &zero), forward(qkv, s, preset("softmax1", 16).spec, {}));
+  const std::vector<double> soft = forward(qkv, s, preset("softmax", 16).spec, {});
+  EXPECT_LT(max_abs_diff(forward(qkv, s, sink, {}, nullptr, nullptr, &below), soft), 1e-15);
+  EXPECT_GT(max_abs_diff(forward(qkv, s, sink, {}, nullptr, nullptr, &zero), soft), 1e-3);
+  double big = 0;
+  for (double x : forward(qkv, s, sink, {}, nullptr, nullptr, &above)) big = std::max(big, std::abs(x));
+  EXPECT_LT(big, 1e-20);
+}
+
+// Softpick: a row whose scores are all <= 0 has weight 0 everywhere, so its
+// output and the gradient of its query are exactly 0; the other rows are not.
+TEST(AttentionVariants, SoftpickRowsWithoutPositiveScoresAreZero) {
+  const Shape s{1, 30, 16, 2};
+  std::vector<double> qkv = random_vector(s.qkv_size(), 49, -1, 1);
+  for (int t = 0; t < s.T; ++t)
+    for (int c = 0; c < s.C; ++c) {
+      double* row = &qkv[static_cast<size_t>(t) * 3 * s.C];
+      row[s.C + c] = std::abs(row[s.C + c]) + 0.05;                  // k > 0
+      if (t % 2 == 0) row[c] = -std::abs(row[c]) - 0.05;             // q < 0: every score of the row < 0
+    }
+  const AttentionSpec spec = preset("softpick", 16).spec;
+  const std::vector<double> out = forward(qkv, s, spec, {});
+  const std::vector<double> g = backward(qkv, random_vector(s.out_size(), 50), s, spec, {});
+  double other = 0, other_g = 0;
+  for (int t = 0; t < s.T; ++t)
+    for (int c = 0; c < s.C; ++c) {
+      const double y = out[static_cast<size_t>(t) * s.C + c], dq = g[static_cast<size_t>(t) * 3 * s.C + c];
+      if (t % 2 == 0) {
+        ASSERT_EQ(y, 0.0) << "row " << t;
+        ASSERT_EQ(dq, 0.0) << "row " << t;
+      } else {
+        other = std::max(other, std::abs(y));
+        other_g = std::max(other_g, std::abs(dq));
+      }
+    }
+  EXPECT_GT(other, 1e-3);
+  EXPECT_GT(other_g, 1e-6);
 }
 
 // λ_i = 1 for i <= N under logn and infoscale: identical rows, bit for bit;

@@ -5,7 +5,8 @@
 // cosine normalisation, ALiBi, all-zero relu rows, uniform rows under
 // re-weighting), at head sizes 16, 32, 64, 128 and T not a multiple of the
 // tiles, up to T = 2048. Compared: out, the four statistics per row, the
-// diagnostics, dqkv (accumulated onto non-zero values) and dhead_scale.
+// diagnostics, dqkv (accumulated onto non-zero values), dhead_scale and the
+// sink logits' gradient.
 //
 // Without a CUDA device (this build machine, CI) the parity tests skip; the
 // argument checks run everywhere, since they fail before any CUDA call.
@@ -75,6 +76,7 @@ struct Case {
   double q_scale = 1.0;
   bool negative = false;
   bool zero_q = false;
+  double sink_base = -0.4;  // the sink logits ζ_h = sink_base + 0.7·h
 };
 
 AttentionSpec preset_spec(const std::string& name, int N, void (*edit)(AttentionConfig&) = nullptr) {
@@ -132,9 +134,11 @@ void run_case(const Case& c) {
   const std::vector<float> qkv = make_qkv(c, 1), dout = uniform(n1, 2, -1, 1);
   // Start values of the accumulated outputs: the kernels must add to them.
   const std::vector<float> dqkv0 = uniform(n3, 3, -1e-3, 1e-3);
-  std::vector<float> head_scale(c.NH), dhead0(c.NH, 0.25f);
-  for (int h = 0; h < c.NH; ++h)
+  std::vector<float> head_scale(c.NH), dhead0(c.NH, 0.25f), sink(c.NH), dsink0(c.NH, -0.5f);
+  for (int h = 0; h < c.NH; ++h) {
     head_scale[h] = static_cast<float>(attn::ssmax_init(c.spec.trained_context) * (1.0 + 0.2 * h));
+    sink[h] = static_cast<float>(c.sink_base + 0.7 * h);  // ignored unless normalisation sink
+  }
   const std::vector<double> diag0(nd, 0.5);
   // A distance remapping's far copy: other random q and k (the kernels do
   // not care how they were rotated), its gradient accumulated onto noise too.
@@ -143,27 +147,27 @@ void run_case(const Case& c) {
   const std::vector<float> dfar0 = far ? uniform(n3, 8, -1e-3, 1e-3) : std::vector<float>{};
 
   // CPU
-  std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0, dfar_c = dfar0;
+  std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0, dsink_c = dsink0, dfar_c = dfar0;
   std::vector<double> diag_c = diag0;
-  cpu::attention_forward(out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec, head_scale.data(),
-                         diag_c.data(), far ? qkv_far.data() : nullptr);
-  cpu::attention_backward(dqkv_c.data(), dhead_c.data(), dout.data(), out_c.data(), stats_c.data(), qkv.data(), c.B,
-                          c.T, c.C, c.NH, c.spec, head_scale.data(), far ? dfar_c.data() : nullptr,
-                          far ? qkv_far.data() : nullptr);
+  cpu::attention_forward(out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec,
+                         {head_scale.data(), sink.data()}, diag_c.data(), far ? qkv_far.data() : nullptr);
+  cpu::attention_backward(dqkv_c.data(), {dhead_c.data(), dsink_c.data()}, dout.data(), out_c.data(), stats_c.data(),
+                          qkv.data(), c.B, c.T, c.C, c.NH, c.spec, {head_scale.data(), sink.data()},
+                          far ? dfar_c.data() : nullptr, far ? qkv_far.data() : nullptr);
 
   // GPU
   DeviceVec<float> d_qkv(qkv), d_dout(dout), d_out(std::vector<float>(n1, 0.f)), d_stats(std::vector<float>(ns, 0.f)),
-      d_dqkv(dqkv0), d_hs(head_scale), d_dhead(dhead0);
+      d_dqkv(dqkv0), d_hs(head_scale), d_dhead(dhead0), d_sink(sink), d_dsink(dsink0);
   DeviceVec<double> d_diag(diag0);
   DeviceVec<float> d_far(far ? qkv_far : std::vector<float>(1)), d_dfar(far ? dfar0 : std::vector<float>(1));
-  attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, d_hs.get(), d_diag.get(),
-                    nullptr, far ? d_far.get() : nullptr);
-  attention_backward(d_dqkv.get(), d_dhead.get(), d_dout.get(), d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T,
-                     c.C, c.NH, c.spec, d_hs.get(), nullptr, far ? d_dfar.get() : nullptr,
-                     far ? d_far.get() : nullptr);
+  attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec,
+                    {d_hs.get(), d_sink.get()}, d_diag.get(), nullptr, far ? d_far.get() : nullptr);
+  attention_backward(d_dqkv.get(), {d_dhead.get(), d_dsink.get()}, d_dout.get(), d_out.get(), d_stats.get(),
+                     d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, {d_hs.get(), d_sink.get()}, nullptr,
+                     far ? d_dfar.get() : nullptr, far ? d_far.get() : nullptr);
   cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   const std::vector<float> out_g = d_out.host(), stats_g = d_stats.host(), dqkv_g = d_dqkv.host(),
-                           dhead_g = d_dhead.host();
+                           dhead_g = d_dhead.host(), dsink_g = d_dsink.host();
   const std::vector<double> diag_g = d_diag.host();
 
   // The measured errors, for the record (as the gradient checks print theirs).
@@ -173,7 +177,8 @@ void run_case(const Case& c) {
     diag_err = std::max(diag_err, std::fabs(diag_g[k] - diag_c[k]) / std::max(1.0, std::fabs(diag_c[k])));
   std::cout << "[parity] " << c.name << " T=" << c.T << " D=" << c.C / c.NH << " out=" << rel_diff(out_g, out_c)
             << " stats=" << stats_err << " diag=" << diag_err << " dqkv=" << rel_diff(dqkv_g, dqkv_c)
-            << " dhead=" << (c.spec.learned_scale() ? rel_diff(dhead_g, dhead_c) : 0.0) << " (tol " << c.tol << ")\n";
+            << " dhead=" << (c.spec.learned_scale() ? rel_diff(dhead_g, dhead_c) : 0.0)
+            << " dsink=" << (c.spec.learned_sink() ? rel_diff(dsink_g, dsink_c) : 0.0) << " (tol " << c.tol << ")\n";
   EXPECT_LE(rel_diff(out_g, out_c), c.tol) << "out";
   const char* stat_names[kStats] = {"shift", "Z", "a_max", "R"};
   for (int k = 0; k < kStats; ++k) EXPECT_LE(rel_diff(stats_g, stats_c, k, kStats), c.tol) << "stats " << stat_names[k];
@@ -190,6 +195,14 @@ void run_case(const Case& c) {
   }
   if (c.spec.learned_scale()) {
     EXPECT_LE(rel_diff(dhead_g, dhead_c), c.tol) << "dhead_scale";
+  }
+  if (c.spec.learned_sink()) {
+    EXPECT_LE(rel_diff(dsink_g, dsink_c), c.tol) << "dsink";
+    // (A sink far above or below every score has a share, and a gradient,
+    // below float's resolution of the start value.)
+    if (std::fabs(c.sink_base) < 10) EXPECT_NE(dsink_c[0], dsink0[0]) << "the sink logit should get a gradient";
+  } else {
+    EXPECT_EQ(dsink_g, dsink0) << "no learned sink, no gradient";
   }
   EXPECT_GT(max_abs(out_c), 0.0) << "the case should produce some output";
 }
@@ -256,6 +269,51 @@ TEST_F(CudaAttention, StageCombinations) {
   run_case({"lssa+exp", preset_spec("lssa", kN, [](AttentionConfig& a) { a.positivity = "exp"; }), 1, 90, 64, 2,
             kTol});
   run_case({"logn sharp scores", preset_spec("logn", kN), 1, 90, 64, 2, kTol, 4.0});
+}
+
+// The sink and softpick normalisations (contenders.md) on the kernel's paths:
+// the online maximum starting at the sink's logit or at 0, bounded φ, ALiBi,
+// windows, and sinks far above and below every score (the sink's share near
+// 1 and near 0). Re-weighting is refused with them (attn::sharpen_refused).
+TEST_F(CudaAttention, SinksAndSoftpick) {
+  auto sig_l1 = [](AttentionConfig& a) { a.positivity = "sigmoid", a.bias = -1.0; };
+  for (const char* norm : {"off_by_one", "sink", "softpick"}) {
+    const std::string n = norm;
+    AttentionConfig a;
+    a.preset = "softmax";
+    a.normalize = n;
+    ModelConfig m;
+    m.context = kN;
+    const AttentionSpec s = resolve_attention(a, m);
+    run_case({n, s, 2, 77, 64, 2, kTol});
+    run_case({n + " D=16", s, 1, 45, 64, 4, kTol});
+    a.positivity = "softplus";
+    run_case({n + "+softplus", resolve_attention(a, m), 1, 90, 64, 2, kTol});
+    sig_l1(a);
+    run_case({n + "+sigmoid", resolve_attention(a, m), 1, 90, 64, 2, kTol});
+    AttentionSpec al = s;
+    al.alibi = true;
+    run_case({n + "+alibi", al, 1, 66, 96, 3, kTol});
+    ContextConfig ctx;
+    ctx.mask = "sinks", ctx.sinks = 4, ctx.window = 29;
+    a = AttentionConfig{};
+    a.preset = "softmax";
+    a.normalize = n;
+    run_case({n + "+sinks4+29", for_length(resolve_attention(a, m, ctx), 8 * kN), 1, 300, 64, 2, kTol});
+    Case sharp{n + " sharp scores", s, 1, 200, 64, 2, kTol, 4.0};
+    run_case(sharp);
+    Case neg{n + " all-negative rows", s, 1, 75, 64, 2, kTol};
+    neg.negative = true;
+    run_case(neg);
+  }
+  const AttentionSpec sink = preset_spec("sink", kN);
+  for (double base : {-30.0, 6.0, 40.0}) {
+    Case c{"sink logit " + std::to_string(base), sink, 1, 100, 64, 2, kTol};
+    c.sink_base = base;
+    run_case(c);
+  }
+  run_case({"sink T=2048", preset_spec("sink", 1024), 1, 2048, 64, 1, kTol});
+  run_case({"softpick T=1500", preset_spec("softpick", 1024), 1, 1500, 64, 1, kTol});
 }
 
 TEST_F(CudaAttention, ShortSequences) {
