@@ -337,8 +337,11 @@ TEST_F(DataParallel, OverlappedReductionEqualsOneReductionAfterBackward) {
 // A 2-rank ZeRO-1 run resumed from its step-10 checkpoint under 2 ranks ends
 // bit-identical to the uninterrupted run (losses and the final checkpoint,
 // gathered moments included); resumed with 1 rank it follows within kRelTol.
+// The attention is the learned sink, so its logits (attnsink) are sharded,
+// checkpointed and resumed with the rest.
 TEST_F(DataParallel, ResumeUnderTwoRanksIsBitIdentical) {
-  const Result a = train(2, "a", "--set train.zero=1 --set train.checkpoint_every=10");
+  const Result a =
+      train(2, "a", "--set train.zero=1 --set train.checkpoint_every=10 --set attention.preset=sink");
   ASSERT_EQ(a.status, 0) << a.output;
   for (const char* run : {"b", "c"}) {
     fs::create_directories(dir_ / run / "checkpoints");
@@ -360,7 +363,16 @@ TEST_F(DataParallel, ResumeUnderTwoRanksIsBitIdentical) {
   const Checkpoint fa = load_checkpoint((dir_ / "a" / "checkpoints" / "step_00000020.bin").string());
   const Checkpoint fb = load_checkpoint((dir_ / "b" / "checkpoints" / "step_00000020.bin").string());
   ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
-  for (size_t i = 0; i < fa.tensors.size(); ++i) EXPECT_EQ(fa.tensors[i].data, fb.tensors[i].data) << fa.tensors[i].name;
+  bool sink = false;
+  for (size_t i = 0; i < fa.tensors.size(); ++i) {
+    EXPECT_EQ(fa.tensors[i].data, fb.tensors[i].data) << fa.tensors[i].name;
+    if (fa.tensors[i].name != "param/attnsink") continue;
+    sink = true;
+    bool moved = false;  // zero-initialised, trained for 20 steps
+    for (float x : fa.tensors[i].data) moved = moved || x != 0.0f;
+    EXPECT_TRUE(moved) << "the sink logits should have been trained";
+  }
+  EXPECT_TRUE(sink) << "the checkpoint should hold the sink logits";
   EXPECT_EQ(fa.meta["loader"], fb.meta["loader"]);
   EXPECT_EQ(fa.meta["adam_steps"], fb.meta["adam_steps"]);
 }
