@@ -515,13 +515,15 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
       for (int Tn : opt.attention_contexts) {
         const size_t n3 = static_cast<size_t>(Tn) * 3 * C, n1 = static_cast<size_t>(Tn) * C;
         const auto qkv = random_floats(n3, 11), dout = random_floats(n1, 12, 0.01f);
-        const std::vector<float> scale(NH, 1.0f);
-        std::vector<float> y(n1), stats(static_cast<size_t>(NH) * Tn * spec.stats_per_row()), dqkv(n3), dscale(NH);
+        const std::vector<float> scale(NH, 1.0f), sink(NH, 0.0f);  // ssmax's s_h, the sink's ζ_h
+        std::vector<float> y(n1), stats(static_cast<size_t>(NH) * Tn * spec.stats_per_row()), dqkv(n3), dscale(NH),
+            dsink(NH);
         auto fb = [&] {
-          cpu::attention_forward(y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, spec, scale.data(), nullptr);
+          cpu::attention_forward(y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, spec, {scale.data(), sink.data()},
+                                 nullptr);
           if (with_backward)
-            cpu::attention_backward(dqkv.data(), dscale.data(), dout.data(), y.data(), stats.data(), qkv.data(), 1, Tn,
-                                    C, NH, spec, scale.data());
+            cpu::attention_backward(dqkv.data(), {dscale.data(), dsink.data()}, dout.data(), y.data(), stats.data(),
+                                    qkv.data(), 1, Tn, C, NH, spec, {scale.data(), sink.data()});
         };
         // Long contexts take up to seconds per call: two timed calls, no warm-up.
         const bool long_ctx = Tn >= 2048;
@@ -564,18 +566,21 @@ void bench_attention_context(const Config& cfg, const BenchOptions& opt, std::os
       const bool far = remap::on(ctx.rope);
       const auto qkv_far = far ? random_floats(n3, 13) : std::vector<float>{};
       std::vector<float> dfar(far ? n3 : 0);
-      const std::vector<float> scale(NH, 1.0f);
-      std::vector<float> y(n1), stats(static_cast<size_t>(NH) * Tn * plain.stats_per_row()), dqkv(n3), dscale(NH);
+      const std::vector<float> scale(NH, 1.0f), sink(NH, 0.0f);  // ssmax's s_h, the sink's ζ_h
+      std::vector<float> y(n1), stats(static_cast<size_t>(NH) * Tn * plain.stats_per_row()), dqkv(n3), dscale(NH),
+          dsink(NH);
       double sec[2][2];  // [plain/ctx][fwd/f+b]
       for (int which = 0; which < 2; ++which)
         for (int bw = 0; bw < 2; ++bw) {
           const AttentionSpec& sp = which ? ctx : plain;
           const float* f = which && far ? qkv_far.data() : nullptr;
           auto fb = [&] {
-            cpu::attention_forward(y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, sp, scale.data(), nullptr, f);
+            cpu::attention_forward(y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, sp, {scale.data(), sink.data()},
+                                   nullptr, f);
             if (bw)
-              cpu::attention_backward(dqkv.data(), dscale.data(), dout.data(), y.data(), stats.data(), qkv.data(), 1,
-                                      Tn, C, NH, sp, scale.data(), f ? dfar.data() : nullptr, f);
+              cpu::attention_backward(dqkv.data(), {dscale.data(), dsink.data()}, dout.data(), y.data(), stats.data(),
+                                      qkv.data(), 1, Tn, C, NH, sp, {scale.data(), sink.data()},
+                                      f ? dfar.data() : nullptr, f);
           };
           const bool long_ctx = Tn >= 2048;
           sec[which][bw] = best_seconds(fb, long_ctx ? 0.0 : opt.min_seconds, 2, long_ctx ? 0 : 1);

@@ -166,16 +166,17 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
       const size_t n1 = static_cast<size_t>(B) * Tn * C;
       DeviceFloats qkv(3 * n1, 11, 1.0f), dout(n1, 12, 0.01f), y(n1, 0, 0.f), dqkv(3 * n1, 0, 0.f),
           stats(static_cast<size_t>(B) * NH * Tn * AttentionSpec::kStatsPerRow, 0, 0.f), scale(NH, 0, 0.f),
-          dscale(NH, 0, 0.f);
+          dscale(NH, 0, 0.f), sink(NH, 0, 0.f), dsink(NH, 0, 0.f);  // the sink's ζ_h = 0
       const std::vector<float> s_h(NH, static_cast<float>(attn::ssmax_init(opt.trained_context)));
       check_cuda(cudaMemcpy(scale.get(), s_h.data(), NH * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
       auto fwd = [&] {
-        cuda::attention_forward(y.get(), stats.get(), qkv.get(), B, Tn, C, NH, spec, scale.get(), nullptr, nullptr);
+        cuda::attention_forward(y.get(), stats.get(), qkv.get(), B, Tn, C, NH, spec, {scale.get(), sink.get()}, nullptr,
+                                nullptr);
       };
       auto fb = [&] {
         fwd();
-        cuda::attention_backward(dqkv.get(), dscale.get(), dout.get(), y.get(), stats.get(), qkv.get(), B, Tn, C, NH,
-                                 spec, scale.get(), nullptr);
+        cuda::attention_backward(dqkv.get(), {dscale.get(), dsink.get()}, dout.get(), y.get(), stats.get(), qkv.get(), B,
+                                 Tn, C, NH, spec, {scale.get(), sink.get()}, nullptr);
       };
       const double f_sec = best_gpu_seconds(fwd, opt.min_seconds), fb_sec = best_gpu_seconds(fb, opt.min_seconds);
       const double flops = 2.0 * B * C * static_cast<double>(Tn) * (Tn + 1);
