@@ -7,7 +7,9 @@
 // Per head and row (i = 1-based query position, keys j = 1..i):
 //   1. score      σ_ij = f · q_i·k_j, f = 1/sqrt(d) for dot; for cosine q and k
 //                 are L2-normalised first and f = cosine_scale
-//   2. scale      x_ij = λ_i · σ_ij + bias − alibi_h · (i − j)
+//   2. scale      x_ij = λ_i · σ_ij + bias + b_h(i − j), the position bias
+//                 b_h(Δ) of contenders.md: −m_h·Δ (alibi), −r₁ ln(1 + r₂Δ)
+//                 (kerple_log), −r₁ Δ^r₂ (kerple_power), r₁, r₂ learned per head
 //   3. positivity u_ij = φ(x_ij)           (exp is shifted by the row maximum
 //                                           when the row is l1-normalised)
 //   4. normalise  a_ij = u_ij / Z_i         Z_i = Σ_j u_ij (l1), 1 (none), c (fixed);
@@ -38,6 +40,8 @@ namespace gpt {
 #define GPT_ATTN_SCALES(X)                                                                   \
   X(None, "none") X(Logn, "logn") X(Ssmax, "ssmax") X(Infoscale, "infoscale") X(Lssa, "lssa") \
   X(Fixed, "fixed")
+#define GPT_ATTN_POSITION_BIASES(X) \
+  X(None, "none") X(Alibi, "alibi") X(KerpleLog, "kerple_log") X(KerplePower, "kerple_power")
 #define GPT_ATTN_POSITIVITIES(X) X(Exp, "exp") X(Softplus, "softplus") X(Sigmoid, "sigmoid") X(Relu, "relu")
 #define GPT_ATTN_NORMALIZATIONS(X) \
   X(L1, "l1") X(None, "none") X(Fixed, "fixed") X(OffByOne, "off_by_one") X(Sink, "sink") X(Softpick, "softpick")
@@ -70,6 +74,7 @@ namespace gpt {
 
 GPT_ATTN_STAGE(Score, GPT_ATTN_SCORES)
 GPT_ATTN_STAGE(Scale, GPT_ATTN_SCALES)
+GPT_ATTN_STAGE(PositionBias, GPT_ATTN_POSITION_BIASES)
 GPT_ATTN_STAGE(Positivity, GPT_ATTN_POSITIVITIES)
 GPT_ATTN_STAGE(Normalize, GPT_ATTN_NORMALIZATIONS)
 GPT_ATTN_STAGE(RopeScaling, GPT_ROPE_SCALINGS)
@@ -121,7 +126,9 @@ struct AttentionSpec {
   double scale_value = 1;    // λ of scale "fixed"
   double bias = 0;           // added to every score before φ
   double norm_const = 1;     // c of normalisation "fixed"
-  bool alibi = false;        // ALiBi position bias (model.position = "alibi")
+  // The position bias b_h(Δ) of stage 2 (attention.position_bias; alibi also
+  // from model.position = "alibi").
+  PositionBias position_bias = PositionBias::None;
   int trained_context = 0;   // N: the context length the model was trained at
   // Context extension (context_extension.md §3–4).
   int window = 0;            // keys m − window < n <= m are kept; 0 = no window
@@ -140,6 +147,11 @@ struct AttentionSpec {
   GPT_HD bool learned_scale() const { return scale == Scale::Ssmax; }
   // So is the sink logit ζ_h of normalisation "sink".
   GPT_HD bool learned_sink() const { return normalize == Normalize::Sink; }
+  GPT_HD bool alibi() const { return position_bias == PositionBias::Alibi; }
+  // KERPLE's r₁, r₂ per head are learned (through raw parameters: attn::kerple_r).
+  GPT_HD bool kerple() const {
+    return position_bias == PositionBias::KerpleLog || position_bias == PositionBias::KerplePower;
+  }
   // Per-row statistics saved by the forward pass for the backward pass:
   // shift (row max of x for shifted exp), Z, max_j a_ij, R = Σ_j r_ij.
   static constexpr int kStatsPerRow = 4;
@@ -153,16 +165,19 @@ template <typename T>
 struct HeadParams {
   const T* scale = nullptr;  // ssmax's s_h
   const T* sink = nullptr;   // the sink logits ζ_h (normalisation "sink")
+  const T* kerple = nullptr; // KERPLE's raw (ρ₁, ρ₂) of each head, 2·NH values (attn::kerple_r)
   GPT_HD HeadParams() {}
-  GPT_HD HeadParams(const T* scale_, const T* sink_ = nullptr) : scale(scale_), sink(sink_) {}
+  GPT_HD HeadParams(const T* scale_, const T* sink_ = nullptr, const T* kerple_ = nullptr)
+      : scale(scale_), sink(sink_), kerple(kerple_) {}
 };
 // Their gradients (added to): NH values each, null where absent.
 template <typename A>
 struct HeadGrads {
   A* scale = nullptr;
   A* sink = nullptr;
+  A* kerple = nullptr;  // 2·NH, as HeadParams::kerple
   GPT_HD HeadGrads() {}
-  GPT_HD HeadGrads(A* scale_, A* sink_ = nullptr) : scale(scale_), sink(sink_) {}
+  GPT_HD HeadGrads(A* scale_, A* sink_ = nullptr, A* kerple_ = nullptr) : scale(scale_), sink(sink_), kerple(kerple_) {}
 };
 
 // ---- named presets ----------------------------------------------------------------
@@ -349,6 +364,56 @@ GPT_HD inline T positivity_grad(Positivity k, T x, T u) {
   }
   return T(0);
 }
+// KERPLE (Chi et al. 2022; contenders.md): b(Δ) = −r₁ ln(1 + r₂Δ) (log) or
+// −r₁ Δ^r₂ (power). r₁, r₂ > 0 come from raw learned parameters ρ₁, ρ₂:
+// r₁ = softplus(ρ₁), r₂ = softplus(ρ₂) (log) or 2σ(ρ₂) (power, 0 < r₂ < 2).
+// The reference implementation (chijames/KERPLE) clamps the parameters
+// themselves to >= 0.01 (and the power's exponent to <= 2) after drawing
+// r₁ ~ U(0, 2), r₂ ~ U(0, 1) (log) or r₁ ~ U(0, 1), r₂ ~ U(0, 2) (power);
+// this project keeps those draws (as ρ = the inverse maps) and replaces the
+// clamp by the smooth maps, so gradients never stop at a bound.
+struct KerpleR {
+  double r1 = 0, r2 = 0;
+  double dr1 = 0, dr2 = 0;  // dr/dρ
+};
+GPT_HD inline KerpleR kerple_r(PositionBias k, double rho1, double rho2) {
+  KerpleR r;
+  r.r1 = softplus(rho1);
+  r.dr1 = sigmoid(rho1);
+  if (k == PositionBias::KerplePower) {
+    const double sg = sigmoid(rho2);
+    r.r2 = 2.0 * sg;
+    r.dr2 = 2.0 * sg * (1.0 - sg);
+  } else {
+    r.r2 = softplus(rho2);
+    r.dr2 = sigmoid(rho2);
+  }
+  return r;
+}
+// The raw ρ of an initial r (the inverse maps of kerple_r).
+inline double kerple_rho1(double r1) { return r1 > 30 ? r1 : log(expm1(r1)); }
+inline double kerple_rho2(PositionBias k, double r2) {
+  if (k == PositionBias::KerplePower) return log(r2 / (2.0 - r2));
+  return r2 > 30 ? r2 : log(expm1(r2));
+}
+// b(Δ) and its derivatives ∂b/∂r₁, ∂b/∂r₂ at distance Δ >= 0.
+template <typename T>
+GPT_HD inline T kerple_bias(PositionBias k, T r1, T r2, T dist) {
+  if (k == PositionBias::KerplePower) return dist > T(0) ? -r1 * pow(dist, r2) : T(0);
+  return -r1 * log1p(r2 * dist);
+}
+template <typename T>
+GPT_HD inline void kerple_bias_grad(PositionBias k, T r1, T r2, T dist, T* d1, T* d2) {
+  if (k == PositionBias::KerplePower) {
+    const T p = dist > T(0) ? pow(dist, r2) : T(0);
+    *d1 = -p;
+    *d2 = dist > T(0) ? -r1 * p * log(dist) : T(0);
+  } else {
+    *d1 = -log1p(r2 * dist);
+    *d2 = -r1 * dist / (T(1) + r2 * dist);
+  }
+}
+
 // Stage 4 divides by a sum over the row (l1 and its sink and softpick forms).
 GPT_HD inline bool row_normalised(const AttentionSpec& s) {
   return s.normalize == Normalize::L1 || s.normalize == Normalize::OffByOne || s.normalize == Normalize::Sink ||

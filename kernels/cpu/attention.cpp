@@ -86,7 +86,8 @@ void check_far(const AttentionSpec& spec, bool has_far) {
             spec.rope.remap_window);
 }
 
-void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale, bool has_sink) {
+void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale, bool has_sink,
+                bool has_kerple) {
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "attention: B, T, C, NH must be positive, got B=", B,
             " T=", Tn, " C=", C, " NH=", NH);
   GPT_CHECK(C % NH == 0, "attention: C=", C, " must be a multiple of NH=", NH);
@@ -95,6 +96,7 @@ void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool ha
             "attention: the fixed normalisation constant must be > 0, got ", spec.norm_const);
   GPT_CHECK(!spec.learned_scale() || has_head_scale, "attention: the ssmax scale needs the per-head scales s_h");
   GPT_CHECK(!spec.learned_sink() || has_sink, "attention: normalisation \"sink\" needs the per-head sink logits");
+  GPT_CHECK(!spec.kerple() || has_kerple, "attention: the KERPLE bias needs its per-head parameters r1, r2");
   GPT_CHECK(!attn::sharpen_refused(spec), "attention: re-weighting (p > 0) does not compose with normalisation ",
             stage_name(spec.normalize), ": it renormalises rows to 1, undoing the weight the sink leaves out");
   GPT_CHECK(spec.window >= 0 && spec.sinks >= 0, "attention: the window and the sinks must be >= 0, got window=",
@@ -283,6 +285,7 @@ void far_backward(T* g, T* gf, const RowBlock<T>& rb, const HeadView<const T>& f
 }
 
 // The per-row constants of stage 2 for one (b,h) slice.
+template <typename T>
 struct HeadConsts {
   double factor;      // stage 1's f
   double head_scale;  // s_h (ssmax)
@@ -290,12 +293,47 @@ struct HeadConsts {
   double bias;
   int D;
   double zeta;        // the sink key's logit (attn::sink_logit)
+  // KERPLE: b(Δ) and (backward) ∂b/∂r₁, ∂b/∂r₂ by distance Δ < T; null otherwise.
+  const T* kb = nullptr;
+  const T* kg1 = nullptr;
+  const T* kg2 = nullptr;
+};
+
+// KERPLE's per-head tables for one call: b_h(Δ), and with grads ∂b/∂r₁,
+// ∂b/∂r₂ (Δ = 0..T−1, row h·T + Δ), from the raw parameters (attn::kerple_r).
+template <typename T>
+struct KerpleTables {
+  std::vector<T> b, g1, g2;
+  std::vector<attn::KerpleR> r;  // per head
+  KerpleTables(const AttentionSpec& s, const T* raw, int NH, int Tn, bool grads) {
+    if (!s.kerple()) return;
+    r.resize(NH);
+    b.resize(static_cast<size_t>(NH) * Tn);
+    if (grads) g1.resize(b.size()), g2.resize(b.size());
+    for (int h = 0; h < NH; ++h) {
+      r[h] = attn::kerple_r(s.position_bias, static_cast<double>(raw[2 * h]), static_cast<double>(raw[2 * h + 1]));
+      for (int d = 0; d < Tn; ++d) {
+        const size_t k = static_cast<size_t>(h) * Tn + d;
+        b[k] = static_cast<T>(attn::kerple_bias(s.position_bias, r[h].r1, r[h].r2, static_cast<double>(d)));
+        if (!grads) continue;
+        double d1, d2;
+        attn::kerple_bias_grad(s.position_bias, r[h].r1, r[h].r2, static_cast<double>(d), &d1, &d2);
+        g1[k] = static_cast<T>(d1);
+        g2[k] = static_cast<T>(d2);
+      }
+    }
+  }
+  void attach(HeadConsts<T>& hc, int h, int Tn) const {
+    if (b.empty()) return;
+    hc.kb = b.data() + static_cast<size_t>(h) * Tn;
+    if (!g1.empty()) hc.kg1 = g1.data() + static_cast<size_t>(h) * Tn, hc.kg2 = g2.data() + static_cast<size_t>(h) * Tn;
+  }
 };
 
 // x_j = λ_i f σ_j + bias − slope (i − j) of row r of the block (i = i0 + r + 1,
 // 1-based) as the row functions take it, with the block's column map.
 template <typename T>
-attn_rows::RowArgs<T> row_args(const RowBlock<T>& rb, int r, const AttentionSpec& s, const HeadConsts& hc) {
+attn_rows::RowArgs<T> row_args(const RowBlock<T>& rb, int r, const AttentionSpec& s, const HeadConsts<T>& hc) {
   const int i = rb.i0 + r + 1;
   attn_rows::RowArgs<T> a;
   a.i = i;
@@ -304,6 +342,9 @@ attn_rows::RowArgs<T> row_args(const RowBlock<T>& rb, int r, const AttentionSpec
   a.bias = static_cast<T>(hc.bias);
   a.slope = static_cast<T>(hc.slope);
   a.zeta = static_cast<T>(hc.zeta);
+  a.kb = hc.kb;
+  a.kg1 = hc.kg1;
+  a.kg2 = hc.kg2;
   if (rb.masked) {
     a.masked = true;
     a.ns = rb.ns;
@@ -331,11 +372,12 @@ void backward_weights_row(GemmKernel, const double* qk, double* u, double* w, co
 }
 template <typename T>
 double backward_grad_row(GemmKernel isa, const T* qk, const T* u, const T* w, T* g, const attn_rows::RowArgs<T>& a,
-                         const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f, bool want, T* S) {
+                         const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f, bool want, T* S,
+                         double* kerple) {
   if constexpr (std::is_same_v<T, float>)
-    return attn_rows::backward_grad_row_vec(isa, qk, u, w, g, a, s, r, D, lambda_f, f, want, S);
+    return attn_rows::backward_grad_row_vec(isa, qk, u, w, g, a, s, r, D, lambda_f, f, want, S, kerple);
   else
-    return attn_rows::backward_grad_row_scalar(qk, u, w, g, a, s, r, D, lambda_f, f, want, S);
+    return attn_rows::backward_grad_row_scalar(qk, u, w, g, a, s, r, D, lambda_f, f, want, S, kerple);
 }
 
 // Adds one row's diagnostics to acc[kAttentionDiagStats] (columns mapped to
@@ -366,7 +408,7 @@ void row_diagnostics(double* acc, const T* w, const attn_rows::RowArgs<T>& a, in
 template <typename T>
 void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, T* ftile, const RowBlock<T>& rb,
                    const HeadView<const T>& hv, const HeadView<const T>* fv, const AttentionSpec& s,
-                   const HeadConsts& hc, GemmKernel isa) {
+                   const HeadConsts<T>& hc, GemmKernel isa) {
   block_scores(tile, rb, hv);
   if (fv) merge_far_scores(tile, ftile, rb, *fv, FarCols{s.rope.remap_window});
   for (int r = 0; r < rb.rows(); ++r) {
@@ -428,6 +470,7 @@ struct BackwardTiles {
 struct HeadGradSums {
   double scale = 0;  // Σ_i dλ_i/ds_h Σ_j σ_ij dx_ij (ssmax)
   double sink = 0;   // Σ_i dL/dζ_h (attn::sink_grad; normalisation sink)
+  double r1 = 0, r2 = 0;  // Σ_ij dx_ij ∂b/∂r₁, ∂b/∂r₂ (KERPLE)
 };
 
 // Backward of one row block: accumulates into dq_i (its rows), dk_j, dv_j
@@ -438,7 +481,7 @@ template <typename T>
 HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_stride, const T* st,
                       BackwardTiles<T>& tl, const RowBlock<T>& rb, const HeadView<const T>& hv,
                       const HeadView<const T>* fv, const HeadView<T>* dfv, const AttentionSpec& s,
-                      const HeadConsts& hc, GemmKernel isa) {
+                      const HeadConsts<T>& hc, GemmKernel isa) {
   const int D = hv.D, R = rb.rows();
   const size_t ld = rb.ld;
   T *qk = tl.qk, *u = tl.u, *w = tl.w, *g = tl.g;
@@ -470,9 +513,12 @@ HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, siz
     const int i = rb.i0 + r + 1, n = rb.keys(r);
     const T lambda = static_cast<T>(attn::row_scale(s, i, hc.D, hc.head_scale));
     T S = 0;
+    double kr[2] = {0, 0};
     const double sigma_dx = backward_grad_row(isa, rb.row(qk, r), rb.row(u, r), rb.row(w, r), rb.row(g, r),
                                               row_args<T>(rb, r, s, hc), s, rows[r], Di[r], lambda * f, f,
-                                              s.learned_scale(), &S);
+                                              s.learned_scale(), &S, hc.kg1 ? kr : nullptr);
+    dhead.r1 += kr[0];
+    dhead.r2 += kr[1];
     std::fill(rb.row(g, r) + n, rb.row(g, r) + ncols, T(0));
     dhead.scale += attn::row_scale_grad(s, i) * sigma_dx;
     if (s.learned_sink()) dhead.sink += static_cast<double>(attn::sink_grad(s, rows[r], static_cast<T>(hc.zeta), S));
@@ -490,9 +536,12 @@ HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, siz
 }
 
 template <typename T>
-HeadConsts head_consts(const AttentionSpec& s, int h, int NH, int D, const HeadParams<T>& hp) {
-  return {attn::score_factor(s, D), hp.scale ? static_cast<double>(hp.scale[h]) : 1.0,
-          s.alibi ? attn::alibi_slope(h, NH) : 0.0, s.bias, D, attn::sink_logit(s, hp.sink, h)};
+HeadConsts<T> head_consts(const AttentionSpec& s, int h, int NH, int D, const HeadParams<T>& hp,
+                          const KerpleTables<T>& kt, int Tn) {
+  HeadConsts<T> hc{attn::score_factor(s, D), hp.scale ? static_cast<double>(hp.scale[h]) : 1.0,
+                   s.alibi() ? attn::alibi_slope(h, NH) : 0.0, s.bias, D, attn::sink_logit(s, hp.sink, h)};
+  kt.attach(hc, h, Tn);
+  return hc;
 }
 
 }  // namespace
@@ -500,10 +549,11 @@ HeadConsts head_consts(const AttentionSpec& s, int h, int NH, int D, const HeadP
 template <typename T>
 void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                        const HeadParams<std::type_identity_t<T>>& head, double* diag, const T* qkv_far) {
-  check_args(B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr);
+  check_args(B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr, head.kerple != nullptr);
   check_far(spec, qkv_far != nullptr);
   const int D = C / NH;
   const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
+  const KerpleTables<T> kt(spec, head.kerple, NH, Tn, false);
   CallScratch<T>& cs = call_scratch<T>();
   T* heads = reuse(cs.heads, n);
   T* heads_far = qkv_far ? reuse(cs.heads_far, n) : nullptr;
@@ -535,7 +585,7 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
       T* y = out + (static_cast<size_t>(b) * Tn + rb.i0) * C + static_cast<size_t>(h) * D;
       block_forward(y, static_cast<size_t>(C), st.data(), diag ? &item_diag[item * kAttentionDiagStats] : nullptr,
                     tile, ftile, rb, hv, qkv_far ? &fv : nullptr, spec,
-                    head_consts(spec, h, NH, D, head), isa);
+                    head_consts(spec, h, NH, D, head, kt, Tn), isa);
       // stats (B,NH,T,kStats)
       if (stats)
         std::copy(st.begin(), st.begin() + rb.rows() * kStats,
@@ -554,14 +604,16 @@ template <typename T>
 void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhp, const T* dout, const T* out,
                         const T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                         const HeadParams<std::type_identity_t<T>>& head, T* dqkv_far, const T* qkv_far) {
-  check_args(B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr);
+  check_args(B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr, head.kerple != nullptr);
   check_far(spec, qkv_far != nullptr);
   GPT_CHECK(!qkv_far || dqkv_far, "attention_backward: a distance remapping needs dqkv_far");
+  GPT_CHECK(!spec.kerple() || dhp.kerple != nullptr, "attention_backward: KERPLE needs the gradients of r1, r2");
   GPT_CHECK(stats != nullptr, "attention_backward: the forward's stats are required");
   GPT_CHECK(!spec.learned_scale() || dhp.scale != nullptr, "attention_backward: ssmax needs dhead_scale");
   GPT_CHECK(!spec.learned_sink() || dhp.sink != nullptr, "attention_backward: the sink needs the sink gradients");
   const int D = C / NH;
   const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
+  const KerpleTables<T> kt(spec, head.kerple, NH, Tn, true);
   CallScratch<T>& cs = call_scratch<T>();
   T* heads = reuse(cs.heads, n);
   T* dheads = reuse(cs.dheads, n);
@@ -588,7 +640,7 @@ void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhp, 
       const HeadView<T> dhv(dheads, b, h, Tn, NH, D);
       const HeadView<const T> fv(qkv_far ? heads_far : heads, b, h, Tn, NH, D);
       const HeadView<T> dfv(qkv_far ? dheads_far : dheads, b, h, Tn, NH, D);
-      const HeadConsts hc = head_consts(spec, h, NH, D, head);
+      const HeadConsts<T> hc = head_consts(spec, h, NH, D, head, kt, Tn);
       for (int i0 = 0; i0 < Tn; i0 += kRowBlock) {
         const RowBlock<T> rb(i0, std::min(Tn, i0 + kRowBlock), tile_ld(Tn), spec);
         // dout, out (B,T,C) row (b,i0), head h; stats (B,NH,T,kStats)
@@ -598,6 +650,8 @@ void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhp, 
                                                  hv, qkv_far ? &fv : nullptr, qkv_far ? &dfv : nullptr, spec, hc, isa);
         dhead[bh].scale += part.scale;
         dhead[bh].sink += part.sink;
+        dhead[bh].r1 += part.r1;
+        dhead[bh].r2 += part.r2;
       }
     }
   }
@@ -614,13 +668,20 @@ void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhp, 
   scatter(dqkv, dheads, qkv);
   if (qkv_far) scatter(dqkv_far, dheads_far, qkv_far);
   for (int h = 0; h < NH; ++h) {
-    double scale = 0, sink = 0;
+    double scale = 0, sink = 0, r1 = 0, r2 = 0;
     for (int b = 0; b < B; ++b) {
-      scale += dhead[static_cast<size_t>(b) * NH + h].scale;
-      sink += dhead[static_cast<size_t>(b) * NH + h].sink;
+      const HeadGradSums& d = dhead[static_cast<size_t>(b) * NH + h];
+      scale += d.scale;
+      sink += d.sink;
+      r1 += d.r1;
+      r2 += d.r2;
     }
     if (spec.learned_scale()) dhp.scale[h] += static_cast<T>(scale);
     if (spec.learned_sink()) dhp.sink[h] += static_cast<T>(sink);
+    if (spec.kerple()) {  // through r = softplus(ρ) (and the power's 2σ(ρ₂))
+      dhp.kerple[2 * h] += static_cast<T>(r1 * kt.r[h].dr1);
+      dhp.kerple[2 * h + 1] += static_cast<T>(r2 * kt.r[h].dr2);
+    }
   }
 }
 

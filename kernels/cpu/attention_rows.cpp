@@ -23,7 +23,8 @@ namespace gpt::cpu::attn_rows {
 template <typename T>
 void forward_row_scalar(T* row, const RowArgs<T>& a, const AttentionSpec& s, T* st) {
   const int n = a.n;
-  for (int j = 0; j < n; ++j) row[j] = a.lf * row[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j));
+  for (int j = 0; j < n; ++j)
+    row[j] = a.lf * row[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j)) + a.bias_at(j);
   T shift = 0;
   if (attn::shifted(s)) {
     bool first = true;
@@ -63,7 +64,7 @@ template <typename T>
 void backward_weights_row_scalar(const T* qk, T* u, T* w, const RowArgs<T>& a, const AttentionSpec& s,
                                  const attn::Row<T>& r) {
   for (int j = 0; j < a.n; ++j) {
-    const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j));
+    const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j)) + a.bias_at(j);
     u[j] = r.u(s, x);
     w[j] = a.kept(j) ? r.w_from_a(r.numer(u[j]) * r.inv_z) : T(0);
   }
@@ -72,7 +73,7 @@ void backward_weights_row_scalar(const T* qk, T* u, T* w, const RowArgs<T>& a, c
 template <typename T>
 double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const RowArgs<T>& a,
                                 const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f,
-                                bool want_sigma_dx, T* S_out) {
+                                bool want_sigma_dx, T* S_out, double* kerple_out) {
   const int n = a.n;
   T S = 0;
   if (r.sharpen) {
@@ -85,17 +86,23 @@ double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const
     S = D;  // w = a, h = g: Σ a h = Σ w g = dy·y
   }
   if (S_out) *S_out = S;
-  double sigma_dx = 0;
+  double sigma_dx = 0, k1 = 0, k2 = 0;
   for (int j = 0; j < n; ++j) {
     if (!a.kept(j)) {
       g[j] = 0;
       continue;
     }
-    const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j));
+    const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j)) + a.bias_at(j);
     const T dx = attn::grad_x_u(s, r, x, u[j], g[j], S);
     if (want_sigma_dx) sigma_dx += static_cast<double>(f * qk[j] * dx);
+    if (a.kg1) {
+      const int d = a.i - 1 - a.key(j);
+      k1 += static_cast<double>(dx * a.kg1[d]);
+      k2 += static_cast<double>(dx * a.kg2[d]);
+    }
     g[j] = lambda_f * dx;
   }
+  if (kerple_out) kerple_out[0] = k1, kerple_out[1] = k2;
   return sigma_dx;
 }
 
@@ -107,10 +114,11 @@ template void backward_weights_row_scalar<double>(const double*, double*, double
                                                   const AttentionSpec&, const attn::Row<double>&);
 template double backward_grad_row_scalar<float>(const float*, const float*, const float*, float*,
                                                 const RowArgs<float>&, const AttentionSpec&, const attn::Row<float>&,
-                                                float, float, float, bool, float*);
+                                                float, float, float, bool, float*, double*);
 template double backward_grad_row_scalar<double>(const double*, const double*, const double*, double*,
                                                  const RowArgs<double>&, const AttentionSpec&,
-                                                 const attn::Row<double>&, double, double, double, bool, double*);
+                                                 const attn::Row<double>&, double, double, double, bool, double*,
+                                                 double*);
 
 // ---- vector (float) ------------------------------------------------------------------
 namespace {
@@ -183,10 +191,13 @@ template <>
 struct ColMap<true> {
   const float* d;
   const float* k;
+  const float* b;   // the learned position bias of each column (RowArgs::kb), or zeros
+  const float* q1;  // its derivatives (RowArgs::kg1, kg2), when given
+  const float* q2;
   explicit ColMap(const RowArgs<float>& a) {
-    static thread_local std::vector<float> dist, keep;
+    static thread_local std::vector<float> dist, keep, bias, bg1, bg2;
     const int nb = padded_keys(a.n);
-    if (static_cast<int>(dist.size()) < nb) dist.resize(nb), keep.resize(nb);
+    if (static_cast<int>(dist.size()) < nb) dist.resize(nb), keep.resize(nb), bias.resize(nb);
     const int n = a.n, ns = a.ns, off = a.off, lo = a.lo, sinks = a.sinks, im1 = a.i - 1;
     float* dp = dist.data();
     float* kp = keep.data();
@@ -198,12 +209,31 @@ struct ColMap<true> {
     }
     d = dp;
     k = kp;
+    b = q1 = q2 = nullptr;
+    if (!a.kb) return;
+    // The bias table at each column's distance (columns past n, whose
+    // distance may be negative, read 0), and its derivatives (zeros without:
+    // the backward's sums of dx·∂b/∂r then come out 0).
+    if (static_cast<int>(bg1.size()) < nb) bg1.resize(nb), bg2.resize(nb);
+    float* bp = bias.data();
+    for (int c = 0; c < nb; ++c) {
+      const int dd = im1 - (c + (c < ns ? 0 : off));
+      bp[c] = c < n ? a.kb[dd] : 0.0f;
+      bg1[c] = a.kg1 && c < n ? a.kg1[dd] : 0.0f;
+      bg2[c] = a.kg1 && c < n ? a.kg2[dd] : 0.0f;
+    }
+    b = bp;
+    q1 = bg1.data();
+    q2 = bg2.data();
   }
   GPT_ALWAYS_INLINE float dist(int, int c) const { return d[c]; }
   GPT_ALWAYS_INLINE bool in(int c) const { return k[c] != 0.0f; }
+  GPT_ALWAYS_INLINE float extra(int c) const { return b[c]; }
+  GPT_ALWAYS_INLINE float g1(int c) const { return q1[c]; }
+  GPT_ALWAYS_INLINE float g2(int c) const { return q2[c]; }
 };
 
-template <Positivity P, bool M>
+template <Positivity P, bool M, bool KB = false>
 GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
   const float lf = a.lf, bias = a.bias, slope = a.slope;
@@ -214,7 +244,8 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
     float* x = row + j0;
 #pragma omp simd
     for (int l = 0; l < L; ++l) {
-      const float v = lf * x[l] + bias - slope * cm.dist(im1, j0 + l);
+      float v = lf * x[l] + bias - slope * cm.dist(im1, j0 + l);
+      if constexpr (KB) v += cm.extra(j0 + l);
       x[l] = v;
       mx[l] = cm.in(j0 + l) && v > mx[l] ? v : mx[l];
     }
@@ -269,7 +300,7 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
   }
 }
 
-template <Positivity P, bool M>
+template <Positivity P, bool M, bool KB = false>
 GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, float* w, const RowArgs<float>& a,
                                                  const attn::Row<float>& r) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
@@ -280,7 +311,8 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
     if (r.sharpen) {
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
-        const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
+        float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
+        if constexpr (KB) x += cm.extra(j0 + l);
         const float uu = phi_v<P>(x - shift);
         u[j0 + l] = uu;
         const float t = attn::sharpen_t(ri, (uu - c > 0.0f ? uu - c : 0.0f) * inv_z, off);
@@ -289,7 +321,8 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
     } else {
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
-        const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
+        float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
+        if constexpr (KB) x += cm.extra(j0 + l);
         const float uu = phi_v<P>(x - shift);
         u[j0 + l] = uu;
         w[j0 + l] = cm.in(j0 + l) ? (uu - c > 0.0f ? uu - c : 0.0f) * inv_z : 0.0f;
@@ -298,11 +331,11 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
   }
 }
 
-template <Positivity P, bool M>
+template <Positivity P, bool M, bool KB = false>
 GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u, const float* w, float* g,
                                                 const RowArgs<float>& a, const AttentionSpec& s,
                                                 const attn::Row<float>& r, float D, float lambda_f, float f,
-                                                bool want_sigma_dx, float* S_out) {
+                                                bool want_sigma_dx, float* S_out, double* kerple_out) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
   const ColMap<M> cm(a);
   const float lf = a.lf, bias = a.bias, slope = a.slope, shift = r.shift, inv_z = r.inv_z, c = r.zero;
@@ -326,17 +359,22 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
   }
   if (S_out) *S_out = S;
   const float S_l1 = attn::row_normalised(s) ? S : 0.0f;
-  float sd[L] = {};
+  float sd[L] = {}, kd1[L] = {}, kd2[L] = {};
   if (attn::softpick(s)) {  // attn::grad_x_u's 1[u > c]·h − sgn(u − c)·S
     for (int j0 = 0; j0 < nb; j0 += L) {
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
         const bool in = cm.in(j0 + l);
-        const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
+        float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
+        if constexpr (KB) x += cm.extra(j0 + l);
         const float uu = u[j0 + l];
         const float hs = uu > c ? g[j0 + l] - S : (uu < c ? S : 0.0f);
         const float dx = phi_grad_v<P>(x - shift, uu) * inv_z * hs;
         sd[l] += in ? f * qk[j0 + l] * dx : 0.0f;
+        if constexpr (KB) {
+          kd1[l] += in ? dx * cm.g1(j0 + l) : 0.0f;
+          kd2[l] += in ? dx * cm.g2(j0 + l) : 0.0f;
+        }
         g[j0 + l] = in ? lambda_f * dx : 0.0f;
       }
     }
@@ -345,12 +383,23 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
         const bool in = cm.in(j0 + l);
-        const float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
+        float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
+        if constexpr (KB) x += cm.extra(j0 + l);
         const float dx = phi_grad_v<P>(x - shift, u[j0 + l]) * inv_z * (g[j0 + l] - S_l1);
         sd[l] += in ? f * qk[j0 + l] * dx : 0.0f;
+        if constexpr (KB) {
+          kd1[l] += in ? dx * cm.g1(j0 + l) : 0.0f;
+          kd2[l] += in ? dx * cm.g2(j0 + l) : 0.0f;
+        }
         g[j0 + l] = in ? lambda_f * dx : 0.0f;
       }
     }
+  }
+  if (kerple_out) {
+    double k1 = 0, k2 = 0;
+    for (int l = 0; l < L; ++l) k1 += kd1[l], k2 += kd2[l];
+    kerple_out[0] = k1;
+    kerple_out[1] = k2;
   }
   if (!want_sigma_dx) return 0.0;
   double sum = 0;
@@ -383,17 +432,25 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
   ATTR double backward_grad_row_##SUFFIX(const float* qk, const float* u, const float* w, float* g,              \
                                          const RowArgs<float>& a, const AttentionSpec& s,                      \
                                          const attn::Row<float>& r, float D, float lambda_f, float f,          \
-                                         bool want, float* S_out) {                                            \
+                                         bool want, float* S_out, double* kerple_out) {                        \
     GPT_ATTN_POSITIVITY_SWITCH(BG_CALL)                                                                         \
     return 0.0;                                                                                                 \
   }
 
-#define FWD_CALL(P) a.masked ? forward_row_body<P, true>(row, a, s, st) : forward_row_body<P, false>(row, a, s, st)
-#define BW_CALL(P) \
-  a.masked ? backward_weights_row_body<P, true>(qk, u, w, a, r) : backward_weights_row_body<P, false>(qk, u, w, a, r)
-#define BG_CALL(P)                                                                 \
-  a.masked ? backward_grad_row_body<P, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out) \
-           : backward_grad_row_body<P, false>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out)
+// Three column maps: plain, masked (ColMap<true>), and with a learned bias
+// (KERPLE; masked or not, through ColMap<true>'s tables).
+#define FWD_CALL(P)                                                  \
+  a.kb       ? forward_row_body<P, true, true>(row, a, s, st)        \
+  : a.masked ? forward_row_body<P, true>(row, a, s, st)              \
+             : forward_row_body<P, false>(row, a, s, st)
+#define BW_CALL(P)                                                   \
+  a.kb       ? backward_weights_row_body<P, true, true>(qk, u, w, a, r) \
+  : a.masked ? backward_weights_row_body<P, true>(qk, u, w, a, r)    \
+             : backward_weights_row_body<P, false>(qk, u, w, a, r)
+#define BG_CALL(P)                                                                                           \
+  a.kb ? backward_grad_row_body<P, true, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out) \
+  : a.masked ? backward_grad_row_body<P, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out) \
+             : backward_grad_row_body<P, false>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out)
 
 GPT_ATTN_ROWS_FOR_ISA(avx512, __attribute__((target("avx512f"))))
 GPT_ATTN_ROWS_FOR_ISA(avx2, __attribute__((target("avx2,fma"))))
@@ -432,14 +489,14 @@ void backward_weights_row_vec(GemmKernel isa, const float* qk, float* u, float* 
 
 double backward_grad_row_vec(GemmKernel isa, const float* qk, const float* u, const float* w, float* g,
                              const RowArgs<float>& a, const AttentionSpec& s, const attn::Row<float>& r, float D,
-                             float lambda_f, float f, bool want_sigma_dx, float* S_out) {
+                             float lambda_f, float f, bool want_sigma_dx, float* S_out, double* kerple_out) {
   switch (isa) {
     case GemmKernel::Avx512:
-      return backward_grad_row_avx512(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx, S_out);
+      return backward_grad_row_avx512(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx, S_out, kerple_out);
     case GemmKernel::Avx2:
-      return backward_grad_row_avx2(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx, S_out);
+      return backward_grad_row_avx2(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx, S_out, kerple_out);
     default:
-      return backward_grad_row_base(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx, S_out);
+      return backward_grad_row_base(qk, u, w, g, a, s, r, D, lambda_f, f, want_sigma_dx, S_out, kerple_out);
   }
 }
 

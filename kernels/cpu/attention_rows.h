@@ -26,7 +26,7 @@ namespace gpt::cpu::attn_rows {
 inline constexpr int kRowLanes = 16;
 inline int padded_keys(int n) { return (n + kRowLanes - 1) / kRowLanes * kRowLanes; }
 
-// Row i (1-based) over n columns: x_c = lf·σ_c + bias − slope·(i − 1 − key(c)),
+// Row i (1-based) over n columns: x_c = lf·σ_c + bias − slope·(i − 1 − key(c)) [+ kb[i − 1 − key(c)]],
 // where σ_c = q_i·k_key(c) and lf = λ_i·f (stage 2). Without a mask column c
 // is key c and n = i. With a context mask (attn::masked) the columns are the
 // keys a row block can see: c < ns the sink keys c, c >= ns the keys c + off
@@ -41,6 +41,14 @@ struct RowArgs {
   bool masked = false;
   int ns = 0, off = 0, lo = 0, sinks = 0;
   T zeta = 0;  // the sink key's logit (attn::sink_logit; normalisations off_by_one and sink)
+  // A learned position bias (KERPLE): kb[Δ] = b(Δ) is added to x at distance
+  // Δ = i − 1 − key(c), and the backward sums dx·kg1[Δ], dx·kg2[Δ] (∂b/∂r₁,
+  // ∂b/∂r₂). Null without one. Such rows run the vector kernels' mapped-column
+  // path (as masked rows do).
+  const T* kb = nullptr;
+  const T* kg1 = nullptr;
+  const T* kg2 = nullptr;
+  T bias_at(int c) const { return kb ? kb[i - 1 - key(c)] : T(0); }
 
   int key(int c) const { return c < ns ? c : c + off; }
   bool kept(int c) const { return c < n && (!masked || key(c) < sinks || key(c) >= lo); }
@@ -67,13 +75,15 @@ void backward_weights_row_vec(GemmKernel isa, const float* qk, float* u, float* 
 // padded_keys(n) in the vector version). D = dy_i·y_i, lambda_f = λ_i·f.
 // Returns Σ_j f·σ_j·dx_j when want_sigma_dx (the ssmax scale's gradient
 // needs it), else 0; S_out (if not null) receives S = Σ_j a_j h_j (the sink
-// logit's gradient needs it: attn::sink_grad).
+// logit's gradient needs it: attn::sink_grad); with a.kg1, kerple_out[0..1]
+// receive Σ_j dx_j·kg1, Σ_j dx_j·kg2 (KERPLE's dL/dr₁, dL/dr₂ of the row).
 template <typename T>
 double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const RowArgs<T>& a,
                                 const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f,
-                                bool want_sigma_dx, T* S_out = nullptr);
+                                bool want_sigma_dx, T* S_out = nullptr, double* kerple_out = nullptr);
 double backward_grad_row_vec(GemmKernel isa, const float* qk, const float* u, const float* w, float* g,
                              const RowArgs<float>& a, const AttentionSpec& s, const attn::Row<float>& r, float D,
-                             float lambda_f, float f, bool want_sigma_dx, float* S_out = nullptr);
+                             float lambda_f, float f, bool want_sigma_dx, float* S_out = nullptr,
+                             double* kerple_out = nullptr);
 
 }  // namespace gpt::cpu::attn_rows

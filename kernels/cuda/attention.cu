@@ -184,9 +184,10 @@ __device__ void load_tile(float4* dst, const float* base, size_t stride, int t0,
 struct RowConsts {
   float lf, lambda, f, bias, slope;
   float zeta;  // the sink key's logit (attn::sink_logit)
+  float r1, r2, dr1, dr2;  // KERPLE's r₁, r₂ of the head and dr/dρ (attn::kerple_r)
 };
 __device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int h, int NH, const float* head_scale,
-                                       const float* head_sink) {
+                                       const float* head_sink, const float* head_kerple) {
   const double factor = attn::score_factor(s, D);
   const double hs = head_scale ? static_cast<double>(head_scale[h]) : 1.0;
   const double lambda = attn::row_scale(s, i, D, hs);
@@ -195,13 +196,25 @@ __device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int
   rc.lambda = static_cast<float>(lambda);
   rc.f = static_cast<float>(factor);
   rc.bias = static_cast<float>(s.bias);
-  rc.slope = s.alibi ? static_cast<float>(attn::alibi_slope(h, NH)) : 0.f;
+  rc.slope = s.alibi() ? static_cast<float>(attn::alibi_slope(h, NH)) : 0.f;
   rc.zeta = static_cast<float>(attn::sink_logit(s, head_sink, h));
+  rc.r1 = rc.r2 = rc.dr1 = rc.dr2 = 0.f;
+  if (s.kerple() && head_kerple) {
+    const attn::KerpleR r = attn::kerple_r(s.position_bias, head_kerple[2 * h], head_kerple[2 * h + 1]);
+    rc.r1 = static_cast<float>(r.r1);
+    rc.r2 = static_cast<float>(r.r2);
+    rc.dr1 = static_cast<float>(r.dr1);
+    rc.dr2 = static_cast<float>(r.dr2);
+  }
   return rc;
 }
 // x_ij = λ f (q_i·k_j) + bias − slope (i − j), with i0, j 0-based.
-__device__ __forceinline__ float logit(float lf, float bias, float slope, float qk, int i0, int j) {
-  return slope != 0.f ? lf * qk + bias - slope * static_cast<float>(i0 - j) : lf * qk + bias;
+// With KERPLE, + b(Δ) of the head (rc), Δ = i0 − j (clamped at 0 for the
+// pairs past the causal limit, which are never used).
+__device__ __forceinline__ float logit(const AttentionSpec& s, const RowConsts& rc, float lf, float qk, int i0, int j) {
+  float x = rc.slope != 0.f ? lf * qk + rc.bias - rc.slope * static_cast<float>(i0 - j) : lf * qk + rc.bias;
+  if (s.kerple()) x += attn::kerple_bias(s.position_bias, rc.r1, rc.r2, static_cast<float>(i0 > j ? i0 - j : 0));
+  return x;
 }
 
 // The spec with the template's φ written in, so that attn:: functions that
@@ -228,6 +241,7 @@ struct Inputs {
   AttentionSpec spec;
   const float* head_scale;
   const float* head_sink = nullptr;
+  const float* head_kerple = nullptr;
 };
 
 __device__ __forceinline__ size_t row_offset(int b, int t, int T, size_t stride, int h, int D) {
@@ -282,7 +296,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;  // longest rows first
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink);
+  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
@@ -312,7 +326,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
     float tmax = -INFINITY;
 #pragma unroll
     for (int jj = 0; jj < kKeyTile; ++jj) {
-      x[jj] = logit(rc.lf, rc.bias, rc.slope, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
+      x[jj] = logit(s, rc, rc.lf, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
       if (row_ok && pair_in(s, part, i0, j0 + jj)) tmax = fmaxf(tmax, x[jj]);
     }
     if (shifted && tmax > m) {  // online softmax: rescale what was summed under the old maximum
@@ -352,7 +366,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
       __syncthreads();
 #pragma unroll 4
       for (int jj = 0; jj < kKeyTile; ++jj) {
-        const float x = logit(rc.lf, rc.bias, rc.slope, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
+        const float x = logit(s, rc, rc.lf, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
         float e = 0.f;
         if (row_ok && pair_in(s, part, i0, j0 + jj)) {
           const float a = row.a(s, x);
@@ -386,7 +400,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink);
+  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   Slice<D> q;
@@ -412,7 +426,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
 #pragma unroll 4
     for (int jj = 0; jj < kKeyTile; ++jj) {
       const int j = j0 + jj;
-      const float x = logit(rc.lf, rc.bias, rc.slope, q.dot(ks + jj * G::D4, lane), i0, j);
+      const float x = logit(s, rc, rc.lf, q.dot(ks + jj * G::D4, lane), i0, j);
       if (row_ok && pair_in(s, part, i0, j)) {
         const double w = row.w_from_a(row.a(s, x));
         mass += w;
@@ -453,6 +467,7 @@ struct Grads {
   float* row_ds;  // (B,NH,T,2): D_i, S_i, written by dq_kernel for dkdv_kernel
   double* dhead;  // (NH) Σ dλ/ds Σ σ dx, ssmax only
   double* dsink = nullptr;  // (NH) Σ_i dL/dζ_h, normalisation sink only
+  double* dkerple = nullptr;  // (2·NH) Σ dx·∂b/∂r·dr/dρ, KERPLE only
 };
 
 // grid (query tiles, B*NH), block kRowsPerBlock*L threads.
@@ -467,7 +482,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink);
+  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
@@ -506,7 +521,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
       for (int jj = 0; jj < kKeyTile; ++jj) {
         const float qk = q.dot(ks + jj * G::D4, lane), g = dy.dot(vs + jj * G::D4, lane);
         if (row_ok && row.sharpen && pair_in(s, part, i0, j0 + jj)) {
-          const float x = logit(rc.lf, rc.bias, rc.slope, qk, i0, j0 + jj);
+          const float x = logit(s, rc, rc.lf, qk, i0, j0 + jj);
           const float a = row.a(s, x), w = row.w_from_a(a);
           sum += a * attn::grad_a(row, a, w, g, Di);
         }
@@ -515,8 +530,8 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
     if (row.sharpen) S = sum;
   }
 
-  const bool learned = s.learned_scale();
-  double sigma_dx = 0;
+  const bool learned = s.learned_scale(), kerple = s.kerple();
+  double sigma_dx = 0, k1 = 0, k2 = 0;
   acc.zero();
   for (int it = 0; it < parts * n_tiles; ++it) {
     const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
@@ -533,10 +548,16 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
     for (int jj = 0; jj < kKeyTile; ++jj) {
       const float qk = q.dot(ks + jj * G::D4, lane), g = dy.dot(vs + jj * G::D4, lane);
       if (row_ok && pair_in(s, part, i0, j0 + jj)) {
-        const float x = logit(rc.lf, rc.bias, rc.slope, qk, i0, j0 + jj);
+        const float x = logit(s, rc, rc.lf, qk, i0, j0 + jj);
         const float a = row.a(s, x), w = row.w_from_a(a);
         const float dx = attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Di), S);
         if (learned) sigma_dx += static_cast<double>(rc.f * qk * dx);
+        if (kerple) {
+          float d1, d2;
+          attn::kerple_bias_grad(s.position_bias, rc.r1, rc.r2, static_cast<float>(i0 - (j0 + jj)), &d1, &d2);
+          k1 += static_cast<double>(dx * d1);
+          k2 += static_cast<double>(dx * d2);
+        }
         acc.axpy(rc.lambda * rc.f * dx, ks + jj * G::D4, lane);
       }
     }
@@ -545,6 +566,10 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
     warp_atomic_add(gr.dhead + h, row_ok && lane == 0 ? attn::row_scale_grad(s, i) * sigma_dx : 0.0);
   if (s.learned_sink())
     warp_atomic_add(gr.dsink + h, row_ok && lane == 0 ? static_cast<double>(attn::sink_grad(s, row, rc.zeta, S)) : 0.0);
+  if (kerple) {  // through r = softplus(ρ) (and the power's 2σ(ρ₂))
+    warp_atomic_add(gr.dkerple + 2 * h, row_ok && lane == 0 ? k1 * rc.dr1 : 0.0);
+    warp_atomic_add(gr.dkerple + 2 * h + 1, row_ok && lane == 0 ? k2 * rc.dr2 : 0.0);
+  }
   if (!row_ok) return;
   acc.add_to((pq.part ? gr.dq_far : gr.dq) + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
   if (lane == 0) {
@@ -576,7 +601,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
   const int k0 = (gridDim.x - 1 - blockIdx.x) * kKeysPerBlock;  // most query rows first
   const int lane = threadIdx.x % G::L, j = k0 + threadIdx.x / G::L;
   const bool key_ok = j < T;
-  const RowConsts rc0 = row_consts(s, 1, D, h, NH, in.head_scale, in.head_sink);  // f, bias, slope (per head)
+  const RowConsts rc0 = row_consts(s, 1, D, h, NH, in.head_scale, in.head_sink, in.head_kerple);  // f, bias, slope (per head)
   const float* qbase = in.q + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* dybase = gr.dout + row_offset(b, 0, T, C, h, D);
   Slice<D> k, v, dk, dv;
@@ -613,7 +638,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
         Di = gr.row_ds[row * 2];
         S = gr.row_ds[row * 2 + 1];
       }
-      const RowConsts rc = row_consts(s, i0 + 1, D, h, NH, in.head_scale, in.head_sink);
+      const RowConsts rc = row_consts(s, i0 + 1, D, h, NH, in.head_scale, in.head_sink, in.head_kerple);
       rows[r] = attn::row_from_stats(s, i0 + 1, st);
       lfs[r] = rc.lf;
       lambdas[r] = rc.lambda;
@@ -627,7 +652,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
       const float qk = k.dot(qs + r * G::D4, lane), g = v.dot(dys + r * G::D4, lane);
       if (key_ok && i0 < T && pair_in(s, part, i0, j)) {
         const attn::Row<float> row = rows[r];
-        const float x = logit(lfs[r], rc0.bias, rc0.slope, qk, i0, j);
+        const float x = logit(s, rc0, lfs[r], qk, i0, j);
         const float a = row.a(s, x), w = row.w_from_a(a);
         const float dx = attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Dis[r]), Ss[r]);
         dv.axpy(w, dys + r * G::D4, lane);
@@ -713,7 +738,7 @@ constexpr int kHeadSizes[] = {16, 32, 64, 128};
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale,
-                bool has_sink) {
+                bool has_sink, bool has_kerple) {
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, fn, ": B, T, C, NH must be positive, got B=", B, " T=", Tn,
             " C=", C, " NH=", NH);
   GPT_CHECK(C % NH == 0, fn, ": C=", C, " must be a multiple of NH=", NH);
@@ -728,6 +753,7 @@ void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpe
             ": the fixed normalisation constant must be > 0, got ", spec.norm_const);
   GPT_CHECK(!spec.learned_scale() || has_head_scale, fn, ": the ssmax scale needs the per-head scales s_h");
   GPT_CHECK(!spec.learned_sink() || has_sink, fn, ": normalisation \"sink\" needs the per-head sink logits");
+  GPT_CHECK(!spec.kerple() || has_kerple, fn, ": the KERPLE bias needs its per-head parameters r1, r2");
   GPT_CHECK(!attn::sharpen_refused(spec), fn, ": re-weighting (p > 0) does not compose with normalisation ",
             stage_name(spec.normalize), ": it renormalises rows to 1, undoing the weight the sink leaves out");
   const int phi = static_cast<int>(spec.positivity), score = static_cast<int>(spec.score),
@@ -797,6 +823,7 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
   in.spec = spec;
   in.head_scale = spec.learned_scale() ? head.scale : nullptr;
   in.head_sink = spec.learned_sink() ? head.sink : nullptr;
+  in.head_kerple = spec.kerple() ? head.kerple : nullptr;
   return in;
 }
 
@@ -804,7 +831,7 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
 void add_far_inputs(Inputs& in, const float* qkv_far, float* norm_far, int B, int Tn, int C, int NH,
                     cudaStream_t stream) {
   if (!qkv_far) return;
-  const Inputs f = make_inputs(qkv_far, norm_far, B, Tn, C, NH, in.spec, {in.head_scale, in.head_sink}, stream);
+  const Inputs f = make_inputs(qkv_far, norm_far, B, Tn, C, NH, in.spec, {in.head_scale, in.head_sink, in.head_kerple}, stream);
   in.qf = f.q;
   in.kf = f.k;
 }
@@ -823,7 +850,8 @@ void check_far(const char* fn, const AttentionSpec& spec, const float* qkv_far) 
 void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
                        const AttentionSpec& spec, const HeadParams<float>& head, double* diag, cudaStream_t stream,
                        const float* qkv_far) {
-  check_args("cuda::attention_forward", B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr);
+  check_args("cuda::attention_forward", B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr,
+            head.kerple != nullptr);
   check_far("cuda::attention_forward", spec, qkv_far);
   GPT_CHECK(out && qkv, "cuda::attention_forward: out and qkv must be non-null");
   GPT_CHECK(aligned16(out) && aligned16(qkv), "cuda::attention_forward: out and qkv must be 16-byte aligned");
@@ -855,25 +883,29 @@ void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn
 void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* dout, const float* out,
                         const float* stats, const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                         const HeadParams<float>& head, cudaStream_t stream, float* dqkv_far, const float* qkv_far) {
-  check_args("cuda::attention_backward", B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr);
+  check_args("cuda::attention_backward", B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr,
+            head.kerple != nullptr);
   check_far("cuda::attention_backward", spec, qkv_far);
   GPT_CHECK(!qkv_far || (dqkv_far && aligned16(dqkv_far)),
             "cuda::attention_backward: a distance remapping needs a 16-byte aligned dqkv_far");
   GPT_CHECK(stats != nullptr, "cuda::attention_backward: the forward's stats are required");
   GPT_CHECK(!spec.learned_scale() || dhp.scale != nullptr, "cuda::attention_backward: ssmax needs dhead_scale");
   GPT_CHECK(!spec.learned_sink() || dhp.sink != nullptr, "cuda::attention_backward: the sink needs the sink gradients");
+  GPT_CHECK(!spec.kerple() || dhp.kerple != nullptr, "cuda::attention_backward: KERPLE needs the gradients of r1, r2");
   GPT_CHECK(dqkv && dout && out && qkv, "cuda::attention_backward: dqkv, dout, out and qkv must be non-null");
   GPT_CHECK(aligned16(dqkv) && aligned16(dout) && aligned16(out) && aligned16(qkv),
             "cuda::attention_backward: dqkv, dout, out and qkv must be 16-byte aligned");
   const int D = C / NH;
   const size_t rows = static_cast<size_t>(B) * Tn;
-  const bool cosine = spec.score == Score::Cosine, learned = spec.learned_scale(), sink = spec.learned_sink();
+  const bool cosine = spec.score == Score::Cosine, learned = spec.learned_scale(), sink = spec.learned_sink(),
+             kerple = spec.kerple();
   Scratch norm(cosine ? rows * 2 * C * sizeof(float) : 0, stream, "cudaMallocAsync of the cosine q/k copy");
   Scratch dhat(cosine ? rows * 2 * C * sizeof(float) : 0, stream, "cudaMallocAsync of the cosine q/k gradient");
   Scratch row_ds(static_cast<size_t>(B) * NH * Tn * 2 * sizeof(float), stream,
                  "cudaMallocAsync of the backward's row sums");
   Scratch dhead(learned ? NH * sizeof(double) : 0, stream, "cudaMallocAsync of the head-scale gradient");
   Scratch dsink(sink ? NH * sizeof(double) : 0, stream, "cudaMallocAsync of the sink-logit gradient");
+  Scratch dkerple(kerple ? 2 * NH * sizeof(double) : 0, stream, "cudaMallocAsync of the KERPLE gradient");
   const bool far = qkv_far != nullptr;
   Scratch norm_far(cosine && far ? rows * 2 * C * sizeof(float) : 0, stream,
                    "cudaMallocAsync of the far cosine q/k copy");
@@ -911,6 +943,8 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
   if (learned) check_cuda(cudaMemsetAsync(gr.dhead, 0, NH * sizeof(double), stream), "cudaMemsetAsync");
   gr.dsink = dsink.as<double>();
   if (sink) check_cuda(cudaMemsetAsync(gr.dsink, 0, NH * sizeof(double), stream), "cudaMemsetAsync");
+  gr.dkerple = dkerple.as<double>();
+  if (kerple) check_cuda(cudaMemsetAsync(gr.dkerple, 0, 2 * NH * sizeof(double), stream), "cudaMemsetAsync");
 
   dispatch(D, spec.positivity, [&](auto d, auto phi) {
     constexpr int kD = decltype(d)::value;
@@ -938,6 +972,10 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
   if (sink) {
     GPT_LAUNCH(tiles(NH, 128), 128, stream, add_head_scale_grad_kernel)(dhp.sink, gr.dsink, NH);
     check_launch("add_head_scale_grad_kernel launch (sink logits)");
+  }
+  if (kerple) {
+    GPT_LAUNCH(tiles(2 * NH, 128), 128, stream, add_head_scale_grad_kernel)(dhp.kerple, gr.dkerple, 2 * NH);
+    check_launch("add_head_scale_grad_kernel launch (KERPLE)");
   }
 }
 

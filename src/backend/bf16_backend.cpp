@@ -198,7 +198,7 @@ class Bf16Backend final : public Backend<bf16> {
                          const bf16* qkv_far) override {
     const size_t TC = static_cast<size_t>(Tn) * C;
     const size_t stats_unit = static_cast<size_t>(NH) * Tn * AttentionSpec::kStatsPerRow;
-    const HeadParams<float> hs(widen(2, head.scale, NH), widen(4, head.sink, NH));
+    const HeadParams<float> hs(widen(2, head.scale, NH), widen(4, head.sink, NH), widen(5, head.kerple, 2 * NH));
     by_units(B, 3 * TC, [&](int b0, int nb) {
       float* o = scratch(0, nb * TC);
       wide_->attention_forward(o, at(stats, b0 * stats_unit), widen(1, qkv + 3 * b0 * TC, 3 * nb * TC), nb, Tn, C,
@@ -211,9 +211,11 @@ class Bf16Backend final : public Backend<bf16> {
                           const HeadParams<bf16>& head, bf16* dqkv_far, const bf16* qkv_far) override {
     const size_t TC = static_cast<size_t>(Tn) * C;
     const size_t stats_unit = static_cast<size_t>(NH) * Tn * AttentionSpec::kStatsPerRow;
-    const HeadParams<float> hs(widen(4, head.scale, NH), widen(7, head.sink, NH));
-    // ssmax's and the sink's head gradients are summed over the whole batch before they are added: one call.
-    const size_t unit = spec.learned_scale() || spec.learned_sink() ? static_cast<size_t>(-1) : 3 * TC;
+    const HeadParams<float> hs(widen(4, head.scale, NH), widen(7, head.sink, NH), widen(8, head.kerple, 2 * NH));
+    // The learned head parameters' gradients (ssmax, sink, KERPLE) are summed over the whole batch before they
+    // are added: one call.
+    const size_t unit =
+        spec.learned_scale() || spec.learned_sink() || spec.kerple() ? static_cast<size_t>(-1) : 3 * TC;
     by_units(B, unit, [&](int b0, int nb) {
       const size_t q0 = 3 * b0 * TC, qn = 3 * nb * TC, o0 = b0 * TC, on = nb * TC;
       float* dq = widen(0, dqkv + q0, qn);
@@ -245,7 +247,7 @@ class Bf16Backend final : public Backend<bf16> {
   }
 
  private:
-  static constexpr int kSlots = 8;
+  static constexpr int kSlots = 9;
 
   // p + offset, or null for an absent tensor.
   template <typename P>

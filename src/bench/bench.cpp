@@ -509,7 +509,7 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
       AttentionConfig ac;  // the preset's own stages and constants
       ac.preset = name;
       AttentionSpec spec = resolve_attention(ac, m);
-      spec.alibi = m.position == "alibi";
+      if (m.position == "alibi") spec.position_bias = PositionBias::Alibi;
       std::snprintf(buf, sizeof buf, "%-10s", name.c_str());
       out << buf << std::flush;
       for (int Tn : opt.attention_contexts) {
@@ -557,7 +557,7 @@ void bench_attention_context(const Config& cfg, const BenchOptions& opt, std::os
     AttentionConfig ac;
     ac.preset = name;
     AttentionSpec plain = resolve_attention(ac, m);
-    plain.alibi = m.position == "alibi";
+    if (m.position == "alibi") plain.position_bias = PositionBias::Alibi;
     for (int Tn : opt.attention_contexts) {
       const AttentionSpec ctx = for_length(resolve_attention(ac, m, cfg.context), Tn);
       const size_t n3 = static_cast<size_t>(Tn) * 3 * C, n1 = static_cast<size_t>(Tn) * C;

@@ -48,7 +48,8 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
   s.scale_value = a.scale_value;
   s.bias = a.bias.value_or(default_bias(s.positivity, m.context));
   s.norm_const = a.norm_const.value_or(default_norm_const(m.context));
-  s.alibi = m.position == "alibi";
+  s.position_bias = stage_from<PositionBias>(a.position_bias, kPositionBiasNames, "position_bias");
+  if (m.position == "alibi") s.position_bias = PositionBias::Alibi;
   // RoPE and the context-extension section (validated by the schema).
   RopeSpec& r = s.rope;
   r.theta = m.rope_theta;
@@ -257,7 +258,8 @@ nlohmann::json attention_to_json(const AttentionConfig& a, const AttentionSpec& 
                       {"p", s.p},
                       {"offset_rows", s.offset_rows},
                       {"bias", s.bias},
-                      {"alibi", s.alibi},
+                      {"alibi", s.alibi()},
+                      {"position_bias", stage_name(s.position_bias)},
                       {"trained_context", s.trained_context}};
   if (s.score == Score::Cosine) j["cosine_scale"] = s.cosine_scale;
   if (s.scale == Scale::Fixed) j["scale_value"] = s.scale_value;
@@ -276,6 +278,7 @@ std::string attention_summary(const AttentionConfig& a, const AttentionSpec& s) 
   os << ", " << stage_name(s.normalize);
   if (s.normalize == Normalize::Fixed) os << " /" << s.norm_const;
   if (s.sharpened()) os << ", reweight p=" << s.p << " offset_rows=" << s.offset_rows;
+  if (s.kerple()) os << ", " << stage_name(s.position_bias);
   os << ")";
   return os.str();
 }
@@ -294,6 +297,11 @@ void check_attention_compatible(const AttentionSpec& trained, const AttentionSpe
   GPT_CHECK(!wanted.learned_sink() || trained.learned_sink(), "attention ", wanted_name,
             " needs the learned sink logits, which the checkpoint (trained with ", trained_name,
             ") does not have; normalize off_by_one is the sink without parameters");
+  GPT_CHECK(trained.kerple() == wanted.kerple() &&
+                (!trained.kerple() || trained.position_bias == wanted.position_bias),
+            "attention ", wanted_name, " has the position bias ", stage_name(wanted.position_bias),
+            " but the checkpoint (trained with ", trained_name, ") ", stage_name(trained.position_bias),
+            "; a learned KERPLE bias cannot be added, dropped or exchanged after training");
   GPT_CHECK(!trained.learned_sink() || wanted.learned_sink(), "attention ", wanted_name,
             " would drop the learned sink logits that the checkpoint (trained with ", trained_name,
             ") holds; keep normalize sink");

@@ -164,6 +164,9 @@ std::vector<Key> make_keys() {
       {GPT_KEY(attention, scale_value), any(), "the factor of scale \"fixed\""},
       {GPT_KEY(attention, bias), any(), "added to the scores before positivity; null: -ln N for sigmoid, else 0"},
       {GPT_KEY(attention, norm_const), above(0), "divisor of normalize \"fixed\"; null: N = model.context"},
+      {GPT_KEY(attention, position_bias), one_of(names_of(kPositionBiasNames)),
+       "stage 2's position bias b_h(i - j) (contenders.md): alibi -m_h (i-j) (also model.position \"alibi\"), "
+       "kerple_log -r1 ln(1 + r2 (i-j)), kerple_power -r1 (i-j)^r2, r1, r2 learned per layer and head"},
 
       {GPT_KEY(context, rope_scaling), one_of(names_of(kRopeScalingNames)),
        "RoPE frequency rule past the training context (context_extension.md §1): pi, ntk, dynamic_ntk, yarn, llama3"},
@@ -276,6 +279,13 @@ std::vector<Rule> make_rules() {
        [](const Config& c) {
          const AttentionSpec s = resolve_attention(c);
          return s.positivity != Positivity::Relu || !(attn::has_sink(s) || attn::softpick(s));
+       }},
+      {"\"model.position\" = \"alibi\" is the alibi bias: \"attention.position_bias\" must then be \"none\" or "
+       "\"alibi\"",
+       {"model.position", "attention.position_bias"},
+       [](const Config& c) {
+         return c.model.position != "alibi" || c.attention.position_bias == "none" ||
+                c.attention.position_bias == "alibi";
        }},
       {"re-weighting (\"attention.p\" > 0) renormalises every row it sharpens to 1, which undoes the weight that "
        "\"attention.normalize\" off_by_one, sink or softpick leaves unassigned: use one or the other",

@@ -57,7 +57,7 @@ struct Activations {
 // encoding's part (ALiBi, RoPE's base and rotated channels), whatever the
 // caller passed.
 AttentionSpec spec_for_model(AttentionSpec s, const ModelConfig& cfg) {
-  s.alibi = cfg.position == "alibi";
+  if (cfg.position == "alibi") s.position_bias = PositionBias::Alibi;
   if (s.trained_context == 0) s.trained_context = cfg.context;
   s.rope.theta = cfg.rope_theta;
   s.rope.rot_dims = rope_rotated_dims(cfg);
@@ -188,8 +188,8 @@ template <typename T>
 void GPT<T>::set_attention(const AttentionSpec& spec) {
   const AttentionSpec s = spec_for_model(spec, cfg_);
   GPT_CHECK(s.learned_scale() == attn_.learned_scale() && s.learned_sink() == attn_.learned_sink() &&
-                s.score == attn_.score,
-            "set_attention: the score type, the learned scales and the learned sinks must not change (they decide "
+                s.kerple() == attn_.kerple() && s.score == attn_.score,
+            "set_attention: the score type, the learned scales, sinks and KERPLE bias must not change (they decide "
             "the parameters)");
   // The buffers of the far copy exist only with a distance remapping.
   if (remap::on(s.rope) != remap::on(attn_.rope)) {
@@ -247,7 +247,7 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
     }
     double* diag = diag_ && !a.training ? diag_->data() + static_cast<size_t>(l) * NH * kAttentionDiagStats : nullptr;
     be_.attention_forward(x.atty.get(), a.training ? x.att_stats.get() : nullptr, qkv, B, Tn, C, NH, spec,
-                          HeadParams<T>(w.attnscale, w.attnsink), diag, qkv_far);
+                          HeadParams<T>(w.attnscale, w.attnsink, w.attnkerple), diag, qkv_far);
     be_.matmul_forward(a.attproj.get(), x.atty.get(), w.attprojw, w.attprojb, N, C, C);
     be_.residual_forward(x.res2.get(), res, a.attproj.get(), static_cast<size_t>(N) * C);
     be_.layernorm_forward(x.ln2.get(), x.ln2_mean.get(), x.ln2_rstd.get(), x.res2.get(), w.ln2w, w.ln2b, N, C);
@@ -345,15 +345,15 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
     if (rope) {
       be_.zero(a.dqkvr.get(), NC * 3);
       if (far) be_.zero(a.dqkvf.get(), NC * 3);
-      be_.attention_backward(a.dqkvr.get(), {g.attnscale, g.attnsink}, a.datty.get(), x.atty.get(),
-                             x.att_stats.get(), x.qkv.get(), B, Tn, C, NH, spec, {w.attnscale, w.attnsink},
+      be_.attention_backward(a.dqkvr.get(), {g.attnscale, g.attnsink, g.attnkerple}, a.datty.get(), x.atty.get(),
+                             x.att_stats.get(), x.qkv.get(), B, Tn, C, NH, spec, {w.attnscale, w.attnsink, w.attnkerple},
                              far ? a.dqkvf.get() : nullptr,
                              far ? x.qkvf.get() : nullptr);
       be_.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, C, NH, spec.rope, 0);
       if (far) be_.rope_backward(a.dqkv.get(), a.dqkvf.get(), B, Tn, C, NH, far_rope, 0);
     } else {
-      be_.attention_backward(a.dqkv.get(), {g.attnscale, g.attnsink}, a.datty.get(), x.atty.get(),
-                             x.att_stats.get(), x.qkv.get(), B, Tn, C, NH, spec, {w.attnscale, w.attnsink});
+      be_.attention_backward(a.dqkv.get(), {g.attnscale, g.attnsink, g.attnkerple}, a.datty.get(), x.atty.get(),
+                             x.att_stats.get(), x.qkv.get(), B, Tn, C, NH, spec, {w.attnscale, w.attnsink, w.attnkerple});
     }
     be_.zero(a.dln.get(), NC);
     be_.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv.get(), x.ln1.get(), w.qkvw, N, C, 3 * C);

@@ -20,6 +20,9 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const bool learned_positions = m.position == "learned";
   const bool learned_attn_scale = attn.learned_scale();
   const bool learned_attn_sink = attn.learned_sink();
+  const bool learned_kerple = attn.kerple();
+  const InitKind kerple_init =
+      attn.position_bias == PositionBias::KerplePower ? InitKind::KerplePower : InitKind::KerpleLog;
   auto add = [&](const char* name, Shape shape, InitKind init, bool decay, bool present, bool per_layer) {
     if (!present) return;
     if (per_layer) shape.insert(shape.begin(), L);
@@ -127,6 +130,19 @@ void init_params_in_pieces(const ParamLayout& layout, const ModelConfig& m, uint
         case InitKind::AttnScale:
           for (size_t i = 0; i < k; ++i) p[i] = static_cast<T>(attn::ssmax_init(m.context));
           break;
+        case InitKind::KerpleLog:
+        case InitKind::KerplePower: {  // (ρ₁, ρ₂) pairs; first + i even: ρ₁
+          const bool power = s.init == InitKind::KerplePower;
+          const PositionBias kind = power ? PositionBias::KerplePower : PositionBias::KerpleLog;
+          for (size_t i = 0; i < k; ++i) {
+            const bool second = (first + i) % 2 == 1;
+            const double hi = second == power ? 2.0 : 1.0;  // r₁ ~ U(0, 2) for log, r₂ for power
+            double r = std::max(0.01, hi * rng.uniform());
+            if (power && second) r = std::min(r, 1.99);
+            p[i] = static_cast<T>(second ? attn::kerple_rho2(kind, r) : attn::kerple_rho1(r));
+          }
+          break;
+        }
       }
       for (size_t i = std::max(first, keep); i < first + k; ++i) p[i - first] = T(0);
       put(s.offset + first, k, p);

@@ -22,13 +22,16 @@ enum class InitKind {
   Ones,
   Zeros,
   AttnScale,       // ssmax's s_h = 1/ln N (attn::ssmax_init)
+  KerpleLog,       // (ρ₁, ρ₂) per head for r₁ ~ U(0, 2), r₂ ~ U(0, 1), at least 0.01 (attn::kerple_r)
+  KerplePower,     // (ρ₁, ρ₂) per head for r₁ ~ U(0, 1), r₂ ~ U(0, 2) (exponent), 0.01 <= r <= 1.99
 };
 
 // X(name, shape, init, decay, present). Shapes use C (channels), Vp (padded
 // vocabulary), P (position rows), H (heads). Weights are (out, in). Order =
 // buffer order. `present` may use learned_positions, learned_attn_scale and
 // learned_attn_sink (the sink logits ζ_h of normalisation "sink", starting at
-// 0: the sink begins as softmax1's implicit zero logit).
+// 0: the sink begins as softmax1's implicit zero logit) and learned_kerple
+// (KERPLE's raw (ρ₁, ρ₂) per head; `kerple_init` is its variant's InitKind).
 #define GPT_GLOBAL_HEAD_PARAMS(X)                                   \
   X(wte, (Shape{Vp, C}), InitKind::Normal, true, true)              \
   X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions)
@@ -48,7 +51,8 @@ enum class InitKind {
   X(fcprojw, (Shape{C, 4 * C}), InitKind::NormalResidual, true, true)   \
   X(fcprojb, (Shape{C}), InitKind::Zeros, false, true)                 \
   X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale) \
-  X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink)
+  X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink)   \
+  X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple)
 
 #define GPT_GLOBAL_TAIL_PARAMS(X)                    \
   X(lnfw, (Shape{C}), InitKind::Ones, false, true)   \

@@ -19,13 +19,10 @@ TEST(Bf16Backend, EveryOpIsTheFloatOpOnTheSameValuesRoundedOnce) {
   EXPECT_EQ(subject->name(), "cpu, bf16 storage");
   ModelConfig mc;
   mc.context = 7;
-  for (const AttentionPreset& p : kAttentionPresets) {
-    AttentionConfig ac;
-    ac.preset = p.name;
+  for (const auto& [name, spec] : testing_bf16::check_variants(mc)) {
     testing_bf16::Bf16OpsCheck check(*subject, *ref, {});
-    const AttentionSpec spec = resolve_attention(ac, mc);
-    check.run_all(spec, p.name);
-    if (HasFailure()) FAIL() << "preset " << p.name;
+    check.run_all(spec, name);
+    if (HasFailure()) FAIL() << "variant " << name;
     EXPECT_EQ(check.checked(), testing_bf16::Bf16OpsCheck::expected_checks(spec));  // every comparison ran
   }
 }
@@ -41,13 +38,10 @@ TEST(Bf16Backend, ChunkedConversionIsBitIdenticalToWholeTensors) {
   mc.context = 7;
   for (size_t chunk : {size_t(0), size_t(1), size_t(50), size_t(200)}) {
     auto subject = make_bf16_backend(make_cpu_backend<float>(), chunk);
-    for (const AttentionPreset& p : kAttentionPresets) {
-      AttentionConfig ac;
-      ac.preset = p.name;
+    for (const auto& [name, spec] : testing_bf16::check_variants(mc)) {
       testing_bf16::Bf16OpsCheck check(*subject, *ref, {});
-      const AttentionSpec spec = resolve_attention(ac, mc);
-      check.run_all(spec, p.name);
-      if (HasFailure()) FAIL() << "preset " << p.name << ", chunk " << chunk;
+      check.run_all(spec, name);
+      if (HasFailure()) FAIL() << "variant " << name << ", chunk " << chunk;
       EXPECT_EQ(check.checked(), testing_bf16::Bf16OpsCheck::expected_checks(spec));
     }
   }

@@ -20,10 +20,30 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "config/attention.h"
 #include "kernels/attention_spec.h"
 #include "kernels/bf16_round.h"
 
 namespace gpt::testing_bf16 {
+
+// The attention variants the bf16 checks run: every preset, and KERPLE's two
+// learned biases (on softmax and on the learned sink), at model context mc.
+inline std::vector<std::pair<std::string, AttentionSpec>> check_variants(const ModelConfig& mc) {
+  std::vector<std::pair<std::string, AttentionSpec>> v;
+  for (const AttentionPreset& p : kAttentionPresets) {
+    AttentionConfig ac;
+    ac.preset = p.name;
+    v.emplace_back(p.name, resolve_attention(ac, mc));
+  }
+  for (const auto& [preset, bias] : {std::pair<const char*, const char*>{"softmax", "kerple_log"},
+                                     std::pair<const char*, const char*>{"sink", "kerple_power"}}) {
+    AttentionConfig ac;
+    ac.preset = preset;
+    ac.position_bias = bias;
+    v.emplace_back(std::string(preset) + "+" + bias, resolve_attention(ac, mc));
+  }
+  return v;
+}
 
 struct Tolerance {
   double storage = 0;  // bf16 outputs: |got - want| <= storage * |want| + abs
@@ -107,7 +127,7 @@ class Bf16OpsCheck {
   }
   int checked() const { return checked_; }
   static int expected_checks(const AttentionSpec& spec) {
-    return 37 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0);
+    return 37 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0);
   }
 
   // Every op once (attention with `spec`; head_scale used when the spec
@@ -214,13 +234,14 @@ class Bf16OpsCheck {
       auto qkv = pair(values(3 * NC, next())), out = pair(std::vector<float>(NC));
       auto scale = pair({0.375f, 0.25f});  // NH positive head scales (read when the spec learns them)
       auto sink = pair({0.5f, -0.75f});    // NH sink logits (read under normalisation sink)
+      auto kerple = pair({-0.5f, 0.25f, 0.75f, -1.0f});  // KERPLE's raw (ρ₁, ρ₂) of the NH heads
       const size_t nstats = N * NH * spec.stats_per_row();
       auto stats = acc_pair(std::vector<float>(nstats));
       std::vector<double> diag_s(static_cast<size_t>(NH) * kAttentionDiagStats),
           diag_r(static_cast<size_t>(NH) * kAttentionDiagStats);
-      s_.attention_forward(out.s.get(), stats.s.get(), qkv.s.get(), B, T, C, NH, spec, {scale.s.get(), sink.s.get()},
+      s_.attention_forward(out.s.get(), stats.s.get(), qkv.s.get(), B, T, C, NH, spec, {scale.s.get(), sink.s.get(), kerple.s.get()},
                            diag_s.data());
-      r_.attention_forward(out.r.get(), stats.r.get(), qkv.r.get(), B, T, C, NH, spec, {scale.r.get(), sink.r.get()},
+      r_.attention_forward(out.r.get(), stats.r.get(), qkv.r.get(), B, T, C, NH, spec, {scale.r.get(), sink.r.get(), kerple.r.get()},
                            diag_r.data());
       expect_storage(out, "attention_forward " + label);
       expect_acc(stats, "attention_forward stats " + label);
@@ -232,14 +253,16 @@ class Bf16OpsCheck {
       std::vector<float> o(NC);
       for (size_t i = 0; i < NC; ++i) o[i] = bf16_bits_to_float(o16[i].bits);
       auto outp = pair(o), dout = pair(values(NC, next())), dqkv = pair(values(3 * NC, next()));
-      auto dscale = acc_pair(values(NH, next())), dsink = acc_pair(values(NH, next()));
-      s_.attention_backward(dqkv.s.get(), {dscale.s.get(), dsink.s.get()}, dout.s.get(), outp.s.get(), stats.s.get(),
-                            qkv.s.get(), B, T, C, NH, spec, {scale.s.get(), sink.s.get()});
-      r_.attention_backward(dqkv.r.get(), {dscale.r.get(), dsink.r.get()}, dout.r.get(), outp.r.get(), stats.r.get(),
-                            qkv.r.get(), B, T, C, NH, spec, {scale.r.get(), sink.r.get()});
+      auto dscale = acc_pair(values(NH, next())), dsink = acc_pair(values(NH, next())),
+           dkerple = acc_pair(values(2 * NH, next()));
+      s_.attention_backward(dqkv.s.get(), {dscale.s.get(), dsink.s.get(), dkerple.s.get()}, dout.s.get(), outp.s.get(), stats.s.get(),
+                            qkv.s.get(), B, T, C, NH, spec, {scale.s.get(), sink.s.get(), kerple.s.get()});
+      r_.attention_backward(dqkv.r.get(), {dscale.r.get(), dsink.r.get(), dkerple.r.get()}, dout.r.get(), outp.r.get(), stats.r.get(),
+                            qkv.r.get(), B, T, C, NH, spec, {scale.r.get(), sink.r.get(), kerple.r.get()});
       expect_storage(dqkv, "attention_backward dqkv " + label);
       if (spec.scale == Scale::Ssmax) expect_acc(dscale, "attention_backward dhead_scale " + label);
       if (spec.learned_sink()) expect_acc(dsink, "attention_backward dsink " + label);
+      if (spec.kerple()) expect_acc(dkerple, "attention_backward dkerple " + label);
     }
     if (::testing::Test::HasFailure()) return;
     {  // classifier; the backward pass in place, as the model calls it

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/backend.h"
+#include "config/attention.h"
 #include "config/config.h"
 #include "config/schema.h"
 #include "core/check.h"
@@ -85,7 +86,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 81u);
+  EXPECT_EQ(from_schema.size(), 82u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -281,6 +282,26 @@ TEST(ConfigCrossField, MixTaskFractionAndOptionsGoTogether) {
                   {"\"data.mix_task\"", "none, mqar, copy, induction, passkey, niah_multikey, variable_tracking"});
   const gpt::Config c = parse(R"({"data": {"mix_task": "mqar", "mix_fraction": 0.1, "mix_options": {"pairs": 4}}})");
   EXPECT_EQ(c.data.mix_options, json({{"pairs", 4}}));
+}
+
+// The contenders' stages (contenders.md) refuse what they do not compose
+// with, naming the keys; what they compose with parses.
+TEST(ConfigCrossField, ContenderStagesRefuseWhatTheyDoNotComposeWith) {
+  expect_contains(parse_error(R"({"attention": {"preset": "relu", "normalize": "softpick"}})"),
+                  {"off_by_one, sink and softpick", "relu", "attention.normalize = \"softpick\""});
+  expect_contains(parse_error(R"({"attention": {"preset": "sink", "p": 15}})"),
+                  {"re-weighting", "attention.p = 15", "attention.preset = \"sink\""});
+  expect_contains(parse_error(R"({"model": {"position": "alibi"}, "attention": {"position_bias": "kerple_log"}})"),
+                  {"\"model.position\" = \"alibi\"", "attention.position_bias = \"kerple_log\""});
+  expect_contains(parse_error(R"({"attention": {"position_bias": "fire"}})"),
+                  {"attention.position_bias", "none, alibi, kerple_log, kerple_power"});
+  const gpt::Config c = parse(R"({"model": {"position": "none"}, "attention": {"preset": "softpick",
+                                  "positivity": "softplus", "position_bias": "kerple_power"}})");
+  const gpt::AttentionSpec s = gpt::resolve_attention(c);
+  EXPECT_EQ(s.position_bias, gpt::PositionBias::KerplePower);
+  EXPECT_EQ(s.normalize, gpt::Normalize::Softpick);
+  EXPECT_EQ(gpt::resolve_attention(parse(R"({"model": {"position": "alibi"}})")).position_bias,
+            gpt::PositionBias::Alibi);
 }
 
 TEST(ConfigCrossField, ValidateConfigChecksCodeBuiltConfigs) {

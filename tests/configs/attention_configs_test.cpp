@@ -4,6 +4,7 @@
 // decreasing loss.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -44,10 +45,11 @@ TEST_P(PresetConfig, DiffersFromQuickstartOnlyInAttention) {
   EXPECT_EQ(mine, quick);
 }
 
-// A few steps from the config itself (model, optimizer, attention), on
-// synthetic shards with a small batch so the test stays fast.
-TEST_P(PresetConfig, TrainsWithFiniteDecreasingLoss) {
-  const fs::path dir = fs::temp_directory_path() / ("gpt_preset_" + GetParam() + "_" + std::to_string(::getpid()));
+// A few steps from a config itself (model, optimizer, attention), on
+// synthetic shards with a small batch so the test stays fast; returns the
+// resolved config.
+Config train_a_few_steps(const fs::path& config, const std::string& tag) {
+  const fs::path dir = fs::temp_directory_path() / ("gpt_preset_" + tag + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   // A learnable stream: a repeating pseudo-random sentence of byte tokens.
@@ -55,20 +57,25 @@ TEST_P(PresetConfig, TrainsWithFiniteDecreasingLoss) {
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(((i % 97) * 7919) % 250);
   write_shard((dir / "p_train_000001.bin").string(), tokens, 2);
   write_shard((dir / "p_val_000000.bin").string(), tokens, 2);
-  const Config cfg = load_config((kConfigs / "attention" / (GetParam() + ".json")).string(),
+  const Config cfg = load_config(config.string(),
                                  {"data.train=" + (dir / "p_train_*.bin").string(),
                                   "data.val=" + (dir / "p_val_*.bin").string(), "run.dir=" + (dir / "run").string(),
                                   "train.steps=12", "train.batch_size=4", "train.warmup_steps=3",
                                   "train.log_every=1", "eval.multiples=[1,2]", "eval.tokens=512", "eval.span=256"});
-  EXPECT_EQ(cfg.attention.preset, GetParam());
-  ASSERT_EQ(run_training(cfg, ""), 0);
+  EXPECT_EQ(run_training(cfg, ""), 0) << config;
   std::map<int, double> losses = test::train_losses(dir / "run");
-  ASSERT_EQ(losses.size(), 12u);
+  EXPECT_EQ(losses.size(), 12u) << config;
   for (const auto& [step, l] : losses) EXPECT_TRUE(std::isfinite(l)) << "step " << step;
   const double first = (losses[1] + losses[2]) / 2, last = (losses[11] + losses[12]) / 2;
-  std::printf("[preset] %-10s loss %.4f -> %.4f\n", GetParam().c_str(), first, last);
-  EXPECT_LT(last, first - 0.1) << GetParam();
+  std::printf("[preset] %-12s loss %.4f -> %.4f\n", tag.c_str(), first, last);
+  EXPECT_LT(last, first - 0.1) << tag;
   fs::remove_all(dir);
+  return cfg;
+}
+
+TEST_P(PresetConfig, TrainsWithFiniteDecreasingLoss) {
+  const Config cfg = train_a_few_steps(kConfigs / "attention" / (GetParam() + ".json"), GetParam());
+  EXPECT_EQ(cfg.attention.preset, GetParam());
 }
 
 std::vector<std::string> preset_names() {
@@ -78,6 +85,36 @@ std::vector<std::string> preset_names() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Presets, PresetConfig, ::testing::ValuesIn(preset_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
+// configs/contenders/: the contenders' variants that are not presets (the
+// learned position biases, with no other position encoding). Each differs
+// from configs/quickstart.json only in its attention block, model.position
+// and its run directory (runs/contenders/NAME), and trains for a few steps.
+class ContenderConfig : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ContenderConfig, DiffersFromQuickstartOnlyInAttentionAndPositionAndTrains) {
+  const fs::path path = kConfigs / "contenders" / (GetParam() + ".json");
+  nlohmann::json mine = read_json(path), quick = read_json(kConfigs / "quickstart.json");
+  EXPECT_EQ(mine["run"]["dir"], "runs/contenders/" + GetParam());
+  for (auto* j : {&mine, &quick}) {
+    j->erase("attention");
+    (*j)["run"].erase("dir");
+    (*j)["model"].erase("position");
+  }
+  EXPECT_EQ(mine, quick);
+  const Config cfg = train_a_few_steps(path, GetParam());
+  EXPECT_EQ(cfg.attention.position_bias, GetParam()) << "the file is named after its position bias";
+}
+
+std::vector<std::string> contender_names() {
+  std::vector<std::string> v;
+  for (const auto& e : fs::directory_iterator(kConfigs / "contenders")) v.push_back(e.path().stem().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Contenders, ContenderConfig, ::testing::ValuesIn(contender_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // The synthetic-task configs (configs/synthetic/): valid, their run

@@ -124,6 +124,23 @@ TEST_P(ModelGradcheck, WholeModelMatchesFiniteDifferences) {
   check_model_gradient(tiny_config(position), ac, ContextConfig{}, position + "," + preset);
 }
 
+// KERPLE's learned biases through the whole model, as the paper runs them
+// (no other position encoding): their raw parameters (attnkerple) are one of
+// the tensors checked.
+TEST(ModelGradcheck, KerpleBiasesWithoutPositionEncoding) {
+  for (const char* bias : {"kerple_log", "kerple_power"}) {
+    AttentionConfig ac;
+    ac.preset = "softmax";
+    ac.position_bias = bias;
+    const ModelConfig cfg = tiny_config("none");
+    auto be = make_cpu_backend<double>();
+    GPT<double> probe(cfg, resolve_attention(ac, cfg), *be);
+    ASSERT_TRUE(probe.layout().has("attnkerple")) << bias;
+    EXPECT_EQ(probe.layout().find("attnkerple").numel(), static_cast<size_t>(cfg.n_layer) * cfg.n_head * 2);
+    check_model_gradient(cfg, ac, ContextConfig{}, std::string("none,") + bias);
+  }
+}
+
 // The context-extension methods a model can be trained with (partial RoPE,
 // window, sinks, the temperatures), through the whole model. T = 7 with a
 // window of 3 (sinks 1 + 2) and F = 2, so every rule acts inside the

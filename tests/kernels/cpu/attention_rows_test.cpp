@@ -40,7 +40,7 @@ std::vector<Case> cases() {
           s.p = p;
           s.norm_const = 16;
           s.bias = s.positivity == Positivity::Sigmoid ? -std::log(16.0) : 0.0;
-          s.alibi = alibi;
+          s.position_bias = alibi ? PositionBias::Alibi : PositionBias::None;
           v.push_back({s, std::string(stage_name(s.positivity)) + "/" + stage_name(s.normalize) + "/p" +
                               std::to_string(static_cast<int>(p)) + (alibi ? "/alibi" : "")});
         }
@@ -63,7 +63,7 @@ TEST(AttentionRows, VectorRowsMatchScalarRowsOnEveryInstructionSet) {
     const AttentionSpec& s = c.spec;
     for (int n : {1, 2, 3, 15, 16, 17, 33, 100}) {
       const int cap = padded_keys(n);
-      RowArgs<float> a{n, n, 0.8f + 0.1f * (n % 3), static_cast<float>(s.bias), s.alibi ? 0.25f : 0.0f};
+      RowArgs<float> a{n, n, 0.8f + 0.1f * (n % 3), static_cast<float>(s.bias), s.alibi() ? 0.25f : 0.0f};
       std::vector<float> qk(cap), g0(cap);
       for (int j = 0; j < cap; ++j) qk[j] = 2.0f * normal(rng), g0[j] = normal(rng);
       // scalar reference

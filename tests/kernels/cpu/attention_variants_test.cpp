@@ -84,13 +84,20 @@ std::vector<Variant> all_variants(int N) {
   v.push_back(preset("softpick", N, [](AttentionConfig& a) { a.positivity = "sigmoid", a.bias = 0.0; }, "softpick+sigmoid"));
   v.push_back(preset("cosine", N, [](AttentionConfig& a) { a.normalize = "sink"; }, "cosine+sink"));
   v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.normalize = "off_by_one"; }, "ssmax+off_by_one"));
+  // KERPLE's learned position biases (contenders.md), with NoPE-style dot scores.
+  v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "softmax+kerple_log"));
+  v.push_back(
+      preset("softmax", N, [](AttentionConfig& a) { a.position_bias = "kerple_power"; }, "softmax+kerple_power"));
+  v.push_back(preset("lssar", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "lssar+kerple_log"));
+  v.push_back(preset("sink", N, [](AttentionConfig& a) { a.position_bias = "kerple_power"; }, "sink+kerple_power"));
+  v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "ssmax+kerple_log"));
   Variant alibi = preset("softmax", N);
   alibi.name = "softmax+alibi";
-  alibi.spec.alibi = true;
+  alibi.spec.position_bias = PositionBias::Alibi;
   v.push_back(alibi);
   Variant alibi_r = preset("lssar", N);
   alibi_r.name = "lssar+alibi";
-  alibi_r.spec.alibi = true;
+  alibi_r.spec.position_bias = PositionBias::Alibi;
   v.push_back(alibi_r);
   return v;
 }
@@ -121,6 +128,22 @@ std::vector<double> sinks_for(const AttentionSpec& s, int NH) {
   for (int h = 0; h < NH; ++h) z[h] = h % 2 ? -0.8 + 0.1 * h : 0.9 + 0.1 * h;
   return z;
 }
+// KERPLE's raw (ρ₁, ρ₂) per head the helpers give a variant with a KERPLE bias.
+std::vector<double> kerple_for(const AttentionSpec& s, int NH) {
+  if (!s.kerple()) return {};
+  std::vector<double> k(2 * NH);
+  for (int h = 0; h < NH; ++h) k[2 * h] = -0.4 + 0.5 * h, k[2 * h + 1] = -0.6 + 0.7 * h;
+  return k;
+}
+// The reference's b_h(Δ), from contenders.md's formulas with r₁ = softplus(ρ₁)
+// and r₂ = softplus(ρ₂) (log) or 2σ(ρ₂) (power).
+double ref_kerple(const AttentionSpec& s, const std::vector<double>& raw, int h, double dist) {
+  if (!s.kerple()) return 0;
+  const double r1 = std::log1p(std::exp(raw[2 * h]));
+  if (s.position_bias == PositionBias::KerpleLog) return -r1 * std::log(1 + std::log1p(std::exp(raw[2 * h + 1])) * dist);
+  const double r2 = 2 / (1 + std::exp(-raw[2 * h + 1]));
+  return -r1 * std::pow(dist, r2);
+}
 template <typename T>
 const T* ptr(const std::vector<T>& v) {
   return v.empty() ? nullptr : v.data();
@@ -133,13 +156,15 @@ template <typename T>
 std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, const AttentionSpec& spec,
                        const std::vector<T>& head_scale, std::type_identity_t<std::vector<T>>* stats = nullptr,
                        std::vector<double>* diag = nullptr,
-                       const std::type_identity_t<std::vector<T>>* sinks = nullptr) {
+                       const std::type_identity_t<std::vector<T>>* sinks = nullptr,
+                       const std::type_identity_t<std::vector<T>>* kerple = nullptr) {
   std::vector<T> out(s.out_size());
   if (stats) stats->assign(s.stats_size(), T(0));
   if (diag) diag->assign(static_cast<size_t>(s.NH) * kAttentionDiagStats, 0.0);
-  const std::vector<T> own = cast<T>(sinks_for(spec, s.NH));
+  const std::vector<T> own = cast<T>(sinks_for(spec, s.NH)), own_k = cast<T>(kerple_for(spec, s.NH));
   attention_forward(out.data(), stats ? stats->data() : nullptr, qkv.data(), s.B, s.T, s.C, s.NH, spec,
-                    {ptr(head_scale), ptr(sinks ? *sinks : own)}, diag ? diag->data() : nullptr);
+                    {ptr(head_scale), ptr(sinks ? *sinks : own), ptr(kerple ? *kerple : own_k)},
+                    diag ? diag->data() : nullptr);
   return out;
 }
 
@@ -148,16 +173,20 @@ template <typename T>
 std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, const Shape& s, const AttentionSpec& spec,
                         const std::vector<T>& head_scale, std::type_identity_t<std::vector<T>>* dhead = nullptr,
                         const std::type_identity_t<std::vector<T>>* sinks = nullptr,
-                        std::type_identity_t<std::vector<T>>* dsink = nullptr) {
+                        std::type_identity_t<std::vector<T>>* dsink = nullptr,
+                        const std::type_identity_t<std::vector<T>>* kerple = nullptr,
+                        std::type_identity_t<std::vector<T>>* dkerple = nullptr) {
   std::vector<T> stats;
-  const std::vector<T> out = forward(qkv, s, spec, head_scale, &stats, nullptr, sinks);
+  const std::vector<T> out = forward(qkv, s, spec, head_scale, &stats, nullptr, sinks, kerple);
   std::vector<T> dqkv(s.qkv_size(), T(0));
-  std::vector<T> dh(s.NH, T(0)), dz(s.NH, T(0));
-  const std::vector<T> own = cast<T>(sinks_for(spec, s.NH));
-  attention_backward(dqkv.data(), {dh.data(), dz.data()}, w.data(), out.data(), stats.data(), qkv.data(), s.B, s.T,
-                     s.C, s.NH, spec, {ptr(head_scale), ptr(sinks ? *sinks : own)});
+  std::vector<T> dh(s.NH, T(0)), dz(s.NH, T(0)), dk(2 * s.NH, T(0));
+  const std::vector<T> own = cast<T>(sinks_for(spec, s.NH)), own_k = cast<T>(kerple_for(spec, s.NH));
+  attention_backward(dqkv.data(), {dh.data(), dz.data(), dk.data()}, w.data(), out.data(), stats.data(), qkv.data(),
+                     s.B, s.T, s.C, s.NH, spec,
+                     {ptr(head_scale), ptr(sinks ? *sinks : own), ptr(kerple ? *kerple : own_k)});
   if (dhead) *dhead = dh;
   if (dsink) *dsink = dz;
+  if (dkerple) *dkerple = dk;
   return dqkv;
 }
 
@@ -176,7 +205,7 @@ std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, 
     for (int c = 0; c < d; ++c) n += at(t, part, c) * at(t, part, c);
     return std::sqrt(n + 1e-12);
   };
-  const double slope = sp.alibi ? std::pow(2.0, -8.0 * (h + 1) / s.NH) : 0.0;  // NH a power of two here
+  const double slope = sp.alibi() ? std::pow(2.0, -8.0 * (h + 1) / s.NH) : 0.0;  // NH a power of two here
   std::vector<double> W(static_cast<size_t>(T) * T, 0.0);
   for (int i = 1; i <= T; ++i) {  // 1-based row, keys j = 1..i
     std::vector<double> a(i);
@@ -186,7 +215,7 @@ std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, 
       const double score = sp.score == Score::Dot ? qk / std::sqrt(d)
                                                   : sp.cosine_scale * qk / (norm(i - 1, 0) * norm(j - 1, 1));
       const double x = ref_lambda(sp, i, d, head_scale.empty() ? 0 : head_scale[h]) * score + sp.bias -
-                       slope * (i - j);
+                       slope * (i - j) + ref_kerple(sp, kerple_for(sp, s.NH), h, i - j);
       a[j - 1] = ref_phi(sp.positivity, x);
     }
     ref_normalize(sp, a, sinks.empty() ? 0.0 : sinks[h]);
@@ -291,6 +320,17 @@ TEST_P(AttentionGradcheck, MatchesFiniteDifferences) {
       for (double g : dz) EXPECT_NE(g, 0.0) << v.name;
     } else {
       for (double g : dz) EXPECT_EQ(g, 0.0) << v.name << ": no learned sink, no gradient";
+    }
+    // KERPLE's raw (ρ₁, ρ₂) per head.
+    std::vector<double> kr = kerple_for(v.spec, s.NH), dk;
+    backward(qkv, w, s, v.spec, hs, nullptr, nullptr, nullptr, &kr, &dk);
+    if (v.spec.kerple()) {
+      auto loss_k = [&] { return weighted_sum(forward(qkv, s, v.spec, hs, nullptr, nullptr, nullptr, &kr), w); };
+      const std::vector<double> numeric_k = numeric_gradient(kr, loss_k);
+      test::expect_gradient("attention", (v.name + " drho").c_str(), dk, numeric_k);
+      for (double g : dk) EXPECT_NE(g, 0.0) << v.name;
+    } else {
+      for (double g : dk) EXPECT_EQ(g, 0.0) << v.name << ": no KERPLE bias, no gradient";
     }
   }
 }
@@ -424,6 +464,33 @@ TEST(AttentionVariants, SinkLimits) {
   double big = 0;
   for (double x : forward(qkv, s, sink, {}, nullptr, nullptr, &above)) big = std::max(big, std::abs(x));
   EXPECT_LT(big, 1e-20);
+}
+
+// KERPLE with r₁ = 0 (ρ₁ = −800: softplus underflows to 0 in double) adds
+// −0 to every logit: the plain kernel, bit for bit in double, and within
+// float rounding in float (the vector rows take another path); a moderate
+// r₁ changes the rows.
+TEST(AttentionVariants, KerpleWithZeroR1IsThePlainStage) {
+  const Shape s{1, 70, 32, 2};
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 61, -1.5, 1.5);
+  for (const char* kind : {"kerple_log", "kerple_power"}) {
+    for (const char* name : {"softmax", "lssar"}) {
+      Variant plain = preset(name, 16), k = plain;
+      k.spec.position_bias = std::string(kind) == "kerple_log" ? PositionBias::KerpleLog : PositionBias::KerplePower;
+      const std::vector<double> zero = {-800, 0.3, -800, -0.2}, some = {0.5, 0.3, -1.0, -0.2};
+      EXPECT_EQ(forward(qkv, s, k.spec, {}, nullptr, nullptr, nullptr, &zero), forward(qkv, s, plain.spec, {}))
+          << kind << " " << name;
+      const std::vector<float> qf = cast<float>(qkv), zf = cast<float>(zero);
+      EXPECT_LT(max_abs_diff(forward(qf, s, k.spec, {}, nullptr, nullptr, nullptr, &zf),
+                             forward(qkv, s, plain.spec, {})),
+                1e-5)
+          << kind << " " << name;
+      EXPECT_GT(max_abs_diff(forward(qkv, s, k.spec, {}, nullptr, nullptr, nullptr, &some),
+                             forward(qkv, s, plain.spec, {})),
+                1e-3)
+          << kind << " " << name;
+    }
+  }
 }
 
 // Softpick: a row whose scores are all <= 0 has weight 0 everywhere, so its

@@ -245,7 +245,7 @@ std::vector<Case> mask_cases(int N) {
   v.push_back(make_case("lssar", N, yarn_t, "lssar+yarn_temp"));
   v.push_back(make_case("softmax", N, sinks_llama4, "softmax+sinks70+llama4"));
   Case alibi = make_case("softmax", N, sinks, "softmax+alibi+sinks");
-  alibi.spec.alibi = true;
+  alibi.spec.position_bias = PositionBias::Alibi;
   v.push_back(alibi);
   for (Case& c : v) c.spec = for_length(c.spec, 4 * N);  // the YaRN factor of s = 4 where it applies
   return v;
@@ -303,7 +303,7 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, co
         for (int c = 0; c < d; ++c) n += at(t, part, c) * at(t, part, c);
         return std::sqrt(n + 1e-12);
       };
-      const double slope = sp.alibi ? std::pow(2.0, -8.0 * (h + 1) / s.NH) : 0.0;
+      const double slope = sp.alibi() ? std::pow(2.0, -8.0 * (h + 1) / s.NH) : 0.0;
       for (int m = 0; m < T; ++m) {
         std::vector<bool> keep(m + 1);
         int kept = 0;

@@ -134,10 +134,13 @@ void run_case(const Case& c) {
   const std::vector<float> qkv = make_qkv(c, 1), dout = uniform(n1, 2, -1, 1);
   // Start values of the accumulated outputs: the kernels must add to them.
   const std::vector<float> dqkv0 = uniform(n3, 3, -1e-3, 1e-3);
-  std::vector<float> head_scale(c.NH), dhead0(c.NH, 0.25f), sink(c.NH), dsink0(c.NH, -0.5f);
+  std::vector<float> head_scale(c.NH), dhead0(c.NH, 0.25f), sink(c.NH), dsink0(c.NH, -0.5f), kerple(2 * c.NH),
+      dkerple0(2 * c.NH, 0.125f);
   for (int h = 0; h < c.NH; ++h) {
     head_scale[h] = static_cast<float>(attn::ssmax_init(c.spec.trained_context) * (1.0 + 0.2 * h));
     sink[h] = static_cast<float>(c.sink_base + 0.7 * h);  // ignored unless normalisation sink
+    kerple[2 * h] = static_cast<float>(-1.0 + 0.6 * h);   // KERPLE's raw ρ₁, ρ₂ (ignored without it)
+    kerple[2 * h + 1] = static_cast<float>(-0.8 + 0.5 * h);
   }
   const std::vector<double> diag0(nd, 0.5);
   // A distance remapping's far copy: other random q and k (the kernels do
@@ -147,27 +150,32 @@ void run_case(const Case& c) {
   const std::vector<float> dfar0 = far ? uniform(n3, 8, -1e-3, 1e-3) : std::vector<float>{};
 
   // CPU
-  std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0, dsink_c = dsink0, dfar_c = dfar0;
+  std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0, dsink_c = dsink0,
+      dkerple_c = dkerple0, dfar_c = dfar0;
   std::vector<double> diag_c = diag0;
   cpu::attention_forward(out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec,
-                         {head_scale.data(), sink.data()}, diag_c.data(), far ? qkv_far.data() : nullptr);
-  cpu::attention_backward(dqkv_c.data(), {dhead_c.data(), dsink_c.data()}, dout.data(), out_c.data(), stats_c.data(),
-                          qkv.data(), c.B, c.T, c.C, c.NH, c.spec, {head_scale.data(), sink.data()},
-                          far ? dfar_c.data() : nullptr, far ? qkv_far.data() : nullptr);
+                         {head_scale.data(), sink.data(), kerple.data()}, diag_c.data(),
+                         far ? qkv_far.data() : nullptr);
+  cpu::attention_backward(dqkv_c.data(), {dhead_c.data(), dsink_c.data(), dkerple_c.data()}, dout.data(),
+                          out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec,
+                          {head_scale.data(), sink.data(), kerple.data()}, far ? dfar_c.data() : nullptr,
+                          far ? qkv_far.data() : nullptr);
 
   // GPU
   DeviceVec<float> d_qkv(qkv), d_dout(dout), d_out(std::vector<float>(n1, 0.f)), d_stats(std::vector<float>(ns, 0.f)),
-      d_dqkv(dqkv0), d_hs(head_scale), d_dhead(dhead0), d_sink(sink), d_dsink(dsink0);
+      d_dqkv(dqkv0), d_hs(head_scale), d_dhead(dhead0), d_sink(sink), d_dsink(dsink0), d_kerple(kerple),
+      d_dkerple(dkerple0);
   DeviceVec<double> d_diag(diag0);
   DeviceVec<float> d_far(far ? qkv_far : std::vector<float>(1)), d_dfar(far ? dfar0 : std::vector<float>(1));
   attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec,
-                    {d_hs.get(), d_sink.get()}, d_diag.get(), nullptr, far ? d_far.get() : nullptr);
-  attention_backward(d_dqkv.get(), {d_dhead.get(), d_dsink.get()}, d_dout.get(), d_out.get(), d_stats.get(),
-                     d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, {d_hs.get(), d_sink.get()}, nullptr,
-                     far ? d_dfar.get() : nullptr, far ? d_far.get() : nullptr);
+                    {d_hs.get(), d_sink.get(), d_kerple.get()}, d_diag.get(), nullptr, far ? d_far.get() : nullptr);
+  attention_backward(d_dqkv.get(), {d_dhead.get(), d_dsink.get(), d_dkerple.get()}, d_dout.get(), d_out.get(),
+                     d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec,
+                     {d_hs.get(), d_sink.get(), d_kerple.get()}, nullptr, far ? d_dfar.get() : nullptr,
+                     far ? d_far.get() : nullptr);
   cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   const std::vector<float> out_g = d_out.host(), stats_g = d_stats.host(), dqkv_g = d_dqkv.host(),
-                           dhead_g = d_dhead.host(), dsink_g = d_dsink.host();
+                           dhead_g = d_dhead.host(), dsink_g = d_dsink.host(), dkerple_g = d_dkerple.host();
   const std::vector<double> diag_g = d_diag.host();
 
   // The measured errors, for the record (as the gradient checks print theirs).
@@ -178,7 +186,8 @@ void run_case(const Case& c) {
   std::cout << "[parity] " << c.name << " T=" << c.T << " D=" << c.C / c.NH << " out=" << rel_diff(out_g, out_c)
             << " stats=" << stats_err << " diag=" << diag_err << " dqkv=" << rel_diff(dqkv_g, dqkv_c)
             << " dhead=" << (c.spec.learned_scale() ? rel_diff(dhead_g, dhead_c) : 0.0)
-            << " dsink=" << (c.spec.learned_sink() ? rel_diff(dsink_g, dsink_c) : 0.0) << " (tol " << c.tol << ")\n";
+            << " dsink=" << (c.spec.learned_sink() ? rel_diff(dsink_g, dsink_c) : 0.0)
+            << " dkerple=" << (c.spec.kerple() ? rel_diff(dkerple_g, dkerple_c) : 0.0) << " (tol " << c.tol << ")\n";
   EXPECT_LE(rel_diff(out_g, out_c), c.tol) << "out";
   const char* stat_names[kStats] = {"shift", "Z", "a_max", "R"};
   for (int k = 0; k < kStats; ++k) EXPECT_LE(rel_diff(stats_g, stats_c, k, kStats), c.tol) << "stats " << stat_names[k];
@@ -203,6 +212,12 @@ void run_case(const Case& c) {
     if (std::fabs(c.sink_base) < 10) EXPECT_NE(dsink_c[0], dsink0[0]) << "the sink logit should get a gradient";
   } else {
     EXPECT_EQ(dsink_g, dsink0) << "no learned sink, no gradient";
+  }
+  if (c.spec.kerple()) {
+    EXPECT_LE(rel_diff(dkerple_g, dkerple_c), c.tol) << "dkerple";
+    for (int k = 0; k < 2 * c.NH; ++k) EXPECT_NE(dkerple_c[k], dkerple0[k]) << "KERPLE parameter " << k;
+  } else {
+    EXPECT_EQ(dkerple_g, dkerple0) << "no KERPLE bias, no gradient";
   }
   EXPECT_GT(max_abs(out_c), 0.0) << "the case should produce some output";
 }
@@ -292,7 +307,7 @@ TEST_F(CudaAttention, SinksAndSoftpick) {
     sig_l1(a);
     run_case({n + "+sigmoid", resolve_attention(a, m), 1, 90, 64, 2, kTol});
     AttentionSpec al = s;
-    al.alibi = true;
+    al.position_bias = PositionBias::Alibi;
     run_case({n + "+alibi", al, 1, 66, 96, 3, kTol});
     ContextConfig ctx;
     ctx.mask = "sinks", ctx.sinks = 4, ctx.window = 29;
@@ -316,6 +331,38 @@ TEST_F(CudaAttention, SinksAndSoftpick) {
   run_case({"softpick T=1500", preset_spec("softpick", 1024), 1, 1500, 64, 1, kTol});
 }
 
+// KERPLE's learned biases (contenders.md): computed in the kernels per pair
+// (the CPU reads per-call tables), with the stages they compose with, a
+// window and sinks, and a long row.
+TEST_F(CudaAttention, KerpleBiases) {
+  auto with = [](const char* preset, const char* bias, int N = kN) {
+    AttentionConfig a;
+    a.preset = preset;
+    a.position_bias = bias;
+    ModelConfig m;
+    m.context = N;
+    return resolve_attention(a, m);
+  };
+  for (const char* bias : {"kerple_log", "kerple_power"}) {
+    const std::string b = bias;
+    run_case({"softmax+" + b, with("softmax", bias), 2, 77, 64, 2, kTol});
+    run_case({"softmax+" + b + " D=16", with("softmax", bias), 1, 45, 64, 4, kTol});
+    run_case({"lssar+" + b, with("lssar", bias), 1, 90, 64, 2, kTolSharp});
+    run_case({"sigmoid+" + b, with("sigmoid", bias), 1, 90, 64, 2, kTol});
+    run_case({"sink+" + b, with("sink", bias), 1, 90, 64, 2, kTol});
+    run_case({"ssmax+" + b, with("ssmax", bias), 1, 90, 64, 2, kTol});
+    ContextConfig ctx;
+    ctx.mask = "sinks", ctx.sinks = 4, ctx.window = 29;
+    AttentionConfig a;
+    a.preset = "softmax";
+    a.position_bias = bias;
+    ModelConfig m;
+    m.context = kN;
+    run_case({"softmax+" + b + "+sinks4+29", for_length(resolve_attention(a, m, ctx), 8 * kN), 1, 300, 64, 2, kTol});
+  }
+  run_case({"softmax+kerple_log T=2048", with("softmax", "kerple_log", 1024), 1, 2048, 64, 1, kTol});
+}
+
 TEST_F(CudaAttention, ShortSequences) {
   // T = 1 (one key per row, a single partial tile) and T = 3 (every row
   // within offset_rows of the re-weighting).
@@ -329,7 +376,7 @@ TEST_F(CudaAttention, ShortSequences) {
 TEST_F(CudaAttention, Alibi) {
   for (const char* name : {"softmax", "lssar", "sigmoid"}) {
     AttentionSpec s = preset_spec(name, kN);
-    s.alibi = true;
+    s.position_bias = PositionBias::Alibi;
     // NH = 3 (not a power of two) exercises the interleaved slopes.
     run_case({std::string(name) + "+alibi", s, 2, 66, 96, 3, s.sharpened() ? kTolSharp : kTol});
   }
@@ -390,7 +437,7 @@ TEST_F(CudaAttention, ContextMasksAndTemperatures) {
   run_case({"ssmax+llama4", context_spec("ssmax", kN, llama4), 1, 200, 64, 2, kTol});
   run_case({"cosine+yarn_temp", context_spec("cosine", kN, yarn_t), 1, 200, 64, 2, kTol});
   AttentionSpec alibi = context_spec("softmax", kN, sinks);
-  alibi.alibi = true;
+  alibi.position_bias = PositionBias::Alibi;
   run_case({"softmax+alibi+sinks", alibi, 1, 300, 96, 3, kTol});
   // A window of one key: every row sees only itself.
   run_case({"softmax+window1", context_spec("softmax", kN, [](ContextConfig& c) { c.mask = "window", c.window = 1; }),

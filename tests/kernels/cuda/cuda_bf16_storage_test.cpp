@@ -42,13 +42,10 @@ TEST_F(CudaBf16Storage, EveryOpMatchesTheCpuFloatOpRoundedOnce) {
   mc.context = 7;
   for (size_t chunk : {kBf16ChunkFloats, size_t(1)}) {
     auto subject = make_bf16_backend(make_backend("cuda", "fp32"), chunk);
-    for (const AttentionPreset& p : kAttentionPresets) {
-      AttentionConfig ac;
-      ac.preset = p.name;
+    for (const auto& [name, spec] : testing_bf16::check_variants(mc)) {
       testing_bf16::Bf16OpsCheck check(*subject, *ref, {0x1p-7, 2e-4, 1e-5});
-      const AttentionSpec spec = resolve_attention(ac, mc);
-      check.run_all(spec, p.name);
-      if (HasFailure()) FAIL() << "preset " << p.name << ", chunk " << chunk;
+      check.run_all(spec, name);
+      if (HasFailure()) FAIL() << "variant " << name << ", chunk " << chunk;
       EXPECT_EQ(check.checked(), testing_bf16::Bf16OpsCheck::expected_checks(spec));
     }
   }
