@@ -9,7 +9,9 @@
 //                 are L2-normalised first and f = cosine_scale
 //   2. scale      x_ij = λ_i · σ_ij + bias + b_h(i − j), the position bias
 //                 b_h(Δ) of contenders.md: −m_h·Δ (alibi), −r₁ ln(1 + r₂Δ)
-//                 (kerple_log), −r₁ Δ^r₂ (kerple_power), r₁, r₂ learned per head
+//                 (kerple_log), −r₁ Δ^r₂ (kerple_power), r₁, r₂ learned per head;
+//                 c_i − c_j (forget: the Forgetting Transformer, c_t = Σ_{l<=t} ln f_l
+//                 with f_t = σ(w_h·x_t + b_h) from the layer's input)
 //   3. positivity u_ij = φ(x_ij)           (exp is shifted by the row maximum
 //                                           when the row is l1-normalised)
 //   4. normalise  a_ij = u_ij / Z_i         Z_i = Σ_j u_ij (l1), 1 (none), c (fixed);
@@ -41,7 +43,7 @@ namespace gpt {
   X(None, "none") X(Logn, "logn") X(Ssmax, "ssmax") X(Infoscale, "infoscale") X(Lssa, "lssa") \
   X(Fixed, "fixed")
 #define GPT_ATTN_POSITION_BIASES(X) \
-  X(None, "none") X(Alibi, "alibi") X(KerpleLog, "kerple_log") X(KerplePower, "kerple_power")
+  X(None, "none") X(Alibi, "alibi") X(KerpleLog, "kerple_log") X(KerplePower, "kerple_power") X(Forget, "forget")
 #define GPT_ATTN_POSITIVITIES(X) X(Exp, "exp") X(Softplus, "softplus") X(Sigmoid, "sigmoid") X(Relu, "relu")
 #define GPT_ATTN_NORMALIZATIONS(X) \
   X(L1, "l1") X(None, "none") X(Fixed, "fixed") X(OffByOne, "off_by_one") X(Sink, "sink") X(Softpick, "softpick")
@@ -152,6 +154,9 @@ struct AttentionSpec {
   GPT_HD bool kerple() const {
     return position_bias == PositionBias::KerpleLog || position_bias == PositionBias::KerplePower;
   }
+  // The forget gate's cumulative log gates c are an input of the kernels
+  // (HeadParams::fcum), made by the model from its gate parameters.
+  GPT_HD bool forget() const { return position_bias == PositionBias::Forget; }
   // Per-row statistics saved by the forward pass for the backward pass:
   // shift (row max of x for shifted exp), Z, max_j a_ij, R = Σ_j r_ij.
   static constexpr int kStatsPerRow = 4;
@@ -159,16 +164,20 @@ struct AttentionSpec {
 };
 
 // The learned per-head parameters of one layer's attention as the kernels
-// take them: NH values each, null where the variant has none. Implicit from
-// the ssmax scales alone, so that callers without a sink pass a pointer.
-template <typename T>
+// take them: NH values each, null where the variant has none; and the forget
+// gate's per-token input. Implicit from the ssmax scales alone, so that
+// callers without the others pass a pointer. A is the type of the per-token
+// input (the backend's accumulator type: float under bf16 storage).
+template <typename T, typename A = T>
 struct HeadParams {
   const T* scale = nullptr;  // ssmax's s_h
   const T* sink = nullptr;   // the sink logits ζ_h (normalisation "sink")
   const T* kerple = nullptr; // KERPLE's raw (ρ₁, ρ₂) of each head, 2·NH values (attn::kerple_r)
+  const A* fcum = nullptr;   // forget: c (B, NH, T), c_t = Σ_{l<=t} ln f_l of each sequence and head
   GPT_HD HeadParams() {}
-  GPT_HD HeadParams(const T* scale_, const T* sink_ = nullptr, const T* kerple_ = nullptr)
-      : scale(scale_), sink(sink_), kerple(kerple_) {}
+  GPT_HD HeadParams(const T* scale_, const T* sink_ = nullptr, const T* kerple_ = nullptr,
+                    const A* fcum_ = nullptr)
+      : scale(scale_), sink(sink_), kerple(kerple_), fcum(fcum_) {}
 };
 // Their gradients (added to): NH values each, null where absent.
 template <typename A>
@@ -176,8 +185,10 @@ struct HeadGrads {
   A* scale = nullptr;
   A* sink = nullptr;
   A* kerple = nullptr;  // 2·NH, as HeadParams::kerple
+  A* fcum = nullptr;    // (B, NH, T): dL/dc of the forget gate's input
   GPT_HD HeadGrads() {}
-  GPT_HD HeadGrads(A* scale_, A* sink_ = nullptr, A* kerple_ = nullptr) : scale(scale_), sink(sink_), kerple(kerple_) {}
+  GPT_HD HeadGrads(A* scale_, A* sink_ = nullptr, A* kerple_ = nullptr, A* fcum_ = nullptr)
+      : scale(scale_), sink(sink_), kerple(kerple_), fcum(fcum_) {}
 };
 
 // ---- named presets ----------------------------------------------------------------
@@ -395,6 +406,16 @@ inline double kerple_rho1(double r1) { return r1 > 30 ? r1 : log(expm1(r1)); }
 inline double kerple_rho2(PositionBias k, double r2) {
   if (k == PositionBias::KerplePower) return log(r2 / (2.0 - r2));
   return r2 > 30 ? r2 : log(expm1(r2));
+}
+// The forget gate (Lin et al. 2025): ln f = ln σ(g) = −softplus(−g) of the
+// gate logit g, and d ln f / dg = σ(−g).
+template <typename T>
+GPT_HD inline T log_sigmoid(T g) {
+  return -softplus(-g);
+}
+template <typename T>
+GPT_HD inline T log_sigmoid_grad(T g) {
+  return sigmoid(-g);
 }
 // b(Δ) and its derivatives ∂b/∂r₁, ∂b/∂r₂ at distance Δ >= 0.
 template <typename T>

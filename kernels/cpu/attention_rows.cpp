@@ -87,6 +87,7 @@ double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const
   }
   if (S_out) *S_out = S;
   double sigma_dx = 0, k1 = 0, k2 = 0;
+  T row_dx = 0;  // Σ_j dx_j, the forget gate's dL/dc at the row
   for (int j = 0; j < n; ++j) {
     if (!a.kept(j)) {
       g[j] = 0;
@@ -100,8 +101,13 @@ double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const
       k1 += static_cast<double>(dx * a.kg1[d]);
       k2 += static_cast<double>(dx * a.kg2[d]);
     }
+    if (a.dfc) {
+      row_dx += dx;
+      a.dfc[a.key(j)] -= dx;
+    }
     g[j] = lambda_f * dx;
   }
+  if (a.dfc) a.dfc[a.i - 1] += row_dx;
   if (kerple_out) kerple_out[0] = k1, kerple_out[1] = k2;
   return sigma_dx;
 }
@@ -191,11 +197,12 @@ template <>
 struct ColMap<true> {
   const float* d;
   const float* k;
-  const float* b;   // the learned position bias of each column (RowArgs::kb), or zeros
-  const float* q1;  // its derivatives (RowArgs::kg1, kg2), when given
+  const float* b;   // the learned position bias of each column (RowArgs::bias_at), or zeros
+  const float* q1;  // KERPLE's derivatives (RowArgs::kg1, kg2), or zeros
   const float* q2;
+  float* dxs;       // the backward's dx of each column (the forget gate's dL/dc)
   explicit ColMap(const RowArgs<float>& a) {
-    static thread_local std::vector<float> dist, keep, bias, bg1, bg2;
+    static thread_local std::vector<float> dist, keep, bias, bg1, bg2, dxv;
     const int nb = padded_keys(a.n);
     if (static_cast<int>(dist.size()) < nb) dist.resize(nb), keep.resize(nb), bias.resize(nb);
     const int n = a.n, ns = a.ns, off = a.off, lo = a.lo, sinks = a.sinks, im1 = a.i - 1;
@@ -210,21 +217,23 @@ struct ColMap<true> {
     d = dp;
     k = kp;
     b = q1 = q2 = nullptr;
-    if (!a.kb) return;
+    dxs = nullptr;
+    if (!a.learned_bias()) return;
     // The bias table at each column's distance (columns past n, whose
     // distance may be negative, read 0), and its derivatives (zeros without:
     // the backward's sums of dx·∂b/∂r then come out 0).
-    if (static_cast<int>(bg1.size()) < nb) bg1.resize(nb), bg2.resize(nb);
+    if (static_cast<int>(bg1.size()) < nb) bg1.resize(nb), bg2.resize(nb), dxv.resize(nb);
     float* bp = bias.data();
     for (int c = 0; c < nb; ++c) {
+      bp[c] = c < n ? a.bias_at(c) : 0.0f;
       const int dd = im1 - (c + (c < ns ? 0 : off));
-      bp[c] = c < n ? a.kb[dd] : 0.0f;
       bg1[c] = a.kg1 && c < n ? a.kg1[dd] : 0.0f;
       bg2[c] = a.kg1 && c < n ? a.kg2[dd] : 0.0f;
     }
     b = bp;
     q1 = bg1.data();
     q2 = bg2.data();
+    dxs = dxv.data();
   }
   GPT_ALWAYS_INLINE float dist(int, int c) const { return d[c]; }
   GPT_ALWAYS_INLINE bool in(int c) const { return k[c] != 0.0f; }
@@ -374,6 +383,7 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
         if constexpr (KB) {
           kd1[l] += in ? dx * cm.g1(j0 + l) : 0.0f;
           kd2[l] += in ? dx * cm.g2(j0 + l) : 0.0f;
+          cm.dxs[j0 + l] = in ? dx : 0.0f;
         }
         g[j0 + l] = in ? lambda_f * dx : 0.0f;
       }
@@ -390,9 +400,20 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
         if constexpr (KB) {
           kd1[l] += in ? dx * cm.g1(j0 + l) : 0.0f;
           kd2[l] += in ? dx * cm.g2(j0 + l) : 0.0f;
+          cm.dxs[j0 + l] = in ? dx : 0.0f;
         }
         g[j0 + l] = in ? lambda_f * dx : 0.0f;
       }
+    }
+  }
+  if constexpr (KB) {
+    if (a.dfc) {  // the forget gate: dL/dc_{i-1} += Σ dx, dL/dc_key −= dx (each column its own key)
+      float row_dx = 0;
+      for (int c = 0; c < n; ++c) {
+        row_dx += cm.dxs[c];
+        a.dfc[a.key(c)] -= cm.dxs[c];
+      }
+      a.dfc[a.i - 1] += row_dx;
     }
   }
   if (kerple_out) {
@@ -440,15 +461,16 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
 // Three column maps: plain, masked (ColMap<true>), and with a learned bias
 // (KERPLE; masked or not, through ColMap<true>'s tables).
 #define FWD_CALL(P)                                                  \
-  a.kb       ? forward_row_body<P, true, true>(row, a, s, st)        \
+  a.learned_bias() ? forward_row_body<P, true, true>(row, a, s, st)  \
   : a.masked ? forward_row_body<P, true>(row, a, s, st)              \
              : forward_row_body<P, false>(row, a, s, st)
 #define BW_CALL(P)                                                   \
-  a.kb       ? backward_weights_row_body<P, true, true>(qk, u, w, a, r) \
+  a.learned_bias() ? backward_weights_row_body<P, true, true>(qk, u, w, a, r) \
   : a.masked ? backward_weights_row_body<P, true>(qk, u, w, a, r)    \
              : backward_weights_row_body<P, false>(qk, u, w, a, r)
 #define BG_CALL(P)                                                                                           \
-  a.kb ? backward_grad_row_body<P, true, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out) \
+  a.learned_bias() ? backward_grad_row_body<P, true, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out,  \
+                                                         kerple_out)                                          \
   : a.masked ? backward_grad_row_body<P, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out) \
              : backward_grad_row_body<P, false>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out)
 

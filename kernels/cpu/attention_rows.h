@@ -48,7 +48,15 @@ struct RowArgs {
   const T* kb = nullptr;
   const T* kg1 = nullptr;
   const T* kg2 = nullptr;
-  T bias_at(int c) const { return kb ? kb[i - 1 - key(c)] : T(0); }
+  // The forget gate (attn::log_sigmoid): fc holds c_t of this row's sequence
+  // and head (t < T); x gets c_{i−1} − c_key(c) (0-based positions). The
+  // backward adds dL/dc to dfc (the row's Σ_c dx_c at i − 1, −dx_c at each key).
+  const T* fc = nullptr;
+  T* dfc = nullptr;
+  T bias_at(int c) const {
+    return (kb ? kb[i - 1 - key(c)] : T(0)) + (fc ? fc[i - 1] - fc[key(c)] : T(0));
+  }
+  bool learned_bias() const { return kb || fc; }
 
   int key(int c) const { return c < ns ? c : c + off; }
   bool kept(int c) const { return c < n && (!masked || key(c) < sinks || key(c) >= lo); }

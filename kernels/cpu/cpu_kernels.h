@@ -71,6 +71,15 @@ void gelu_forward(T* out, const T* inp, size_t n);
 template <typename T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n);
 
+// ---- the forget gate (the Forgetting Transformer; contenders.md) -----------------
+// c (B,NH,T) = the prefix sums over t of ln σ(g) for the gate logits g
+// (B,T,NH): c[b,h,t] = Σ_{l<=t} ln σ(g[b,l,h]), summed in order (double).
+template <typename T>
+void forget_forward(T* c, const T* g, int B, int Tn, int NH);
+// dg (B,T,NH) += σ(−g[b,t,h]) · Σ_{t'>=t} dc[b,h,t'].
+template <typename T>
+void forget_backward(T* dg, const T* dc, const T* g, int B, int Tn, int NH);
+
 // ---- element-wise helpers -------------------------------------------------------
 // out = a + b (residual forward; the backward is add_inplace into both inputs).
 template <typename T>

@@ -50,6 +50,37 @@ void scale_inplace(T* x, T s, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] *= s;
 }
 
+template <typename T>
+void forget_forward(T* c, const T* g, int B, int Tn, int NH) {
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(B) * Tn * NH >= kMinParallelWork)
+  for (int bh = 0; bh < B * NH; ++bh) {
+    const int b = bh / NH, h = bh % NH;
+    double sum = 0;
+    for (int t = 0; t < Tn; ++t) {
+      sum += attn::log_sigmoid(static_cast<double>(g[(static_cast<size_t>(b) * Tn + t) * NH + h]));
+      c[static_cast<size_t>(bh) * Tn + t] = static_cast<T>(sum);
+    }
+  }
+}
+
+template <typename T>
+void forget_backward(T* dg, const T* dc, const T* g, int B, int Tn, int NH) {
+#pragma omp parallel for schedule(static) if (static_cast<size_t>(B) * Tn * NH >= kMinParallelWork)
+  for (int bh = 0; bh < B * NH; ++bh) {
+    const int b = bh / NH, h = bh % NH;
+    double suffix = 0;  // Σ_{t' >= t} dc
+    for (int t = Tn - 1; t >= 0; --t) {
+      suffix += static_cast<double>(dc[static_cast<size_t>(bh) * Tn + t]);
+      const size_t k = (static_cast<size_t>(b) * Tn + t) * NH + h;
+      dg[k] += static_cast<T>(attn::log_sigmoid_grad(static_cast<double>(g[k])) * suffix);
+    }
+  }
+}
+
+template void forget_forward<float>(float*, const float*, int, int, int);
+template void forget_forward<double>(double*, const double*, int, int, int);
+template void forget_backward<float>(float*, const float*, const float*, int, int, int);
+template void forget_backward<double>(double*, const double*, const double*, int, int, int);
 template void residual_forward<float>(float*, const float*, const float*, size_t);
 template void residual_forward<double>(double*, const double*, const double*, size_t);
 template void add_inplace<float>(float*, const float*, size_t);

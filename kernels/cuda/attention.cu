@@ -185,9 +185,12 @@ struct RowConsts {
   float lf, lambda, f, bias, slope;
   float zeta;  // the sink key's logit (attn::sink_logit)
   float r1, r2, dr1, dr2;  // KERPLE's r₁, r₂ of the head and dr/dρ (attn::kerple_r)
+  const float* fc;         // the forget gate's c of this (b,h) slice (T values), or null
+  int fc_last;             // T − 1: rows and keys past the sequence (never used) read c_{T−1}
 };
 __device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int h, int NH, const float* head_scale,
-                                       const float* head_sink, const float* head_kerple) {
+                                       const float* head_sink, const float* head_kerple, const float* fc,
+                                       int T) {
   const double factor = attn::score_factor(s, D);
   const double hs = head_scale ? static_cast<double>(head_scale[h]) : 1.0;
   const double lambda = attn::row_scale(s, i, D, hs);
@@ -199,6 +202,8 @@ __device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int
   rc.slope = s.alibi() ? static_cast<float>(attn::alibi_slope(h, NH)) : 0.f;
   rc.zeta = static_cast<float>(attn::sink_logit(s, head_sink, h));
   rc.r1 = rc.r2 = rc.dr1 = rc.dr2 = 0.f;
+  rc.fc = s.forget() ? fc : nullptr;
+  rc.fc_last = T - 1;
   if (s.kerple() && head_kerple) {
     const attn::KerpleR r = attn::kerple_r(s.position_bias, head_kerple[2 * h], head_kerple[2 * h + 1]);
     rc.r1 = static_cast<float>(r.r1);
@@ -214,6 +219,7 @@ __device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int
 __device__ __forceinline__ float logit(const AttentionSpec& s, const RowConsts& rc, float lf, float qk, int i0, int j) {
   float x = rc.slope != 0.f ? lf * qk + rc.bias - rc.slope * static_cast<float>(i0 - j) : lf * qk + rc.bias;
   if (s.kerple()) x += attn::kerple_bias(s.position_bias, rc.r1, rc.r2, static_cast<float>(i0 > j ? i0 - j : 0));
+  if (s.forget()) x += rc.fc[min(i0, rc.fc_last)] - rc.fc[min(j, rc.fc_last)];
   return x;
 }
 
@@ -242,7 +248,13 @@ struct Inputs {
   const float* head_scale;
   const float* head_sink = nullptr;
   const float* head_kerple = nullptr;
+  const float* fcum = nullptr;  // the forget gate's c (B,NH,T)
 };
+
+// The forget gate's c of slice (b,h), or null.
+__device__ __forceinline__ const float* fc_slice(const Inputs& in, int b, int h) {
+  return in.fcum ? in.fcum + (static_cast<size_t>(b) * in.NH + h) * in.T : nullptr;
+}
 
 __device__ __forceinline__ size_t row_offset(int b, int t, int T, size_t stride, int h, int D) {
   return (static_cast<size_t>(b) * T + t) * stride + static_cast<size_t>(h) * D;
@@ -296,7 +308,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;  // longest rows first
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple);
+  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), in.T);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
@@ -400,7 +412,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple);
+  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), in.T);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   Slice<D> q;
@@ -468,6 +480,7 @@ struct Grads {
   double* dhead;  // (NH) Σ dλ/ds Σ σ dx, ssmax only
   double* dsink = nullptr;  // (NH) Σ_i dL/dζ_h, normalisation sink only
   double* dkerple = nullptr;  // (2·NH) Σ dx·∂b/∂r·dr/dρ, KERPLE only
+  float* dfcum = nullptr;     // (B,NH,T) += dL/dc, the forget gate only
 };
 
 // grid (query tiles, B*NH), block kRowsPerBlock*L threads.
@@ -482,7 +495,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple);
+  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), in.T);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
@@ -532,6 +545,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
 
   const bool learned = s.learned_scale(), kerple = s.kerple();
   double sigma_dx = 0, k1 = 0, k2 = 0;
+  float row_dx = 0.f;  // Σ_j dx_ij: the forget gate's dL/dc_i from this row
   acc.zero();
   for (int it = 0; it < parts * n_tiles; ++it) {
     const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
@@ -558,6 +572,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
           k1 += static_cast<double>(dx * d1);
           k2 += static_cast<double>(dx * d2);
         }
+        row_dx += dx;
         acc.axpy(rc.lambda * rc.f * dx, ks + jj * G::D4, lane);
       }
     }
@@ -571,6 +586,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
     warp_atomic_add(gr.dkerple + 2 * h + 1, row_ok && lane == 0 ? k2 * rc.dr2 : 0.0);
   }
   if (!row_ok) return;
+  if (s.forget() && lane == 0) gr.dfcum[static_cast<size_t>(bh) * T + i0] += row_dx;
   acc.add_to((pq.part ? gr.dq_far : gr.dq) + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
   if (lane == 0) {
     gr.row_ds[(static_cast<size_t>(bh) * T + i0) * 2] = Di;
@@ -601,7 +617,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
   const int k0 = (gridDim.x - 1 - blockIdx.x) * kKeysPerBlock;  // most query rows first
   const int lane = threadIdx.x % G::L, j = k0 + threadIdx.x / G::L;
   const bool key_ok = j < T;
-  const RowConsts rc0 = row_consts(s, 1, D, h, NH, in.head_scale, in.head_sink, in.head_kerple);  // f, bias, slope (per head)
+  const RowConsts rc0 = row_consts(s, 1, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), in.T);  // f, bias, slope (per head)
   const float* qbase = in.q + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* dybase = gr.dout + row_offset(b, 0, T, C, h, D);
   Slice<D> k, v, dk, dv;
@@ -609,6 +625,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
   v.load(in.v + row_offset(b, j, T, in.v_stride, h, D), lane, key_ok);
   dk.zero();
   dv.zero();
+  float col_dx = 0.f;  // Σ_i dx_ij: the forget gate's −dL/dc_j from this key
 
   // Part 0 the near pairs (q, k), part 1 the far ones (q̃, k̃) of a distance
   // remapping: dk_j, then dk̃_j; dv_j sums over both.
@@ -638,7 +655,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
         Di = gr.row_ds[row * 2];
         S = gr.row_ds[row * 2 + 1];
       }
-      const RowConsts rc = row_consts(s, i0 + 1, D, h, NH, in.head_scale, in.head_sink, in.head_kerple);
+      const RowConsts rc = row_consts(s, i0 + 1, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), in.T);
       rows[r] = attn::row_from_stats(s, i0 + 1, st);
       lfs[r] = rc.lf;
       lambdas[r] = rc.lambda;
@@ -657,10 +674,12 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
         const float dx = attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Dis[r]), Ss[r]);
         dv.axpy(w, dys + r * G::D4, lane);
         dk.axpy(lambdas[r] * rc0.f * dx, qs + r * G::D4, lane);
+        col_dx += dx;
       }
     }
   }
   if (!key_ok) return;
+  if (s.forget() && lane == 0) gr.dfcum[static_cast<size_t>(bh) * T + j] -= col_dx;
   dk.add_to((cur_part ? gr.dk_far : gr.dk) + row_offset(b, j, T, gr.dqk_stride, h, D), lane);
   dv.add_to(gr.dv + row_offset(b, j, T, gr.dv_stride, h, D), lane);
 }
@@ -738,7 +757,7 @@ constexpr int kHeadSizes[] = {16, 32, 64, 128};
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale,
-                bool has_sink, bool has_kerple) {
+                bool has_sink, bool has_kerple, bool has_fcum) {
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, fn, ": B, T, C, NH must be positive, got B=", B, " T=", Tn,
             " C=", C, " NH=", NH);
   GPT_CHECK(C % NH == 0, fn, ": C=", C, " must be a multiple of NH=", NH);
@@ -754,6 +773,7 @@ void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpe
   GPT_CHECK(!spec.learned_scale() || has_head_scale, fn, ": the ssmax scale needs the per-head scales s_h");
   GPT_CHECK(!spec.learned_sink() || has_sink, fn, ": normalisation \"sink\" needs the per-head sink logits");
   GPT_CHECK(!spec.kerple() || has_kerple, fn, ": the KERPLE bias needs its per-head parameters r1, r2");
+  GPT_CHECK(!spec.forget() || has_fcum, fn, ": the forget gate needs its cumulative log gates c (B, NH, T)");
   GPT_CHECK(!attn::sharpen_refused(spec), fn, ": re-weighting (p > 0) does not compose with normalisation ",
             stage_name(spec.normalize), ": it renormalises rows to 1, undoing the weight the sink leaves out");
   const int phi = static_cast<int>(spec.positivity), score = static_cast<int>(spec.score),
@@ -824,6 +844,7 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
   in.head_scale = spec.learned_scale() ? head.scale : nullptr;
   in.head_sink = spec.learned_sink() ? head.sink : nullptr;
   in.head_kerple = spec.kerple() ? head.kerple : nullptr;
+  in.fcum = spec.forget() ? head.fcum : nullptr;
   return in;
 }
 
@@ -831,7 +852,7 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
 void add_far_inputs(Inputs& in, const float* qkv_far, float* norm_far, int B, int Tn, int C, int NH,
                     cudaStream_t stream) {
   if (!qkv_far) return;
-  const Inputs f = make_inputs(qkv_far, norm_far, B, Tn, C, NH, in.spec, {in.head_scale, in.head_sink, in.head_kerple}, stream);
+  const Inputs f = make_inputs(qkv_far, norm_far, B, Tn, C, NH, in.spec, {in.head_scale, in.head_sink, in.head_kerple, in.fcum}, stream);
   in.qf = f.q;
   in.kf = f.k;
 }
@@ -851,7 +872,7 @@ void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn
                        const AttentionSpec& spec, const HeadParams<float>& head, double* diag, cudaStream_t stream,
                        const float* qkv_far) {
   check_args("cuda::attention_forward", B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr,
-            head.kerple != nullptr);
+            head.kerple != nullptr, head.fcum != nullptr);
   check_far("cuda::attention_forward", spec, qkv_far);
   GPT_CHECK(out && qkv, "cuda::attention_forward: out and qkv must be non-null");
   GPT_CHECK(aligned16(out) && aligned16(qkv), "cuda::attention_forward: out and qkv must be 16-byte aligned");
@@ -884,7 +905,7 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
                         const float* stats, const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                         const HeadParams<float>& head, cudaStream_t stream, float* dqkv_far, const float* qkv_far) {
   check_args("cuda::attention_backward", B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr,
-            head.kerple != nullptr);
+            head.kerple != nullptr, head.fcum != nullptr);
   check_far("cuda::attention_backward", spec, qkv_far);
   GPT_CHECK(!qkv_far || (dqkv_far && aligned16(dqkv_far)),
             "cuda::attention_backward: a distance remapping needs a 16-byte aligned dqkv_far");
@@ -892,6 +913,7 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
   GPT_CHECK(!spec.learned_scale() || dhp.scale != nullptr, "cuda::attention_backward: ssmax needs dhead_scale");
   GPT_CHECK(!spec.learned_sink() || dhp.sink != nullptr, "cuda::attention_backward: the sink needs the sink gradients");
   GPT_CHECK(!spec.kerple() || dhp.kerple != nullptr, "cuda::attention_backward: KERPLE needs the gradients of r1, r2");
+  GPT_CHECK(!spec.forget() || dhp.fcum != nullptr, "cuda::attention_backward: the forget gate needs dL/dc");
   GPT_CHECK(dqkv && dout && out && qkv, "cuda::attention_backward: dqkv, dout, out and qkv must be non-null");
   GPT_CHECK(aligned16(dqkv) && aligned16(dout) && aligned16(out) && aligned16(qkv),
             "cuda::attention_backward: dqkv, dout, out and qkv must be 16-byte aligned");
@@ -944,6 +966,7 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
   gr.dsink = dsink.as<double>();
   if (sink) check_cuda(cudaMemsetAsync(gr.dsink, 0, NH * sizeof(double), stream), "cudaMemsetAsync");
   gr.dkerple = dkerple.as<double>();
+  gr.dfcum = dhp.fcum;
   if (kerple) check_cuda(cudaMemsetAsync(gr.dkerple, 0, 2 * NH * sizeof(double), stream), "cudaMemsetAsync");
 
   dispatch(D, spec.positivity, [&](auto d, auto phi) {

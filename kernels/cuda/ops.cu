@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/attention_spec.h"
 #include "kernels/bf16_round.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/cuda/cuda_syntax.h"
@@ -339,6 +340,45 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, c
   if (n == 0) return;
   GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, gelu_backward_kernel)(dinp, inp, dout, n);
   GPT_CUDA_CHECK_LAUNCH("gelu_backward_kernel");
+}
+
+// One thread per (sequence, head): a sequential scan over t in double, as the
+// CPU kernel sums.
+__global__ void forget_forward_kernel(float* c, const float* g, int B, int Tn, int NH) {
+  const int bh = blockIdx.x * blockDim.x + threadIdx.x;
+  if (bh >= B * NH) return;
+  const int b = bh / NH, h = bh % NH;
+  double sum = 0;
+  for (int t = 0; t < Tn; ++t) {
+    sum += attn::log_sigmoid(static_cast<double>(g[(static_cast<size_t>(b) * Tn + t) * NH + h]));
+    c[static_cast<size_t>(bh) * Tn + t] = static_cast<float>(sum);
+  }
+}
+
+__global__ void forget_backward_kernel(float* dg, const float* dc, const float* g, int B, int Tn, int NH) {
+  const int bh = blockIdx.x * blockDim.x + threadIdx.x;
+  if (bh >= B * NH) return;
+  const int b = bh / NH, h = bh % NH;
+  double suffix = 0;
+  for (int t = Tn - 1; t >= 0; --t) {
+    suffix += static_cast<double>(dc[static_cast<size_t>(bh) * Tn + t]);
+    const size_t k = (static_cast<size_t>(b) * Tn + t) * NH + h;
+    dg[k] += static_cast<float>(attn::log_sigmoid_grad(static_cast<double>(g[k])) * suffix);
+  }
+}
+
+void forget_forward(float* c, const float* g, int B, int Tn, int NH, cudaStream_t stream) {
+  const int n = B * NH;
+  if (n == 0 || Tn == 0) return;
+  GPT_LAUNCH((n + 127) / 128, 128, stream, forget_forward_kernel)(c, g, B, Tn, NH);
+  GPT_CUDA_CHECK_LAUNCH("forget_forward_kernel");
+}
+
+void forget_backward(float* dg, const float* dc, const float* g, int B, int Tn, int NH, cudaStream_t stream) {
+  const int n = B * NH;
+  if (n == 0 || Tn == 0) return;
+  GPT_LAUNCH((n + 127) / 128, 128, stream, forget_backward_kernel)(dg, dc, g, B, Tn, NH);
+  GPT_CUDA_CHECK_LAUNCH("forget_backward_kernel");
 }
 
 void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream) {

@@ -105,12 +105,15 @@ class Backend : public ParamBackend<accum_t<T>> {
   // gradients (ssmax scales, sink logits; cpu::attention_forward). qkv_far /
   // dqkv_far: the far copy of a distance remapping; null without one.
   virtual void attention_forward(T* out, Acc* stats, const T* qkv, int B, int Tn, int C, int NH,
-                                 const AttentionSpec& spec, const HeadParams<T>& head, double* diag,
+                                 const AttentionSpec& spec, const HeadParams<T, Acc>& head, double* diag,
                                  const T* qkv_far = nullptr) = 0;
   virtual void attention_backward(T* dqkv, const HeadGrads<Acc>& dhead, const T* dout, const T* out,
                                   const Acc* stats, const T* qkv, int B, int Tn, int C, int NH,
-                                  const AttentionSpec& spec, const HeadParams<T>& head, T* dqkv_far = nullptr,
+                                  const AttentionSpec& spec, const HeadParams<T, Acc>& head, T* dqkv_far = nullptr,
                                   const T* qkv_far = nullptr) = 0;
+  // The forget gate (cpu::forget_forward): c (B,NH,T) from the gate logits g (B,T,NH); dg += its backward.
+  virtual void forget_forward(Acc* c, const T* g, int B, int Tn, int NH) = 0;
+  virtual void forget_backward(T* dg, const Acc* dc, const T* g, int B, int Tn, int NH) = 0;
   // A target of kIgnoreTarget (core/tokens.h) has loss 0 and a zero gradient row.
   virtual void crossentropy_forward(Acc* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) = 0;
   virtual void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const Acc* dloss, int N,

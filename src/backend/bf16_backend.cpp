@@ -194,13 +194,15 @@ class Bf16Backend final : public Backend<bf16> {
   // Sequences in chunks of their qkv (Tn·3C); stats (B,NH,T,kStatsPerRow)
   // and the diagnostics (added to by every call) follow.
   void attention_forward(bf16* out, float* stats, const bf16* qkv, int B, int Tn, int C, int NH,
-                         const AttentionSpec& spec, const HeadParams<bf16>& head, double* diag,
+                         const AttentionSpec& spec, const HeadParams<bf16, float>& head, double* diag,
                          const bf16* qkv_far) override {
     const size_t TC = static_cast<size_t>(Tn) * C;
     const size_t stats_unit = static_cast<size_t>(NH) * Tn * AttentionSpec::kStatsPerRow;
-    const HeadParams<float> hs(widen(2, head.scale, NH), widen(4, head.sink, NH), widen(5, head.kerple, 2 * NH));
+    const size_t fc_unit = static_cast<size_t>(NH) * Tn;  // the forget gate's c (float32 already)
+    HeadParams<float> hs(widen(2, head.scale, NH), widen(4, head.sink, NH), widen(5, head.kerple, 2 * NH));
     by_units(B, 3 * TC, [&](int b0, int nb) {
       float* o = scratch(0, nb * TC);
+      hs.fcum = at(head.fcum, b0 * fc_unit);
       wide_->attention_forward(o, at(stats, b0 * stats_unit), widen(1, qkv + 3 * b0 * TC, 3 * nb * TC), nb, Tn, C,
                                NH, spec, hs, diag, widen(3, at(qkv_far, 3 * b0 * TC), 3 * nb * TC));
       narrow(out + b0 * TC, o, nb * TC);
@@ -208,10 +210,11 @@ class Bf16Backend final : public Backend<bf16> {
   }
   void attention_backward(bf16* dqkv, const HeadGrads<float>& dhead_scale, const bf16* dout, const bf16* out,
                           const float* stats, const bf16* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                          const HeadParams<bf16>& head, bf16* dqkv_far, const bf16* qkv_far) override {
+                          const HeadParams<bf16, float>& head, bf16* dqkv_far, const bf16* qkv_far) override {
     const size_t TC = static_cast<size_t>(Tn) * C;
     const size_t stats_unit = static_cast<size_t>(NH) * Tn * AttentionSpec::kStatsPerRow;
-    const HeadParams<float> hs(widen(4, head.scale, NH), widen(7, head.sink, NH), widen(8, head.kerple, 2 * NH));
+    const size_t fc_unit = static_cast<size_t>(NH) * Tn;
+    HeadParams<float> hs(widen(4, head.scale, NH), widen(7, head.sink, NH), widen(8, head.kerple, 2 * NH));
     // The learned head parameters' gradients (ssmax, sink, KERPLE) are summed over the whole batch before they
     // are added: one call.
     const size_t unit =
@@ -220,11 +223,29 @@ class Bf16Backend final : public Backend<bf16> {
       const size_t q0 = 3 * b0 * TC, qn = 3 * nb * TC, o0 = b0 * TC, on = nb * TC;
       float* dq = widen(0, dqkv + q0, qn);
       float* dqf = widen(5, at(dqkv_far, q0), qn);
-      wide_->attention_backward(dq, dhead_scale, widen(1, dout + o0, on), widen(2, out + o0, on),
+      hs.fcum = at(head.fcum, b0 * fc_unit);
+      HeadGrads<float> dh = dhead_scale;
+      dh.fcum = at(dhead_scale.fcum, b0 * fc_unit);
+      wide_->attention_backward(dq, dh, widen(1, dout + o0, on), widen(2, out + o0, on),
                                 at(stats, b0 * stats_unit), widen(3, qkv + q0, qn), nb, Tn, C, NH, spec, hs, dqf,
                                 widen(6, at(qkv_far, q0), qn));
       narrow(dqkv + q0, dq, qn);
       if (dqkv_far) narrow(dqkv_far + q0, dqf, qn);
+    });
+  }
+  // Gate logits (B,T,NH) in chunks of sequences; c and dc are float32.
+  void forget_forward(float* c, const bf16* g, int B, int Tn, int NH) override {
+    const size_t unit = static_cast<size_t>(Tn) * NH;
+    by_units(B, unit, [&](int b0, int nb) {
+      wide_->forget_forward(c + b0 * unit, widen(0, g + b0 * unit, nb * unit), nb, Tn, NH);
+    });
+  }
+  void forget_backward(bf16* dg, const float* dc, const bf16* g, int B, int Tn, int NH) override {
+    const size_t unit = static_cast<size_t>(Tn) * NH;
+    by_units(B, unit, [&](int b0, int nb) {
+      float* d = widen(0, dg + b0 * unit, nb * unit);
+      wide_->forget_backward(d, dc + b0 * unit, widen(1, g + b0 * unit, nb * unit), nb, Tn, NH);
+      narrow(dg + b0 * unit, d, nb * unit);
     });
   }
   void crossentropy_forward(float* losses, const bf16* logits, const int32_t* targets, int N, int V,

@@ -114,6 +114,10 @@ class CpuBackend final : public Backend<T> {
                           const HeadParams<T>& head, T* dqkv_far, const T* qkv_far) override {
     cpu::attention_backward(dqkv, dhead, dout, out, stats, qkv, B, Tn, C, NH, spec, head, dqkv_far, qkv_far);
   }
+  void forget_forward(T* c, const T* g, int B, int Tn, int NH) override { cpu::forget_forward(c, g, B, Tn, NH); }
+  void forget_backward(T* dg, const T* dc, const T* g, int B, int Tn, int NH) override {
+    cpu::forget_backward(dg, dc, g, B, Tn, NH);
+  }
   void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) override {
     cpu::crossentropy_forward(losses, logits, targets, N, V, Vp);
   }

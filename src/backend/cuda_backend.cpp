@@ -181,6 +181,12 @@ class CudaBackend final : public Backend<float> {
     cuda::attention_backward(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale, stream_,
                              dqkv_far, qkv_far);
   }
+  void forget_forward(float* c, const float* g, int B, int Tn, int NH) override {
+    cuda::forget_forward(c, g, B, Tn, NH, stream_);
+  }
+  void forget_backward(float* dg, const float* dc, const float* g, int B, int Tn, int NH) override {
+    cuda::forget_backward(dg, dc, g, B, Tn, NH, stream_);
+  }
   void crossentropy_forward(float* losses, const float* logits, const int32_t* targets, int N, int V,
                             int Vp) override {
     cuda::crossentropy_forward(losses, logits, targets, N, V, Vp, stream_);

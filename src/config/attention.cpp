@@ -297,11 +297,11 @@ void check_attention_compatible(const AttentionSpec& trained, const AttentionSpe
   GPT_CHECK(!wanted.learned_sink() || trained.learned_sink(), "attention ", wanted_name,
             " needs the learned sink logits, which the checkpoint (trained with ", trained_name,
             ") does not have; normalize off_by_one is the sink without parameters");
-  GPT_CHECK(trained.kerple() == wanted.kerple() &&
+  GPT_CHECK(trained.kerple() == wanted.kerple() && trained.forget() == wanted.forget() &&
                 (!trained.kerple() || trained.position_bias == wanted.position_bias),
             "attention ", wanted_name, " has the position bias ", stage_name(wanted.position_bias),
             " but the checkpoint (trained with ", trained_name, ") ", stage_name(trained.position_bias),
-            "; a learned KERPLE bias cannot be added, dropped or exchanged after training");
+            "; a learned bias (KERPLE, the forget gate) cannot be added, dropped or exchanged after training");
   GPT_CHECK(!trained.learned_sink() || wanted.learned_sink(), "attention ", wanted_name,
             " would drop the learned sink logits that the checkpoint (trained with ", trained_name,
             ") holds; keep normalize sink");

@@ -28,6 +28,8 @@ struct LayerActs {
   Buffer<T> qkv;          // attention's input: the qkv projection, rotated by RoPE with rope positions
   Buffer<T> qkvf;         // qkv rotated at the far positions of a distance remapping (remap::on only)
   Buffer<Acc> att_stats;  // (B, NH, Tn, stats_per_row), training only
+  Buffer<T> fgate;        // the forget gate's logits g (B, Tn, NH) (forget only)
+  Buffer<Acc> fcum;       // its c (B, NH, Tn), c_t = Σ_{l<=t} ln σ(g_l): attention's input
 };
 
 template <typename T>
@@ -44,6 +46,8 @@ struct Activations {
   TokenBuffer tokens, targets;
   GPT_GRAD_SCRATCH(GPT_FIELD)
   Buffer<T> dqkvr, dqkvf;
+  Buffer<T> dfgate;    // the forget gate's dL/dg (B, Tn, NH)
+  Buffer<Acc> dfcum;   // and dL/dc (B, NH, Tn)
   // Forward scratch shared by the layers: values no backward reads. The two
   // output projections (the residual adds them) and, with rope positions,
   // the qkv projection before RoPE (RoPE's backward needs only its gradient).
@@ -160,6 +164,10 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
     l.qkv = Buffer<T>(be_, N * C3);
     if (remap::on(attn_.rope)) l.qkvf = Buffer<T>(be_, N * C3);
     if (training) l.att_stats = Buffer<Acc>(be_, N * cfg_.n_head * attn_.stats_per_row());
+    if (attn_.forget()) {
+      l.fgate = Buffer<T>(be_, N * cfg_.n_head);
+      l.fcum = Buffer<Acc>(be_, N * cfg_.n_head);
+    }
   }
   a->attproj = Buffer<T>(be_, N * C);
   a->fcproj = Buffer<T>(be_, N * C);
@@ -179,6 +187,10 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
 #undef GPT_ALLOC_SCRATCH
     if (cfg_.position == "rope") a->dqkvr = Buffer<T>(be_, N * C3);
     if (remap::on(attn_.rope)) a->dqkvf = Buffer<T>(be_, N * C3);
+    if (attn_.forget()) {
+      a->dfgate = Buffer<T>(be_, N * cfg_.n_head);
+      a->dfcum = Buffer<Acc>(be_, N * cfg_.n_head);
+    }
   }
 #undef GPT_ALLOC
   return a;
@@ -188,9 +200,9 @@ template <typename T>
 void GPT<T>::set_attention(const AttentionSpec& spec) {
   const AttentionSpec s = spec_for_model(spec, cfg_);
   GPT_CHECK(s.learned_scale() == attn_.learned_scale() && s.learned_sink() == attn_.learned_sink() &&
-                s.kerple() == attn_.kerple() && s.score == attn_.score,
-            "set_attention: the score type, the learned scales, sinks and KERPLE bias must not change (they decide "
-            "the parameters)");
+                s.kerple() == attn_.kerple() && s.forget() == attn_.forget() && s.score == attn_.score,
+            "set_attention: the score type, the learned scales, sinks, KERPLE bias and forget gate must not change "
+            "(they decide the parameters)");
   // The buffers of the far copy exist only with a distance remapping.
   if (remap::on(s.rope) != remap::on(attn_.rope)) {
     train_acts_.reset();
@@ -239,6 +251,10 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
     T* const proj = rope ? a.qkv_pre.get() : x.qkv.get();
     be_.matmul_forward(proj, x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
     if (rope) be_.rope_forward(x.qkv.get(), proj, B, Tn, C, NH, spec.rope, 0);
+    if (spec.forget()) {  // the forget gate: g = ln1·fgatewᵀ + fgateb, c = prefix sums of ln σ(g)
+      be_.matmul_forward(x.fgate.get(), x.ln1.get(), w.fgatew, w.fgateb, N, C, NH);
+      be_.forget_forward(x.fcum.get(), x.fgate.get(), B, Tn, NH);
+    }
     const T* qkv = x.qkv.get();
     const T* qkv_far = nullptr;
     if (remap::on(spec.rope)) {  // the second rotation of a distance remapping
@@ -247,7 +263,9 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
     }
     double* diag = diag_ && !a.training ? diag_->data() + static_cast<size_t>(l) * NH * kAttentionDiagStats : nullptr;
     be_.attention_forward(x.atty.get(), a.training ? x.att_stats.get() : nullptr, qkv, B, Tn, C, NH, spec,
-                          HeadParams<T>(w.attnscale, w.attnsink, w.attnkerple), diag, qkv_far);
+                          HeadParams<T, Acc>(w.attnscale, w.attnsink, w.attnkerple,
+                                             spec.forget() ? x.fcum.get() : nullptr),
+                          diag, qkv_far);
     be_.matmul_forward(a.attproj.get(), x.atty.get(), w.attprojw, w.attprojb, N, C, C);
     be_.residual_forward(x.res2.get(), res, a.attproj.get(), static_cast<size_t>(N) * C);
     be_.layernorm_forward(x.ln2.get(), x.ln2_mean.get(), x.ln2_rstd.get(), x.res2.get(), w.ln2w, w.ln2b, N, C);
@@ -342,21 +360,28 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
     be_.zero(a.datty.get(), NC);
     be_.matmul_backward(a.datty.get(), g.attprojw, g.attprojb, a.dres.get(), x.atty.get(), w.attprojw, N, C, C);
     be_.zero(a.dqkv.get(), NC * 3);
+    const bool forget = spec.forget();
+    if (forget) be_.zero(a.dfcum.get(), static_cast<size_t>(N) * NH);
+    const HeadGrads<Acc> dhead(g.attnscale, g.attnsink, g.attnkerple, forget ? a.dfcum.get() : nullptr);
+    const HeadParams<T, Acc> head(w.attnscale, w.attnsink, w.attnkerple, forget ? x.fcum.get() : nullptr);
     if (rope) {
       be_.zero(a.dqkvr.get(), NC * 3);
       if (far) be_.zero(a.dqkvf.get(), NC * 3);
-      be_.attention_backward(a.dqkvr.get(), {g.attnscale, g.attnsink, g.attnkerple}, a.datty.get(), x.atty.get(),
-                             x.att_stats.get(), x.qkv.get(), B, Tn, C, NH, spec, {w.attnscale, w.attnsink, w.attnkerple},
-                             far ? a.dqkvf.get() : nullptr,
-                             far ? x.qkvf.get() : nullptr);
+      be_.attention_backward(a.dqkvr.get(), dhead, a.datty.get(), x.atty.get(), x.att_stats.get(), x.qkv.get(), B,
+                             Tn, C, NH, spec, head, far ? a.dqkvf.get() : nullptr, far ? x.qkvf.get() : nullptr);
       be_.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, C, NH, spec.rope, 0);
       if (far) be_.rope_backward(a.dqkv.get(), a.dqkvf.get(), B, Tn, C, NH, far_rope, 0);
     } else {
-      be_.attention_backward(a.dqkv.get(), {g.attnscale, g.attnsink, g.attnkerple}, a.datty.get(), x.atty.get(),
-                             x.att_stats.get(), x.qkv.get(), B, Tn, C, NH, spec, {w.attnscale, w.attnsink, w.attnkerple});
+      be_.attention_backward(a.dqkv.get(), dhead, a.datty.get(), x.atty.get(), x.att_stats.get(), x.qkv.get(), B,
+                             Tn, C, NH, spec, head);
     }
     be_.zero(a.dln.get(), NC);
     be_.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv.get(), x.ln1.get(), w.qkvw, N, C, 3 * C);
+    if (forget) {  // through c's prefix sums and ln σ(g) to the gate's projection and ln1
+      be_.zero(a.dfgate.get(), static_cast<size_t>(N) * NH);
+      be_.forget_backward(a.dfgate.get(), a.dfcum.get(), x.fgate.get(), B, Tn, NH);
+      be_.matmul_backward(a.dln.get(), g.fgatew, g.fgateb, a.dfgate.get(), x.ln1.get(), w.fgatew, N, C, NH);
+    }
     be_.layernorm_backward(a.dres.get(), g.ln1w, g.ln1b, a.dln.get(), res_in, w.ln1w, x.ln1_mean.get(),
                            x.ln1_rstd.get(), N, C);
     if (grads_ready) grads_ready(l);

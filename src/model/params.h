@@ -31,7 +31,10 @@ enum class InitKind {
 // buffer order. `present` may use learned_positions, learned_attn_scale and
 // learned_attn_sink (the sink logits ζ_h of normalisation "sink", starting at
 // 0: the sink begins as softmax1's implicit zero logit) and learned_kerple
-// (KERPLE's raw (ρ₁, ρ₂) per head; `kerple_init` is its variant's InitKind).
+// (KERPLE's raw (ρ₁, ρ₂) per head; `kerple_init` is its variant's InitKind)
+// and learned_forget (the forget gate's projection C → H and bias: f_t =
+// σ(fgatew·x_t + fgateb), x_t the layer's normalised input; N(0, init_std) and
+// zeros, as the Forgetting Transformer's reference initialises them).
 #define GPT_GLOBAL_HEAD_PARAMS(X)                                   \
   X(wte, (Shape{Vp, C}), InitKind::Normal, true, true)              \
   X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions)
@@ -52,7 +55,9 @@ enum class InitKind {
   X(fcprojb, (Shape{C}), InitKind::Zeros, false, true)                 \
   X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale) \
   X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink)   \
-  X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple)
+  X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple)     \
+  X(fgatew, (Shape{H, C}), InitKind::Normal, true, learned_forget)      \
+  X(fgateb, (Shape{H}), InitKind::Zeros, false, learned_forget)
 
 #define GPT_GLOBAL_TAIL_PARAMS(X)                    \
   X(lnfw, (Shape{C}), InitKind::Ones, false, true)   \

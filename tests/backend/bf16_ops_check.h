@@ -36,7 +36,8 @@ inline std::vector<std::pair<std::string, AttentionSpec>> check_variants(const M
     v.emplace_back(p.name, resolve_attention(ac, mc));
   }
   for (const auto& [preset, bias] : {std::pair<const char*, const char*>{"softmax", "kerple_log"},
-                                     std::pair<const char*, const char*>{"sink", "kerple_power"}}) {
+                                     std::pair<const char*, const char*>{"sink", "kerple_power"},
+                                     std::pair<const char*, const char*>{"softmax", "forget"}}) {
     AttentionConfig ac;
     ac.preset = preset;
     ac.position_bias = bias;
@@ -127,7 +128,8 @@ class Bf16OpsCheck {
   }
   int checked() const { return checked_; }
   static int expected_checks(const AttentionSpec& spec) {
-    return 37 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0);
+    return 39 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0) +
+           (spec.forget() ? 1 : 0);
   }
 
   // Every op once (attention with `spec`; head_scale used when the spec
@@ -219,6 +221,18 @@ class Bf16OpsCheck {
       expect_storage(dst, "add_inplace");
     }
     if (::testing::Test::HasFailure()) return;
+    {  // the forget gate's prefix sums of ln σ(g), g (B,T,NH) in storage, c float32
+      const size_t nf = N * NH;
+      auto g = pair(values(nf, next(), 3.0f)), dg = pair(values(nf, next()));
+      auto c = acc_pair(std::vector<float>(nf)), dc = acc_pair(values(nf, next()));
+      s_.forget_forward(c.s.get(), g.s.get(), B, T, NH);
+      r_.forget_forward(c.r.get(), g.r.get(), B, T, NH);
+      expect_acc(c, "forget_forward");
+      s_.forget_backward(dg.s.get(), dc.s.get(), g.s.get(), B, T, NH);
+      r_.forget_backward(dg.r.get(), dc.r.get(), g.r.get(), B, T, NH);
+      expect_storage(dg, "forget_backward");
+    }
+    if (::testing::Test::HasFailure()) return;
     {  // RoPE on (N, 3C)
       auto inp = pair(values(3 * NC, next())), out = pair(std::vector<float>(3 * NC));
       s_.rope_forward(out.s.get(), inp.s.get(), B, T, C, NH, RopeSpec{10000.0}, 2);
@@ -235,13 +249,16 @@ class Bf16OpsCheck {
       auto scale = pair({0.375f, 0.25f});  // NH positive head scales (read when the spec learns them)
       auto sink = pair({0.5f, -0.75f});    // NH sink logits (read under normalisation sink)
       auto kerple = pair({-0.5f, 0.25f, 0.75f, -1.0f});  // KERPLE's raw (ρ₁, ρ₂) of the NH heads
+      std::vector<float> fc(N * NH);  // the forget gate's c (B,NH,T): decreasing along t
+      for (size_t k = 0; k < fc.size(); ++k) fc[k] = -0.3f * static_cast<float>(k % T) - 0.01f * static_cast<float>(k);
+      auto fcum = acc_pair(fc);
       const size_t nstats = N * NH * spec.stats_per_row();
       auto stats = acc_pair(std::vector<float>(nstats));
       std::vector<double> diag_s(static_cast<size_t>(NH) * kAttentionDiagStats),
           diag_r(static_cast<size_t>(NH) * kAttentionDiagStats);
-      s_.attention_forward(out.s.get(), stats.s.get(), qkv.s.get(), B, T, C, NH, spec, {scale.s.get(), sink.s.get(), kerple.s.get()},
+      s_.attention_forward(out.s.get(), stats.s.get(), qkv.s.get(), B, T, C, NH, spec, {scale.s.get(), sink.s.get(), kerple.s.get(), fcum.s.get()},
                            diag_s.data());
-      r_.attention_forward(out.r.get(), stats.r.get(), qkv.r.get(), B, T, C, NH, spec, {scale.r.get(), sink.r.get(), kerple.r.get()},
+      r_.attention_forward(out.r.get(), stats.r.get(), qkv.r.get(), B, T, C, NH, spec, {scale.r.get(), sink.r.get(), kerple.r.get(), fcum.r.get()},
                            diag_r.data());
       expect_storage(out, "attention_forward " + label);
       expect_acc(stats, "attention_forward stats " + label);
@@ -254,15 +271,16 @@ class Bf16OpsCheck {
       for (size_t i = 0; i < NC; ++i) o[i] = bf16_bits_to_float(o16[i].bits);
       auto outp = pair(o), dout = pair(values(NC, next())), dqkv = pair(values(3 * NC, next()));
       auto dscale = acc_pair(values(NH, next())), dsink = acc_pair(values(NH, next())),
-           dkerple = acc_pair(values(2 * NH, next()));
-      s_.attention_backward(dqkv.s.get(), {dscale.s.get(), dsink.s.get(), dkerple.s.get()}, dout.s.get(), outp.s.get(), stats.s.get(),
-                            qkv.s.get(), B, T, C, NH, spec, {scale.s.get(), sink.s.get(), kerple.s.get()});
-      r_.attention_backward(dqkv.r.get(), {dscale.r.get(), dsink.r.get(), dkerple.r.get()}, dout.r.get(), outp.r.get(), stats.r.get(),
-                            qkv.r.get(), B, T, C, NH, spec, {scale.r.get(), sink.r.get(), kerple.r.get()});
+           dkerple = acc_pair(values(2 * NH, next())), dfcum = acc_pair(values(N * NH, next()));
+      s_.attention_backward(dqkv.s.get(), {dscale.s.get(), dsink.s.get(), dkerple.s.get(), dfcum.s.get()}, dout.s.get(), outp.s.get(), stats.s.get(),
+                            qkv.s.get(), B, T, C, NH, spec, {scale.s.get(), sink.s.get(), kerple.s.get(), fcum.s.get()});
+      r_.attention_backward(dqkv.r.get(), {dscale.r.get(), dsink.r.get(), dkerple.r.get(), dfcum.r.get()}, dout.r.get(), outp.r.get(), stats.r.get(),
+                            qkv.r.get(), B, T, C, NH, spec, {scale.r.get(), sink.r.get(), kerple.r.get(), fcum.r.get()});
       expect_storage(dqkv, "attention_backward dqkv " + label);
       if (spec.scale == Scale::Ssmax) expect_acc(dscale, "attention_backward dhead_scale " + label);
       if (spec.learned_sink()) expect_acc(dsink, "attention_backward dsink " + label);
       if (spec.kerple()) expect_acc(dkerple, "attention_backward dkerple " + label);
+      if (spec.forget()) expect_acc(dfcum, "attention_backward dc " + label);
     }
     if (::testing::Test::HasFailure()) return;
     {  // classifier; the backward pass in place, as the model calls it

@@ -294,7 +294,7 @@ TEST(ConfigCrossField, ContenderStagesRefuseWhatTheyDoNotComposeWith) {
   expect_contains(parse_error(R"({"model": {"position": "alibi"}, "attention": {"position_bias": "kerple_log"}})"),
                   {"\"model.position\" = \"alibi\"", "attention.position_bias = \"kerple_log\""});
   expect_contains(parse_error(R"({"attention": {"position_bias": "fire"}})"),
-                  {"attention.position_bias", "none, alibi, kerple_log, kerple_power"});
+                  {"attention.position_bias", "none, alibi, kerple_log, kerple_power, forget"});
   const gpt::Config c = parse(R"({"model": {"position": "none"}, "attention": {"preset": "softpick",
                                   "positivity": "softplus", "position_bias": "kerple_power"}})");
   const gpt::AttentionSpec s = gpt::resolve_attention(c);

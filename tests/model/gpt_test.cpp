@@ -141,6 +141,22 @@ TEST(ModelGradcheck, KerpleBiasesWithoutPositionEncoding) {
   }
 }
 
+// The Forgetting Transformer's gate through the whole model (gate projection
+// and bias, through the prefix sums and the attention bias), without RoPE as
+// the paper runs it and with RoPE.
+TEST(ModelGradcheck, ForgetGate) {
+  for (const char* pos : {"none", "rope"}) {
+    AttentionConfig ac;
+    ac.preset = "softmax";
+    ac.position_bias = "forget";
+    const ModelConfig cfg = tiny_config(pos);
+    auto be = make_cpu_backend<double>();
+    GPT<double> probe(cfg, resolve_attention(ac, cfg), *be);
+    ASSERT_TRUE(probe.layout().has("fgatew") && probe.layout().has("fgateb")) << pos;
+    check_model_gradient(cfg, ac, ContextConfig{}, std::string(pos) + ",forget");
+  }
+}
+
 // The context-extension methods a model can be trained with (partial RoPE,
 // window, sinks, the temperatures), through the whole model. T = 7 with a
 // window of 3 (sinks 1 + 2) and F = 2, so every rule acts inside the

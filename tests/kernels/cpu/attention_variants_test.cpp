@@ -91,6 +91,11 @@ std::vector<Variant> all_variants(int N) {
   v.push_back(preset("lssar", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "lssar+kerple_log"));
   v.push_back(preset("sink", N, [](AttentionConfig& a) { a.position_bias = "kerple_power"; }, "sink+kerple_power"));
   v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "ssmax+kerple_log"));
+  // The forget gate's bias c_i − c_j (its c given here; the gate itself is tested with the model).
+  v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "softmax+forget"));
+  v.push_back(preset("lssa", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "lssa+forget"));
+  v.push_back(preset("sigmoid", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "sigmoid+forget"));
+  v.push_back(preset("sink", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "sink+forget"));
   Variant alibi = preset("softmax", N);
   alibi.name = "softmax+alibi";
   alibi.spec.position_bias = PositionBias::Alibi;
@@ -144,6 +149,22 @@ double ref_kerple(const AttentionSpec& s, const std::vector<double>& raw, int h,
   const double r2 = 2 / (1 + std::exp(-raw[2 * h + 1]));
   return -r1 * std::pow(dist, r2);
 }
+// The forget gate's c (B, NH, T) the helpers give a variant with it: prefix
+// sums of ln σ(g) over pseudo-random gate logits g in [−1, 4].
+std::vector<double> fcum_for(const AttentionSpec& sp, int B, int NH, int T) {
+  if (!sp.forget()) return {};
+  const std::vector<double> g = random_vector(static_cast<size_t>(B) * NH * T, 77, -1.0, 4.0);
+  std::vector<double> c(g.size());
+  for (int bh = 0; bh < B * NH; ++bh) {
+    double sum = 0;
+    for (int t = 0; t < T; ++t) {
+      const size_t k = static_cast<size_t>(bh) * T + t;
+      sum += -std::log1p(std::exp(-g[k]));  // ln σ(g)
+      c[k] = sum;
+    }
+  }
+  return c;
+}
 template <typename T>
 const T* ptr(const std::vector<T>& v) {
   return v.empty() ? nullptr : v.data();
@@ -157,13 +178,16 @@ std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, const Attentio
                        const std::vector<T>& head_scale, std::type_identity_t<std::vector<T>>* stats = nullptr,
                        std::vector<double>* diag = nullptr,
                        const std::type_identity_t<std::vector<T>>* sinks = nullptr,
-                       const std::type_identity_t<std::vector<T>>* kerple = nullptr) {
+                       const std::type_identity_t<std::vector<T>>* kerple = nullptr,
+                       const std::type_identity_t<std::vector<T>>* fcum = nullptr) {
   std::vector<T> out(s.out_size());
   if (stats) stats->assign(s.stats_size(), T(0));
   if (diag) diag->assign(static_cast<size_t>(s.NH) * kAttentionDiagStats, 0.0);
-  const std::vector<T> own = cast<T>(sinks_for(spec, s.NH)), own_k = cast<T>(kerple_for(spec, s.NH));
+  const std::vector<T> own = cast<T>(sinks_for(spec, s.NH)), own_k = cast<T>(kerple_for(spec, s.NH)),
+                       own_f = cast<T>(fcum_for(spec, s.B, s.NH, s.T));
   attention_forward(out.data(), stats ? stats->data() : nullptr, qkv.data(), s.B, s.T, s.C, s.NH, spec,
-                    {ptr(head_scale), ptr(sinks ? *sinks : own), ptr(kerple ? *kerple : own_k)},
+                    {ptr(head_scale), ptr(sinks ? *sinks : own), ptr(kerple ? *kerple : own_k),
+                     ptr(fcum ? *fcum : own_f)},
                     diag ? diag->data() : nullptr);
   return out;
 }
@@ -175,18 +199,24 @@ std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, cons
                         const std::type_identity_t<std::vector<T>>* sinks = nullptr,
                         std::type_identity_t<std::vector<T>>* dsink = nullptr,
                         const std::type_identity_t<std::vector<T>>* kerple = nullptr,
-                        std::type_identity_t<std::vector<T>>* dkerple = nullptr) {
+                        std::type_identity_t<std::vector<T>>* dkerple = nullptr,
+                        const std::type_identity_t<std::vector<T>>* fcum = nullptr,
+                        std::type_identity_t<std::vector<T>>* dfcum = nullptr) {
   std::vector<T> stats;
-  const std::vector<T> out = forward(qkv, s, spec, head_scale, &stats, nullptr, sinks, kerple);
+  const std::vector<T> out = forward(qkv, s, spec, head_scale, &stats, nullptr, sinks, kerple, fcum);
   std::vector<T> dqkv(s.qkv_size(), T(0));
-  std::vector<T> dh(s.NH, T(0)), dz(s.NH, T(0)), dk(2 * s.NH, T(0));
-  const std::vector<T> own = cast<T>(sinks_for(spec, s.NH)), own_k = cast<T>(kerple_for(spec, s.NH));
-  attention_backward(dqkv.data(), {dh.data(), dz.data(), dk.data()}, w.data(), out.data(), stats.data(), qkv.data(),
-                     s.B, s.T, s.C, s.NH, spec,
-                     {ptr(head_scale), ptr(sinks ? *sinks : own), ptr(kerple ? *kerple : own_k)});
+  std::vector<T> dh(s.NH, T(0)), dz(s.NH, T(0)), dk(2 * s.NH, T(0)),
+      dc(static_cast<size_t>(s.B) * s.NH * s.T, T(0));
+  const std::vector<T> own = cast<T>(sinks_for(spec, s.NH)), own_k = cast<T>(kerple_for(spec, s.NH)),
+                       own_f = cast<T>(fcum_for(spec, s.B, s.NH, s.T));
+  attention_backward(dqkv.data(), {dh.data(), dz.data(), dk.data(), dc.data()}, w.data(), out.data(), stats.data(),
+                     qkv.data(), s.B, s.T, s.C, s.NH, spec,
+                     {ptr(head_scale), ptr(sinks ? *sinks : own), ptr(kerple ? *kerple : own_k),
+                      ptr(fcum ? *fcum : own_f)});
   if (dhead) *dhead = dh;
   if (dsink) *dsink = dz;
   if (dkerple) *dkerple = dk;
+  if (dfcum) *dfcum = dc;
   return dqkv;
 }
 
@@ -206,6 +236,8 @@ std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, 
     return std::sqrt(n + 1e-12);
   };
   const double slope = sp.alibi() ? std::pow(2.0, -8.0 * (h + 1) / s.NH) : 0.0;  // NH a power of two here
+  // the forget gate's Σ_{l=j+1..i} ln f_l = c_i − c_j
+  const std::vector<double> fc = fcum_for(sp, s.B, s.NH, s.T);
   std::vector<double> W(static_cast<size_t>(T) * T, 0.0);
   for (int i = 1; i <= T; ++i) {  // 1-based row, keys j = 1..i
     std::vector<double> a(i);
@@ -215,7 +247,9 @@ std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, 
       const double score = sp.score == Score::Dot ? qk / std::sqrt(d)
                                                   : sp.cosine_scale * qk / (norm(i - 1, 0) * norm(j - 1, 1));
       const double x = ref_lambda(sp, i, d, head_scale.empty() ? 0 : head_scale[h]) * score + sp.bias -
-                       slope * (i - j) + ref_kerple(sp, kerple_for(sp, s.NH), h, i - j);
+                       slope * (i - j) + ref_kerple(sp, kerple_for(sp, s.NH), h, i - j) +
+                       (fc.empty() ? 0.0 : fc[(static_cast<size_t>(b) * s.NH + h) * T + i - 1] -
+                                               fc[(static_cast<size_t>(b) * s.NH + h) * T + j - 1]);
       a[j - 1] = ref_phi(sp.positivity, x);
     }
     ref_normalize(sp, a, sinks.empty() ? 0.0 : sinks[h]);
@@ -331,6 +365,18 @@ TEST_P(AttentionGradcheck, MatchesFiniteDifferences) {
       for (double g : dk) EXPECT_NE(g, 0.0) << v.name;
     } else {
       for (double g : dk) EXPECT_EQ(g, 0.0) << v.name << ": no KERPLE bias, no gradient";
+    }
+    // The forget gate's input c.
+    std::vector<double> fc = fcum_for(v.spec, s.B, s.NH, s.T), dc;
+    backward(qkv, w, s, v.spec, hs, nullptr, nullptr, nullptr, nullptr, nullptr, &fc, &dc);
+    if (v.spec.forget()) {
+      auto loss_c = [&] {
+        return weighted_sum(forward(qkv, s, v.spec, hs, nullptr, nullptr, nullptr, nullptr, &fc), w);
+      };
+      const std::vector<double> numeric_c = numeric_gradient(fc, loss_c);
+      test::expect_gradient_scaled("attention", (v.name + " dc").c_str(), dc, numeric_c);
+    } else {
+      for (double g : dc) EXPECT_EQ(g, 0.0) << v.name << ": no forget gate, no gradient";
     }
   }
 }
@@ -490,6 +536,28 @@ TEST(AttentionVariants, KerpleWithZeroR1IsThePlainStage) {
                 1e-3)
           << kind << " " << name;
     }
+  }
+}
+
+// The forget gate with every gate at 1 (c = 0) is the plain stage, bit for
+// bit in double (within float rounding in float); with gates below 1 the
+// rows change.
+TEST(AttentionVariants, ForgetWithEveryGateOneIsThePlainStage) {
+  const Shape s{2, 70, 32, 2};
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 62, -1.5, 1.5);
+  const std::vector<double> zeros(static_cast<size_t>(s.B) * s.NH * s.T, 0.0);
+  for (const char* name : {"softmax", "lssar", "sigmoid"}) {
+    Variant plain = preset(name, 16), f = plain;
+    f.spec.position_bias = PositionBias::Forget;
+    EXPECT_EQ(forward(qkv, s, f.spec, {}, nullptr, nullptr, nullptr, nullptr, &zeros),
+              forward(qkv, s, plain.spec, {}))
+        << name;
+    const std::vector<float> qf = cast<float>(qkv), zf = cast<float>(zeros);
+    EXPECT_LT(max_abs_diff(forward(qf, s, f.spec, {}, nullptr, nullptr, nullptr, nullptr, &zf),
+                           forward(qkv, s, plain.spec, {})),
+              1e-5)
+        << name;
+    EXPECT_GT(max_abs_diff(forward(qkv, s, f.spec, {}), forward(qkv, s, plain.spec, {})), 1e-3) << name;
   }
 }
 

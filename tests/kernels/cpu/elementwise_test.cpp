@@ -1,8 +1,10 @@
 // Element-wise helpers: residual add and its gradient, in-place add and
-// scale, and the deterministic double-accumulated sum of squares.
+// scale, the deterministic double-accumulated sum of squares, and the forget
+// gate's prefix sums of ln σ(g) with their backward.
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cmath>
 #include <iostream>
 #include <vector>
 
@@ -80,3 +82,48 @@ TEST(Elementwise, SumSquaresIsBitIdenticalForAnyThreadCount) {
 }
 
 }  // namespace
+
+// ---- the forget gate (Lin et al. 2025; contenders.md) ----------------------------------
+
+namespace gpt::cpu {
+namespace {
+
+// c[b,h,t] = Σ_{l<=t} ln f_l with f = 1/(1 + e^{−g}), written from the paper's
+// formula (log of the sigmoid, not log_sigmoid), for moderate g.
+TEST(ForgetGate, PrefixSumsOfLogGatesMatchTheFormula) {
+  const int B = 2, T = 9, NH = 3;
+  const std::vector<double> g = gpt::test::random_vector(static_cast<size_t>(B) * T * NH, 5, -4, 6);
+  std::vector<double> c(g.size());
+  forget_forward(c.data(), g.data(), B, T, NH);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < T; ++t) {
+        double ref = 0;
+        for (int l = 0; l <= t; ++l) ref += std::log(1.0 / (1.0 + std::exp(-g[(static_cast<size_t>(b) * T + l) * NH + h])));
+        EXPECT_NEAR(c[(static_cast<size_t>(b) * NH + h) * T + t], ref, 1e-13) << b << " " << h << " " << t;
+      }
+  // Far positive logits: gates of 1, c = 0 up to e^{−g}; far negative: ln f = g.
+  const std::vector<double> big = {50, -50};
+  std::vector<double> cb(2);
+  forget_forward(cb.data(), big.data(), 1, 2, 1);
+  EXPECT_NEAR(cb[0], 0.0, 1e-21);
+  EXPECT_NEAR(cb[1], -50.0, 1e-12);
+}
+
+// The backward against finite differences of Σ c·w, accumulating into dg.
+TEST(ForgetGate, BackwardMatchesFiniteDifferences) {
+  const int B = 2, T = 11, NH = 2;
+  std::vector<double> g = gpt::test::random_vector(static_cast<size_t>(B) * T * NH, 6, -3, 5);
+  const std::vector<double> w = gpt::test::random_vector(g.size(), 7);
+  std::vector<double> dg(g.size(), 0.25), c(g.size());
+  forget_backward(dg.data(), w.data(), g.data(), B, T, NH);
+  for (double& x : dg) x -= 0.25;
+  auto loss = [&] {
+    forget_forward(c.data(), g.data(), B, T, NH);
+    return gpt::test::weighted_sum(c, w);
+  };
+  gpt::test::expect_gradient("forget_gate", "dg", dg, gpt::test::numeric_gradient(g, loss));
+}
+
+}  // namespace
+}  // namespace gpt::cpu

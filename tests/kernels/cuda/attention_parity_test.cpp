@@ -143,6 +143,17 @@ void run_case(const Case& c) {
     kerple[2 * h + 1] = static_cast<float>(-0.8 + 0.5 * h);
   }
   const std::vector<double> diag0(nd, 0.5);
+  // The forget gate's c (B,NH,T): prefix sums of ln σ(g), g in [−1, 4] (read only under forget).
+  const size_t nf = static_cast<size_t>(c.B) * c.NH * c.T;
+  std::vector<float> fcum(nf);
+  {
+    const std::vector<float> g = uniform(nf, 9, -1, 4);
+    for (size_t bh = 0; bh < nf / c.T; ++bh) {
+      double sum = 0;
+      for (int t = 0; t < c.T; ++t) fcum[bh * c.T + t] = static_cast<float>(sum += attn::log_sigmoid(double(g[bh * c.T + t])));
+    }
+  }
+  const std::vector<float> dfcum0 = uniform(nf, 10, -1e-3, 1e-3);
   // A distance remapping's far copy: other random q and k (the kernels do
   // not care how they were rotated), its gradient accumulated onto noise too.
   const bool far = remap::on(c.spec.rope);
@@ -151,31 +162,33 @@ void run_case(const Case& c) {
 
   // CPU
   std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0, dsink_c = dsink0,
-      dkerple_c = dkerple0, dfar_c = dfar0;
+      dkerple_c = dkerple0, dfar_c = dfar0, dfcum_c = dfcum0;
   std::vector<double> diag_c = diag0;
   cpu::attention_forward(out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec,
-                         {head_scale.data(), sink.data(), kerple.data()}, diag_c.data(),
+                         {head_scale.data(), sink.data(), kerple.data(), fcum.data()}, diag_c.data(),
                          far ? qkv_far.data() : nullptr);
-  cpu::attention_backward(dqkv_c.data(), {dhead_c.data(), dsink_c.data(), dkerple_c.data()}, dout.data(),
-                          out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec,
-                          {head_scale.data(), sink.data(), kerple.data()}, far ? dfar_c.data() : nullptr,
-                          far ? qkv_far.data() : nullptr);
+  cpu::attention_backward(dqkv_c.data(), {dhead_c.data(), dsink_c.data(), dkerple_c.data(), dfcum_c.data()},
+                          dout.data(), out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec,
+                          {head_scale.data(), sink.data(), kerple.data(), fcum.data()},
+                          far ? dfar_c.data() : nullptr, far ? qkv_far.data() : nullptr);
 
   // GPU
   DeviceVec<float> d_qkv(qkv), d_dout(dout), d_out(std::vector<float>(n1, 0.f)), d_stats(std::vector<float>(ns, 0.f)),
       d_dqkv(dqkv0), d_hs(head_scale), d_dhead(dhead0), d_sink(sink), d_dsink(dsink0), d_kerple(kerple),
-      d_dkerple(dkerple0);
+      d_dkerple(dkerple0), d_fcum(fcum), d_dfcum(dfcum0);
   DeviceVec<double> d_diag(diag0);
   DeviceVec<float> d_far(far ? qkv_far : std::vector<float>(1)), d_dfar(far ? dfar0 : std::vector<float>(1));
   attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec,
-                    {d_hs.get(), d_sink.get(), d_kerple.get()}, d_diag.get(), nullptr, far ? d_far.get() : nullptr);
-  attention_backward(d_dqkv.get(), {d_dhead.get(), d_dsink.get(), d_dkerple.get()}, d_dout.get(), d_out.get(),
-                     d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec,
-                     {d_hs.get(), d_sink.get(), d_kerple.get()}, nullptr, far ? d_dfar.get() : nullptr,
-                     far ? d_far.get() : nullptr);
+                    {d_hs.get(), d_sink.get(), d_kerple.get(), d_fcum.get()}, d_diag.get(), nullptr,
+                    far ? d_far.get() : nullptr);
+  attention_backward(d_dqkv.get(), {d_dhead.get(), d_dsink.get(), d_dkerple.get(), d_dfcum.get()}, d_dout.get(),
+                     d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec,
+                     {d_hs.get(), d_sink.get(), d_kerple.get(), d_fcum.get()}, nullptr,
+                     far ? d_dfar.get() : nullptr, far ? d_far.get() : nullptr);
   cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   const std::vector<float> out_g = d_out.host(), stats_g = d_stats.host(), dqkv_g = d_dqkv.host(),
-                           dhead_g = d_dhead.host(), dsink_g = d_dsink.host(), dkerple_g = d_dkerple.host();
+                           dhead_g = d_dhead.host(), dsink_g = d_dsink.host(), dkerple_g = d_dkerple.host(),
+                           dfcum_g = d_dfcum.host();
   const std::vector<double> diag_g = d_diag.host();
 
   // The measured errors, for the record (as the gradient checks print theirs).
@@ -187,7 +200,8 @@ void run_case(const Case& c) {
             << " stats=" << stats_err << " diag=" << diag_err << " dqkv=" << rel_diff(dqkv_g, dqkv_c)
             << " dhead=" << (c.spec.learned_scale() ? rel_diff(dhead_g, dhead_c) : 0.0)
             << " dsink=" << (c.spec.learned_sink() ? rel_diff(dsink_g, dsink_c) : 0.0)
-            << " dkerple=" << (c.spec.kerple() ? rel_diff(dkerple_g, dkerple_c) : 0.0) << " (tol " << c.tol << ")\n";
+            << " dkerple=" << (c.spec.kerple() ? rel_diff(dkerple_g, dkerple_c) : 0.0)
+            << " dc=" << (c.spec.forget() ? rel_diff(dfcum_g, dfcum_c) : 0.0) << " (tol " << c.tol << ")\n";
   EXPECT_LE(rel_diff(out_g, out_c), c.tol) << "out";
   const char* stat_names[kStats] = {"shift", "Z", "a_max", "R"};
   for (int k = 0; k < kStats; ++k) EXPECT_LE(rel_diff(stats_g, stats_c, k, kStats), c.tol) << "stats " << stat_names[k];
@@ -218,6 +232,11 @@ void run_case(const Case& c) {
     for (int k = 0; k < 2 * c.NH; ++k) EXPECT_NE(dkerple_c[k], dkerple0[k]) << "KERPLE parameter " << k;
   } else {
     EXPECT_EQ(dkerple_g, dkerple0) << "no KERPLE bias, no gradient";
+  }
+  if (c.spec.forget()) {
+    EXPECT_LE(rel_diff(dfcum_g, dfcum_c), c.tol) << "dc";
+  } else {
+    EXPECT_EQ(dfcum_g, dfcum0) << "no forget gate, no gradient";
   }
   EXPECT_GT(max_abs(out_c), 0.0) << "the case should produce some output";
 }
@@ -361,6 +380,35 @@ TEST_F(CudaAttention, KerpleBiases) {
     run_case({"softmax+" + b + "+sinks4+29", for_length(resolve_attention(a, m, ctx), 8 * kN), 1, 300, 64, 2, kTol});
   }
   run_case({"softmax+kerple_log T=2048", with("softmax", "kerple_log", 1024), 1, 2048, 64, 1, kTol});
+}
+
+// The forget gate's bias c_i − c_j (its c made by the test): both kernels
+// read c per row and key, and dL/dc comes from the dq (rows) and dkdv (keys)
+// kernels.
+TEST_F(CudaAttention, ForgetGate) {
+  auto with = [](const char* preset, int N = kN) {
+    AttentionConfig a;
+    a.preset = preset;
+    a.position_bias = "forget";
+    ModelConfig m;
+    m.context = N;
+    return resolve_attention(a, m);
+  };
+  run_case({"softmax+forget", with("softmax"), 2, 77, 64, 2, kTol});
+  run_case({"softmax+forget D=16", with("softmax"), 1, 45, 64, 4, kTol});
+  run_case({"lssa+forget", with("lssa"), 1, 90, 64, 2, kTol});
+  run_case({"lssar+forget", with("lssar"), 1, 90, 64, 2, kTolSharp});
+  run_case({"sigmoid+forget", with("sigmoid"), 1, 90, 64, 2, kTol});
+  run_case({"sink+forget", with("sink"), 1, 90, 64, 2, kTol});
+  ContextConfig ctx;
+  ctx.mask = "sinks", ctx.sinks = 4, ctx.window = 29;
+  AttentionConfig a;
+  a.preset = "softmax";
+  a.position_bias = "forget";
+  ModelConfig m;
+  m.context = kN;
+  run_case({"softmax+forget+sinks4+29", for_length(resolve_attention(a, m, ctx), 8 * kN), 1, 300, 64, 2, kTol});
+  run_case({"softmax+forget T=2048", with("softmax", 1024), 1, 2048, 64, 1, kTol});
 }
 
 TEST_F(CudaAttention, ShortSequences) {

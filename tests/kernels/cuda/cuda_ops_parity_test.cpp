@@ -257,6 +257,27 @@ TEST_F(CudaOps, Gelu) {
   expect_close(down(g_dinp, dinp.size()), dinp, 1e-5, "gelu_backward");
 }
 
+// The forget gate's prefix sums of ln σ(g) and their backward (a reverse
+// scan), B = 3 sequences of T = 300 tokens, NH = 5 heads, logits far out
+// both sides included.
+TEST_F(CudaOps, ForgetGate) {
+  const int B = 3, T = 300, NH = 5;
+  const size_t n = static_cast<size_t>(B) * T * NH;
+  auto g = random_floats(n, 1, -6.f, 8.f);
+  g[0] = 40.f;
+  g[1] = -40.f;
+  const auto dc = random_floats(n, 2);
+  auto dg = random_floats(n, 3);  // the backward accumulates
+  std::vector<float> c(n);
+  cpu_->forget_forward(c.data(), g.data(), B, T, NH);
+  auto g_g = up(g), g_c = up(c), g_dc = up(dc), g_dg = up(dg);
+  gpu_->forget_forward(g_c.get(), g_g.get(), B, T, NH);
+  expect_close(down(g_c, n), c, 1e-6, "forget_forward");
+  cpu_->forget_backward(dg.data(), dc.data(), g.data(), B, T, NH);
+  gpu_->forget_backward(g_dg.get(), g_dc.get(), g_g.get(), B, T, NH);
+  expect_close(down(g_dg, n), dg, 1e-6, "forget_backward");
+}
+
 TEST_F(CudaOps, ElementwiseAndSumSquares) {
   const size_t n = 100003;
   const auto a = random_floats(n, 1), b = random_floats(n, 2);
