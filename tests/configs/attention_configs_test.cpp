@@ -15,6 +15,7 @@
 #include "config/attention.h"
 #include "data/shard.h"
 #include "data/synthetic.h"
+#include "sweep/sweep.h"
 #include "train/trainer.h"
 #include "util/metrics_log.h"
 
@@ -162,6 +163,31 @@ TEST(Gpt2FinewebConfigs, ValidAndDifferOnlyInAttention) {
     if (first.is_null()) first = j;
     EXPECT_EQ(j, first) << f;
   }
+}
+
+}  // namespace
+}  // namespace gpt
+
+namespace gpt {
+namespace {
+
+// Every committed sweep (configs/sweep/) loads: its base config with every
+// run's overrides (load_sweep's checks), from the repository root as
+// scripts/reproduce.sh runs them; the contenders' sweep names each new variant.
+TEST(SweepConfigs, EveryCommittedSweepLoads) {
+  const fs::path saved = fs::current_path();
+  fs::current_path(GPT_SOURCE_DIR);
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(kConfigs / "sweep")) {
+    if (e.path().filename() == "base.json") continue;
+    EXPECT_NO_THROW(load_sweep(e.path().string())) << e.path();
+    ++n;
+  }
+  const SweepPlan c = load_sweep((kConfigs / "sweep" / "contenders.json").string());
+  for (const char* name : {"softmax1", "sink", "softpick", "kerple_log", "kerple_power", "forget"})
+    EXPECT_NO_THROW(c.run(name)) << name;
+  fs::current_path(saved);
+  EXPECT_GE(n, 5);
 }
 
 }  // namespace
