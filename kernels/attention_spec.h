@@ -131,6 +131,10 @@ struct AttentionSpec {
   // The position bias b_h(Δ) of stage 2 (attention.position_bias; alibi also
   // from model.position = "alibi").
   PositionBias position_bias = PositionBias::None;
+  // Gated attention (Qiu et al. 2025, "G1"): the model multiplies the
+  // attention output by σ(x·W_g + b_g) before the output projection
+  // (attention.output_gate = "sigmoid"); the kernels ignore it.
+  bool output_gate = false;
   int trained_context = 0;   // N: the context length the model was trained at
   // Context extension (context_extension.md §3–4).
   int window = 0;            // keys m − window < n <= m are kept; 0 = no window

@@ -80,6 +80,14 @@ void forget_forward(T* c, const T* g, int B, int Tn, int NH);
 template <typename T>
 void forget_backward(T* dg, const T* dc, const T* g, int B, int Tn, int NH);
 
+// ---- the sigmoid output gate (gated attention; contenders.md) --------------------
+// out = y · σ(g), element-wise over n values.
+template <typename T>
+void sigmoid_gate_forward(T* out, const T* y, const T* g, size_t n);
+// dy += dout · σ(g), dg += dout · y · σ(g)(1 − σ(g)).
+template <typename T>
+void sigmoid_gate_backward(T* dy, T* dg, const T* dout, const T* y, const T* g, size_t n);
+
 // ---- element-wise helpers -------------------------------------------------------
 // out = a + b (residual forward; the backward is add_inplace into both inputs).
 template <typename T>

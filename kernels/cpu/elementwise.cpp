@@ -77,6 +77,26 @@ void forget_backward(T* dg, const T* dc, const T* g, int B, int Tn, int NH) {
   }
 }
 
+template <typename T>
+void sigmoid_gate_forward(T* out, const T* y, const T* g, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+  for (size_t i = 0; i < n; ++i) out[i] = y[i] * attn::sigmoid(g[i]);
+}
+
+template <typename T>
+void sigmoid_gate_backward(T* dy, T* dg, const T* dout, const T* y, const T* g, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+  for (size_t i = 0; i < n; ++i) {
+    const T s = attn::sigmoid(g[i]);
+    dy[i] += dout[i] * s;
+    dg[i] += dout[i] * y[i] * s * (T(1) - s);
+  }
+}
+
+template void sigmoid_gate_forward<float>(float*, const float*, const float*, size_t);
+template void sigmoid_gate_forward<double>(double*, const double*, const double*, size_t);
+template void sigmoid_gate_backward<float>(float*, float*, const float*, const float*, const float*, size_t);
+template void sigmoid_gate_backward<double>(double*, double*, const double*, const double*, const double*, size_t);
 template void forget_forward<float>(float*, const float*, int, int, int);
 template void forget_forward<double>(double*, const double*, int, int, int);
 template void forget_backward<float>(float*, const float*, const float*, int, int, int);

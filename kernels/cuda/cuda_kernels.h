@@ -138,6 +138,11 @@ void bias_backward(float* dbias, const uint16_t* dout, int N, int OC, cudaStream
 void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream);
 
+// ---- the sigmoid output gate (as cpu::sigmoid_gate_forward / backward) --------------------
+void sigmoid_gate_forward(float* out, const float* y, const float* g, size_t n, cudaStream_t stream);
+void sigmoid_gate_backward(float* dy, float* dg, const float* dout, const float* y, const float* g, size_t n,
+                           cudaStream_t stream);
+
 // ---- the forget gate (as cpu::forget_forward / forget_backward) ------------------------------
 void forget_forward(float* c, const float* g, int B, int Tn, int NH, cudaStream_t stream);
 void forget_backward(float* dg, const float* dc, const float* g, int B, int Tn, int NH, cudaStream_t stream);

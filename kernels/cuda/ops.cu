@@ -342,6 +342,30 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, c
   GPT_CUDA_CHECK_LAUNCH("gelu_backward_kernel");
 }
 
+__global__ void sigmoid_gate_forward_kernel(float* out, const float* y, const float* g, size_t n) {
+  GPT_GRID_STRIDE(i, n) { out[i] = y[i] * attn::sigmoid(g[i]); }
+}
+__global__ void sigmoid_gate_backward_kernel(float* dy, float* dg, const float* dout, const float* y, const float* g,
+                                             size_t n) {
+  GPT_GRID_STRIDE(i, n) {
+    const float s = attn::sigmoid(g[i]);
+    dy[i] += dout[i] * s;
+    dg[i] += dout[i] * y[i] * s * (1.0f - s);
+  }
+}
+
+void sigmoid_gate_forward(float* out, const float* y, const float* g, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, sigmoid_gate_forward_kernel)(out, y, g, n);
+  GPT_CUDA_CHECK_LAUNCH("sigmoid_gate_forward_kernel");
+}
+void sigmoid_gate_backward(float* dy, float* dg, const float* dout, const float* y, const float* g, size_t n,
+                           cudaStream_t stream) {
+  if (n == 0) return;
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, sigmoid_gate_backward_kernel)(dy, dg, dout, y, g, n);
+  GPT_CUDA_CHECK_LAUNCH("sigmoid_gate_backward_kernel");
+}
+
 // One thread per (sequence, head): a sequential scan over t in double, as the
 // CPU kernel sums.
 __global__ void forget_forward_kernel(float* c, const float* g, int B, int Tn, int NH) {

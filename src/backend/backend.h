@@ -111,6 +111,9 @@ class Backend : public ParamBackend<accum_t<T>> {
                                   const Acc* stats, const T* qkv, int B, int Tn, int C, int NH,
                                   const AttentionSpec& spec, const HeadParams<T, Acc>& head, T* dqkv_far = nullptr,
                                   const T* qkv_far = nullptr) = 0;
+  // The output gate (cpu::sigmoid_gate_forward): out = y·σ(g); dy, dg += its backward.
+  virtual void sigmoid_gate_forward(T* out, const T* y, const T* g, size_t n) = 0;
+  virtual void sigmoid_gate_backward(T* dy, T* dg, const T* dout, const T* y, const T* g, size_t n) = 0;
   // The forget gate (cpu::forget_forward): c (B,NH,T) from the gate logits g (B,T,NH); dg += its backward.
   virtual void forget_forward(Acc* c, const T* g, int B, int Tn, int NH) = 0;
   virtual void forget_backward(T* dg, const Acc* dc, const T* g, int B, int Tn, int NH) = 0;

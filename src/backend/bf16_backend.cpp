@@ -233,6 +233,23 @@ class Bf16Backend final : public Backend<bf16> {
       if (dqkv_far) narrow(dqkv_far + q0, dqf, qn);
     });
   }
+  void sigmoid_gate_forward(bf16* out, const bf16* y, const bf16* g, size_t n) override {
+    by_elements(n, [&](size_t i, size_t m) {
+      float* o = scratch(0, m);
+      wide_->sigmoid_gate_forward(o, widen(1, y + i, m), widen(2, g + i, m), m);
+      narrow(out + i, o, m);
+    });
+  }
+  void sigmoid_gate_backward(bf16* dy, bf16* dg, const bf16* dout, const bf16* y, const bf16* g,
+                             size_t n) override {
+    by_elements(n, [&](size_t i, size_t m) {
+      float* a = widen(0, dy + i, m);
+      float* b = widen(1, dg + i, m);
+      wide_->sigmoid_gate_backward(a, b, widen(2, dout + i, m), widen(3, y + i, m), widen(4, g + i, m), m);
+      narrow(dy + i, a, m);
+      narrow(dg + i, b, m);
+    });
+  }
   // Gate logits (B,T,NH) in chunks of sequences; c and dc are float32.
   void forget_forward(float* c, const bf16* g, int B, int Tn, int NH) override {
     const size_t unit = static_cast<size_t>(Tn) * NH;

@@ -114,6 +114,12 @@ class CpuBackend final : public Backend<T> {
                           const HeadParams<T>& head, T* dqkv_far, const T* qkv_far) override {
     cpu::attention_backward(dqkv, dhead, dout, out, stats, qkv, B, Tn, C, NH, spec, head, dqkv_far, qkv_far);
   }
+  void sigmoid_gate_forward(T* out, const T* y, const T* g, size_t n) override {
+    cpu::sigmoid_gate_forward(out, y, g, n);
+  }
+  void sigmoid_gate_backward(T* dy, T* dg, const T* dout, const T* y, const T* g, size_t n) override {
+    cpu::sigmoid_gate_backward(dy, dg, dout, y, g, n);
+  }
   void forget_forward(T* c, const T* g, int B, int Tn, int NH) override { cpu::forget_forward(c, g, B, Tn, NH); }
   void forget_backward(T* dg, const T* dc, const T* g, int B, int Tn, int NH) override {
     cpu::forget_backward(dg, dc, g, B, Tn, NH);

@@ -181,6 +181,13 @@ class CudaBackend final : public Backend<float> {
     cuda::attention_backward(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale, stream_,
                              dqkv_far, qkv_far);
   }
+  void sigmoid_gate_forward(float* out, const float* y, const float* g, size_t n) override {
+    cuda::sigmoid_gate_forward(out, y, g, n, stream_);
+  }
+  void sigmoid_gate_backward(float* dy, float* dg, const float* dout, const float* y, const float* g,
+                             size_t n) override {
+    cuda::sigmoid_gate_backward(dy, dg, dout, y, g, n, stream_);
+  }
   void forget_forward(float* c, const float* g, int B, int Tn, int NH) override {
     cuda::forget_forward(c, g, B, Tn, NH, stream_);
   }

@@ -50,6 +50,7 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
   s.norm_const = a.norm_const.value_or(default_norm_const(m.context));
   s.position_bias = stage_from<PositionBias>(a.position_bias, kPositionBiasNames, "position_bias");
   if (m.position == "alibi") s.position_bias = PositionBias::Alibi;
+  s.output_gate = a.output_gate == "sigmoid";
   // RoPE and the context-extension section (validated by the schema).
   RopeSpec& r = s.rope;
   r.theta = m.rope_theta;
@@ -260,6 +261,7 @@ nlohmann::json attention_to_json(const AttentionConfig& a, const AttentionSpec& 
                       {"bias", s.bias},
                       {"alibi", s.alibi()},
                       {"position_bias", stage_name(s.position_bias)},
+                      {"output_gate", s.output_gate ? "sigmoid" : "none"},
                       {"trained_context", s.trained_context}};
   if (s.score == Score::Cosine) j["cosine_scale"] = s.cosine_scale;
   if (s.scale == Scale::Fixed) j["scale_value"] = s.scale_value;
@@ -278,7 +280,8 @@ std::string attention_summary(const AttentionConfig& a, const AttentionSpec& s) 
   os << ", " << stage_name(s.normalize);
   if (s.normalize == Normalize::Fixed) os << " /" << s.norm_const;
   if (s.sharpened()) os << ", reweight p=" << s.p << " offset_rows=" << s.offset_rows;
-  if (s.kerple()) os << ", " << stage_name(s.position_bias);
+  if (s.kerple() || s.forget()) os << ", " << stage_name(s.position_bias);
+  if (s.output_gate) os << ", output gate";
   os << ")";
   return os.str();
 }
@@ -302,6 +305,10 @@ void check_attention_compatible(const AttentionSpec& trained, const AttentionSpe
             "attention ", wanted_name, " has the position bias ", stage_name(wanted.position_bias),
             " but the checkpoint (trained with ", trained_name, ") ", stage_name(trained.position_bias),
             "; a learned bias (KERPLE, the forget gate) cannot be added, dropped or exchanged after training");
+  GPT_CHECK(trained.output_gate == wanted.output_gate, "attention ", wanted_name,
+            wanted.output_gate ? " adds an output gate" : " drops the output gate", " that the checkpoint (trained with ",
+            trained_name, ") ", trained.output_gate ? "has" : "does not have",
+            "; the gate's parameters decide the model");
   GPT_CHECK(!trained.learned_sink() || wanted.learned_sink(), "attention ", wanted_name,
             " would drop the learned sink logits that the checkpoint (trained with ", trained_name,
             ") holds; keep normalize sink");

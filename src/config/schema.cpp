@@ -164,6 +164,10 @@ std::vector<Key> make_keys() {
       {GPT_KEY(attention, scale_value), any(), "the factor of scale \"fixed\""},
       {GPT_KEY(attention, bias), any(), "added to the scores before positivity; null: -ln N for sigmoid, else 0"},
       {GPT_KEY(attention, norm_const), above(0), "divisor of normalize \"fixed\"; null: N = model.context"},
+      {GPT_KEY(attention, output_gate), one_of({"none", "sigmoid"}),
+       "gated attention (contenders.md; Qiu et al. 2025, G1): sigmoid multiplies each head's output by "
+       "sigmoid(x W_g + b_g), x the layer's normalised input, W_g (C x C) and b_g learned, before the output "
+       "projection"},
       {GPT_KEY(attention, position_bias), one_of(names_of(kPositionBiasNames)),
        "stage 2's position bias b_h(i - j) (contenders.md): alibi -m_h (i-j) (also model.position \"alibi\"), "
        "kerple_log -r1 ln(1 + r2 (i-j)), kerple_power -r1 (i-j)^r2, r1, r2 learned per layer and head; forget "

@@ -30,6 +30,8 @@ struct LayerActs {
   Buffer<Acc> att_stats;  // (B, NH, Tn, stats_per_row), training only
   Buffer<T> fgate;        // the forget gate's logits g (B, Tn, NH) (forget only)
   Buffer<Acc> fcum;       // its c (B, NH, Tn), c_t = Σ_{l<=t} ln σ(g_l): attention's input
+  Buffer<T> ogate;        // the output gate's logits x·W_gᵀ + b_g (N, C) (output_gate only)
+  Buffer<T> attg;         // the gated attention output atty·σ(ogate), the output projection's input
 };
 
 template <typename T>
@@ -48,6 +50,7 @@ struct Activations {
   Buffer<T> dqkvr, dqkvf;
   Buffer<T> dfgate;    // the forget gate's dL/dg (B, Tn, NH)
   Buffer<Acc> dfcum;   // and dL/dc (B, NH, Tn)
+  Buffer<T> dattg, dogate;  // the output gate's dL/d(gated output), dL/d(logits)
   // Forward scratch shared by the layers: values no backward reads. The two
   // output projections (the residual adds them) and, with rope positions,
   // the qkv projection before RoPE (RoPE's backward needs only its gradient).
@@ -168,6 +171,10 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
       l.fgate = Buffer<T>(be_, N * cfg_.n_head);
       l.fcum = Buffer<Acc>(be_, N * cfg_.n_head);
     }
+    if (attn_.output_gate) {
+      l.ogate = Buffer<T>(be_, N * C);
+      l.attg = Buffer<T>(be_, N * C);
+    }
   }
   a->attproj = Buffer<T>(be_, N * C);
   a->fcproj = Buffer<T>(be_, N * C);
@@ -191,6 +198,10 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
       a->dfgate = Buffer<T>(be_, N * cfg_.n_head);
       a->dfcum = Buffer<Acc>(be_, N * cfg_.n_head);
     }
+    if (attn_.output_gate) {
+      a->dattg = Buffer<T>(be_, N * C);
+      a->dogate = Buffer<T>(be_, N * C);
+    }
   }
 #undef GPT_ALLOC
   return a;
@@ -200,9 +211,10 @@ template <typename T>
 void GPT<T>::set_attention(const AttentionSpec& spec) {
   const AttentionSpec s = spec_for_model(spec, cfg_);
   GPT_CHECK(s.learned_scale() == attn_.learned_scale() && s.learned_sink() == attn_.learned_sink() &&
-                s.kerple() == attn_.kerple() && s.forget() == attn_.forget() && s.score == attn_.score,
-            "set_attention: the score type, the learned scales, sinks, KERPLE bias and forget gate must not change "
-            "(they decide the parameters)");
+                s.kerple() == attn_.kerple() && s.forget() == attn_.forget() && s.output_gate == attn_.output_gate &&
+                s.score == attn_.score,
+            "set_attention: the score type, the learned scales, sinks, KERPLE bias, forget gate and output gate must "
+            "not change (they decide the parameters)");
   // The buffers of the far copy exist only with a distance remapping.
   if (remap::on(s.rope) != remap::on(attn_.rope)) {
     train_acts_.reset();
@@ -266,7 +278,13 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
                           HeadParams<T, Acc>(w.attnscale, w.attnsink, w.attnkerple,
                                              spec.forget() ? x.fcum.get() : nullptr),
                           diag, qkv_far);
-    be_.matmul_forward(a.attproj.get(), x.atty.get(), w.attprojw, w.attprojb, N, C, C);
+    const T* att_out = x.atty.get();
+    if (spec.output_gate) {  // gated attention: atty ⊙ σ(ln1·W_gᵀ + b_g)
+      be_.matmul_forward(x.ogate.get(), x.ln1.get(), w.ogatew, w.ogateb, N, C, C);
+      be_.sigmoid_gate_forward(x.attg.get(), x.atty.get(), x.ogate.get(), static_cast<size_t>(N) * C);
+      att_out = x.attg.get();
+    }
+    be_.matmul_forward(a.attproj.get(), att_out, w.attprojw, w.attprojb, N, C, C);
     be_.residual_forward(x.res2.get(), res, a.attproj.get(), static_cast<size_t>(N) * C);
     be_.layernorm_forward(x.ln2.get(), x.ln2_mean.get(), x.ln2_rstd.get(), x.res2.get(), w.ln2w, w.ln2b, N, C);
     be_.matmul_forward(x.fch.get(), x.ln2.get(), w.fcw, w.fcb, N, C, 4 * C);
@@ -358,7 +376,15 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
                            x.ln2_rstd.get(), N, C);
     // Attention branch: res2 = res_in + attproj(attention(qkv(ln1(res_in))))
     be_.zero(a.datty.get(), NC);
-    be_.matmul_backward(a.datty.get(), g.attprojw, g.attprojb, a.dres.get(), x.atty.get(), w.attprojw, N, C, C);
+    const bool gate = spec.output_gate;
+    if (gate) {  // through the output projection to the gated output, then the gate
+      be_.zero(a.dattg.get(), NC);
+      be_.matmul_backward(a.dattg.get(), g.attprojw, g.attprojb, a.dres.get(), x.attg.get(), w.attprojw, N, C, C);
+      be_.zero(a.dogate.get(), NC);
+      be_.sigmoid_gate_backward(a.datty.get(), a.dogate.get(), a.dattg.get(), x.atty.get(), x.ogate.get(), NC);
+    } else {
+      be_.matmul_backward(a.datty.get(), g.attprojw, g.attprojb, a.dres.get(), x.atty.get(), w.attprojw, N, C, C);
+    }
     be_.zero(a.dqkv.get(), NC * 3);
     const bool forget = spec.forget();
     if (forget) be_.zero(a.dfcum.get(), static_cast<size_t>(N) * NH);
@@ -377,6 +403,7 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
     }
     be_.zero(a.dln.get(), NC);
     be_.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv.get(), x.ln1.get(), w.qkvw, N, C, 3 * C);
+    if (gate) be_.matmul_backward(a.dln.get(), g.ogatew, g.ogateb, a.dogate.get(), x.ln1.get(), w.ogatew, N, C, C);
     if (forget) {  // through c's prefix sums and ln σ(g) to the gate's projection and ln1
       be_.zero(a.dfgate.get(), static_cast<size_t>(N) * NH);
       be_.forget_backward(a.dfgate.get(), a.dfcum.get(), x.fgate.get(), B, Tn, NH);

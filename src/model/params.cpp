@@ -22,6 +22,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const bool learned_attn_sink = attn.learned_sink();
   const bool learned_kerple = attn.kerple();
   const bool learned_forget = attn.forget();
+  const bool output_gate = attn.output_gate;
   const InitKind kerple_init =
       attn.position_bias == PositionBias::KerplePower ? InitKind::KerplePower : InitKind::KerpleLog;
   auto add = [&](const char* name, Shape shape, InitKind init, bool decay, bool present, bool per_layer) {

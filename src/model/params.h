@@ -34,7 +34,9 @@ enum class InitKind {
 // (KERPLE's raw (ρ₁, ρ₂) per head; `kerple_init` is its variant's InitKind)
 // and learned_forget (the forget gate's projection C → H and bias: f_t =
 // σ(fgatew·x_t + fgateb), x_t the layer's normalised input; N(0, init_std) and
-// zeros, as the Forgetting Transformer's reference initialises them).
+// zeros, as the Forgetting Transformer's reference initialises them) and
+// output_gate (gated attention's W_g, b_g: N(0, init_std) and zeros, so every
+// gate starts near σ(0) = 1/2).
 #define GPT_GLOBAL_HEAD_PARAMS(X)                                   \
   X(wte, (Shape{Vp, C}), InitKind::Normal, true, true)              \
   X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions)
@@ -57,7 +59,9 @@ enum class InitKind {
   X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink)   \
   X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple)     \
   X(fgatew, (Shape{H, C}), InitKind::Normal, true, learned_forget)      \
-  X(fgateb, (Shape{H}), InitKind::Zeros, false, learned_forget)
+  X(fgateb, (Shape{H}), InitKind::Zeros, false, learned_forget)         \
+  X(ogatew, (Shape{C, C}), InitKind::Normal, true, output_gate)         \
+  X(ogateb, (Shape{C}), InitKind::Zeros, false, output_gate)
 
 #define GPT_GLOBAL_TAIL_PARAMS(X)                    \
   X(lnfw, (Shape{C}), InitKind::Ones, false, true)   \

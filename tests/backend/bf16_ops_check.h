@@ -128,7 +128,7 @@ class Bf16OpsCheck {
   }
   int checked() const { return checked_; }
   static int expected_checks(const AttentionSpec& spec) {
-    return 39 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0) +
+    return 42 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0) +
            (spec.forget() ? 1 : 0);
   }
 
@@ -219,6 +219,18 @@ class Bf16OpsCheck {
       s_.add_inplace(dst.s.get(), other.s.get(), NC);
       r_.add_inplace(dst.r.get(), other.r.get(), NC);
       expect_storage(dst, "add_inplace");
+    }
+    if (::testing::Test::HasFailure()) return;
+    {  // the output gate y·σ(g)
+      auto y = pair(values(NC, next())), g = pair(values(NC, next(), 6.0f)), out = pair(std::vector<float>(NC));
+      s_.sigmoid_gate_forward(out.s.get(), y.s.get(), g.s.get(), NC);
+      r_.sigmoid_gate_forward(out.r.get(), y.r.get(), g.r.get(), NC);
+      expect_storage(out, "sigmoid_gate_forward");
+      auto dout = pair(values(NC, next())), dy = pair(values(NC, next())), dg = pair(values(NC, next()));
+      s_.sigmoid_gate_backward(dy.s.get(), dg.s.get(), dout.s.get(), y.s.get(), g.s.get(), NC);
+      r_.sigmoid_gate_backward(dy.r.get(), dg.r.get(), dout.r.get(), y.r.get(), g.r.get(), NC);
+      expect_storage(dy, "sigmoid_gate_backward dy");
+      expect_storage(dg, "sigmoid_gate_backward dg");
     }
     if (::testing::Test::HasFailure()) return;
     {  // the forget gate's prefix sums of ln σ(g), g (B,T,NH) in storage, c float32

@@ -105,7 +105,10 @@ TEST_P(ContenderConfig, DiffersFromQuickstartOnlyInAttentionAndPositionAndTrains
   }
   EXPECT_EQ(mine, quick);
   const Config cfg = train_a_few_steps(path, GetParam());
-  EXPECT_EQ(cfg.attention.position_bias, GetParam()) << "the file is named after its position bias";
+  if (GetParam() == "output_gate")
+    EXPECT_EQ(cfg.attention.output_gate, "sigmoid");
+  else
+    EXPECT_EQ(cfg.attention.position_bias, GetParam()) << "the file is named after its position bias";
 }
 
 std::vector<std::string> contender_names() {
@@ -184,7 +187,7 @@ TEST(SweepConfigs, EveryCommittedSweepLoads) {
     ++n;
   }
   const SweepPlan c = load_sweep((kConfigs / "sweep" / "contenders.json").string());
-  for (const char* name : {"softmax1", "sink", "softpick", "kerple_log", "kerple_power", "forget"})
+  for (const char* name : {"softmax1", "sink", "softpick", "kerple_log", "kerple_power", "forget", "output_gate"})
     EXPECT_NO_THROW(c.run(name)) << name;
   fs::current_path(saved);
   EXPECT_GE(n, 5);

@@ -157,6 +157,21 @@ TEST(ModelGradcheck, ForgetGate) {
   }
 }
 
+// Gated attention's output gate through the whole model (W_g, b_g, and
+// through the gate to the attention and ln1), on softmax and on the sink.
+TEST(ModelGradcheck, OutputGate) {
+  for (const char* preset : {"softmax", "sink"}) {
+    AttentionConfig ac;
+    ac.preset = preset;
+    ac.output_gate = "sigmoid";
+    const ModelConfig cfg = tiny_config("rope");
+    auto be = make_cpu_backend<double>();
+    GPT<double> probe(cfg, resolve_attention(ac, cfg), *be);
+    ASSERT_TRUE(probe.layout().has("ogatew") && probe.layout().has("ogateb")) << preset;
+    check_model_gradient(cfg, ac, ContextConfig{}, std::string("rope,") + preset + "+gate");
+  }
+}
+
 // The context-extension methods a model can be trained with (partial RoPE,
 // window, sinks, the temperatures), through the whole model. T = 7 with a
 // window of 3 (sinks 1 + 2) and F = 2, so every rule acts inside the

@@ -125,5 +125,27 @@ TEST(ForgetGate, BackwardMatchesFiniteDifferences) {
   gpt::test::expect_gradient("forget_gate", "dg", dg, gpt::test::numeric_gradient(g, loss));
 }
 
+// The output gate y·σ(g): the formula, and the backward against finite
+// differences of Σ out·w, accumulating into dy and dg.
+TEST(OutputGate, ForwardIsTheFormulaAndBackwardMatchesFiniteDifferences) {
+  const size_t n = 57;
+  std::vector<double> y = gpt::test::random_vector(n, 8, -2, 2), g = gpt::test::random_vector(n, 9, -6, 6);
+  g[0] = 40;
+  g[1] = -40;
+  std::vector<double> out(n);
+  sigmoid_gate_forward(out.data(), y.data(), g.data(), n);
+  for (size_t i = 0; i < n; ++i) EXPECT_NEAR(out[i], y[i] / (1 + std::exp(-g[i])), 1e-15) << i;
+  const std::vector<double> w = gpt::test::random_vector(n, 10);
+  std::vector<double> dy(n, 0.5), dg(n, -0.5);
+  sigmoid_gate_backward(dy.data(), dg.data(), w.data(), y.data(), g.data(), n);
+  for (size_t i = 0; i < n; ++i) dy[i] -= 0.5, dg[i] += 0.5;
+  auto loss = [&] {
+    sigmoid_gate_forward(out.data(), y.data(), g.data(), n);
+    return gpt::test::weighted_sum(out, w);
+  };
+  gpt::test::expect_gradient("output_gate", "dy", dy, gpt::test::numeric_gradient(y, loss));
+  gpt::test::expect_gradient("output_gate", "dg", dg, gpt::test::numeric_gradient(g, loss));
+}
+
 }  // namespace
 }  // namespace gpt::cpu

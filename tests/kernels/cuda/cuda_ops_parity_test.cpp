@@ -278,6 +278,24 @@ TEST_F(CudaOps, ForgetGate) {
   expect_close(down(g_dg, n), dg, 1e-6, "forget_backward");
 }
 
+TEST_F(CudaOps, OutputGate) {
+  const size_t n = 10007;
+  const auto y = random_floats(n, 1, -3.f, 3.f), dout = random_floats(n, 2);
+  auto g = random_floats(n, 3, -8.f, 8.f);
+  g[0] = 90.f;
+  g[1] = -90.f;
+  auto dy = random_floats(n, 4), dg = random_floats(n, 5);
+  std::vector<float> out(n);
+  cpu_->sigmoid_gate_forward(out.data(), y.data(), g.data(), n);
+  auto g_y = up(y), g_g = up(g), g_out = up(out), g_dout = up(dout), g_dy = up(dy), g_dg = up(dg);
+  gpu_->sigmoid_gate_forward(g_out.get(), g_y.get(), g_g.get(), n);
+  expect_close(down(g_out, n), out, 1e-6, "sigmoid_gate_forward");
+  cpu_->sigmoid_gate_backward(dy.data(), dg.data(), dout.data(), y.data(), g.data(), n);
+  gpu_->sigmoid_gate_backward(g_dy.get(), g_dg.get(), g_dout.get(), g_y.get(), g_g.get(), n);
+  expect_close(down(g_dy, n), dy, 1e-6, "sigmoid_gate_backward dy");
+  expect_close(down(g_dg, n), dg, 1e-6, "sigmoid_gate_backward dg");
+}
+
 TEST_F(CudaOps, ElementwiseAndSumSquares) {
   const size_t n = 100003;
   const auto a = random_floats(n, 1), b = random_floats(n, 2);
