@@ -316,7 +316,14 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
   AttentionSpec spec = resolve_attention(m.config);
   if (!attention.empty() || !attention.context_empty()) {
     nlohmann::json j = config_to_json(m.config);
-    if (!attention.preset.empty()) j["attention"] = {{"preset", attention.preset}};
+    if (!attention.preset.empty()) {
+      // Another preset's stages; the position bias and the output gate, which
+      // come with parameters of their own, stay the checkpoint's.
+      nlohmann::json a = {{"preset", attention.preset}};
+      for (const char* key : {"position_bias", "output_gate"})
+        if (j["attention"].contains(key)) a[key] = j["attention"][key];
+      j["attention"] = a;
+    }
     if (!attention.context_methods.empty()) j["context"] = context_methods_to_json(attention.context_methods);
     if (!attention.multiples.empty()) {
       // For the context rules only: a span and tokens that hold the longest

@@ -193,6 +193,26 @@ TEST_F(Cli, EvalWithAnotherAttentionVariant) {
   EXPECT_NE(bad.output.find("nosuch not in {softmax,logn"), std::string::npos) << bad.output;
 }
 
+// A run with parameters beyond its variant's (the forget gate, the output
+// gate): --attention swaps the stages and keeps those, recorded in the
+// results; dropping them, or adding a sink the checkpoint lacks, is refused.
+TEST_F(Cli, EvalWithAnotherVariantKeepsTheGates) {
+  const std::string runs = (dir_ / "gated").string(), out = (dir_ / "gated.json").string();
+  ASSERT_EQ(run("train " + config() + " --set attention.position_bias=forget --set attention.output_gate=sigmoid" +
+                " --set run.dir=" + runs)
+                .status,
+            0);
+  const Result e = run("eval " + runs + " --attention softmax1 --tokens 256 --out " + out);
+  ASSERT_EQ(e.status, 0) << e.output;
+  const auto j = nlohmann::json::parse(std::ifstream(out));
+  EXPECT_EQ(j["attention"]["preset"], "softmax1");
+  EXPECT_EQ(j["attention"]["position_bias"], "forget");
+  EXPECT_EQ(j["attention"]["output_gate"], "sigmoid");
+  expect_error(run("eval " + runs + " --attention-set position_bias=none"), {"forget", "cannot be added, dropped"});
+  expect_error(run("eval " + runs + " --attention-set output_gate=none"), {"drops the output gate"});
+  expect_error(run("eval " + runs + " --attention sink"), {"learned sink logits", "does not have"});
+}
+
 // Training-free evaluation with context-extension methods (gpt eval
 // --context METHOD[,METHOD] --context-set key=value): recorded in the
 // results JSON beside the attention; refused combinations name both parts;
