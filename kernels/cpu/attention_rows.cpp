@@ -6,7 +6,7 @@
 //
 // The vector rows compute the same chain as the scalar ones, operation for
 // operation, except that φ, log1p and pow use vec_math.h (a few ulp; exp
-// saturates at e^±87/88 instead of reaching 0 or inf, and pow flushes
+// gives 0 below e^-87 and saturates at e^88 instead of inf, and pow flushes
 // results below e^-87 to 0) and that sums run in kRowLanes partial sums.
 #include "kernels/cpu/attention_rows.h"
 

@@ -18,13 +18,16 @@
 
 namespace gpt::cpu {
 
-// e^x for float, within about 2 ulp over the normal range. Arguments are
-// clamped to [-87, 88] (e^-87 is still normal, e^88 < FLT_MAX), so large
-// negative x gives ~1.6e-38 instead of 0 and large positive x ~1.7e38
-// instead of inf. x = n·ln2 + r with |r| <= ln2/2; e^r by its Taylor series
-// to degree 7 (truncation error < 6e-9); 2^n assembled in the exponent bits.
+// e^x for float, within about 2 ulp over the normal range. Arguments below
+// -87 give 0 (e^-87 ~ 1.6e-38 is the last normal value: what lies below is
+// denormal in float, and a row whose far keys all saturated at e^-87 made
+// every later product denormal, 10-20x slower, as strong position biases do
+// at long range); large positive x gives ~1.7e38 (e^88) instead of inf.
+// x = n·ln2 + r with |r| <= ln2/2; e^r by its Taylor series to degree 7
+// (truncation error < 6e-9); 2^n assembled in the exponent bits.
 inline float vec_exp(float x) {
   // (Vectorises only with -fno-trapping-math, which kernels/cpu is built with.)
+  const float keep = x >= -87.0f ? 1.0f : 0.0f;
   x = x > -87.0f ? x : -87.0f;
   x = x < 88.0f ? x : 88.0f;
   constexpr float kShifter = 12582912.0f;  // 1.5·2^23: adding it rounds to an integer
@@ -42,7 +45,7 @@ inline float vec_exp(float x) {
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   const int32_t ni = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kShifter);
-  return p * std::bit_cast<float>((ni + 127) << 23);
+  return keep * (p * std::bit_cast<float>((ni + 127) << 23));
 }
 
 // ln x for positive normal float x, within a few ulp (no special cases: zero,

@@ -489,8 +489,10 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
   const ModelConfig& m = cfg.model;
   const int C = m.n_embd, NH = m.n_head;
   std::vector<std::string> names = opt.presets;
-  if (names.empty())
+  if (names.empty()) {
     for (const AttentionPreset& p : kAttentionPresets) names.push_back(p.name);
+    for (const char* b : {"kerple_log", "kerple_power", "forget"}) names.push_back(std::string("softmax+") + b);
+  }
   // Two tables: the forward alone (evaluation), then forward+backward (training).
   for (const bool with_backward : {false, true}) {
     out << "\nattention " << (with_backward ? "forward+backward" : "forward") << " (cpu kernels), B=1, " << NH
@@ -506,8 +508,10 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
     }
     out << "\n" << std::flush;
     for (const std::string& name : names) {
-      AttentionConfig ac;  // the preset's own stages and constants
-      ac.preset = name;
+      AttentionConfig ac;  // the preset's own stages and constants; PRESET+BIAS adds a position bias
+      const size_t plus = name.find('+');
+      ac.preset = name.substr(0, plus);
+      if (plus != std::string::npos) ac.position_bias = name.substr(plus + 1);
       AttentionSpec spec = resolve_attention(ac, m);
       if (m.position == "alibi") spec.position_bias = PositionBias::Alibi;
       std::snprintf(buf, sizeof buf, "%-10s", name.c_str());
@@ -515,15 +519,18 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
       for (int Tn : opt.attention_contexts) {
         const size_t n3 = static_cast<size_t>(Tn) * 3 * C, n1 = static_cast<size_t>(Tn) * C;
         const auto qkv = random_floats(n3, 11), dout = random_floats(n1, 12, 0.01f);
-        const std::vector<float> scale(NH, 1.0f), sink(NH, 0.0f);  // ssmax's s_h, the sink's ζ_h
+        // ssmax's s_h, the sink's ζ_h, KERPLE's raw ρ (r = ln 2), the forget gate's c (every f = 0.9)
+        const std::vector<float> scale(NH, 1.0f), sink(NH, 0.0f), kerple(2 * NH, 0.0f);
+        std::vector<float> fcum(static_cast<size_t>(NH) * Tn);
+        for (size_t k = 0; k < fcum.size(); ++k) fcum[k] = static_cast<float>(std::log(0.9) * (k % Tn + 1));
         std::vector<float> y(n1), stats(static_cast<size_t>(NH) * Tn * spec.stats_per_row()), dqkv(n3), dscale(NH),
-            dsink(NH);
+            dsink(NH), dkerple(2 * NH), dfcum(fcum.size());
+        const HeadParams<float> head(scale.data(), sink.data(), kerple.data(), fcum.data());
         auto fb = [&] {
-          cpu::attention_forward(y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, spec, {scale.data(), sink.data()},
-                                 nullptr);
+          cpu::attention_forward(y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, spec, head, nullptr);
           if (with_backward)
-            cpu::attention_backward(dqkv.data(), {dscale.data(), dsink.data()}, dout.data(), y.data(), stats.data(),
-                                    qkv.data(), 1, Tn, C, NH, spec, {scale.data(), sink.data()});
+            cpu::attention_backward(dqkv.data(), {dscale.data(), dsink.data(), dkerple.data(), dfcum.data()},
+                                    dout.data(), y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, spec, head);
         };
         // Long contexts take up to seconds per call: two timed calls, no warm-up.
         const bool long_ctx = Tn >= 2048;

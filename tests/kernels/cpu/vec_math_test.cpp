@@ -21,9 +21,13 @@ TEST(VecMath, ExpIsWithinTwoUlpOverTheRange) {
   EXPECT_EQ(gpt::cpu::vec_exp(0.0f), 1.0f);
 }
 
-TEST(VecMath, ExpClampsInsteadOfOverflowing) {
-  EXPECT_NEAR(gpt::cpu::vec_exp(-1000.0f), std::exp(-87.0), 1e-44);
-  EXPECT_GT(gpt::cpu::vec_exp(-1000.0f), 0.0f);
+// Below −87 (the last normal e^x) exp is 0, never a denormal; at −87 it is
+// e^−87; above 88 it clamps instead of overflowing.
+TEST(VecMath, ExpFlushesBelowTheNormalRangeAndClampsAbove) {
+  EXPECT_EQ(gpt::cpu::vec_exp(-1000.0f), 0.0f);
+  EXPECT_EQ(gpt::cpu::vec_exp(-87.5f), 0.0f);
+  EXPECT_NEAR(gpt::cpu::vec_exp(-87.0f), std::exp(-87.0), 1e-44);
+  EXPECT_GT(gpt::cpu::vec_exp(-87.0f), 0.0f);
   EXPECT_TRUE(std::isfinite(gpt::cpu::vec_exp(1000.0f)));
   EXPECT_NEAR(gpt::cpu::vec_exp(1000.0f) / std::exp(88.0), 1.0, 1e-6);
 }
