@@ -117,10 +117,12 @@ void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const R
 // Every stage combination of kernels/attention_spec.h. qkv (B,T,3C): q, k, v
 // each C wide, head h at columns h*D..h*D+D-1. out (B,T,C). stats
 // (B,NH,T, spec.stats_per_row()): per-row statistics the backward needs; may
-// be null for inference. head: the layer's learned per-head parameters (NH
-// each): head.scale the ssmax scales s_h (required for scale ssmax), head.sink
-// the sink logits ζ_h (required for normalisation sink), ignored otherwise; a
-// plain pointer converts to head.scale. diag (NH, kAttentionDiagStats)
+// be null for inference. head: the layer's learned per-head parameters:
+// head.scale the ssmax scales s_h (NH; required for scale ssmax), head.sink
+// the sink logits ζ_h (NH; normalisation sink), head.kerple KERPLE's raw
+// (ρ₁, ρ₂) (2·NH; position_bias kerple_*), head.fcum the forget gate's c
+// (B, NH, T; position_bias forget), each ignored otherwise; a plain pointer
+// converts to head.scale. diag (NH, kAttentionDiagStats)
 // accumulates (+=) per-head diagnostics when non-null. No T×T buffer is kept:
 // blocks of query rows are streamed through per-thread tiles of (row block ×
 // T) scalars, so memory is linear in T.
@@ -131,8 +133,10 @@ template <typename T>
 void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C,
                        int NH, const AttentionSpec& spec, const HeadParams<std::type_identity_t<T>>& head,
                        double* diag, const T* qkv_far = nullptr);
-// dqkv (B,T,3C) += gradient, dhead.scale (NH) += dL/ds_h (ssmax only) and
-// dhead.sink (NH) += dL/dζ_h (sink only; each may be null otherwise), given
+// dqkv (B,T,3C) += gradient, dhead.scale (NH) += dL/ds_h (ssmax only),
+// dhead.sink (NH) += dL/dζ_h (sink only), dhead.kerple (2·NH) += dL/dρ
+// (KERPLE only) and dhead.fcum (B, NH, T) += dL/dc (forget only; each may be
+// null otherwise), given
 // dout (B,T,C) and the forward's out, stats. Weights are recomputed row by
 // row from qkv and stats.
 // With a distance remapping, dqkv_far += the gradient of the far copy (its q
