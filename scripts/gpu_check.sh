@@ -24,8 +24,9 @@
 #      fused attention (bf16; cuDNN from the toolkit or the image's Python
 #      package nvidia-cudnn-cu13, cudnn-frontend from third_party/cudnn_frontend/):
 #      our softmax time over cuDNN's per T;
-#   6. time the contenders' normalisations (softmax1, sink, softpick) beside
-#      softmax at T = 4K and 16K: their forward+backward time over softmax's;
+#   6. time the contenders (softmax1, sink, softpick, and softmax with the
+#      KERPLE log bias and the forget gate) beside softmax at T = 4K and 16K:
+#      their forward+backward time over softmax's;
 # then print a compact table. About 6-9 minutes on an H200 machine with 16 cores
 # (the build and the parity tests take most of it; each training run and
 # bench row is well under a minute).
@@ -340,12 +341,14 @@ sed -n '/^attention on/,$p' "$logs/bench_attention.log"
 # ---- 6. the contenders' normalisations beside softmax ---------------------------------------
 # Rows "preset T B fwd-ms TFLOP/s f+b-ms TFLOP/s f+b/softmax" of cuda_attention_bench.cpp.
 t0=$(date +%s)
-timeout 150 "$gpt" bench --device cuda --only cuda-attention --presets softmax,softmax1,sink,softpick \
+timeout 200 "$gpt" bench --device cuda --only cuda-attention \
+  --presets softmax,softmax1,sink,softpick,softmax+kerple_log,softmax+forget \
   --contexts 4096,16384 >"$logs/bench_contenders.log" 2>&1
 rc=$?
-cratios=$(awk '($1 == "softmax1" || $1 == "sink" || $1 == "softpick") && $2 ~ /^[0-9]+$/ {
+contenders='^(softmax1|sink|softpick|softmax[+]kerple_log|softmax[+]forget)$'
+cratios=$(awk -v re="$contenders" '$1 ~ re && $2 ~ /^[0-9]+$/ {
   printf "%s%s %dK %s", sep, $1, $2 / 1024, $8; sep = ", " }' "$logs/bench_contenders.log")
-if [ $rc -ne 0 ] || [ "$(grep -cE '^(softmax1|sink|softpick) +[0-9]' "$logs/bench_contenders.log")" -ne 6 ]; then
+if [ $rc -ne 0 ] || [ "$(awk -v re="$contenders" '$1 ~ re && $2 ~ /^[0-9]+$/' "$logs/bench_contenders.log" | wc -l)" -ne 10 ]; then
   failed "bench contenders' attention" "rc $rc; log $logs/bench_contenders.log"
   tail -n 5 "$logs/bench_contenders.log" | sed 's/^/    /'
 else

@@ -3,6 +3,7 @@
 #include "bench/cuda_attention_bench.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <limits>
 #include <random>
@@ -158,25 +159,35 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
   m.n_head = NH;
   std::vector<double> softmax_f(opt.contexts.size(), 0.0), softmax_fb(opt.contexts.size(), 0.0);
   for (const std::string& name : names) {
-    AttentionConfig ac;
-    ac.preset = name;
+    AttentionConfig ac;  // PRESET or PRESET+BIAS (a position bias, as gpt bench --presets takes it)
+    const size_t plus = name.find('+');
+    ac.preset = name.substr(0, plus);
+    if (plus != std::string::npos) ac.position_bias = name.substr(plus + 1);
     const AttentionSpec spec = resolve_attention(ac, m);
     for (size_t ci = 0; ci < opt.contexts.size(); ++ci) {
       const int Tn = opt.contexts[ci], B = std::max(1, opt.tokens / Tn);
       const size_t n1 = static_cast<size_t>(B) * Tn * C;
       DeviceFloats qkv(3 * n1, 11, 1.0f), dout(n1, 12, 0.01f), y(n1, 0, 0.f), dqkv(3 * n1, 0, 0.f),
           stats(static_cast<size_t>(B) * NH * Tn * AttentionSpec::kStatsPerRow, 0, 0.f), scale(NH, 0, 0.f),
-          dscale(NH, 0, 0.f), sink(NH, 0, 0.f), dsink(NH, 0, 0.f);  // the sink's ζ_h = 0
+          dscale(NH, 0, 0.f), sink(NH, 0, 0.f), dsink(NH, 0, 0.f),  // the sink's ζ_h = 0
+          kerple(2 * NH, 0, 0.f), dkerple(2 * NH, 0, 0.f),           // KERPLE's raw ρ = 0 (r = ln 2)
+          fcum(static_cast<size_t>(B) * NH * Tn, 0, 0.f), dfcum(static_cast<size_t>(B) * NH * Tn, 0, 0.f);
+      {  // the forget gate's c: every f = 0.9
+        std::vector<float> c(static_cast<size_t>(B) * NH * Tn);
+        for (size_t k = 0; k < c.size(); ++k) c[k] = static_cast<float>(std::log(0.9) * (k % Tn + 1));
+        check_cuda(cudaMemcpy(fcum.get(), c.data(), c.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+      }
       const std::vector<float> s_h(NH, static_cast<float>(attn::ssmax_init(opt.trained_context)));
       check_cuda(cudaMemcpy(scale.get(), s_h.data(), NH * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
       auto fwd = [&] {
-        cuda::attention_forward(y.get(), stats.get(), qkv.get(), B, Tn, C, NH, spec, {scale.get(), sink.get()}, nullptr,
-                                nullptr);
+        cuda::attention_forward(y.get(), stats.get(), qkv.get(), B, Tn, C, NH, spec,
+                                {scale.get(), sink.get(), kerple.get(), fcum.get()}, nullptr, nullptr);
       };
       auto fb = [&] {
         fwd();
-        cuda::attention_backward(dqkv.get(), {dscale.get(), dsink.get()}, dout.get(), y.get(), stats.get(), qkv.get(), B,
-                                 Tn, C, NH, spec, {scale.get(), sink.get()}, nullptr);
+        cuda::attention_backward(dqkv.get(), {dscale.get(), dsink.get(), dkerple.get(), dfcum.get()}, dout.get(),
+                                 y.get(), stats.get(), qkv.get(), B, Tn, C, NH, spec,
+                                 {scale.get(), sink.get(), kerple.get(), fcum.get()}, nullptr);
       };
       const double f_sec = best_gpu_seconds(fwd, opt.min_seconds), fb_sec = best_gpu_seconds(fb, opt.min_seconds);
       const double flops = 2.0 * B * C * static_cast<double>(Tn) * (Tn + 1);
