@@ -68,11 +68,16 @@ Config tiny_run(const fs::path& dir, const std::string& text) {
 }
 
 
-TEST(Trainer, ResumeIsBitIdenticalToAnUninterruptedRun) {
-  const fs::path dir = temp_dir("resume");
+// A model's learned attention parameters beyond the plain ones (edit: what
+// the test sets; empty: the plain model) resume with the rest.
+// tensors: parameters the checkpoint must hold.
+void expect_resume_bit_identical(const std::string& name, void (*edit)(Config&),
+                                 const std::vector<std::string>& tensors = {}) {
+  const fs::path dir = temp_dir("resume_" + name);
   const std::string text = kjv_text("Gen1:1-Gen10:32");
   ASSERT_GT(text.size(), 10000u) << "the bible command (Debian package bible-kjv) is needed; run scripts/setup.sh";
   Config cfg = tiny_run(dir, text);
+  if (edit) edit(cfg);
   const int n = 6;
   cfg.train.steps = 2 * n;
   cfg.train.checkpoint_every = n;
@@ -99,7 +104,34 @@ TEST(Trainer, ResumeIsBitIdenticalToAnUninterruptedRun) {
   const Checkpoint fb = load_checkpoint(checkpoint_path(b_dir, 2 * n));
   ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
   for (size_t i = 0; i < fa.tensors.size(); ++i) EXPECT_EQ(fa.tensors[i].data, fb.tensors[i].data) << fa.tensors[i].name;
+  for (const std::string& t : tensors) {
+    bool found = false;
+    for (const auto& ct : fa.tensors) found = found || ct.name == "param/" + t;
+    EXPECT_TRUE(found) << name << ": the checkpoint should hold " << t;
+  }
   fs::remove_all(dir);
+}
+
+TEST(Trainer, ResumeIsBitIdenticalToAnUninterruptedRun) { expect_resume_bit_identical("plain", nullptr); }
+
+// The contenders' parameters (KERPLE's ρ, the forget gate's projection, the
+// output gate) in the checkpoint, resumed bit for bit.
+TEST(Trainer, ContendersParametersResumeBitIdentically) {
+  expect_resume_bit_identical(
+      "kerple",
+      [](Config& c) {
+        c.model.position = "none";
+        c.attention.position_bias = "kerple_power";
+      },
+      {"attnkerple"});
+  expect_resume_bit_identical(
+      "forget_gate",
+      [](Config& c) {
+        c.attention.position_bias = "forget";
+        c.attention.output_gate = "sigmoid";
+        c.attention.preset = "sink";
+      },
+      {"fgatew", "fgateb", "ogatew", "ogateb", "attnsink"});
 }
 
 TEST(Trainer, SameSeedGivesIdenticalLosses) {
