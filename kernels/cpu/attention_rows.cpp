@@ -224,11 +224,39 @@ struct ColMap<true> {
     // the backward's sums of dx·∂b/∂r then come out 0).
     if (static_cast<int>(bg1.size()) < nb) bg1.resize(nb), bg2.resize(nb), dxv.resize(nb);
     float* bp = bias.data();
-    for (int c = 0; c < nb; ++c) {
-      bp[c] = c < n ? a.bias_at(c) : 0.0f;
-      const int dd = im1 - (c + (c < ns ? 0 : off));
-      bg1[c] = a.kg1 && c < n ? a.kg1[dd] : 0.0f;
-      bg2[c] = a.kg1 && c < n ? a.kg2[dd] : 0.0f;
+    float* g1p = bg1.data();
+    float* g2p = bg2.data();
+    std::fill(bp + n, bp + nb, 0.0f);
+    std::fill(g1p, g1p + nb, 0.0f);
+    std::fill(g2p, g2p + nb, 0.0f);
+    if (!a.masked) {  // column c is key c at distance im1 − c: reversed reads the compiler vectorises
+      if (a.kb && !a.fc) {
+#pragma omp simd
+        for (int c = 0; c < n; ++c) bp[c] = a.kb[im1 - c];
+      } else if (a.fc && !a.kb) {
+        const float* fc = a.fc;
+        const float ci = fc[im1];
+#pragma omp simd
+        for (int c = 0; c < n; ++c) bp[c] = 0.0f + (ci - fc[c]);  // RowArgs::bias_at's (0) + (c_i − c_j)
+      } else {
+        for (int c = 0; c < n; ++c) bp[c] = a.bias_at(c);
+      }
+      if (a.kg1) {
+        const float* k1 = a.kg1;
+        const float* k2 = a.kg2;
+#pragma omp simd
+        for (int c = 0; c < n; ++c) {
+          g1p[c] = k1[im1 - c];
+          g2p[c] = k2[im1 - c];
+        }
+      }
+    } else {
+      for (int c = 0; c < n; ++c) {
+        bp[c] = a.bias_at(c);
+        const int dd = im1 - (c + (c < ns ? 0 : off));
+        g1p[c] = a.kg1 ? a.kg1[dd] : 0.0f;
+        g2p[c] = a.kg1 ? a.kg2[dd] : 0.0f;
+      }
     }
     b = bp;
     q1 = bg1.data();
