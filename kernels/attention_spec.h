@@ -467,13 +467,13 @@ GPT_HD inline double shift_floor(const AttentionSpec& s, double zeta) {
   if (softpick(s)) return 0.0;
   return -INFINITY;
 }
-// The row's shift from the largest x of its kept keys: 0 unless shifted.
+// The row's shift from the largest x of its kept keys: 0 unless shifted,
+// else at least shift_floor.
 template <typename T>
 GPT_HD inline T row_shift(const AttentionSpec& s, T max_x, T zeta) {
   if (!shifted(s)) return T(0);
-  if (has_sink(s)) return max_x > zeta ? max_x : zeta;
-  if (softpick(s)) return max_x > T(0) ? max_x : T(0);
-  return max_x;
+  const T floor_ = static_cast<T>(shift_floor(s, static_cast<double>(zeta)));
+  return max_x > floor_ ? max_x : floor_;
 }
 // Softpick's level c = φ(0 − shift) (exp: e^(−m), the shifted 1 of e^x − 1),
 // which u = φ(x − shift) is measured from; 0 for every other normalisation,

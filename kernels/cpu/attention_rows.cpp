@@ -23,8 +23,7 @@ namespace gpt::cpu::attn_rows {
 template <typename T>
 void forward_row_scalar(T* row, const RowArgs<T>& a, const AttentionSpec& s, T* st) {
   const int n = a.n;
-  for (int j = 0; j < n; ++j)
-    row[j] = a.lf * row[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j)) + a.bias_at(j);
+  for (int j = 0; j < n; ++j) row[j] = a.logit(row[j], j);
   T shift = 0;
   if (attn::shifted(s)) {
     bool first = true;
@@ -64,7 +63,7 @@ template <typename T>
 void backward_weights_row_scalar(const T* qk, T* u, T* w, const RowArgs<T>& a, const AttentionSpec& s,
                                  const attn::Row<T>& r) {
   for (int j = 0; j < a.n; ++j) {
-    const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j)) + a.bias_at(j);
+    const T x = a.logit(qk[j], j);
     u[j] = r.u(s, x);
     w[j] = a.kept(j) ? r.w_from_a(r.numer(u[j]) * r.inv_z) : T(0);
   }
@@ -93,7 +92,7 @@ double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const
       g[j] = 0;
       continue;
     }
-    const T x = a.lf * qk[j] + a.bias - a.slope * static_cast<T>(a.i - 1 - a.key(j)) + a.bias_at(j);
+    const T x = a.logit(qk[j], j);
     const T dx = attn::grad_x_u(s, r, x, u[j], g[j], S);
     if (want_sigma_dx) sigma_dx += static_cast<double>(f * qk[j] * dx);
     if (a.kg1) {
@@ -220,15 +219,19 @@ struct ColMap<true> {
     dxs = nullptr;
     if (!a.learned_bias()) return;
     // The bias table at each column's distance (columns past n, whose
-    // distance may be negative, read 0), and its derivatives (zeros without:
-    // the backward's sums of dx·∂b/∂r then come out 0).
+    // distance may be negative, read 0), and in the backward (kg1 or dfc
+    // given) its derivatives (zeros without KERPLE: the sums of dx·∂b/∂r then
+    // come out 0); the forward reads only the bias.
+    const bool backward = a.kg1 || a.dfc;
     if (static_cast<int>(bg1.size()) < nb) bg1.resize(nb), bg2.resize(nb), dxv.resize(nb);
     float* bp = bias.data();
     float* g1p = bg1.data();
     float* g2p = bg2.data();
     std::fill(bp + n, bp + nb, 0.0f);
-    std::fill(g1p, g1p + nb, 0.0f);
-    std::fill(g2p, g2p + nb, 0.0f);
+    if (backward) {
+      std::fill(g1p, g1p + nb, 0.0f);
+      std::fill(g2p, g2p + nb, 0.0f);
+    }
     if (!a.masked) {  // column c is key c at distance im1 − c: reversed reads the compiler vectorises
       if (a.kb && !a.fc) {
 #pragma omp simd
@@ -253,15 +256,14 @@ struct ColMap<true> {
     } else {
       for (int c = 0; c < n; ++c) {
         bp[c] = a.bias_at(c);
+        if (!a.kg1) continue;
         const int dd = im1 - (c + (c < ns ? 0 : off));
-        g1p[c] = a.kg1 ? a.kg1[dd] : 0.0f;
-        g2p[c] = a.kg1 ? a.kg2[dd] : 0.0f;
+        g1p[c] = a.kg1[dd];
+        g2p[c] = a.kg2[dd];
       }
     }
     b = bp;
-    q1 = bg1.data();
-    q2 = bg2.data();
-    dxs = dxv.data();
+    if (backward) q1 = g1p, q2 = g2p, dxs = dxv.data();
   }
   GPT_ALWAYS_INLINE float dist(int, int c) const { return d[c]; }
   GPT_ALWAYS_INLINE bool in(int c) const { return k[c] != 0.0f; }
@@ -269,6 +271,16 @@ struct ColMap<true> {
   GPT_ALWAYS_INLINE float g1(int c) const { return q1[c]; }
   GPT_ALWAYS_INLINE float g2(int c) const { return q2[c]; }
 };
+
+// x of column c: lf·σ + bias − slope·dist, plus the learned bias with KB
+// (RowArgs::logit of the scalar rows).
+template <bool M, bool KB>
+GPT_ALWAYS_INLINE float col_logit(const ColMap<M>& cm, float lf, float sigma, float bias, float slope, int im1,
+                                  int c) {
+  float x = lf * sigma + bias - slope * cm.dist(im1, c);
+  if constexpr (KB) x += cm.extra(c);
+  return x;
+}
 
 template <Positivity P, bool M, bool KB = false>
 GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st) {
@@ -281,8 +293,7 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
     float* x = row + j0;
 #pragma omp simd
     for (int l = 0; l < L; ++l) {
-      float v = lf * x[l] + bias - slope * cm.dist(im1, j0 + l);
-      if constexpr (KB) v += cm.extra(j0 + l);
+      const float v = col_logit<M, KB>(cm, lf, x[l], bias, slope, im1, j0 + l);
       x[l] = v;
       mx[l] = cm.in(j0 + l) && v > mx[l] ? v : mx[l];
     }
@@ -348,8 +359,7 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
     if (r.sharpen) {
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
-        float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
-        if constexpr (KB) x += cm.extra(j0 + l);
+        const float x = col_logit<M, KB>(cm, lf, qk[j0 + l], bias, slope, im1, j0 + l);
         const float uu = phi_v<P>(x - shift);
         u[j0 + l] = uu;
         const float t = attn::sharpen_t(ri, (uu - c > 0.0f ? uu - c : 0.0f) * inv_z, off);
@@ -358,8 +368,7 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
     } else {
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
-        float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
-        if constexpr (KB) x += cm.extra(j0 + l);
+        const float x = col_logit<M, KB>(cm, lf, qk[j0 + l], bias, slope, im1, j0 + l);
         const float uu = phi_v<P>(x - shift);
         u[j0 + l] = uu;
         w[j0 + l] = cm.in(j0 + l) ? (uu - c > 0.0f ? uu - c : 0.0f) * inv_z : 0.0f;
@@ -397,13 +406,16 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
   if (S_out) *S_out = S;
   const float S_l1 = attn::row_normalised(s) ? S : 0.0f;
   float sd[L] = {}, kd1[L] = {}, kd2[L] = {};
+  // Two loops rather than one with a selected h − S: merged (a select, or a
+  // lambda over both), the compiler orders the float arithmetic of the
+  // masked and plain instantiations differently and they stop agreeing bit
+  // for bit (ContextExtension.WindowOfTheWholeRowIsTheUnmaskedKernel).
   if (attn::softpick(s)) {  // attn::grad_x_u's 1[u > c]·h − sgn(u − c)·S
     for (int j0 = 0; j0 < nb; j0 += L) {
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
         const bool in = cm.in(j0 + l);
-        float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
-        if constexpr (KB) x += cm.extra(j0 + l);
+        const float x = col_logit<M, KB>(cm, lf, qk[j0 + l], bias, slope, im1, j0 + l);
         const float uu = u[j0 + l];
         const float hs = uu > c ? g[j0 + l] - S : (uu < c ? S : 0.0f);
         const float dx = phi_grad_v<P>(x - shift, uu) * inv_z * hs;
@@ -421,8 +433,7 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
 #pragma omp simd
       for (int l = 0; l < L; ++l) {
         const bool in = cm.in(j0 + l);
-        float x = lf * qk[j0 + l] + bias - slope * cm.dist(im1, j0 + l);
-        if constexpr (KB) x += cm.extra(j0 + l);
+        const float x = col_logit<M, KB>(cm, lf, qk[j0 + l], bias, slope, im1, j0 + l);
         const float dx = phi_grad_v<P>(x - shift, u[j0 + l]) * inv_z * (g[j0 + l] - S_l1);
         sd[l] += in ? f * qk[j0 + l] * dx : 0.0f;
         if constexpr (KB) {

@@ -57,6 +57,8 @@ struct RowArgs {
     return (kb ? kb[i - 1 - key(c)] : T(0)) + (fc ? fc[i - 1] - fc[key(c)] : T(0));
   }
   bool learned_bias() const { return kb || fc; }
+  // x_c of the row from σ_c (the scalar rows).
+  T logit(T sigma, int c) const { return lf * sigma + bias - slope * static_cast<T>(i - 1 - key(c)) + bias_at(c); }
 
   int key(int c) const { return c < ns ? c : c + off; }
   bool kept(int c) const { return c < n && (!masked || key(c) < sinks || key(c) >= lo); }

@@ -143,16 +143,10 @@ void run_case(const Case& c) {
     kerple[2 * h + 1] = static_cast<float>(-0.8 + 0.5 * h);
   }
   const std::vector<double> diag0(nd, 0.5);
-  // The forget gate's c (B,NH,T): prefix sums of ln σ(g), g in [−1, 4] (read only under forget).
+  // The forget gate's c (B,NH,T) from gate logits g in [−1, 4] (read only under forget).
   const size_t nf = static_cast<size_t>(c.B) * c.NH * c.T;
   std::vector<float> fcum(nf);
-  {
-    const std::vector<float> g = uniform(nf, 9, -1, 4);
-    for (size_t bh = 0; bh < nf / c.T; ++bh) {
-      double sum = 0;
-      for (int t = 0; t < c.T; ++t) fcum[bh * c.T + t] = static_cast<float>(sum += attn::log_sigmoid(double(g[bh * c.T + t])));
-    }
-  }
+  cpu::forget_forward(fcum.data(), uniform(nf, 9, -1, 4).data(), c.B, c.T, c.NH);
   const std::vector<float> dfcum0 = uniform(nf, 10, -1e-3, 1e-3);
   // A distance remapping's far copy: other random q and k (the kernels do
   // not care how they were rotated), its gradient accumulated onto noise too.
@@ -223,7 +217,9 @@ void run_case(const Case& c) {
     EXPECT_LE(rel_diff(dsink_g, dsink_c), c.tol) << "dsink";
     // (A sink far above or below every score has a share, and a gradient,
     // below float's resolution of the start value.)
-    if (std::fabs(c.sink_base) < 10) EXPECT_NE(dsink_c[0], dsink0[0]) << "the sink logit should get a gradient";
+    if (std::fabs(c.sink_base) < 10) {
+      EXPECT_NE(dsink_c[0], dsink0[0]) << "the sink logit should get a gradient";
+    }
   } else {
     EXPECT_EQ(dsink_g, dsink0) << "no learned sink, no gradient";
   }
