@@ -124,6 +124,7 @@ void write_retrieval(const EvalArgs& a, const LoadedModel& lm, nlohmann::json j,
   j["attention"]["override"] = !a.attention.empty();
   j["context"] = context_to_json(lm.model->attention());
   j["context"]["override"] = !a.attention.context_empty();
+  j["layer_plan"] = layer_plan_to_json(lm.model->per_layer_attention());
   std::string out = a.out;
   if (out.empty()) {
     const fs::path run = run_dir_of(lm.path);
@@ -159,6 +160,8 @@ void run_passkey(const EvalArgs& a, LoadedModel& lm) {
   spdlog::info("attention: {}{}", attention_summary(rc.attention, lm.model->attention()),
                override_note(a.attention));
   spdlog::info("context extension: {}", context_summary(lm.model->attention()));
+  if (!lm.model->per_layer_attention().front().kind.empty())
+    spdlog::info("layer plan: {}", layer_plan_summary(lm.config.model));
   const PasskeyResult r = evaluate_passkey(*lm.model, val, *tok, pc, rc.model.context,
                                            static_cast<int64_t>(rc.train.batch_size) * rc.model.context);
   nlohmann::json j = r.to_json();
@@ -213,6 +216,8 @@ void run_synthetic(const EvalArgs& a, LoadedModel& lm, const SyntheticTask& task
   spdlog::info("attention: {}{}", attention_summary(rc.attention, lm.model->attention()),
                override_note(a.attention));
   spdlog::info("context extension: {}", context_summary(lm.model->attention()));
+  if (!lm.model->per_layer_attention().front().kind.empty())
+    spdlog::info("layer plan: {}", layer_plan_summary(lm.config.model));
   const TaskEvalResult r = evaluate_task(*lm.model, task, tc, rc.model.context,
                                          static_cast<int64_t>(rc.train.batch_size) * rc.model.context);
   nlohmann::json j = r.to_json();
@@ -289,6 +294,8 @@ void run_eval(EvalArgs a) {
   spdlog::info("attention: {}{}", attention_summary(lm.config.attention, lm.model->attention()),
                override_note(a.attention));
   spdlog::info("context extension: {}", context_summary(lm.model->attention()));
+  if (!lm.model->per_layer_attention().front().kind.empty())
+    spdlog::info("layer plan: {}", layer_plan_summary(lm.config.model));
   const int64_t batch_tokens = static_cast<int64_t>(lm.config.train.batch_size) * T;
   const std::optional<EvalText> text = load_eval_text(lm.config.data.tokenizer, lm.config.model.vocab_size, ec,
                                                          lm.config.data.mix_task != "none");

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "config/layer_plan.h"
 #include "config/schema.h"
 #include "core/check.h"
 #include "core/json.h"
@@ -308,6 +309,27 @@ void validate_config(const Config& c) {
   Config copy = c;
   for (const Key& k : config_schema::keys()) check_value(k, copy);
   check_rules(c);
+  check_layer_plan(c);
+}
+
+void check_config_rules(const Config& c) { check_rules(c); }
+
+AttentionConfig attention_config_from_json(const json& body, const std::string& where) {
+  if (!body.is_object()) fail("config: \"", where, "\" must be an attention section (a JSON object), got ", describe(body));
+  Config c;
+  try {
+    const json expanded = expand_attention_shorthand(body);
+    for (const auto& [name, value] : expanded.items()) {
+      const Key* k = config_schema::find_key("attention", name);
+      if (!k) fail("config: unknown key \"", name, "\"; valid keys: ", config_schema::key_list("attention"));
+      set_value(*k, c, value);
+    }
+    for (const Key& k : config_schema::keys())
+      if (k.section == "attention") check_value(k, c);
+  } catch (const Error& e) {
+    throw Error("\"" + where + "\": " + e.what());
+  }
+  return c.attention;
 }
 
 Config config_from_json(const json& j) {

@@ -25,6 +25,11 @@ struct ModelConfig {
   double rope_fraction = 1.0;    // partial RoPE: share of each head's channels rotated (d_r = even part of f·D)
   int max_position = 0;          // rows of the learned position table; 0 = context
   double init_std = 0.02;
+  // Per-layer plans (config/layer_plan.h): the kind of each layer, by one
+  // letter per layer repeated over n_layer, and what each kind changes.
+  std::string layer_plan = "none";  // none | swan | irope: a named pattern with its kinds
+  std::string layer_pattern;        // e.g. "LLLG"; "" = the named plan's (or no plan)
+  nlohmann::json layer_kinds = nlohmann::json::object();  // letter -> {position, window, temperature, attention}
 
   int padded_vocab() const {
     return (vocab_size + vocab_pad_multiple - 1) / vocab_pad_multiple * vocab_pad_multiple;
@@ -177,6 +182,13 @@ Config load_config(const std::string& path, const std::vector<std::string>& over
 
 // Applies one "a.b=value" override to a JSON object (before validation).
 void apply_override(nlohmann::json& j, const std::string& assignment);
+
+// An attention section given as JSON (as in a config file, the "sharpen"
+// shorthand included), parsed and range-checked from the schema's attention
+// keys; errors name `where` (e.g. "model.layer_kinds.G.attention") and the key.
+AttentionConfig attention_config_from_json(const nlohmann::json& body, const std::string& where);
+// The cross-field rules of the schema (throws like validate_config).
+void check_config_rules(const Config& c);
 
 // The resolved config: every key with its value (defaults filled in).
 nlohmann::json config_to_json(const Config& c);

@@ -99,6 +99,16 @@ std::vector<Key> make_keys() {
       {GPT_KEY(model, max_position), between(0, kMaxVocab),
        "rows of the learned position table; 0 = context"},
       {GPT_KEY(model, init_std), above(0), "standard deviation of the weight init"},
+      {GPT_KEY(model, layer_plan), one_of({"none", "swan", "irope"}),
+       "per-layer plan (config/layer_plan.h): swan = pattern LLLG, L RoPE with a window of context/2, G NoPE with "
+       "full attention (SWAN-GPT); irope = the same with G's llama4 temperature (Llama 4); model.layer_kinds amends "
+       "their kinds"},
+      {GPT_KEY(model, layer_pattern), any(),
+       "one letter per layer, repeated over model.n_layer (\"LLLG\"), each a kind of model.layer_kinds; \"\" = the "
+       "named plan's (or none)"},
+      {GPT_KEY(model, layer_kinds), any(),
+       "letter -> kind: {\"position\": rope|none, \"window\": 0 (full) or w (last w keys), \"temperature\": "
+       "none|yarn|llama4, \"attention\": an attention section for that layer}; absent fields keep the run's"},
 
       {GPT_KEY(data, train), non_empty(), "glob pattern of the training shards"},
       {GPT_KEY(data, val), non_empty(), "glob pattern of the validation shards"},

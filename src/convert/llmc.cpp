@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/attention.h"
+#include "config/layer_plan.h"
 #include "config/config.h"
 #include "core/check.h"
 #include "kernels/bf16_round.h"
@@ -236,6 +237,8 @@ void export_llmc(const Checkpoint& ckpt, const std::string& ckpt_path, const std
   GPT_CHECK(m.position == "learned", "export to llm.c: '", ckpt_path, "' has model.position \"", m.position,
             "\"; llm.c's format holds only learned absolute positions (a position table), so a \"", m.position,
             "\" model cannot be written in it");
+  GPT_CHECK(resolve_layer_plan(m).empty(), "export to llm.c: '", ckpt_path, "' has a per-layer plan (",
+            layer_plan_summary(m), "); llm.c's format holds one plain softmax attention for every layer");
   const AttentionSpec attn = resolve_attention(cfg), softmax{};
   const bool plain_softmax = attn.score == softmax.score && attn.scale == softmax.scale &&
                              attn.positivity == softmax.positivity && attn.normalize == softmax.normalize &&

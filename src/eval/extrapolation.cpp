@@ -196,6 +196,8 @@ ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStrea
   res.tokens_per_multiple = lay.span * K;
   res.n_layer = model.config().n_layer;
   res.n_head = model.config().n_head;
+  res.layer_plan = layer_plan_to_json(model.per_layer_attention());
+  for (const LayerAttention& la : model.per_layer_attention()) res.layer_kinds.push_back(la.kind);
   const bool bytes_known = text && !text->bytes.empty();
   const double ln2 = std::log(2.0);
   std::vector<float> losses;
@@ -304,11 +306,13 @@ double diag_mean(const std::vector<double>& d, int n_head, int l, int h, int k) 
   return rows > 0 ? sum / rows : 0.0;
 }
 
-nlohmann::json diagnostics_json(const std::vector<double>& d, int n_layer, int n_head) {
+nlohmann::json diagnostics_json(const std::vector<double>& d, int n_layer, int n_head,
+                                const std::vector<std::string>& kinds) {
   nlohmann::json layers = nlohmann::json::array();
   if (d.size() != static_cast<size_t>(n_layer) * n_head * kAttentionDiagStats) return layers;
   for (int l = 0; l < n_layer; ++l) {
     nlohmann::json layer = {{"layer", l}};
+    if (l < static_cast<int>(kinds.size()) && !kinds[l].empty()) layer["kind"] = kinds[l];
     for (int k = 0; k < kDiagMeans; ++k) {
       nlohmann::json per_head = nlohmann::json::array();
       for (int h = 0; h < n_head; ++h) per_head.push_back(diag_mean(d, n_head, l, h, k));
@@ -346,12 +350,13 @@ nlohmann::json ExtrapolationResult::to_json() const {
                          {"bits_per_byte_se", finite_or_null(r.bits_per_byte_se)},
                          {"window_losses", r.window_losses},
                          {"profile", profile},
-                         {"attention_diagnostics", diagnostics_json(r.attention_diag, n_layer, n_head)}});
+                         {"attention_diagnostics", diagnostics_json(r.attention_diag, n_layer, n_head, layer_kinds)}});
   }
   return {{"trained_context", trained_context},
           {"tokens_per_multiple", tokens_per_multiple},
           {"scored", layout.to_json()},
           {"attention", attention},
+          {"layer_plan", layer_plan},
           {"multiples", rows_json}};
 }
 
@@ -359,8 +364,18 @@ std::string ExtrapolationResult::diagnostics_table() const {
   std::string out;
   char cell[64];
   const char* titles[] = {"entropy (nats)", "sink share", "recent-N share"};
+  const bool planned = std::any_of(layer_kinds.begin(), layer_kinds.end(), [](const std::string& k) { return !k.empty(); });
   for (int k = 0; k < 3; ++k) {
     out += std::string(titles[k]) + " by layer:\n";
+    if (planned) {  // the per-layer plan's kinds above their columns
+      std::snprintf(cell, sizeof cell, "  %-5s", "kind");
+      out += cell;
+      for (int l = 0; l < n_layer && l < static_cast<int>(layer_kinds.size()); ++l) {
+        std::snprintf(cell, sizeof cell, " %7s", layer_kinds[l].c_str());
+        out += cell;
+      }
+      out += "\n";
+    }
     for (const auto& r : rows) {
       std::snprintf(cell, sizeof cell, "  %-5s", (std::to_string(r.multiple) + "x").c_str());
       out += cell;

@@ -74,7 +74,12 @@ AttentionSpec spec_for_model(AttentionSpec s, const ModelConfig& cfg) {
 
 template <typename T>
 GPT<T>::GPT(const ModelConfig& cfg, const AttentionSpec& attn, Backend<T>& backend)
-    : cfg_(cfg), attn_(spec_for_model(attn, cfg)), be_(backend), layout_(cfg, attn) {
+    : cfg_(cfg),
+      attn_(spec_for_model(attn, cfg)),
+      plan_(resolve_layer_plan(cfg)),
+      layers_(layer_attention(cfg, plan_, attn_)),
+      be_(backend),
+      layout_(cfg, attn) {
   params_ = Buffer<Acc>(be_, layout_.total);
   grads_ = Buffer<Acc>(be_, layout_.total);
   if constexpr (kWorkingCopy) {
@@ -158,27 +163,43 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
   const size_t N = static_cast<size_t>(B) * Tn, C = cfg_.n_embd, C3 = 3 * C, C4 = 4 * C;
   const size_t Vp = cfg_.padded_vocab();
   a->layers.resize(training ? cfg_.n_layer : 1);
-  for (auto& l : a->layers) {
+  // What a layer slot needs: its layer's, or any layer's for slot 0, which
+  // inference passes share among all layers (also in training buffers:
+  // activations()).
+  bool any_rope = false, any_far = false, any_forget = false, any_gate = false;
+  for (const LayerAttention& la : layers_) {
+    any_rope |= la.rope;
+    any_far |= remap::on(la.spec.rope);
+    any_forget |= la.spec.forget();
+    any_gate |= la.spec.output_gate;
+  }
+  for (size_t i = 0; i < a->layers.size(); ++i) {
+    LayerActs<T>& l = a->layers[i];
+    const AttentionSpec& ls = layers_[i].spec;
+    const bool own = training && i > 0;
+    const bool far = own ? remap::on(ls.rope) : any_far;
+    const bool forget = own ? ls.forget() : any_forget;
+    const bool gate = own ? ls.output_gate : any_gate;
 #define GPT_ALLOC(name, width) l.name = Buffer<T>(be_, N * (width));
 #define GPT_ALLOC_STAT(name) l.name = Buffer<Acc>(be_, N);
     GPT_LAYER_ACTS(GPT_ALLOC)
     GPT_LAYER_STATS(GPT_ALLOC_STAT)
 #undef GPT_ALLOC_STAT
     l.qkv = Buffer<T>(be_, N * C3);
-    if (remap::on(attn_.rope)) l.qkvf = Buffer<T>(be_, N * C3);
-    if (training) l.att_stats = Buffer<Acc>(be_, N * cfg_.n_head * attn_.stats_per_row());
-    if (attn_.forget()) {
+    if (far) l.qkvf = Buffer<T>(be_, N * C3);
+    if (training) l.att_stats = Buffer<Acc>(be_, N * cfg_.n_head * ls.stats_per_row());
+    if (forget) {
       l.fgate = Buffer<T>(be_, N * cfg_.n_head);
       l.fcum = Buffer<Acc>(be_, N * cfg_.n_head);
     }
-    if (attn_.output_gate) {
+    if (gate) {
       l.ogate = Buffer<T>(be_, N * C);
       l.attg = Buffer<T>(be_, N * C);
     }
   }
   a->attproj = Buffer<T>(be_, N * C);
   a->fcproj = Buffer<T>(be_, N * C);
-  if (cfg_.position == "rope") a->qkv_pre = Buffer<T>(be_, N * C3);
+  if (any_rope) a->qkv_pre = Buffer<T>(be_, N * C3);
   a->encoded = Buffer<T>(be_, N * C);
   a->lnf = Buffer<T>(be_, N * C);
   a->lnf_mean = Buffer<Acc>(be_, N);
@@ -192,13 +213,13 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
 #define GPT_ALLOC_SCRATCH(name, width) a->name = Buffer<T>(be_, N * (width));
     GPT_GRAD_SCRATCH(GPT_ALLOC_SCRATCH)
 #undef GPT_ALLOC_SCRATCH
-    if (cfg_.position == "rope") a->dqkvr = Buffer<T>(be_, N * C3);
-    if (remap::on(attn_.rope)) a->dqkvf = Buffer<T>(be_, N * C3);
-    if (attn_.forget()) {
+    if (any_rope) a->dqkvr = Buffer<T>(be_, N * C3);
+    if (any_far) a->dqkvf = Buffer<T>(be_, N * C3);
+    if (any_forget) {
       a->dfgate = Buffer<T>(be_, N * cfg_.n_head);
       a->dfcum = Buffer<Acc>(be_, N * cfg_.n_head);
     }
-    if (attn_.output_gate) {
+    if (any_gate) {
       a->dattg = Buffer<T>(be_, N * C);
       a->dogate = Buffer<T>(be_, N * C);
     }
@@ -210,17 +231,25 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
 template <typename T>
 void GPT<T>::set_attention(const AttentionSpec& spec) {
   const AttentionSpec s = spec_for_model(spec, cfg_);
-  GPT_CHECK(s.learned_scale() == attn_.learned_scale() && s.learned_sink() == attn_.learned_sink() &&
-                s.kerple() == attn_.kerple() && s.forget() == attn_.forget() && s.output_gate == attn_.output_gate &&
-                s.score == attn_.score,
-            "set_attention: the score type, the learned scales, sinks, KERPLE bias, forget gate and output gate must "
-            "not change (they decide the parameters)");
+  std::vector<LayerAttention> layers = layer_attention(cfg_, plan_, s);
+  bool far_changed = false;
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const AttentionSpec &was = layers_[l].spec, &now = layers[l].spec;
+    GPT_CHECK(now.learned_scale() == was.learned_scale() && now.learned_sink() == was.learned_sink() &&
+                  now.kerple() == was.kerple() && (!now.kerple() || now.position_bias == was.position_bias) &&
+                  now.forget() == was.forget() && now.output_gate == was.output_gate && now.score == was.score,
+              "set_attention: the score type, the learned scales, sinks, KERPLE bias, forget gate and output gate must "
+              "not change (they decide the parameters)",
+              plan_.empty() ? "" : "; layer " + std::to_string(l) + " (kind " + layers_[l].kind + ") would change");
+    far_changed |= remap::on(now.rope) != remap::on(was.rope);
+  }
   // The buffers of the far copy exist only with a distance remapping.
-  if (remap::on(s.rope) != remap::on(attn_.rope)) {
+  if (far_changed) {
     train_acts_.reset();
     infer_acts_.reset();
   }
   attn_ = s;
+  layers_ = std::move(layers);
 }
 
 template <typename T>
@@ -243,20 +272,20 @@ size_t GPT<T>::check_tokens(const int32_t* tokens, size_t n, const char* what, b
 template <typename T>
 void GPT<T>::forward_trunk(Activations<T>& a) {
   const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, NH = cfg_.n_head, N = B * Tn, Vp = cfg_.padded_vocab();
-  const bool rope = cfg_.position == "rope";
   GPT_CHECK(cfg_.position != "learned" || Tn <= cfg_.position_rows(), "context ", Tn,
             " exceeds the learned position table (", cfg_.position_rows(),
             " rows); learned positions cannot be evaluated past their table");
   // The working copy follows the master parameters, whoever changed them.
   if constexpr (kWorkingCopy) be_.convert(working_.get(), params_.get(), layout_.total);
-  const AttentionSpec spec = for_length(attn_, Tn);  // YaRN's attention factor depends on the length
-  RopeSpec far_rope = spec.rope;
-  far_rope.far_positions = true;
   be_.encoder_forward(a.encoded.get(), a.tokens.get(), p_.wte, p_.wpe, B, Tn, C, Vp);
   const T* res = a.encoded.get();  // (N,C) residual stream entering the block
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const LayerViews<T>& w = p_.layers[l];
     LayerActs<T>& x = a.layer(l);
+    const bool rope = layers_[l].rope;
+    const AttentionSpec spec = for_length(layers_[l].spec, Tn);  // YaRN's attention factor depends on the length
+    RopeSpec far_rope = spec.rope;
+    far_rope.far_positions = true;
     be_.layernorm_forward(x.ln1.get(), x.ln1_mean.get(), x.ln1_rstd.get(), res, w.ln1w, w.ln1b, N, C);
     // With rope positions the projection goes to the shared scratch and RoPE
     // writes the layer's qkv.
@@ -337,11 +366,6 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
   Activations<T>& a = *train_acts_;
   const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, NH = cfg_.n_head, N = B * Tn, Vp = cfg_.padded_vocab();
   const size_t NC = static_cast<size_t>(N) * C;
-  const bool rope = cfg_.position == "rope";
-  const AttentionSpec spec = for_length(attn_, Tn);
-  const bool far = remap::on(spec.rope);
-  RopeSpec far_rope = spec.rope;
-  far_rope.far_positions = true;
 
   // d(loss_scale · mean loss)/d loss_n over the scored positions (the
   // cross-entropy backward gives the others a zero row whatever dl says).
@@ -363,6 +387,11 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
     const LayerViews<T>& w = p_.layers[l];
     const LayerViews<Acc>& g = g_.layers[l];
     LayerActs<T>& x = a.layer(l);
+    const bool rope = layers_[l].rope;
+    const AttentionSpec spec = for_length(layers_[l].spec, Tn);
+    const bool far = remap::on(spec.rope);
+    RopeSpec far_rope = spec.rope;
+    far_rope.far_positions = true;
     const T* res_in = l == 0 ? a.encoded.get() : a.layer(l - 1).res3.get();
     // MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
     be_.zero(a.dfch_gelu.get(), NC * 4);

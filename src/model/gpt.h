@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "config/config.h"
+#include "config/layer_plan.h"
 #include "kernels/attention_spec.h"
 #include "model/params.h"
 
@@ -39,6 +40,10 @@ class Model {
   // variants, calibration). The score type and the learned scales must stay
   // (they decide the parameters): throws otherwise.
   virtual void set_attention(const AttentionSpec& spec) = 0;
+  // Every layer's attention as it runs: attention() with the layer's kind of
+  // the per-layer plan (model.layer_plan ...) applied; attention() in every
+  // layer without a plan.
+  virtual const std::vector<LayerAttention>& per_layer_attention() const = 0;
   // The backend's memory and its ops on A tensors (norms, clipping, AdamW).
   virtual ParamBackend<A>& backend() = 0;
   // The master parameters and their gradients: flat buffers of num_params()
@@ -101,6 +106,7 @@ class GPT : public Model<accum_t<T>> {
   const ParamLayout& layout() const override { return layout_; }
   const AttentionSpec& attention() const override { return attn_; }
   void set_attention(const AttentionSpec& spec) override;
+  const std::vector<LayerAttention>& per_layer_attention() const override { return layers_; }
   Backend<T>& backend() override { return be_; }
   Acc* params() override { return params_.get(); }
   Acc* grads() override { return grads_.get(); }
@@ -133,6 +139,8 @@ class GPT : public Model<accum_t<T>> {
 
   ModelConfig cfg_;
   AttentionSpec attn_;
+  LayerPlan plan_;
+  std::vector<LayerAttention> layers_;  // attn_ with each layer's kind applied
   Backend<T>& be_;
   ParamLayout layout_;
   Buffer<Acc> params_, grads_;

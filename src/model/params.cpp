@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "config/layer_plan.h"
 #include "core/check.h"
 #include "data/rng.h"
 
@@ -18,13 +19,16 @@ size_t ParamSpec::numel() const {
 ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const int64_t C = m.n_embd, Vp = m.padded_vocab(), P = m.position_rows(), L = m.n_layer, H = m.n_head;
   const bool learned_positions = m.position == "learned";
-  const bool learned_attn_scale = attn.learned_scale();
-  const bool learned_attn_sink = attn.learned_sink();
-  const bool learned_kerple = attn.kerple();
-  const bool learned_forget = attn.forget();
-  const bool output_gate = attn.output_gate;
+  // A tensor is present when some layer uses it (a per-layer plan may give
+  // layers different variants; the other layers' slices stay unused).
+  const LearnedAttention learned = learned_attention(layer_attention(m, attn));
+  const bool learned_attn_scale = learned.scale;
+  const bool learned_attn_sink = learned.sink;
+  const bool learned_kerple = learned.kerple;
+  const bool learned_forget = learned.forget;
+  const bool output_gate = learned.output_gate;
   const InitKind kerple_init =
-      attn.position_bias == PositionBias::KerplePower ? InitKind::KerplePower : InitKind::KerpleLog;
+      learned.kerple_kind == PositionBias::KerplePower ? InitKind::KerplePower : InitKind::KerpleLog;
   auto add = [&](const char* name, Shape shape, InitKind init, bool decay, bool present, bool per_layer) {
     if (!present) return;
     if (per_layer) shape.insert(shape.begin(), L);

@@ -83,7 +83,9 @@ struct ParamSpec {
 struct ParamLayout {
   std::vector<ParamSpec> specs;
   size_t total = 0;
-  // The attention variant decides the learned attention parameters (ssmax, sink).
+  // The attention variant decides the learned attention parameters (ssmax,
+  // sink, KERPLE, forget gate, output gate): with a per-layer plan
+  // (m.layer_plan ...), those that some layer's attention uses.
   explicit ParamLayout(const ModelConfig& m, const AttentionSpec& attn = AttentionSpec{});
   const ParamSpec& find(const std::string& name) const;  // throws if absent
   bool has(const std::string& name) const;

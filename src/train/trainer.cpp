@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "config/attention.h"
+#include "config/layer_plan.h"
 #include "core/check.h"
 #include "core/files.h"
 #include "core/metrics.h"
@@ -195,6 +196,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
                mc.n_head, mc.n_embd, T, mc.position, model.num_params() / 1e6);
   spdlog::info("attention: {}", attention_summary(cfg.attention, attn));
   spdlog::info("context extension: {}", context_summary(attn));
+  if (mc.layer_plan != "none" || !mc.layer_pattern.empty()) spdlog::info("layer plan: {}", layer_plan_summary(mc));
   if (cfg.run.device == "cuda") spdlog::info("device: {} on {}", model.backend().name(), cuda_device_name());
   else if (cfg.run.storage != "fp32") spdlog::info("device: {}", model.backend().name());
   spdlog::info("data: {} training tokens ({} sequences per epoch), {} validation tokens; {} threads",

@@ -91,7 +91,8 @@ INSTANTIATE_TEST_SUITE_P(Presets, PresetConfig, ::testing::ValuesIn(preset_names
 // configs/contenders/: the contenders' variants that are not presets (the
 // learned position biases, with no other position encoding). Each differs
 // from configs/quickstart.json only in its attention block, model.position
-// and its run directory (runs/contenders/NAME), and trains for a few steps.
+// and its run directory (runs/contenders/NAME), or in its model.layer_plan
+// (the per-layer plans swan and irope), and trains for a few steps.
 class ContenderConfig : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ContenderConfig, DiffersFromQuickstartOnlyInAttentionAndPositionAndTrains) {
@@ -102,10 +103,13 @@ TEST_P(ContenderConfig, DiffersFromQuickstartOnlyInAttentionAndPositionAndTrains
     j->erase("attention");
     (*j)["run"].erase("dir");
     (*j)["model"].erase("position");
+    (*j)["model"].erase("layer_plan");
   }
   EXPECT_EQ(mine, quick);
   const Config cfg = train_a_few_steps(path, GetParam());
-  if (GetParam() == "output_gate")
+  if (GetParam() == "swan" || GetParam() == "irope")
+    EXPECT_EQ(cfg.model.layer_plan, GetParam()) << "the file is named after its layer plan";
+  else if (GetParam() == "output_gate")
     EXPECT_EQ(cfg.attention.output_gate, "sigmoid");
   else
     EXPECT_EQ(cfg.attention.position_bias, GetParam()) << "the file is named after its position bias";

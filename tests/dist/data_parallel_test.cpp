@@ -294,6 +294,25 @@ TEST_F(DataParallel, ZeroOneFollowsOneRankAndMatchesPlainDataParallel) {
   EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
 }
 
+// A per-layer plan whose second layer alone has the forget gate and ssmax
+// scales (unused slices in layer 0): ZeRO-1 on 2 ranks follows 1 rank and
+// is exactly the plain 2-rank run.
+TEST_F(DataParallel, LayerPlanUnderZeroOneFollowsOneRank) {
+  const std::string plan =
+      "--set train.grad_accum=2 --set train.batch_size=4 --set model.layer_pattern=LG --set "
+      "'model.layer_kinds={\"L\": {\"window\": 8}, \"G\": {\"position\": \"none\", \"attention\": "
+      "{\"preset\": \"ssmax\", \"position_bias\": \"forget\"}}}'";
+  const Result one = train(0, "one", plan);
+  ASSERT_EQ(one.status, 0) << one.output;
+  EXPECT_NE(one.output.find("layer plan: \"LG\" over 2 layers"), std::string::npos) << one.output;
+  const Result zero = train(2, "zero", plan + " --set train.zero=1");
+  ASSERT_EQ(zero.status, 0) << zero.output;
+  const Result plain = train(2, "plain", plan);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  expect_close(train_losses(dir_ / "one"), train_losses(dir_ / "zero"), "plan: 1 rank vs 2 ranks ZeRO-1");
+  EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
+}
+
 // run.storage "bf16" under ZeRO-1: each rank updates its shard of the
 // float32 master parameters, the all-gather completes them, and every
 // rank's next forward pass rounds the whole of them into its bf16 working

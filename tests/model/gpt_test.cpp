@@ -172,6 +172,114 @@ TEST(ModelGradcheck, OutputGate) {
   }
 }
 
+// A per-layer plan through the whole model: layer 0 RoPE with a sliding
+// window, layer 1 NoPE with full attention, ssmax scales, the forget gate and
+// the output gate (their tensors hold an unused slice for layer 0, whose
+// gradient must be exactly zero, as finite differences find it).
+TEST(ModelGradcheck, PerLayerPlan) {
+  ModelConfig cfg = tiny_config("rope");
+  cfg.layer_pattern = "LG";
+  cfg.layer_kinds = nlohmann::json::parse(R"({"L": {"window": 3},
+      "G": {"position": "none", "window": 0,
+            "attention": {"preset": "ssmax", "position_bias": "forget", "output_gate": "sigmoid"}}})");
+  auto be = make_cpu_backend<double>();
+  GPT<double> probe(cfg, resolve_attention(AttentionConfig{}, cfg), *be);
+  const auto& layers = probe.per_layer_attention();
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_TRUE(layers[0].rope && layers[0].spec.window == 3 && !layers[0].spec.forget());
+  EXPECT_TRUE(!layers[1].rope && layers[1].spec.window == 0 && layers[1].spec.forget() && layers[1].spec.output_gate);
+  for (const char* t : {"attnscale", "fgatew", "fgateb", "ogatew", "ogateb"}) ASSERT_TRUE(probe.layout().has(t)) << t;
+  check_model_gradient(cfg, AttentionConfig{}, ContextConfig{}, "plan LG");
+  // Inference in the training buffers runs every layer in slot 0, which
+  // must then hold what any layer needs (here layer 1's gates).
+  probe.init(2);
+  const int B = 2, T = cfg.context;
+  const auto t = tokens_for(B * T + 1, 4, cfg.vocab_size);
+  std::vector<int32_t> in(t.begin(), t.begin() + B * T), tg(t.begin() + 1, t.end());
+  const double mean = probe.forward(in.data(), tg.data(), B, T);
+  std::vector<double> losses;
+  probe.forward_losses(in.data(), tg.data(), B, T, losses);
+  double sum = 0;
+  for (double l : losses) sum += l;
+  EXPECT_NEAR(sum / losses.size(), mean, 1e-12);
+}
+
+// Forward losses and gradients of a model with a plan, against the same
+// parameters in a model without one.
+void expect_same_model(const ModelConfig& a_cfg, const AttentionSpec& a_spec, const ModelConfig& b_cfg,
+                       const AttentionSpec& b_spec, const char* what) {
+  auto be = make_cpu_backend<double>();
+  GPT<double> a(a_cfg, a_spec, *be), b(b_cfg, b_spec, *be);
+  ASSERT_EQ(a.num_params(), b.num_params()) << what;
+  a.init(3);
+  b.set_params(a.get_params());
+  const int B = 2, T = a_cfg.context;
+  const auto t = tokens_for(B * T + 1, 5, a_cfg.vocab_size);
+  std::vector<int32_t> in(t.begin(), t.begin() + B * T), tg(t.begin() + 1, t.end());
+  std::vector<double> ga(a.num_params()), gb(b.num_params());
+  for (GPT<double>* m : {&a, &b}) {
+    m->zero_grad();
+    m->forward(in.data(), tg.data(), B, T);
+    m->backward();
+  }
+  be->download(ga.data(), a.grads(), ga.size());
+  be->download(gb.data(), b.grads(), gb.size());
+  EXPECT_EQ(ga, gb) << what;
+  const auto longer = tokens_for(4 * T + 1, 8, a_cfg.vocab_size);
+  std::vector<double> la, lb;
+  a.forward_losses(longer.data(), longer.data() + 1, 1, 4 * T, la);
+  b.forward_losses(longer.data(), longer.data() + 1, 1, 4 * T, lb);
+  EXPECT_EQ(la, lb) << what;
+}
+
+// A plan whose every layer is one kind is the model that kind describes, bit
+// for bit: an empty kind is the plain model, a NoPE kind is model.position
+// none, a window kind is the context's mask window, an attention kind is that
+// attention section.
+TEST(Model, PlanOfOneKindIsThePlainModel) {
+  const ModelConfig plain = tiny_config("rope");
+  const AttentionSpec softmax = resolve_attention(AttentionConfig{}, plain);
+  auto with_kind = [&](const char* kind) {
+    ModelConfig m = plain;
+    m.layer_pattern = "A";
+    m.layer_kinds = {{"A", nlohmann::json::parse(kind)}};
+    return m;
+  };
+  expect_same_model(with_kind("{}"), softmax, plain, softmax, "empty kind");
+  const ModelConfig nope = tiny_config("none");
+  expect_same_model(with_kind(R"({"position": "none"})"), softmax, nope, resolve_attention(AttentionConfig{}, nope),
+                    "NoPE kind");
+  ContextConfig window;
+  window.mask = "window";
+  window.window = 3;
+  expect_same_model(with_kind(R"({"window": 3})"), softmax, plain, resolve_attention(AttentionConfig{}, plain, window),
+                    "window kind");
+  AttentionConfig lssar;
+  lssar.preset = "lssar";
+  expect_same_model(with_kind(R"({"attention": {"preset": "lssar"}})"), softmax, plain,
+                    resolve_attention(lssar, plain), "attention kind");
+}
+
+// set_attention (evaluation-time variants) changes the run's attention and
+// re-applies the kinds; it refuses what would change a layer's parameters.
+TEST(Model, SetAttentionReappliesThePlan) {
+  ModelConfig cfg = tiny_config("rope");
+  cfg.layer_plan = "swan";
+  cfg.n_layer = 4;
+  auto be = make_cpu_backend<double>();
+  GPT<double> model(cfg, resolve_attention(AttentionConfig{}, cfg), *be);
+  ContextConfig yarn;
+  yarn.rope_scaling = "yarn";
+  model.set_attention(resolve_attention(AttentionConfig{}, cfg, yarn));
+  const auto& layers = model.per_layer_attention();
+  EXPECT_EQ(layers[0].spec.rope.scaling, RopeScaling::Yarn);
+  EXPECT_EQ(layers[0].spec.window, 2);  // the kind's window stays
+  EXPECT_EQ(layers[3].spec.rope.scaling, RopeScaling::None);  // NoPE layer: nothing to rescale
+  AttentionConfig ssmax;
+  ssmax.preset = "ssmax";
+  EXPECT_THROW(model.set_attention(resolve_attention(ssmax, cfg)), Error);
+}
+
 // The context-extension methods a model can be trained with (partial RoPE,
 // window, sinks, the temperatures), through the whole model. T = 7 with a
 // window of 3 (sinks 1 + 2) and F = 2, so every rule acts inside the

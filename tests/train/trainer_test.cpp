@@ -134,6 +134,19 @@ TEST(Trainer, ContendersParametersResumeBitIdentically) {
       {"fgatew", "fgateb", "ogatew", "ogateb", "attnsink"});
 }
 
+// A per-layer plan (a windowed RoPE layer, then a NoPE layer with the sink
+// and the output gate) resumes bit for bit, its layers' parameters with it.
+TEST(Trainer, LayerPlanResumesBitIdentically) {
+  expect_resume_bit_identical(
+      "layer_plan",
+      [](Config& c) {
+        c.model.layer_pattern = "LG";
+        c.model.layer_kinds = nlohmann::json::parse(R"({"L": {"window": 16},
+            "G": {"position": "none", "attention": {"preset": "sink", "output_gate": "sigmoid"}}})");
+      },
+      {"attnsink", "ogatew", "ogateb"});
+}
+
 TEST(Trainer, SameSeedGivesIdenticalLosses) {
   const fs::path dir = temp_dir("determinism");
   Config cfg = tiny_run(dir, kjv_text("Gen1:1-Gen10:32"));

@@ -97,8 +97,8 @@ struct TinyModelPair {
     tc.lr = 1e-3;
     return tc;
   }
-  TinyModelPair(Backend<float>& cpu, Backend<float>& gpu)
-      : mc(model_config()),
+  TinyModelPair(Backend<float>& cpu, Backend<float>& gpu, const ModelConfig& m = model_config())
+      : mc(m),
         tc(train_config()),
         spec(resolve_attention(AttentionConfig{}, mc)),
         on_cpu(mc, spec, cpu),
@@ -488,6 +488,30 @@ TEST_F(CudaOps, TinyModelTrainsLikeCpu) {
   on_cpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lc);  // past the training context
   on_gpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lg);
   expect_close(lg, lc, 1e-4, "evaluation losses after training");
+}
+
+// A per-layer plan (SWAN's: RoPE with a window of N/2, then NoPE with full
+// attention, here with ssmax scales and the forget gate in the NoPE layer)
+// trains on the device as on the CPU.
+TEST_F(CudaOps, TinyModelWithALayerPlanTrainsLikeCpu) {
+  ModelConfig mc = TinyModelPair::model_config();
+  mc.layer_plan = "swan";
+  mc.layer_pattern = "LG";
+  mc.layer_kinds = nlohmann::json::parse(R"({"G": {"attention": {"preset": "ssmax", "position_bias": "forget"}}})");
+  TinyModelPair p(*cpu_, *gpu_, mc);
+  ASSERT_EQ(p.on_gpu.per_layer_attention()[0].spec.window, 8);
+  ASSERT_FALSE(p.on_gpu.per_layer_attention()[1].rope);
+  for (int s = 0; s < 3; ++s) {
+    const auto [cpu, gpu] = p.step(s);
+    EXPECT_NEAR(gpu, cpu, 1e-4 * cpu) << "step " << s;
+  }
+  const int T = mc.context;
+  const auto ids = random_ids(size_t(2) * 2 * T + 1, mc.vocab_size, 98);
+  const std::vector<int32_t> in(ids.begin(), ids.end() - 1), tg(ids.begin() + 1, ids.end());
+  std::vector<float> lc, lg;
+  p.on_cpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lc);
+  p.on_gpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lg);
+  expect_close(lg, lc, 1e-4, "evaluation losses of the plan");
 }
 
 // These run everywhere: the CUDA backend where a device is present, otherwise
