@@ -108,7 +108,7 @@ void check_far(const AttentionSpec& spec, bool has_far) {
 }
 
 void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale, bool has_sink,
-                bool has_kerple, bool has_fcum) {
+                bool has_kerple, bool has_fcum, bool has_fire) {
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "attention: B, T, C, NH must be positive, got B=", B,
             " T=", Tn, " C=", C, " NH=", NH);
   GPT_CHECK(C % NH == 0, "attention: C=", C, " must be a multiple of NH=", NH);
@@ -119,6 +119,7 @@ void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool ha
   GPT_CHECK(!spec.learned_sink() || has_sink, "attention: normalisation \"sink\" needs the per-head sink logits");
   GPT_CHECK(!spec.kerple() || has_kerple, "attention: the KERPLE bias needs its per-head parameters r1, r2");
   GPT_CHECK(!spec.forget() || has_fcum, "attention: the forget gate needs its cumulative log gates c (B, NH, T)");
+  GPT_CHECK(!spec.fire() || has_fire, "attention: FIRE needs its bias table (NH, T, T)");
   GPT_CHECK(!attn::sharpen_refused(spec), "attention: re-weighting (p > 0) does not compose with normalisation ",
             stage_name(spec.normalize), ": it renormalises rows to 1, undoing the weight the sink leaves out");
   GPT_CHECK(spec.window >= 0 && spec.sinks >= 0, "attention: the window and the sinks must be >= 0, got window=",
@@ -322,6 +323,11 @@ struct HeadConsts {
   // The forget gate: c of this (b,h) slice (T values), and (backward) dL/dc.
   const T* fc = nullptr;
   T* dfc = nullptr;
+  // FIRE: the table (T, T) of this head, and (backward) dL/db (T, T) of this
+  // (b,h) slice; row i reads and adds to row i − 1 (attn::fire).
+  const T* fb = nullptr;
+  T* dfb = nullptr;
+  int Tn = 0;
 };
 
 // KERPLE's per-head tables for one call: b_h(Δ), and with grads ∂b/∂r₁,
@@ -372,6 +378,10 @@ attn_rows::RowArgs<T> row_args(const RowBlock<T>& rb, int r, const AttentionSpec
   a.kg2 = hc.kg2;
   a.fc = hc.fc;
   a.dfc = hc.dfc;
+  if (hc.fb) {
+    a.kb = hc.fb + static_cast<size_t>(i - 1) * hc.Tn;
+    if (hc.dfb) a.dkb = hc.dfb + static_cast<size_t>(i - 1) * hc.Tn;
+  }
   if (rb.masked) {
     a.masked = true;
     a.ns = rb.ns;
@@ -562,10 +572,11 @@ HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, siz
   return dhead;
 }
 
-// The constants of slice (b,h); dfcum: the backward's dL/dc (B,NH,T), or null.
+// The constants of slice (b,h); dfcum: the backward's dL/dc (B,NH,T), dfire:
+// FIRE's dL/db (B,NH,T,T), or null.
 template <typename T>
 HeadConsts<T> head_consts(const AttentionSpec& s, int b, int h, int NH, int D, const HeadParams<T>& hp,
-                          const KerpleTables<T>& kt, int Tn, T* dfcum = nullptr) {
+                          const KerpleTables<T>& kt, int Tn, T* dfcum = nullptr, T* dfire = nullptr) {
   HeadConsts<T> hc{attn::score_factor(s, D), hp.scale ? static_cast<double>(hp.scale[h]) : 1.0,
                    s.alibi() ? attn::alibi_slope(h, NH) : 0.0, s.bias, D, attn::sink_logit(s, hp.sink, h)};
   kt.attach(hc, h, Tn);
@@ -573,6 +584,12 @@ HeadConsts<T> head_consts(const AttentionSpec& s, int b, int h, int NH, int D, c
     const size_t off = (static_cast<size_t>(b) * NH + h) * Tn;
     hc.fc = hp.fcum + off;
     if (dfcum) hc.dfc = dfcum + off;
+  }
+  if (s.fire()) {
+    const size_t TT = static_cast<size_t>(Tn) * Tn;
+    hc.Tn = Tn;
+    hc.fb = hp.fire + static_cast<size_t>(h) * TT;
+    if (dfire) hc.dfb = dfire + (static_cast<size_t>(b) * NH + h) * TT;
   }
   return hc;
 }
@@ -583,7 +600,7 @@ template <typename T>
 void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                        const HeadParams<std::type_identity_t<T>>& head, double* diag, const T* qkv_far) {
   check_args(B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr, head.kerple != nullptr,
-             head.fcum != nullptr);
+             head.fcum != nullptr, head.fire != nullptr);
   check_far(spec, qkv_far != nullptr);
   const int D = C / NH;
   const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
@@ -640,11 +657,12 @@ void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhp, 
                         const T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                         const HeadParams<std::type_identity_t<T>>& head, T* dqkv_far, const T* qkv_far) {
   check_args(B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr, head.kerple != nullptr,
-             head.fcum != nullptr);
+             head.fcum != nullptr, head.fire != nullptr);
   check_far(spec, qkv_far != nullptr);
   GPT_CHECK(!qkv_far || dqkv_far, "attention_backward: a distance remapping needs dqkv_far");
   GPT_CHECK(!spec.kerple() || dhp.kerple != nullptr, "attention_backward: KERPLE needs the gradients of r1, r2");
   GPT_CHECK(!spec.forget() || dhp.fcum != nullptr, "attention_backward: the forget gate needs dL/dc");
+  GPT_CHECK(!spec.fire() || dhp.fire != nullptr, "attention_backward: FIRE needs dL/db (B, NH, T, T)");
   GPT_CHECK(stats != nullptr, "attention_backward: the forward's stats are required");
   GPT_CHECK(!spec.learned_scale() || dhp.scale != nullptr, "attention_backward: ssmax needs dhead_scale");
   GPT_CHECK(!spec.learned_sink() || dhp.sink != nullptr, "attention_backward: the sink needs the sink gradients");
@@ -678,7 +696,7 @@ void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhp, 
       const HeadView<T> dhv(dheads, b, h, Tn, NH, D);
       const HeadView<const T> fv(qkv_far ? heads_far : heads, b, h, Tn, NH, D);
       const HeadView<T> dfv(qkv_far ? dheads_far : dheads, b, h, Tn, NH, D);
-      const HeadConsts<T> hc = head_consts(spec, b, h, NH, D, head, kt, Tn, dhp.fcum);
+      const HeadConsts<T> hc = head_consts(spec, b, h, NH, D, head, kt, Tn, dhp.fcum, dhp.fire);
       for (int i0 = 0; i0 < Tn; i0 += kRowBlock) {
         const RowBlock<T> rb(i0, std::min(Tn, i0 + kRowBlock), tile_ld(Tn), spec);
         // dout, out (B,T,C) row (b,i0), head h; stats (B,NH,T,kStats)

@@ -104,6 +104,7 @@ double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const
       row_dx += dx;
       a.dfc[a.key(j)] -= dx;
     }
+    if (a.dkb) a.dkb[a.i - 1 - a.key(j)] += dx;
     g[j] = lambda_f * dx;
   }
   if (a.dfc) a.dfc[a.i - 1] += row_dx;
@@ -219,10 +220,10 @@ struct ColMap<true> {
     dxs = nullptr;
     if (!a.learned_bias()) return;
     // The bias table at each column's distance (columns past n, whose
-    // distance may be negative, read 0), and in the backward (kg1 or dfc
+    // distance may be negative, read 0), and in the backward (kg1, dfc or dkb
     // given) its derivatives (zeros without KERPLE: the sums of dx·∂b/∂r then
     // come out 0); the forward reads only the bias.
-    const bool backward = a.kg1 || a.dfc;
+    const bool backward = a.kg1 || a.dfc || a.dkb;
     if (static_cast<int>(bg1.size()) < nb) bg1.resize(nb), bg2.resize(nb), dxv.resize(nb);
     float* bp = bias.data();
     float* g1p = bg1.data();
@@ -454,6 +455,8 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
       }
       a.dfc[a.i - 1] += row_dx;
     }
+    if (a.dkb)  // FIRE: dL/db(i, Δ) += dx at each column's distance
+      for (int c = 0; c < n; ++c) a.dkb[a.i - 1 - a.key(c)] += cm.dxs[c];
   }
   if (kerple_out) {
     double k1 = 0, k2 = 0;

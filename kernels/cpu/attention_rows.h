@@ -53,6 +53,9 @@ struct RowArgs {
   // backward adds dL/dc to dfc (the row's Σ_c dx_c at i − 1, −dx_c at each key).
   const T* fc = nullptr;
   T* dfc = nullptr;
+  // FIRE: kb is the row's own table row (b(i, Δ) depends on the row too),
+  // read as KERPLE's, and the backward adds each column's dx to dkb[Δ].
+  T* dkb = nullptr;
   T bias_at(int c) const {
     return (kb ? kb[i - 1 - key(c)] : T(0)) + (fc ? fc[i - 1] - fc[key(c)] : T(0));
   }

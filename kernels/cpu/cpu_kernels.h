@@ -80,6 +80,18 @@ void forget_forward(T* c, const T* g, int B, int Tn, int NH);
 template <typename T>
 void forget_backward(T* dg, const T* dc, const T* g, int B, int Tn, int NH);
 
+// ---- FIRE's bias table (contenders.md; attn::fire) ---------------------------------
+// table (NH,T,T) [(h·T + i0)·T + Δ] = b_h(i0, Δ) of the layer's parameter
+// block p (attn::fire::count(NH) values) for Δ <= i0, 0 for Δ > i0; L0 the
+// fixed threshold L₀ (attn::fire::threshold0).
+template <typename T>
+void fire_forward(T* table, const T* p, int Tn, int NH, double L0);
+// dp (count(NH)) += the gradient of Σ_b Σ dtable[b]·table through the MLP,
+// c and m, for dtable (B,NH,T,T) = dL/db of each sequence (entries Δ > i0
+// ignored). Summed in double in a fixed order whatever the thread count.
+template <typename T>
+void fire_backward(T* dp, const T* dtable, const T* p, int B, int Tn, int NH, double L0);
+
 // ---- the sigmoid output gate (gated attention; contenders.md) --------------------
 // out = y · σ(g), element-wise over n values.
 template <typename T>
@@ -121,7 +133,8 @@ void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const R
 // head.scale the ssmax scales s_h (NH; required for scale ssmax), head.sink
 // the sink logits ζ_h (NH; normalisation sink), head.kerple KERPLE's raw
 // (ρ₁, ρ₂) (2·NH; position_bias kerple_*), head.fcum the forget gate's c
-// (B, NH, T; position_bias forget), each ignored otherwise; a plain pointer
+// (B, NH, T; position_bias forget), head.fire FIRE's bias table (NH, T, T;
+// position_bias fire, from fire_forward), each ignored otherwise; a plain pointer
 // converts to head.scale. diag (NH, kAttentionDiagStats)
 // accumulates (+=) per-head diagnostics when non-null. No T×T buffer is kept:
 // blocks of query rows are streamed through per-thread tiles of (row block ×
@@ -135,7 +148,8 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C,
                        double* diag, const T* qkv_far = nullptr);
 // dqkv (B,T,3C) += gradient, dhead.scale (NH) += dL/ds_h (ssmax only),
 // dhead.sink (NH) += dL/dζ_h (sink only), dhead.kerple (2·NH) += dL/dρ
-// (KERPLE only) and dhead.fcum (B, NH, T) += dL/dc (forget only; each may be
+// (KERPLE only), dhead.fcum (B, NH, T) += dL/dc (forget only) and dhead.fire
+// (B, NH, T, T) += dL/db of FIRE's table per sequence (fire only; each may be
 // null otherwise), given
 // dout (B,T,C) and the forward's out, stats. Weights are recomputed row by
 // row from qkv and stats.

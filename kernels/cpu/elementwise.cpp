@@ -97,6 +97,46 @@ template void sigmoid_gate_forward<float>(float*, const float*, const float*, si
 template void sigmoid_gate_forward<double>(double*, const double*, const double*, size_t);
 template void sigmoid_gate_backward<float>(float*, float*, const float*, const float*, const float*, size_t);
 template void sigmoid_gate_backward<double>(double*, double*, const double*, const double*, const double*, size_t);
+template <typename T>
+void fire_forward(T* table, const T* p, int Tn, int NH, double L0) {
+  const size_t TT = static_cast<size_t>(Tn) * Tn;
+#pragma omp parallel for schedule(dynamic, 16) if (TT * NH >= kMinParallelWork)
+  for (int i0 = 0; i0 < Tn; ++i0) {
+    T* row = table + static_cast<size_t>(i0) * Tn;
+    for (int d = 0; d <= i0; ++d)
+      attn::fire::biases(p, NH, attn::fire::input_of(p, NH, L0, i0, d).u, row + d, static_cast<long>(TT));
+    for (int h = 0; h < NH; ++h) std::fill(row + h * TT + i0 + 1, row + h * TT + Tn, T(0));
+  }
+}
+
+template <typename T>
+void fire_backward(T* dp, const T* dtable, const T* p, int B, int Tn, int NH, double L0) {
+  const size_t TT = static_cast<size_t>(Tn) * Tn, total = TT * NH;
+  std::vector<double> g(total, 0.0);  // Σ_b dtable[b], in order of b
+#pragma omp parallel for schedule(static) if (total * B >= kMinParallelWork)
+  for (long e = 0; e < static_cast<long>(total); ++e)
+    for (int b = 0; b < B; ++b) g[e] += static_cast<double>(dtable[static_cast<size_t>(b) * total + e]);
+  std::vector<attn::fire::Input> in(TT);
+  for (int i0 = 0; i0 < Tn; ++i0)
+    for (int d = 0; d <= i0; ++d) in[static_cast<size_t>(i0) * Tn + d] = attn::fire::input_of(p, NH, L0, i0, d);
+  const int np = attn::fire::count(NH);
+  // One parameter per iteration, its pairs summed in order.
+#pragma omp parallel for schedule(dynamic, 1) if (TT * np >= kMinParallelWork)
+  for (int k = 0; k < np; ++k) {
+    double s = 0;
+    for (int i0 = 0; i0 < Tn; ++i0)
+      for (int d = 0; d <= i0; ++d) {
+        const size_t e = static_cast<size_t>(i0) * Tn + d;
+        s += attn::fire::param_grad(p, NH, k, in[e], g.data() + e, static_cast<long>(TT));
+      }
+    dp[k] += static_cast<T>(s);
+  }
+}
+
+template void fire_forward<float>(float*, const float*, int, int, double);
+template void fire_forward<double>(double*, const double*, int, int, double);
+template void fire_backward<float>(float*, const float*, const float*, int, int, int, double);
+template void fire_backward<double>(double*, const double*, const double*, int, int, int, double);
 template void forget_forward<float>(float*, const float*, int, int, int);
 template void forget_forward<double>(double*, const double*, int, int, int);
 template void forget_backward<float>(float*, const float*, const float*, int, int, int);

@@ -774,6 +774,7 @@ void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpe
   GPT_CHECK(!spec.learned_sink() || has_sink, fn, ": normalisation \"sink\" needs the per-head sink logits");
   GPT_CHECK(!spec.kerple() || has_kerple, fn, ": the KERPLE bias needs its per-head parameters r1, r2");
   GPT_CHECK(!spec.forget() || has_fcum, fn, ": the forget gate needs its cumulative log gates c (B, NH, T)");
+  GPT_CHECK(!spec.fire(), fn, ": FIRE (position_bias \"fire\") has no CUDA kernels yet; run it on the CPU");
   GPT_CHECK(!attn::sharpen_refused(spec), fn, ": re-weighting (p > 0) does not compose with normalisation ",
             stage_name(spec.normalize), ": it renormalises rows to 1, undoing the weight the sink leaves out");
   const int phi = static_cast<int>(spec.positivity), score = static_cast<int>(spec.score),

@@ -117,6 +117,10 @@ class Backend : public ParamBackend<accum_t<T>> {
   // The forget gate (cpu::forget_forward): c (B,NH,T) from the gate logits g (B,T,NH); dg += its backward.
   virtual void forget_forward(Acc* c, const T* g, int B, int Tn, int NH) = 0;
   virtual void forget_backward(T* dg, const Acc* dc, const T* g, int B, int Tn, int NH) = 0;
+  // FIRE's bias table (cpu::fire_forward): table (NH,T,T) from a layer's
+  // parameter block p; dp += its backward from dtable (B,NH,T,T).
+  virtual void fire_forward(Acc* table, const T* p, int Tn, int NH, double L0) = 0;
+  virtual void fire_backward(Acc* dp, const Acc* dtable, const T* p, int B, int Tn, int NH, double L0) = 0;
   // A target of kIgnoreTarget (core/tokens.h) has loss 0 and a zero gradient row.
   virtual void crossentropy_forward(Acc* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) = 0;
   virtual void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const Acc* dloss, int N,

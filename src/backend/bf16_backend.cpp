@@ -203,6 +203,7 @@ class Bf16Backend final : public Backend<bf16> {
     by_units(B, 3 * TC, [&](int b0, int nb) {
       float* o = scratch(0, nb * TC);
       hs.fcum = at(head.fcum, b0 * fc_unit);
+      hs.fire = head.fire;
       wide_->attention_forward(o, at(stats, b0 * stats_unit), widen(1, qkv + 3 * b0 * TC, 3 * nb * TC), nb, Tn, C,
                                NH, spec, hs, diag, widen(3, at(qkv_far, 3 * b0 * TC), 3 * nb * TC));
       narrow(out + b0 * TC, o, nb * TC);
@@ -214,6 +215,7 @@ class Bf16Backend final : public Backend<bf16> {
     const size_t TC = static_cast<size_t>(Tn) * C;
     const size_t stats_unit = static_cast<size_t>(NH) * Tn * AttentionSpec::kStatsPerRow;
     const size_t fc_unit = static_cast<size_t>(NH) * Tn;
+    const size_t fire_unit = static_cast<size_t>(NH) * Tn * Tn;  // FIRE's dL/db per sequence
     HeadParams<float> hs(widen(4, head.scale, NH), widen(7, head.sink, NH), widen(8, head.kerple, 2 * NH));
     // The learned head parameters' gradients (ssmax, sink, KERPLE) are summed over the whole batch before they
     // are added: one call.
@@ -226,6 +228,8 @@ class Bf16Backend final : public Backend<bf16> {
       hs.fcum = at(head.fcum, b0 * fc_unit);
       HeadGrads<float> dh = dhead_scale;
       dh.fcum = at(dhead_scale.fcum, b0 * fc_unit);
+      hs.fire = head.fire;
+      dh.fire = at(dhead_scale.fire, b0 * fire_unit);
       wide_->attention_backward(dq, dh, widen(1, dout + o0, on), widen(2, out + o0, on),
                                 at(stats, b0 * stats_unit), widen(3, qkv + q0, qn), nb, Tn, C, NH, spec, hs, dqf,
                                 widen(6, at(qkv_far, q0), qn));
@@ -249,6 +253,13 @@ class Bf16Backend final : public Backend<bf16> {
       narrow(dy + i, a, m);
       narrow(dg + i, b, m);
     });
+  }
+  // FIRE: the parameter block is small (widened whole); tables are float32.
+  void fire_forward(float* table, const bf16* p, int Tn, int NH, double L0) override {
+    wide_->fire_forward(table, widen(0, p, attn::fire::count(NH)), Tn, NH, L0);
+  }
+  void fire_backward(float* dp, const float* dtable, const bf16* p, int B, int Tn, int NH, double L0) override {
+    wide_->fire_backward(dp, dtable, widen(0, p, attn::fire::count(NH)), B, Tn, NH, L0);
   }
   // Gate logits (B,T,NH) in chunks of sequences; c and dc are float32.
   void forget_forward(float* c, const bf16* g, int B, int Tn, int NH) override {

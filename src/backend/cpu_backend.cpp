@@ -120,6 +120,12 @@ class CpuBackend final : public Backend<T> {
   void sigmoid_gate_backward(T* dy, T* dg, const T* dout, const T* y, const T* g, size_t n) override {
     cpu::sigmoid_gate_backward(dy, dg, dout, y, g, n);
   }
+  void fire_forward(T* table, const T* p, int Tn, int NH, double L0) override {
+    cpu::fire_forward(table, p, Tn, NH, L0);
+  }
+  void fire_backward(T* dp, const T* dtable, const T* p, int B, int Tn, int NH, double L0) override {
+    cpu::fire_backward(dp, dtable, p, B, Tn, NH, L0);
+  }
   void forget_forward(T* c, const T* g, int B, int Tn, int NH) override { cpu::forget_forward(c, g, B, Tn, NH); }
   void forget_backward(T* dg, const T* dc, const T* g, int B, int Tn, int NH) override {
     cpu::forget_backward(dg, dc, g, B, Tn, NH);

@@ -280,7 +280,7 @@ std::string attention_summary(const AttentionConfig& a, const AttentionSpec& s) 
   os << ", " << stage_name(s.normalize);
   if (s.normalize == Normalize::Fixed) os << " /" << s.norm_const;
   if (s.sharpened()) os << ", reweight p=" << s.p << " offset_rows=" << s.offset_rows;
-  if (s.kerple() || s.forget()) os << ", " << stage_name(s.position_bias);
+  if (s.kerple() || s.forget() || s.fire()) os << ", " << stage_name(s.position_bias);
   if (s.output_gate) os << ", output gate";
   os << ")";
   return os.str();
@@ -301,10 +301,11 @@ void check_attention_compatible(const AttentionSpec& trained, const AttentionSpe
             " needs the learned sink logits, which the checkpoint (trained with ", trained_name,
             ") does not have; normalize off_by_one is the sink without parameters");
   GPT_CHECK(trained.kerple() == wanted.kerple() && trained.forget() == wanted.forget() &&
+                trained.fire() == wanted.fire() &&
                 (!trained.kerple() || trained.position_bias == wanted.position_bias),
             "attention ", wanted_name, " has the position bias ", stage_name(wanted.position_bias),
             " but the checkpoint (trained with ", trained_name, ") ", stage_name(trained.position_bias),
-            "; a learned bias (KERPLE, the forget gate) cannot be added, dropped or exchanged after training");
+            "; a learned bias (KERPLE, FIRE, the forget gate) cannot be added, dropped or exchanged after training");
   GPT_CHECK(trained.output_gate == wanted.output_gate, "attention ", wanted_name,
             wanted.output_gate ? " adds an output gate" : " drops the output gate", " that the checkpoint (trained with ",
             trained_name, ") ", trained.output_gate ? "has" : "does not have",

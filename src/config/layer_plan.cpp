@@ -191,6 +191,7 @@ LearnedAttention learned_attention(const std::vector<LayerAttention>& layers) {
     out.scale |= s.learned_scale();
     out.sink |= s.learned_sink();
     out.forget |= s.forget();
+    out.fire |= s.fire();
     out.output_gate |= s.output_gate;
     if (s.kerple()) {
       GPT_CONFIG_CHECK(out.kerple_kind == PositionBias::None || out.kerple_kind == s.position_bias,

@@ -51,6 +51,9 @@ struct Activations {
   Buffer<T> dfgate;    // the forget gate's dL/dg (B, Tn, NH)
   Buffer<Acc> dfcum;   // and dL/dc (B, NH, Tn)
   Buffer<T> dattg, dogate;  // the output gate's dL/d(gated output), dL/d(logits)
+  // FIRE's table b (NH, Tn, Tn) of the layer running (made again in the
+  // backward) and its dL/db (B, NH, Tn, Tn); grown on first use (fire only).
+  Buffer<Acc> fire_table, dfire;
   // Forward scratch shared by the layers: values no backward reads. The two
   // output projections (the residual adds them) and, with rope positions,
   // the qkv projection before RoPE (RoPE's backward needs only its gradient).
@@ -237,8 +240,10 @@ void GPT<T>::set_attention(const AttentionSpec& spec) {
     const AttentionSpec &was = layers_[l].spec, &now = layers[l].spec;
     GPT_CHECK(now.learned_scale() == was.learned_scale() && now.learned_sink() == was.learned_sink() &&
                   now.kerple() == was.kerple() && (!now.kerple() || now.position_bias == was.position_bias) &&
-                  now.forget() == was.forget() && now.output_gate == was.output_gate && now.score == was.score,
-              "set_attention: the score type, the learned scales, sinks, KERPLE bias, forget gate and output gate must "
+                  now.forget() == was.forget() && now.fire() == was.fire() && now.output_gate == was.output_gate &&
+                  now.score == was.score,
+              "set_attention: the score type, the learned scales, sinks, KERPLE and FIRE biases, forget gate and "
+              "output gate must "
               "not change (they decide the parameters)",
               plan_.empty() ? "" : "; layer " + std::to_string(l) + " (kind " + layers_[l].kind + ") would change");
     far_changed |= remap::on(now.rope) != remap::on(was.rope);
@@ -269,6 +274,16 @@ size_t GPT<T>::check_tokens(const int32_t* tokens, size_t n, const char* what, b
 
 // Embedding, the blocks, the final LayerNorm and the logits, for the tokens
 // already uploaded to a.tokens.
+// FIRE's bias table (NH, Tn, Tn) of one layer's block p, in a's shared buffer.
+template <typename T>
+const accum_t<T>* make_fire_table(Backend<T>& be, Activations<T>& a, const T* p, const AttentionSpec& spec, int NH,
+                                  int Tn) {
+  const size_t n = static_cast<size_t>(NH) * Tn * Tn;
+  if (a.fire_table.size() < n) a.fire_table = Buffer<accum_t<T>>(be, n);
+  be.fire_forward(a.fire_table.get(), p, Tn, NH, attn::fire::threshold0(spec.trained_context));
+  return a.fire_table.get();
+}
+
 template <typename T>
 void GPT<T>::forward_trunk(Activations<T>& a) {
   const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, NH = cfg_.n_head, N = B * Tn, Vp = cfg_.padded_vocab();
@@ -296,6 +311,7 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
       be_.matmul_forward(x.fgate.get(), x.ln1.get(), w.fgatew, w.fgateb, N, C, NH);
       be_.forget_forward(x.fcum.get(), x.fgate.get(), B, Tn, NH);
     }
+    const Acc* fire = spec.fire() ? make_fire_table(be_, a, w.attnfire, spec, NH, Tn) : nullptr;
     const T* qkv = x.qkv.get();
     const T* qkv_far = nullptr;
     if (remap::on(spec.rope)) {  // the second rotation of a distance remapping
@@ -305,7 +321,7 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
     double* diag = diag_ && !a.training ? diag_->data() + static_cast<size_t>(l) * NH * kAttentionDiagStats : nullptr;
     be_.attention_forward(x.atty.get(), a.training ? x.att_stats.get() : nullptr, qkv, B, Tn, C, NH, spec,
                           HeadParams<T, Acc>(w.attnscale, w.attnsink, w.attnkerple,
-                                             spec.forget() ? x.fcum.get() : nullptr),
+                                             spec.forget() ? x.fcum.get() : nullptr, fire),
                           diag, qkv_far);
     const T* att_out = x.atty.get();
     if (spec.output_gate) {  // gated attention: atty ⊙ σ(ln1·W_gᵀ + b_g)
@@ -417,8 +433,18 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
     be_.zero(a.dqkv.get(), NC * 3);
     const bool forget = spec.forget();
     if (forget) be_.zero(a.dfcum.get(), static_cast<size_t>(N) * NH);
-    const HeadGrads<Acc> dhead(g.attnscale, g.attnsink, g.attnkerple, forget ? a.dfcum.get() : nullptr);
-    const HeadParams<T, Acc> head(w.attnscale, w.attnsink, w.attnkerple, forget ? x.fcum.get() : nullptr);
+    const bool fire = spec.fire();
+    const Acc* fire_tab = fire ? make_fire_table(be_, a, w.attnfire, spec, NH, Tn) : nullptr;
+    Acc* dfire = nullptr;
+    if (fire) {
+      const size_t n = static_cast<size_t>(B) * NH * Tn * Tn;
+      if (a.dfire.size() < n) a.dfire = Buffer<Acc>(be_, n);
+      dfire = a.dfire.get();
+      be_.zero(dfire, n);
+    }
+    const HeadGrads<Acc> dhead(g.attnscale, g.attnsink, g.attnkerple, forget ? a.dfcum.get() : nullptr, dfire);
+    const HeadParams<T, Acc> head(w.attnscale, w.attnsink, w.attnkerple, forget ? x.fcum.get() : nullptr,
+                                  fire_tab);
     if (rope) {
       be_.zero(a.dqkvr.get(), NC * 3);
       if (far) be_.zero(a.dqkvf.get(), NC * 3);
@@ -433,6 +459,8 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
     be_.zero(a.dln.get(), NC);
     be_.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv.get(), x.ln1.get(), w.qkvw, N, C, 3 * C);
     if (gate) be_.matmul_backward(a.dln.get(), g.ogatew, g.ogateb, a.dogate.get(), x.ln1.get(), w.ogatew, N, C, C);
+    if (fire)  // through FIRE's table to its MLP, c and m
+      be_.fire_backward(g.attnfire, dfire, w.attnfire, B, Tn, NH, attn::fire::threshold0(spec.trained_context));
     if (forget) {  // through c's prefix sums and ln σ(g) to the gate's projection and ln1
       be_.zero(a.dfgate.get(), static_cast<size_t>(N) * NH);
       be_.forget_backward(a.dfgate.get(), a.dfcum.get(), x.fgate.get(), B, Tn, NH);

@@ -26,6 +26,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const bool learned_attn_sink = learned.sink;
   const bool learned_kerple = learned.kerple;
   const bool learned_forget = learned.forget;
+  const bool learned_fire = learned.fire;
   const bool output_gate = learned.output_gate;
   const InitKind kerple_init =
       learned.kerple_kind == PositionBias::KerplePower ? InitKind::KerplePower : InitKind::KerpleLog;
@@ -146,6 +147,22 @@ void init_params_in_pieces(const ParamLayout& layout, const ModelConfig& m, uint
             double r = std::max(0.01, hi * rng.uniform());
             if (power && second) r = std::min(r, 1.99);
             p[i] = static_cast<T>(second ? attn::kerple_rho2(kind, r) : attn::kerple_rho1(r));
+          }
+          break;
+        }
+        case InitKind::Fire: {  // one block per layer (attn::fire's layout)
+          namespace f = attn::fire;
+          const int H = m.n_head;
+          for (size_t i = 0; i < k; ++i) {
+            const int e = static_cast<int>((first + i) % static_cast<size_t>(f::count(H)));
+            double v;
+            if (e == f::c(H)) v = f::kInitC;
+            else if (e == f::m(H)) v = f::kInitMultiplier;
+            else {
+              const double bound = e < f::w2() ? 1.0 : 1.0 / std::sqrt(static_cast<double>(f::kWidth));
+              v = bound * (2.0 * rng.uniform() - 1.0);
+            }
+            p[i] = static_cast<T>(v);
           }
           break;
         }

@@ -24,6 +24,7 @@ enum class InitKind {
   AttnScale,       // ssmax's s_h = 1/ln N (attn::ssmax_init)
   KerpleLog,       // (ρ₁, ρ₂) per head for r₁ ~ U(0, 2), r₂ ~ U(0, 1), at least 0.01 (attn::kerple_r)
   KerplePower,     // (ρ₁, ρ₂) per head for r₁ ~ U(0, 1), r₂ ~ U(0, 2) (exponent), 0.01 <= r <= 1.99
+  Fire,            // FIRE's block (attn::fire): MLP weights and biases U(±1/sqrt(fan_in)), c = 0.1, m = 1
 };
 
 // X(name, shape, init, decay, present). Shapes use C (channels), Vp (padded
@@ -32,7 +33,8 @@ enum class InitKind {
 // learned_attn_sink (the sink logits ζ_h of normalisation "sink", starting at
 // 0: the sink begins as softmax1's implicit zero logit) and learned_kerple
 // (KERPLE's raw (ρ₁, ρ₂) per head; `kerple_init` is its variant's InitKind)
-// and learned_forget (the forget gate's projection C → H and bias: f_t =
+// and learned_fire (FIRE's MLP, c and multiplier m of attn::fire, one block
+// per layer, no weight decay) and learned_forget (the forget gate's projection C → H and bias: f_t =
 // σ(fgatew·x_t + fgateb), x_t the layer's normalised input; N(0, init_std) and
 // zeros, as the Forgetting Transformer's reference initialises them) and
 // output_gate (gated attention's W_g, b_g: N(0, init_std) and zeros, so every
@@ -58,6 +60,7 @@ enum class InitKind {
   X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale) \
   X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink)   \
   X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple)     \
+  X(attnfire, (Shape{attn::fire::count(H)}), InitKind::Fire, false, learned_fire) \
   X(fgatew, (Shape{H, C}), InitKind::Normal, true, learned_forget)      \
   X(fgateb, (Shape{H}), InitKind::Zeros, false, learned_forget)         \
   X(ogatew, (Shape{C, C}), InitKind::Normal, true, output_gate)         \

@@ -293,8 +293,8 @@ TEST(ConfigCrossField, ContenderStagesRefuseWhatTheyDoNotComposeWith) {
                   {"re-weighting", "attention.p = 15", "attention.preset = \"sink\""});
   expect_contains(parse_error(R"({"model": {"position": "alibi"}, "attention": {"position_bias": "kerple_log"}})"),
                   {"\"model.position\" = \"alibi\"", "attention.position_bias = \"kerple_log\""});
-  expect_contains(parse_error(R"({"attention": {"position_bias": "fire"}})"),
-                  {"attention.position_bias", "none, alibi, kerple_log, kerple_power, forget"});
+  expect_contains(parse_error(R"({"attention": {"position_bias": "t5"}})"),
+                  {"attention.position_bias", "none, alibi, kerple_log, kerple_power, forget, fire"});
   const gpt::Config c = parse(R"({"model": {"position": "none"}, "attention": {"preset": "softpick",
                                   "positivity": "softplus", "position_bias": "kerple_power"}})");
   const gpt::AttentionSpec s = gpt::resolve_attention(c);

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <tuple>
 
 #include "backend/backend.h"
@@ -52,8 +53,10 @@ class ModelGradcheck : public ::testing::TestWithParam<std::pair<std::string, st
 // The whole model's gradient against five-point finite differences, per
 // parameter tensor. T = cfg.context, B = 2.
 // h: the finite-difference step (0: the preset's, see below).
+// adjust (may be null) edits the perturbed parameters before the check.
 void check_model_gradient(const ModelConfig& cfg, const AttentionConfig& ac, const ContextConfig& cc,
-                          const std::string& label, double h = 0) {
+                          const std::string& label, double h = 0,
+                          const std::function<void(std::vector<double>&, const ParamLayout&)>& adjust = nullptr) {
   const std::string& preset = ac.preset;
   auto be = make_cpu_backend<double>();
   GPT<double> model(cfg, resolve_attention(ac, cfg, cc), *be);
@@ -66,6 +69,7 @@ void check_model_gradient(const ModelConfig& cfg, const AttentionConfig& ac, con
   const size_t real_wte = static_cast<size_t>(cfg.vocab_size) * cfg.n_embd;
   for (size_t i = 0; i < params.size(); ++i)
     if (i < wte.offset + real_wte || i >= wte.offset + wte.numel()) params[i] += noise[i];
+  if (adjust) adjust(params, model.layout());
   model.set_params(params);
 
   const int B = 2, T = cfg.context;
@@ -139,6 +143,42 @@ TEST(ModelGradcheck, KerpleBiasesWithoutPositionEncoding) {
     EXPECT_EQ(probe.layout().find("attnkerple").numel(), static_cast<size_t>(cfg.n_layer) * cfg.n_head * 2);
     check_model_gradient(cfg, ac, ContextConfig{}, std::string("none,") + bias);
   }
+}
+
+// FIRE through the whole model, without RoPE as the paper runs it: its
+// block per layer (MLP, c, m: attnfire) is one of the tensors checked.
+TEST(ModelGradcheck, FireWithoutPositionEncoding) {
+  AttentionConfig ac;
+  ac.preset = "softmax";
+  ac.position_bias = "fire";
+  const ModelConfig cfg = tiny_config("none");
+  auto be = make_cpu_backend<double>();
+  GPT<double> probe(cfg, resolve_attention(ac, cfg), *be);
+  ASSERT_TRUE(probe.layout().has("attnfire"));
+  EXPECT_EQ(probe.layout().find("attnfire").numel(),
+            static_cast<size_t>(cfg.n_layer) * attn::fire::count(cfg.n_head));
+  // Keep every hidden unit's w1·u + b1 at least 0.02 from its ReLU kink at
+  // every (i0, Δ) of the T = 5 table, so that the stencil never crosses it.
+  auto off_kinks = [&](std::vector<double>& p, const ParamLayout& layout) {
+    const int NH = cfg.n_head, n = attn::fire::count(NH), T = cfg.context;
+    const double L0 = attn::fire::threshold0(cfg.context);
+    for (int l = 0; l < cfg.n_layer; ++l) {
+      double* blk = p.data() + layout.find("attnfire").offset + static_cast<size_t>(l) * n;
+      const double c = std::abs(blk[attn::fire::c(NH)]), L = std::abs(blk[attn::fire::m(NH)] * L0);
+      for (int k = 0; k < attn::fire::kWidth; ++k)
+        for (int tries = 0; tries < 400; ++tries) {
+          double closest = 1e9;
+          for (int i0 = 0; i0 < T; ++i0)
+            for (int d = 0; d <= i0; ++d) {
+              const double u = std::log(c * d + 1) / (std::log(c * std::max<double>(i0, L) + 1) + 1e-6);
+              closest = std::min(closest, std::abs(blk[k] * u + blk[attn::fire::kWidth + k]));
+            }
+          if (closest >= 0.02) break;
+          blk[attn::fire::kWidth + k] += 0.011;
+        }
+    }
+  };
+  check_model_gradient(cfg, ac, ContextConfig{}, "none,fire", 0, off_kinks);
 }
 
 // The Forgetting Transformer's gate through the whole model (gate projection

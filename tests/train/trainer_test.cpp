@@ -132,6 +132,13 @@ TEST(Trainer, ContendersParametersResumeBitIdentically) {
         c.attention.preset = "sink";
       },
       {"fgatew", "fgateb", "ogatew", "ogateb", "attnsink"});
+  expect_resume_bit_identical(
+      "fire",
+      [](Config& c) {
+        c.model.position = "none";
+        c.attention.position_bias = "fire";
+      },
+      {"attnfire"});
 }
 
 // A per-layer plan (a windowed RoPE layer, then a NoPE layer with the sink

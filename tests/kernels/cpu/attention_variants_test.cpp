@@ -96,6 +96,10 @@ std::vector<Variant> all_variants(int N) {
   v.push_back(preset("lssa", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "lssa+forget"));
   v.push_back(preset("sigmoid", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "sigmoid+forget"));
   v.push_back(preset("sink", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "sink+forget"));
+  // FIRE's table b_h(i, Δ) (given here; its MLP is tested in fire_test.cpp).
+  v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "softmax+fire"));
+  v.push_back(preset("lssar", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "lssar+fire"));
+  v.push_back(preset("sink", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "sink+fire"));
   Variant alibi = preset("softmax", N);
   alibi.name = "softmax+alibi";
   alibi.spec.position_bias = PositionBias::Alibi;
@@ -165,6 +169,17 @@ std::vector<double> fcum_for(const AttentionSpec& sp, int B, int NH, int T) {
   }
   return c;
 }
+// FIRE's table (NH, T, T) the helpers give a variant with it: pseudo-random
+// b_h(i0, Δ) in [−2, 1] for Δ <= i0 (the kernels take it as an input; its
+// MLP is tested in fire_test.cpp), 0 above the diagonal.
+std::vector<double> fire_for(const AttentionSpec& sp, int NH, int T) {
+  if (!sp.fire()) return {};
+  std::vector<double> t = random_vector(static_cast<size_t>(NH) * T * T, 91, -2.0, 1.0);
+  for (int h = 0; h < NH; ++h)
+    for (int i0 = 0; i0 < T; ++i0)
+      for (int d = i0 + 1; d < T; ++d) t[(static_cast<size_t>(h) * T + i0) * T + d] = 0;
+  return t;
+}
 template <typename T>
 const T* ptr(const std::vector<T>& v) {
   return v.empty() ? nullptr : v.data();
@@ -179,15 +194,16 @@ std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, const Attentio
                        std::vector<double>* diag = nullptr,
                        const std::type_identity_t<std::vector<T>>* sinks = nullptr,
                        const std::type_identity_t<std::vector<T>>* kerple = nullptr,
-                       const std::type_identity_t<std::vector<T>>* fcum = nullptr) {
+                       const std::type_identity_t<std::vector<T>>* fcum = nullptr,
+                       const std::type_identity_t<std::vector<T>>* fire = nullptr) {
   std::vector<T> out(s.out_size());
   if (stats) stats->assign(s.stats_size(), T(0));
   if (diag) diag->assign(static_cast<size_t>(s.NH) * kAttentionDiagStats, 0.0);
   const std::vector<T> own = cast<T>(sinks_for(spec, s.NH)), own_k = cast<T>(kerple_for(spec, s.NH)),
-                       own_f = cast<T>(fcum_for(spec, s.B, s.NH, s.T));
+                       own_f = cast<T>(fcum_for(spec, s.B, s.NH, s.T)), own_b = cast<T>(fire_for(spec, s.NH, s.T));
   attention_forward(out.data(), stats ? stats->data() : nullptr, qkv.data(), s.B, s.T, s.C, s.NH, spec,
                     {ptr(head_scale), ptr(sinks ? *sinks : own), ptr(kerple ? *kerple : own_k),
-                     ptr(fcum ? *fcum : own_f)},
+                     ptr(fcum ? *fcum : own_f), ptr(fire ? *fire : own_b)},
                     diag ? diag->data() : nullptr);
   return out;
 }
@@ -201,22 +217,25 @@ std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, cons
                         const std::type_identity_t<std::vector<T>>* kerple = nullptr,
                         std::type_identity_t<std::vector<T>>* dkerple = nullptr,
                         const std::type_identity_t<std::vector<T>>* fcum = nullptr,
-                        std::type_identity_t<std::vector<T>>* dfcum = nullptr) {
+                        std::type_identity_t<std::vector<T>>* dfcum = nullptr,
+                        const std::type_identity_t<std::vector<T>>* fire = nullptr,
+                        std::type_identity_t<std::vector<T>>* dfire = nullptr) {
   std::vector<T> stats;
-  const std::vector<T> out = forward(qkv, s, spec, head_scale, &stats, nullptr, sinks, kerple, fcum);
+  const std::vector<T> out = forward(qkv, s, spec, head_scale, &stats, nullptr, sinks, kerple, fcum, fire);
   std::vector<T> dqkv(s.qkv_size(), T(0));
   std::vector<T> dh(s.NH, T(0)), dz(s.NH, T(0)), dk(2 * s.NH, T(0)),
-      dc(static_cast<size_t>(s.B) * s.NH * s.T, T(0));
+      dc(static_cast<size_t>(s.B) * s.NH * s.T, T(0)), db(static_cast<size_t>(s.B) * s.NH * s.T * s.T, T(0));
   const std::vector<T> own = cast<T>(sinks_for(spec, s.NH)), own_k = cast<T>(kerple_for(spec, s.NH)),
-                       own_f = cast<T>(fcum_for(spec, s.B, s.NH, s.T));
-  attention_backward(dqkv.data(), {dh.data(), dz.data(), dk.data(), dc.data()}, w.data(), out.data(), stats.data(),
-                     qkv.data(), s.B, s.T, s.C, s.NH, spec,
+                       own_f = cast<T>(fcum_for(spec, s.B, s.NH, s.T)), own_b = cast<T>(fire_for(spec, s.NH, s.T));
+  attention_backward(dqkv.data(), {dh.data(), dz.data(), dk.data(), dc.data(), db.data()}, w.data(), out.data(),
+                     stats.data(), qkv.data(), s.B, s.T, s.C, s.NH, spec,
                      {ptr(head_scale), ptr(sinks ? *sinks : own), ptr(kerple ? *kerple : own_k),
-                      ptr(fcum ? *fcum : own_f)});
+                      ptr(fcum ? *fcum : own_f), ptr(fire ? *fire : own_b)});
   if (dhead) *dhead = dh;
   if (dsink) *dsink = dz;
   if (dkerple) *dkerple = dk;
   if (dfcum) *dfcum = dc;
+  if (dfire) *dfire = db;
   return dqkv;
 }
 
@@ -238,6 +257,7 @@ std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, 
   const double slope = sp.alibi() ? std::pow(2.0, -8.0 * (h + 1) / s.NH) : 0.0;  // NH a power of two here
   // the forget gate's Σ_{l=j+1..i} ln f_l = c_i − c_j
   const std::vector<double> fc = fcum_for(sp, s.B, s.NH, s.T);
+  const std::vector<double> fb = fire_for(sp, s.NH, s.T);  // FIRE's b_h(i0, Δ) at [(h·T + i0)·T + Δ]
   std::vector<double> W(static_cast<size_t>(T) * T, 0.0);
   for (int i = 1; i <= T; ++i) {  // 1-based row, keys j = 1..i
     std::vector<double> a(i);
@@ -249,7 +269,8 @@ std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, 
       const double x = ref_lambda(sp, i, d, head_scale.empty() ? 0 : head_scale[h]) * score + sp.bias -
                        slope * (i - j) + ref_kerple(sp, kerple_for(sp, s.NH), h, i - j) +
                        (fc.empty() ? 0.0 : fc[(static_cast<size_t>(b) * s.NH + h) * T + i - 1] -
-                                               fc[(static_cast<size_t>(b) * s.NH + h) * T + j - 1]);
+                                               fc[(static_cast<size_t>(b) * s.NH + h) * T + j - 1]) +
+                       (fb.empty() ? 0.0 : fb[(static_cast<size_t>(h) * T + i - 1) * T + (i - j)]);
       a[j - 1] = ref_phi(sp.positivity, x);
     }
     ref_normalize(sp, a, sinks.empty() ? 0.0 : sinks[h]);
@@ -377,6 +398,21 @@ TEST_P(AttentionGradcheck, MatchesFiniteDifferences) {
       test::expect_gradient_scaled("attention", (v.name + " dc").c_str(), dc, numeric_c);
     } else {
       for (double g : dc) EXPECT_EQ(g, 0.0) << v.name << ": no forget gate, no gradient";
+    }
+    // FIRE's table b_h(i0, Δ): every entry on or below the diagonal.
+    std::vector<double> fb = fire_for(v.spec, s.NH, s.T), db;
+    backward(qkv, w, s, v.spec, hs, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, &fb, &db);
+    if (v.spec.fire()) {
+      auto loss_b = [&] {
+        return weighted_sum(forward(qkv, s, v.spec, hs, nullptr, nullptr, nullptr, nullptr, nullptr, &fb), w);
+      };
+      const std::vector<double> numeric_b = numeric_gradient(fb, loss_b);
+      test::expect_gradient_scaled("attention", (v.name + " db").c_str(), db, numeric_b);
+      for (int h = 0; h < s.NH; ++h)  // above the diagonal: no pair, no gradient
+        for (int i0 = 0; i0 < s.T; ++i0)
+          for (int d = i0 + 1; d < s.T; ++d) EXPECT_EQ(db[(static_cast<size_t>(h) * s.T + i0) * s.T + d], 0.0);
+    } else {
+      for (double g : db) EXPECT_EQ(g, 0.0) << v.name << ": no FIRE table, no gradient";
     }
   }
 }

@@ -386,9 +386,19 @@ TEST(ContextExtension, WindowOfTheWholeRowIsTheUnmaskedKernel) {
     AttentionSpec plain = resolve_attention(a, m), windowed = plain;
     windowed.window = s.T;
     EXPECT_EQ(forward(cast<float>(qkv), s, windowed, {}), forward(cast<float>(qkv), s, plain, {})) << preset;
-    EXPECT_EQ(backward(cast<float>(qkv), cast<float>(w), s, windowed, {}),
-              backward(cast<float>(qkv), cast<float>(w), s, plain, {}))
-        << preset;
+    {
+      // The float backward: bit for bit where the compiler orders the masked and
+      // plain instantiations' arithmetic alike; on the AMD EPYC build of
+      // 2026-12-05 lssar's differs in the last bits, so it is held to 1e-6 of
+      // the largest entry, and the difference is printed.
+      const std::vector<float> bw = backward(cast<float>(qkv), cast<float>(w), s, windowed, {}),
+                               bp = backward(cast<float>(qkv), cast<float>(w), s, plain, {});
+      double diff = 0, big = 0;
+      for (size_t k = 0; k < bw.size(); ++k)
+        diff = std::max(diff, std::abs(static_cast<double>(bw[k]) - bp[k])), big = std::max(big, std::abs(1.0 * bp[k]));
+      std::printf("[window T] %s float backward: max difference %.3e (largest entry %.3e)\n", preset, diff, big);
+      EXPECT_LE(diff, 1e-6 * big) << preset;
+    }
     EXPECT_EQ(backward(qkv, w, s, windowed, {}), backward(qkv, w, s, plain, {})) << preset;
   }
 }
