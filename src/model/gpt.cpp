@@ -272,8 +272,6 @@ size_t GPT<T>::check_tokens(const int32_t* tokens, size_t n, const char* what, b
   return n - ignored;
 }
 
-// Embedding, the blocks, the final LayerNorm and the logits, for the tokens
-// already uploaded to a.tokens.
 // FIRE's bias table (NH, Tn, Tn) of one layer's block p, in a's shared buffer.
 template <typename T>
 const accum_t<T>* make_fire_table(Backend<T>& be, Activations<T>& a, const T* p, const AttentionSpec& spec, int NH,
@@ -284,6 +282,8 @@ const accum_t<T>* make_fire_table(Backend<T>& be, Activations<T>& a, const T* p,
   return a.fire_table.get();
 }
 
+// Embedding, the blocks, the final LayerNorm and the logits, for the tokens
+// already uploaded to a.tokens.
 template <typename T>
 void GPT<T>::forward_trunk(Activations<T>& a) {
   const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, NH = cfg_.n_head, N = B * Tn, Vp = cfg_.padded_vocab();
