@@ -20,7 +20,11 @@
 //                 with a sink (contenders.md): Z_i = φ(ζ) + Σ_j u_ij, an extra
 //                 key of logit ζ and value 0 (off_by_one: ζ = 0; sink: ζ = ζ_h
 //                 learned per layer and head); softpick: a_ij = relu(u_ij − φ(0))
-//                 / (Σ_j |u_ij − φ(0)| + ε), rows summing to at most 1
+//                 / (Σ_j |u_ij − φ(0)| + ε), rows summing to at most 1;
+//                 stick_breaking (φ = sigmoid, u = β): keys j < i from the
+//                 most recent back each take β_ij of what the later ones left,
+//                 a_ij = β_ij·Π_{j<k<i}(1 − β_ik), and the query's own key the
+//                 rest, a_ii = Π_{k<i}(1 − β_ik) (attn::sb_*)
 //   5. sharpen    w_ij = relu(i·a_ij − o_i)^p / Σ_k relu(i·a_ik − o_i)^p
 //                 (o_i = 0 for i <= offset_rows, else 1), or w = a without it;
 //                 a row where no i·a_ij − o_i is positive keeps w = a.
@@ -49,7 +53,8 @@ namespace gpt {
   X(Fire, "fire")
 #define GPT_ATTN_POSITIVITIES(X) X(Exp, "exp") X(Softplus, "softplus") X(Sigmoid, "sigmoid") X(Relu, "relu")
 #define GPT_ATTN_NORMALIZATIONS(X) \
-  X(L1, "l1") X(None, "none") X(Fixed, "fixed") X(OffByOne, "off_by_one") X(Sink, "sink") X(Softpick, "softpick")
+  X(L1, "l1") X(None, "none") X(Fixed, "fixed") X(OffByOne, "off_by_one") X(Sink, "sink") X(Softpick, "softpick") \
+  X(StickBreaking, "stick_breaking")
 
 // ---- context extension: RoPE frequency rules, masks, temperatures ---------------
 // ../shared/docs/context_extension.md. Notation: d_r rotated dimensions of a
@@ -168,7 +173,8 @@ struct AttentionSpec {
   // made by the model from its MLP (cpu::fire_forward).
   GPT_HD bool fire() const { return position_bias == PositionBias::Fire; }
   // Per-row statistics saved by the forward pass for the backward pass:
-  // shift (row max of x for shifted exp), Z, max_j a_ij, R = Σ_j r_ij.
+  // shift (row max of x for shifted exp), Z, max_j a_ij, R = Σ_j r_ij;
+  // stick-breaking: Σ_{k<i} softplus(x_ik) (−ln A_ii), 1, 0, 0.
   static constexpr int kStatsPerRow = 4;
   GPT_HD constexpr int stats_per_row() const { return kStatsPerRow; }
 };
@@ -207,7 +213,8 @@ struct HeadGrads {
 
 // ---- named presets ----------------------------------------------------------------
 // bias and norm_const are not listed: they default to −ln N for sigmoid
-// positivity (0 otherwise) and to N (default_bias, default_norm_const).
+// positivity (0 otherwise, and 0 under stick-breaking, whose sigmoid is the
+// break fraction β, not a weight) and to N (default_bias, default_norm_const).
 struct AttentionPreset {
   const char* name;
   Score score;
@@ -240,11 +247,15 @@ inline constexpr AttentionPreset kAttentionPresets[] = {
      "e^x / (e^z_h + sum e^x): softmax with a learned sink logit z_h per head"},
     {"softpick", Score::Dot, Scale::None, Positivity::Exp, Normalize::Softpick, 0, 1,
      "relu(e^x - 1) / (sum |e^x - 1| + eps): rows sum to at most 1"},
+    {"stick_breaking", Score::Dot, Scale::None, Positivity::Sigmoid, Normalize::StickBreaking, 0, 1,
+     "b = sigmoid(x); key j < i takes b_ij prod_{j<k<i} (1 - b_ik), the query's own key the rest"},
 };
 inline constexpr int kAttentionPresetCount = sizeof(kAttentionPresets) / sizeof(AttentionPreset);
 
-inline double default_bias(Positivity phi, int trained_context) {
-  return phi == Positivity::Sigmoid && trained_context > 1 ? -log(static_cast<double>(trained_context)) : 0.0;
+inline double default_bias(Positivity phi, Normalize norm, int trained_context) {
+  return phi == Positivity::Sigmoid && norm != Normalize::StickBreaking && trained_context > 1
+             ? -log(static_cast<double>(trained_context))
+             : 0.0;
 }
 inline double default_norm_const(int trained_context) { return trained_context > 0 ? trained_context : 1; }
 
@@ -627,11 +638,55 @@ GPT_HD inline T inv_norm(const AttentionSpec& s, T z) {
     case Normalize::Softpick:
       return z > T(0) ? T(1) / z : T(0);
     case Normalize::None:
+    case Normalize::StickBreaking:  // its own weights (sb_*), no division
       return T(1);
     case Normalize::Fixed:
       return T(1.0 / s.norm_const);
   }
   return T(1);
+}
+
+// Stick-breaking (Tan et al. 2024, "Scaling stick-breaking attention", arXiv
+// 2410.17980; contenders.md). With β = σ(x) the row's kept keys are taken
+// from the most recent back, each the share β of what the later ones left:
+//   key j < i     A_ij = β_ij·Π_{j<k<i}(1 − β_ik),
+//                 ln A_ij = ln σ(x_ij) − Σ_{j<k<i} softplus(x_ik);
+//   own key i     A_ii = 1 − Σ_{j<i} A_ij = Π_{k<i}(1 − β_ik) = e^(−Σ_{k<i} softplus(x_ik)).
+// So each row sums to 1 and the own key's logit is never used. This follows
+// the paper's code (shawntan/stickbreaking-attention: keys j < i by default,
+// attend_current = False, and its model and tests add the remainder times
+// v_i to the output), not contenders.md's "what is left over goes nowhere";
+// the keys j < i alone sum to at most 1. A key a mask hides takes no share
+// and breaks nothing (β = 0). The kernels walk each row from its own key
+// back with acc = Σ softplus of the later kept keys; the forward saves the
+// row's total acc (−ln A_ii) as its first statistic.
+GPT_HD inline bool stick_breaking(const AttentionSpec& s) { return s.normalize == Normalize::StickBreaking; }
+// β must be a probability (φ = sigmoid), and re-weighting would renormalise
+// the rows the breaking made: both are refused.
+GPT_HD inline bool stick_breaking_refused(const AttentionSpec& s) {
+  return stick_breaking(s) && (s.positivity != Positivity::Sigmoid || s.sharpened());
+}
+// −ln(1 − β) of a key: what it leaves to the keys before it.
+template <typename T>
+GPT_HD inline T sb_taken(T x) {
+  return softplus(x);
+}
+// A_ij of a key j < i, acc = Σ_{j<k<i} softplus(x_ik) of the later kept keys.
+template <typename T>
+GPT_HD inline T sb_weight(T x, T acc) {
+  return exp(log_sigmoid(x) - acc);
+}
+// A_ii, acc = Σ_{k<i} softplus(x_ik) of every kept key before it.
+template <typename T>
+GPT_HD inline T sb_rest(T acc) {
+  return exp(-acc);
+}
+// dL/dx_ij of a key j < i from its weight w = A_ij, g = dL/dA_ij and
+// P = Σ_{kept k<j} A_ik·g_k + A_ii·g_i (the earlier keys and the own key,
+// whose shares contain −softplus(x_ij)): w·σ(−x)·g − σ(x)·P.
+template <typename T>
+GPT_HD inline T sb_grad_x(T x, T w, T g, T P) {
+  return w * sigmoid(-x) * g - sigmoid(x) * P;
 }
 
 // Stage 5: o_i, and r = (t / t_max)^p for t = i·a − o_i > 0 (else 0). The

@@ -122,6 +122,9 @@ void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool ha
   GPT_CHECK(!spec.fire() || has_fire, "attention: FIRE needs its bias table (NH, T, T)");
   GPT_CHECK(!attn::sharpen_refused(spec), "attention: re-weighting (p > 0) does not compose with normalisation ",
             stage_name(spec.normalize), ": it renormalises rows to 1, undoing the weight the sink leaves out");
+  GPT_CHECK(!attn::stick_breaking_refused(spec), "attention: normalisation stick_breaking needs positivity "
+            "sigmoid (its break fractions are sigmoid(x)) and no re-weighting, got positivity ",
+            stage_name(spec.positivity), " and p = ", spec.p);
   GPT_CHECK(spec.window >= 0 && spec.sinks >= 0, "attention: the window and the sinks must be >= 0, got window=",
             spec.window, " sinks=", spec.sinks);
 }

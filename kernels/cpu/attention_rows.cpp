@@ -20,9 +20,98 @@ namespace gpt::cpu::attn_rows {
 
 // ---- scalar ---------------------------------------------------------------------
 
+namespace {
+
+// Stick-breaking rows (attn::sb_*): the kept columns from the row's own key
+// back, acc summing softplus(x) of those already passed. The last column is
+// the row's own key (every row keeps it, mask or not); it takes the rest.
+// w[c] = A of column c, x[c] (if not null) = its logit.
+template <typename T>
+T sb_row_weights(const T* qk, T* x, T* w, const RowArgs<T>& a) {
+  const int n = a.n;
+  T acc = 0;
+  for (int c = n - 2; c >= 0; --c) {
+    if (!a.kept(c)) {
+      w[c] = 0;
+      if (x) x[c] = 0;
+      continue;
+    }
+    const T xc = a.logit(qk[c], c);
+    if (x) x[c] = xc;
+    w[c] = attn::sb_weight(xc, acc);
+    acc += attn::sb_taken(xc);
+  }
+  w[n - 1] = attn::sb_rest(acc);
+  if (x) x[n - 1] = 0;
+  return acc;
+}
+
+// What a row's dx_j feed besides dσ: Σ f·σ·dx (the ssmax scale), KERPLE's
+// Σ dx·∂b/∂r, the forget gate's dL/dc (the row's Σ dx at i − 1, −dx at each
+// key) and FIRE's dL/db per distance.
+template <typename T>
+struct DxSums {
+  const RowArgs<T>& a;
+  T lambda_f, f;
+  bool want_sigma_dx;
+  double sigma_dx = 0, k1 = 0, k2 = 0;
+  T row_dx = 0;
+  DxSums(const RowArgs<T>& a_, T lambda_f_, T f_, bool want) : a(a_), lambda_f(lambda_f_), f(f_), want_sigma_dx(want) {}
+  // Column j's dx, with σ_j = qk; returns dL/dσ_j = λ_i f dx.
+  T add(int j, T qk, T dx) {
+    if (want_sigma_dx) sigma_dx += static_cast<double>(f * qk * dx);
+    if (a.kg1) {
+      const int d = a.i - 1 - a.key(j);
+      k1 += static_cast<double>(dx * a.kg1[d]);
+      k2 += static_cast<double>(dx * a.kg2[d]);
+    }
+    if (a.dfc) {
+      row_dx += dx;
+      a.dfc[a.key(j)] -= dx;
+    }
+    if (a.dkb) a.dkb[a.i - 1 - a.key(j)] += dx;
+    return lambda_f * dx;
+  }
+  double finish(double* kerple_out) {
+    if (a.dfc) a.dfc[a.i - 1] += row_dx;
+    if (kerple_out) kerple_out[0] = k1, kerple_out[1] = k2;
+    return sigma_dx;
+  }
+};
+
+// Stick-breaking's backward of a row: x (the logits) and w as
+// sb_row_weights left them, g = dL/dw; the keys in order, P (attn::sb_grad_x)
+// summed in double from the own key's A_ii·g_i up. The own key's dx is 0.
+template <typename T>
+double sb_backward_grad_row(const T* qk, const T* x, const T* w, T* g, const RowArgs<T>& a, T lambda_f, T f,
+                            bool want_sigma_dx, double* kerple_out) {
+  const int n = a.n;
+  DxSums<T> sums(a, lambda_f, f, want_sigma_dx);
+  double P = static_cast<double>(w[n - 1]) * g[n - 1];
+  for (int j = 0; j < n - 1; ++j) {
+    if (!a.kept(j)) {
+      g[j] = 0;
+      continue;
+    }
+    const T wg = w[j] * g[j];
+    g[j] = sums.add(j, qk[j], attn::sb_grad_x(x[j], w[j], g[j], static_cast<T>(P)));
+    P += static_cast<double>(wg);
+  }
+  g[n - 1] = 0;
+  return sums.finish(kerple_out);
+}
+
+}  // namespace
+
 template <typename T>
 void forward_row_scalar(T* row, const RowArgs<T>& a, const AttentionSpec& s, T* st) {
   const int n = a.n;
+  if (attn::stick_breaking(s)) {  // the row's σ in place of its weights
+    st[0] = sb_row_weights<T>(row, nullptr, row, a);
+    st[1] = 1;
+    st[2] = st[3] = 0;
+    return;
+  }
   for (int j = 0; j < n; ++j) row[j] = a.logit(row[j], j);
   T shift = 0;
   if (attn::shifted(s)) {
@@ -62,6 +151,10 @@ void forward_row_scalar(T* row, const RowArgs<T>& a, const AttentionSpec& s, T* 
 template <typename T>
 void backward_weights_row_scalar(const T* qk, T* u, T* w, const RowArgs<T>& a, const AttentionSpec& s,
                                  const attn::Row<T>& r) {
+  if (attn::stick_breaking(s)) {  // u keeps the logits x
+    sb_row_weights(qk, u, w, a);
+    return;
+  }
   for (int j = 0; j < a.n; ++j) {
     const T x = a.logit(qk[j], j);
     u[j] = r.u(s, x);
@@ -74,6 +167,10 @@ double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const
                                 const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f,
                                 bool want_sigma_dx, T* S_out, double* kerple_out) {
   const int n = a.n;
+  if (attn::stick_breaking(s)) {
+    if (S_out) *S_out = 0;
+    return sb_backward_grad_row(qk, u, w, g, a, lambda_f, f, want_sigma_dx, kerple_out);
+  }
   T S = 0;
   if (r.sharpen) {
     for (int j = 0; j < n; ++j) {
@@ -85,31 +182,16 @@ double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const
     S = D;  // w = a, h = g: Σ a h = Σ w g = dy·y
   }
   if (S_out) *S_out = S;
-  double sigma_dx = 0, k1 = 0, k2 = 0;
-  T row_dx = 0;  // Σ_j dx_j, the forget gate's dL/dc at the row
+  DxSums<T> sums(a, lambda_f, f, want_sigma_dx);
   for (int j = 0; j < n; ++j) {
     if (!a.kept(j)) {
       g[j] = 0;
       continue;
     }
     const T x = a.logit(qk[j], j);
-    const T dx = attn::grad_x_u(s, r, x, u[j], g[j], S);
-    if (want_sigma_dx) sigma_dx += static_cast<double>(f * qk[j] * dx);
-    if (a.kg1) {
-      const int d = a.i - 1 - a.key(j);
-      k1 += static_cast<double>(dx * a.kg1[d]);
-      k2 += static_cast<double>(dx * a.kg2[d]);
-    }
-    if (a.dfc) {
-      row_dx += dx;
-      a.dfc[a.key(j)] -= dx;
-    }
-    if (a.dkb) a.dkb[a.i - 1 - a.key(j)] += dx;
-    g[j] = lambda_f * dx;
+    g[j] = sums.add(j, qk[j], attn::grad_x_u(s, r, x, u[j], g[j], S));
   }
-  if (a.dfc) a.dfc[a.i - 1] += row_dx;
-  if (kerple_out) kerple_out[0] = k1, kerple_out[1] = k2;
-  return sigma_dx;
+  return sums.finish(kerple_out);
 }
 
 template void forward_row_scalar<float>(float*, const RowArgs<float>&, const AttentionSpec&, float*);
@@ -378,6 +460,37 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
   }
 }
 
+// The end of a row's backward: the forget gate's and FIRE's gradients from
+// the columns' dx (KB), KERPLE's sums and Σ f·σ·dx from the lane sums.
+template <bool M, bool KB>
+GPT_ALWAYS_INLINE double finish_grad_row(const ColMap<M>& cm, const RowArgs<float>& a, const float* sd,
+                                         const float* kd1, const float* kd2, bool want_sigma_dx,
+                                         double* kerple_out) {
+  const int n = a.n;
+  if constexpr (KB) {
+    if (a.dfc) {  // the forget gate: dL/dc_{i-1} += Σ dx, dL/dc_key −= dx (each column its own key)
+      float row_dx = 0;
+      for (int c = 0; c < n; ++c) {
+        row_dx += cm.dxs[c];
+        a.dfc[a.key(c)] -= cm.dxs[c];
+      }
+      a.dfc[a.i - 1] += row_dx;
+    }
+    if (a.dkb)  // FIRE: dL/db(i, Δ) += dx at each column's distance
+      for (int c = 0; c < n; ++c) a.dkb[a.i - 1 - a.key(c)] += cm.dxs[c];
+  }
+  if (kerple_out) {
+    double k1 = 0, k2 = 0;
+    for (int l = 0; l < L; ++l) k1 += kd1[l], k2 += kd2[l];
+    kerple_out[0] = k1;
+    kerple_out[1] = k2;
+  }
+  if (!want_sigma_dx) return 0.0;
+  double sum = 0;
+  for (int l = 0; l < L; ++l) sum += sd[l];
+  return sum;
+}
+
 template <Positivity P, bool M, bool KB = false>
 GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u, const float* w, float* g,
                                                 const RowArgs<float>& a, const AttentionSpec& s,
@@ -446,28 +559,87 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
       }
     }
   }
-  if constexpr (KB) {
-    if (a.dfc) {  // the forget gate: dL/dc_{i-1} += Σ dx, dL/dc_key −= dx (each column its own key)
-      float row_dx = 0;
-      for (int c = 0; c < n; ++c) {
-        row_dx += cm.dxs[c];
-        a.dfc[a.key(c)] -= cm.dxs[c];
-      }
-      a.dfc[a.i - 1] += row_dx;
+  return finish_grad_row<M, KB>(cm, a, sd, kd1, kd2, want_sigma_dx, kerple_out);
+}
+
+// Stick-breaking rows (attn::sb_*), the scalar rows' chain: the logits and
+// both softplus terms vectorised (one e^(−|x|) and one log1p give
+// softplus(x) and ln σ(x) = −softplus(−x)), the running sum from the own key
+// back sequential, in the scalar rows' order, then the weights vectorised.
+// x (if not null) receives the logits, w the weights; returns the row's total
+// Σ softplus (−ln A_ii).
+template <bool M, bool KB>
+GPT_ALWAYS_INLINE float sb_weights_body(const float* qk, float* x, float* w, const RowArgs<float>& a) {
+  const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
+  const float lf = a.lf, bias = a.bias, slope = a.slope;
+  const ColMap<M> cm(a);
+  static thread_local std::vector<float> sp_store, ls_store;
+  if (static_cast<int>(sp_store.size()) < nb) sp_store.resize(nb), ls_store.resize(nb);
+  float* sp = sp_store.data();
+  float* ls = ls_store.data();
+  for (int j0 = 0; j0 < nb; j0 += L) {
+#pragma omp simd
+    for (int l = 0; l < L; ++l) {
+      const int c = j0 + l;
+      const float v = col_logit<M, KB>(cm, lf, qk[c], bias, slope, im1, c);
+      const float e = vec_log1p(vec_exp(v < 0.0f ? v : -v));  // ln(1 + e^(−|x|))
+      sp[c] = cm.in(c) && c < n - 1 ? (v > 0.0f ? v : 0.0f) + e : 0.0f;
+      ls[c] = (v < 0.0f ? v : 0.0f) - e;
+      if (x) x[c] = v;
     }
-    if (a.dkb)  // FIRE: dL/db(i, Δ) += dx at each column's distance
-      for (int c = 0; c < n; ++c) a.dkb[a.i - 1 - a.key(c)] += cm.dxs[c];
   }
-  if (kerple_out) {
-    double k1 = 0, k2 = 0;
-    for (int l = 0; l < L; ++l) k1 += kd1[l], k2 += kd2[l];
-    kerple_out[0] = k1;
-    kerple_out[1] = k2;
+  float acc = 0;  // sp[c] becomes the sum over the kept columns after c (a hidden one adds 0)
+  for (int c = n - 2; c >= 0; --c) {
+    const float t = sp[c];
+    sp[c] = acc;
+    acc += t;
   }
-  if (!want_sigma_dx) return 0.0;
-  double sum = 0;
-  for (int l = 0; l < L; ++l) sum += sd[l];
-  return sum;
+  for (int j0 = 0; j0 < nb; j0 += L) {
+#pragma omp simd
+    for (int l = 0; l < L; ++l) {
+      const int c = j0 + l;
+      w[c] = cm.in(c) && c < n - 1 ? vec_exp(ls[c] - sp[c]) : 0.0f;
+    }
+  }
+  w[n - 1] = vec_exp(-acc);
+  return acc;
+}
+
+// dx of each column (attn::sb_grad_x) from x and w as sb_weights_body left
+// them, g = dL/dw; P summed in double over the columns in order, from the own
+// key's A_ii·g_i. The own key's dx is 0.
+template <bool M, bool KB>
+GPT_ALWAYS_INLINE double sb_grad_row_body(const float* qk, const float* x, const float* w, float* g,
+                                          const RowArgs<float>& a, float lambda_f, float f, bool want_sigma_dx,
+                                          double* kerple_out) {
+  const int n = a.n, nb = padded_keys(n);
+  const ColMap<M> cm(a);
+  static thread_local std::vector<float> p_store;
+  if (static_cast<int>(p_store.size()) < nb) p_store.resize(nb);
+  float* P = p_store.data();
+  double run = static_cast<double>(w[n - 1]) * g[n - 1];
+  for (int c = 0; c < n - 1; ++c) {
+    P[c] = static_cast<float>(run);
+    run += static_cast<double>(w[c] * g[c]);
+  }
+  float sd[L] = {}, kd1[L] = {}, kd2[L] = {};
+  for (int j0 = 0; j0 < nb; j0 += L) {
+#pragma omp simd
+    for (int l = 0; l < L; ++l) {
+      const int c = j0 + l;
+      const bool in = cm.in(c) && c < n - 1;
+      const float xc = x[c];
+      const float dx = in ? w[c] * sigmoid_v(-xc) * g[c] - sigmoid_v(xc) * P[c] : 0.0f;
+      sd[l] += in ? f * qk[c] * dx : 0.0f;
+      if constexpr (KB) {
+        kd1[l] += in ? dx * cm.g1(c) : 0.0f;
+        kd2[l] += in ? dx * cm.g2(c) : 0.0f;
+        cm.dxs[c] = dx;
+      }
+      g[c] = lambda_f * dx;
+    }
+  }
+  return finish_grad_row<M, KB>(cm, a, sd, kd1, kd2, want_sigma_dx, kerple_out);
 }
 
 // One set of entry points per instruction set; each switches to the
@@ -486,16 +658,30 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
 
 #define GPT_ATTN_ROWS_FOR_ISA(SUFFIX, ATTR)                                                                      \
   ATTR void forward_row_##SUFFIX(float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st) {      \
+    if (attn::stick_breaking(s)) {                                                                              \
+      st[0] = SB_CALL(sb_weights_body, row, nullptr, row, a);                                                   \
+      st[1] = 1, st[2] = st[3] = 0;                                                                             \
+      return;                                                                                                   \
+    }                                                                                                           \
     GPT_ATTN_POSITIVITY_SWITCH(FWD_CALL)                                                                        \
   }                                                                                                             \
   ATTR void backward_weights_row_##SUFFIX(const float* qk, float* u, float* w, const RowArgs<float>& a,          \
                                           const AttentionSpec& s, const attn::Row<float>& r) {                  \
+    if (attn::stick_breaking(s)) {                                                                              \
+      SB_CALL(sb_weights_body, qk, u, w, a);                                                                    \
+      std::fill(w + a.n, w + padded_keys(a.n), 0.0f);                                                           \
+      return;                                                                                                   \
+    }                                                                                                           \
     GPT_ATTN_POSITIVITY_SWITCH(BW_CALL)                                                                         \
   }                                                                                                             \
   ATTR double backward_grad_row_##SUFFIX(const float* qk, const float* u, const float* w, float* g,              \
                                          const RowArgs<float>& a, const AttentionSpec& s,                      \
                                          const attn::Row<float>& r, float D, float lambda_f, float f,          \
                                          bool want, float* S_out, double* kerple_out) {                        \
+    if (attn::stick_breaking(s)) {                                                                              \
+      if (S_out) *S_out = 0;                                                                                    \
+      return SB_CALL(sb_grad_row_body, qk, u, w, g, a, lambda_f, f, want, kerple_out);                          \
+    }                                                                                                           \
     GPT_ATTN_POSITIVITY_SWITCH(BG_CALL)                                                                         \
     return 0.0;                                                                                                 \
   }
@@ -516,10 +702,17 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
   : a.masked ? backward_grad_row_body<P, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out) \
              : backward_grad_row_body<P, false>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out)
 
+// Stick-breaking's three column maps likewise.
+#define SB_CALL(BODY, ...)                                            \
+  (a.learned_bias() ? BODY<true, true>(__VA_ARGS__)                   \
+   : a.masked       ? BODY<true, false>(__VA_ARGS__)                  \
+                    : BODY<false, false>(__VA_ARGS__))
+
 GPT_ATTN_ROWS_FOR_ISA(avx512, __attribute__((target("avx512f"))))
 GPT_ATTN_ROWS_FOR_ISA(avx2, __attribute__((target("avx2,fma"))))
 GPT_ATTN_ROWS_FOR_ISA(base, )
 
+#undef SB_CALL
 #undef FWD_CALL
 #undef BW_CALL
 #undef BG_CALL

@@ -500,7 +500,9 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
         << "2*B*C*T(T+1) (forward: q.k and the weighted sum of v over the causal half, 2*2*B*NH*D*T(T+1)/2"
         << (with_backward ? "; backward counted as 2x the forward)\n" : ")\n");
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%-10s", "preset");
+    int width = 10;  // the name column holds the longest name
+    for (const std::string& name : names) width = std::max(width, static_cast<int>(std::min<size_t>(name.size(), 40)));
+    std::snprintf(buf, sizeof buf, "%-*s", width, "preset");
     out << buf;
     for (int Tn : opt.attention_contexts) {
       std::snprintf(buf, sizeof buf, " %15s", ("T=" + std::to_string(Tn)).c_str());
@@ -514,7 +516,7 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
       if (plus != std::string::npos) ac.position_bias = name.substr(plus + 1);
       AttentionSpec spec = resolve_attention(ac, m);
       if (m.position == "alibi") spec.position_bias = PositionBias::Alibi;
-      std::snprintf(buf, sizeof buf, "%-10s", name.c_str());
+      std::snprintf(buf, sizeof buf, "%-*s", width, name.c_str());
       out << buf << std::flush;
       for (int Tn : opt.attention_contexts) {
         const size_t n3 = static_cast<size_t>(Tn) * 3 * C, n1 = static_cast<size_t>(Tn) * C;

@@ -46,7 +46,7 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
   s.offset_rows = a.offset_rows;
   s.cosine_scale = a.cosine_scale.value_or(preset->cosine_scale);
   s.scale_value = a.scale_value;
-  s.bias = a.bias.value_or(default_bias(s.positivity, m.context));
+  s.bias = a.bias.value_or(default_bias(s.positivity, s.normalize, m.context));
   s.norm_const = a.norm_const.value_or(default_norm_const(m.context));
   s.position_bias = stage_from<PositionBias>(a.position_bias, kPositionBiasNames, "position_bias");
   if (m.position == "alibi") s.position_bias = PositionBias::Alibi;

@@ -105,7 +105,7 @@ struct AttentionConfig {
   std::string score = "preset";       // dot | cosine
   std::string scale = "preset";       // none | logn | ssmax | infoscale | lssa | fixed
   std::string positivity = "preset";  // exp | softplus | sigmoid | relu
-  std::string normalize = "preset";   // l1 | none | fixed | off_by_one | sink | softpick
+  std::string normalize = "preset";   // l1 | none | fixed | off_by_one | sink | softpick | stick_breaking
   std::optional<double> p;            // re-weighting exponent; 0 = no re-weighting
   int offset_rows = 3;                // re-weighting: rows i <= this use offset 0
   std::optional<double> cosine_scale; // factor of cosine scores

@@ -172,7 +172,7 @@ std::vector<Key> make_keys() {
       {GPT_KEY(attention, offset_rows), between(0, kMaxContext), "re-weighting offset o_i is 0 for rows i <= this"},
       {GPT_KEY(attention, cosine_scale), above(0), "factor s of cosine scores; null: the preset's (cosine 32, else 1)"},
       {GPT_KEY(attention, scale_value), any(), "the factor of scale \"fixed\""},
-      {GPT_KEY(attention, bias), any(), "added to the scores before positivity; null: -ln N for sigmoid, else 0"},
+      {GPT_KEY(attention, bias), any(), "added to the scores before positivity; null: -ln N for sigmoid (not under stick_breaking), else 0"},
       {GPT_KEY(attention, norm_const), above(0), "divisor of normalize \"fixed\"; null: N = model.context"},
       {GPT_KEY(attention, output_gate), one_of({"none", "sigmoid"}),
        "gated attention (contenders.md; Qiu et al. 2025, G1): sigmoid multiplies each head's output by "
@@ -285,7 +285,8 @@ std::vector<Rule> make_rules() {
        [](const Config& c) {
          const AttentionSpec s = resolve_attention(c);
          const bool uses_ln_n = s.scale == Scale::Logn || s.scale == Scale::Ssmax || s.scale == Scale::Infoscale ||
-                                (s.positivity == Positivity::Sigmoid && !c.attention.bias);
+                                (s.positivity == Positivity::Sigmoid && !attn::stick_breaking(s) &&
+                                 !c.attention.bias);
          return c.model.context >= 2 || !uses_ln_n;
        }},
       {"\"attention.normalize\" off_by_one, sink and softpick measure from the positivity's value at 0, which relu "
@@ -307,6 +308,20 @@ std::vector<Rule> make_rules() {
        "\"attention.normalize\" off_by_one, sink or softpick leaves unassigned: use one or the other",
        {"attention.preset", "attention.p", "attention.normalize"},
        [](const Config& c) { return !attn::sharpen_refused(resolve_attention(c)); }},
+      {"\"attention.normalize\" = \"stick_breaking\" breaks each row by the fractions sigmoid(x): it needs "
+       "\"attention.positivity\" = \"sigmoid\" (the preset stick_breaking sets it)",
+       {"attention.preset", "attention.positivity", "attention.normalize"},
+       [](const Config& c) {
+         const AttentionSpec s = resolve_attention(c);
+         return !attn::stick_breaking(s) || s.positivity == Positivity::Sigmoid;
+       }},
+      {"re-weighting (\"attention.p\" > 0) renormalises the rows, which undoes the shares stick-breaking gives "
+       "(each row already sums to 1, the query's own key taking the rest): use one or the other",
+       {"attention.preset", "attention.p", "attention.normalize"},
+       [](const Config& c) {
+         const AttentionSpec s = resolve_attention(c);
+         return !attn::stick_breaking(s) || !s.sharpened();
+       }},
       {"\"model.rope_fraction\" must rotate an even number >= 2 of each head's channels (f·D >= 2) and applies only "
        "to \"model.position\" = \"rope\"",
        {"model.rope_fraction", "model.position", "model.n_embd", "model.n_head"},

@@ -89,7 +89,8 @@ INSTANTIATE_TEST_SUITE_P(Presets, PresetConfig, ::testing::ValuesIn(preset_names
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // configs/contenders/: the contenders' variants that are not presets (the
-// learned position biases, with no other position encoding). Each differs
+// learned position biases, with no other position encoding), and
+// stick-breaking without position encoding, as its paper runs it. Each differs
 // from configs/quickstart.json only in its attention block, model.position
 // and its run directory (runs/contenders/NAME), or in its model.layer_plan
 // (the per-layer plans swan and irope), and trains for a few steps.
@@ -111,6 +112,8 @@ TEST_P(ContenderConfig, DiffersFromQuickstartOnlyInAttentionAndPositionAndTrains
     EXPECT_EQ(cfg.model.layer_plan, GetParam()) << "the file is named after its layer plan";
   else if (GetParam() == "output_gate")
     EXPECT_EQ(cfg.attention.output_gate, "sigmoid");
+  else if (GetParam() == "stick_breaking")  // the paper's setting: no position encoding
+    EXPECT_EQ(cfg.attention.preset, "stick_breaking");
   else
     EXPECT_EQ(cfg.attention.position_bias, GetParam()) << "the file is named after its position bias";
 }

@@ -162,10 +162,11 @@ TEST(AttentionStages, PresetTableIsConsistent) {
     EXPECT_GE(p.p, 0.0) << p.name;
     EXPECT_GT(p.cosine_scale, 0.0) << p.name;
   }
-  EXPECT_EQ(kAttentionPresetCount, 12);
+  EXPECT_EQ(kAttentionPresetCount, 13);
   EXPECT_STREQ(stage_name(Scale::Infoscale), "infoscale");
   EXPECT_STREQ(stage_name(Normalize::Fixed), "fixed");
   EXPECT_STREQ(stage_name(Normalize::Softpick), "softpick");
+  EXPECT_STREQ(stage_name(Normalize::StickBreaking), "stick_breaking");
 }
 
 }  // namespace

@@ -50,7 +50,10 @@ inline double ref_phi(Positivity k, double x) {
 // contenders.md: off_by_one  φ(x_j) / (φ(0) + Σ_k φ(x_k))   (e^x / (1 + Σ e^x));
 // sink  φ(x_j) / (φ(ζ) + Σ_k φ(x_k)), ζ the head's sink logit;
 // softpick  relu(φ(x_j) − φ(0)) / (Σ_k |φ(x_k) − φ(0)| + 1e-6)
-// (relu(e^x − 1) / (Σ |e^x − 1| + ε), ε = 1e-6).
+// (relu(e^x − 1) / (Σ |e^x − 1| + ε), ε = 1e-6); stick_breaking (a holds the
+// break fractions β_j = σ(x_j), the row's own key last): β_j·Π_{j<k<i}(1 − β_k)
+// for the keys before it, direct products, and 1 minus their sum for the own
+// key (the paper's code adds that remainder times v_i).
 inline void ref_normalize(const AttentionSpec& s, std::vector<double>& a, double zeta) {
   double z = 0;
   for (double v : a) z += v;
@@ -70,6 +73,19 @@ inline void ref_normalize(const AttentionSpec& s, std::vector<double>& a, double
     case Normalize::Sink: {
       const double zs = ref_phi(s.positivity, zeta) + z;
       for (double& v : a) v /= zs;
+      return;
+    }
+    case Normalize::StickBreaking: {
+      const size_t n = a.size();
+      std::vector<double> w(n, 0.0);
+      double taken = 0;
+      for (size_t j = 0; j + 1 < n; ++j) {
+        double left = 1;  // what the later keys k (j < k < own key) leave
+        for (size_t k = j + 1; k + 1 < n; ++k) left *= 1 - a[k];
+        taken += (w[j] = a[j] * left);
+      }
+      w[n - 1] = 1 - taken;
+      a = w;
       return;
     }
     case Normalize::Softpick: {

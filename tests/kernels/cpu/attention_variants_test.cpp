@@ -100,6 +100,16 @@ std::vector<Variant> all_variants(int N) {
   v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "softmax+fire"));
   v.push_back(preset("lssar", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "lssar+fire"));
   v.push_back(preset("sink", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "sink+fire"));
+  // Stick-breaking (its own normalisation) with the other stages.
+  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.scale = "logn"; }, "stick_breaking+logn"));
+  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.score = "cosine", a.cosine_scale = 8.0; },
+                     "stick_breaking+cosine"));
+  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.bias = -1.0; }, "stick_breaking+bias"));
+  v.push_back(
+      preset("stick_breaking", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "stick_breaking+kerple_log"));
+  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "stick_breaking+forget"));
+  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "stick_breaking+fire"));
+  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.scale = "ssmax"; }, "stick_breaking+ssmax"));
   Variant alibi = preset("softmax", N);
   alibi.name = "softmax+alibi";
   alibi.spec.position_bias = PositionBias::Alibi;
@@ -531,6 +541,61 @@ TEST(AttentionVariants, SinkAndSoftpickRowsSumToLessThanOne) {
   }
 }
 
+// Stick-breaking with every logit equal to x (q = 0, so x is the bias):
+// β = σ(x) and, counting keys back from the own key, A_ij = β(1 − β)^(i−1−j)
+// for j < i and A_ii = (1 − β)^(i−1): with v_j = j + 1 in every channel,
+// y_i = Σ_{j<i} β(1 − β)^(i−1−j)(j + 1) + (1 − β)^(i−1)·i, written out here.
+// The keys j < i take 1 − (1 − β)^(i−1) <= 1 between them, and the forward's
+// first statistic is −ln A_ii = (i − 1)·softplus(x).
+TEST(AttentionVariants, StickBreakingClosedFormWithEqualLogits) {
+  const Shape s{1, 90, 16, 2};
+  std::vector<double> qkv(s.qkv_size(), 0.0);
+  for (int t = 0; t < s.T; ++t)
+    for (int c = 0; c < s.C; ++c) qkv[static_cast<size_t>(t) * 3 * s.C + 2 * s.C + c] = t + 1;
+  for (double x : {-3.0, 0.0, 1.5}) {
+    AttentionSpec spec = preset("stick_breaking", 16).spec;
+    spec.bias = x;
+    std::vector<double> stats;
+    const std::vector<double> out = forward(qkv, s, spec, {}, &stats);
+    const double beta = 1 / (1 + std::exp(-x));
+    for (int i = 1; i <= s.T; ++i) {
+      double y = std::pow(1 - beta, i - 1) * i, taken = 0;
+      for (int j = 1; j < i; ++j) {
+        const double a = beta * std::pow(1 - beta, i - 1 - j);
+        y += a * j;
+        taken += a;
+      }
+      ASSERT_LE(taken, 1.0) << x;
+      EXPECT_NEAR(taken, 1 - std::pow(1 - beta, i - 1), 1e-12) << x;
+      for (int c = 0; c < s.C; ++c) ASSERT_NEAR(out[static_cast<size_t>(i - 1) * s.C + c], y, 1e-10 * i) << x << " row " << i;
+      EXPECT_NEAR(stats[static_cast<size_t>(i - 1) * kStats], (i - 1) * std::log1p(std::exp(x)), 1e-10 * i) << x;
+    }
+  }
+}
+
+// Every stick-breaking row sums to 1 (the own key takes what the others
+// leave), under a window and sinks too; with the own key's value zeroed the
+// rest sums to at most 1. v_j = 1 everywhere: out = 1.
+TEST(AttentionVariants, StickBreakingRowsSumToOne) {
+  const Shape s{2, 130, 16, 2};
+  std::vector<double> qkv = random_vector(s.qkv_size(), 63, -2, 2);
+  for (size_t r = 0; r < qkv.size() / (3 * s.C); ++r)
+    for (int c = 0; c < s.C; ++c) qkv[r * 3 * s.C + 2 * s.C + c] = 1.0;
+  AttentionSpec sb = preset("stick_breaking", 16).spec, masked = sb;
+  masked.window = 20, masked.sinks = 3;
+  for (const AttentionSpec& spec : {sb, masked}) {
+    std::vector<double> stats;
+    const std::vector<double> out = forward(qkv, s, spec, {}, &stats);
+    double least_own = 1;
+    for (size_t r = 0; r < out.size() / s.C; ++r) {
+      for (int c = 0; c < s.C; ++c) ASSERT_NEAR(out[r * s.C + c], 1.0, 1e-12);
+      least_own = std::min(least_own, std::exp(-stats[(r % s.T + (r / s.T) * s.NH * s.T) * kStats]));
+    }
+    EXPECT_GE(least_own, 0.0);
+    EXPECT_LT(least_own, 0.5) << "some row should give most of its weight to other keys";
+  }
+}
+
 // off_by_one is the sink with ζ = 0, bit for bit; a sink far below every
 // score is softmax (its share e^(ζ − m) vanishes in double); a sink far above
 // takes almost everything.
@@ -697,7 +762,7 @@ TEST(AttentionVariants, ThreadCountDoesNotChangeResults) {
   const std::vector<float> qkv = cast<float>(random_vector(s.qkv_size(), 46));
   const std::vector<float> w = cast<float>(random_vector(s.out_size(), 47));
   const int saved = omp_get_max_threads();
-  for (const char* name : {"lssar", "ssmax", "cosine", "sigmoid"}) {
+  for (const char* name : {"lssar", "ssmax", "cosine", "sigmoid", "stick_breaking"}) {
     const AttentionSpec spec = preset(name, 16).spec;
     const std::vector<float> hs = cast<float>(scales_for(spec, s.NH, 9));
     std::vector<float> dh1, dh2;

@@ -234,7 +234,8 @@ std::vector<Case> mask_cases(int N) {
   auto sinks_llama4 = [](ContextConfig& c) {
     c.mask = "sinks", c.sinks = 2, c.window = 70, c.temperature = "llama4", c.temp_floor = 7;
   };
-  for (const char* p : {"softmax", "lssar", "sigmoid", "relu", "cosine", "ssmax", "infoscale", "lssa"}) {
+  for (const char* p :
+       {"softmax", "lssar", "sigmoid", "relu", "cosine", "ssmax", "infoscale", "lssa", "stick_breaking"}) {
     v.push_back(make_case(p, N, window, std::string(p) + "+window"));
     v.push_back(make_case(p, N, sinks, std::string(p) + "+sinks"));
   }
@@ -332,6 +333,9 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, co
           if (sp.normalize == Normalize::L1) v = z > 0 ? v / z : 0;
           if (sp.normalize == Normalize::Fixed) v /= sp.norm_const;
         }
+        // Stick-breaking over the row's keys, own key last; a masked key has
+        // β = 0 here: it takes nothing and leaves everything.
+        if (sp.normalize == Normalize::StickBreaking) gpt::test::ref_normalize(sp, a, 0.0);
         std::vector<double> wt = a;
         if (sp.p > 0) {
           const double o = i <= sp.offset_rows ? 0 : 1;

@@ -257,6 +257,8 @@ class CudaAttention : public ::testing::Test {
   }
 };
 
+AttentionSpec context_spec(const std::string& preset, int N, void (*edit)(ContextConfig&));
+
 TEST_F(CudaAttention, EveryPresetHeadSize32) {
   for (const AttentionPreset& p : kAttentionPresets) {
     const AttentionSpec s = preset_spec(p.name, kN);
@@ -405,6 +407,54 @@ TEST_F(CudaAttention, ForgetGate) {
   m.context = kN;
   run_case({"softmax+forget+sinks4+29", for_length(resolve_attention(a, m, ctx), 8 * kN), 1, 300, 64, 2, kTol});
   run_case({"softmax+forget T=2048", with("softmax", 1024), 1, 2048, 64, 1, kTol});
+}
+
+// Stick-breaking (contenders.md; attn::sb_*): every row walks its keys from
+// its own back, which the forward, dq and the key-major dkdv (from the sums
+// dq records at each key block's last key) must do alike: with the stages
+// and biases it composes with, windows and sinks (skipped key tiles and
+// blocks), distance remappings (the near part, then the far one), head sizes
+// 16 and 128, logits far below 0 (the own key keeps almost everything) and
+// above (it keeps almost nothing), short and long rows.
+TEST_F(CudaAttention, StickBreaking) {
+  auto with = [](void (*edit)(AttentionConfig&), int N = kN) { return preset_spec("stick_breaking", N, edit); };
+  const AttentionSpec sb = with(nullptr);
+  run_case({"stick_breaking D=16", sb, 2, 45, 64, 4, kTol});
+  run_case({"stick_breaking D=128", sb, 1, 100, 256, 2, kTol});
+  run_case({"stick_breaking+logn", with([](AttentionConfig& a) { a.scale = "logn"; }), 1, 150, 64, 2, kTol});
+  run_case({"stick_breaking+ssmax", with([](AttentionConfig& a) { a.scale = "ssmax"; }), 1, 150, 64, 2, kTol});
+  run_case({"stick_breaking+cosine", with([](AttentionConfig& a) { a.score = "cosine", a.cosine_scale = 8.0; }), 2,
+            70, 64, 2, kTol});
+  run_case({"stick_breaking+kerple_log", with([](AttentionConfig& a) { a.position_bias = "kerple_log"; }), 1, 150, 64,
+            2, kTol});
+  run_case({"stick_breaking+forget", with([](AttentionConfig& a) { a.position_bias = "forget"; }), 2, 77, 64, 2,
+            kTol});
+  AttentionSpec alibi = sb;
+  alibi.position_bias = PositionBias::Alibi;
+  run_case({"stick_breaking+alibi", alibi, 1, 66, 96, 3, kTol});
+  Case low{"stick_breaking bias -6", with([](AttentionConfig& a) { a.bias = -6.0; }), 1, 200, 64, 2, kTol};
+  run_case(low);
+  Case high{"stick_breaking sharp scores", sb, 1, 200, 64, 2, kTol, 4.0};
+  run_case(high);
+  for (int T : {1, 3, 64, 65}) run_case({"stick_breaking T=" + std::to_string(T), sb, 2, T, 64, 2, kTol});
+  auto window = [](ContextConfig& c) { c.mask = "window", c.window = 40; };
+  auto sinks = [](ContextConfig& c) { c.mask = "sinks", c.sinks = 4, c.window = 29; };
+  auto rerope = [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 40; };
+  auto selfext = [](ContextConfig& c) { c.remap = "self_extend", c.remap_window = 20, c.group = 5; };
+  auto lambda = [](ContextConfig& c) { c.mask = "lambda", c.sinks = 3, c.window = 50; };
+  // With a bias of −4 (β ≈ 0.02) the far keys keep a visible share.
+  auto far = [](void (*edit)(ContextConfig&)) {
+    AttentionSpec s = context_spec("stick_breaking", kN, edit);
+    s.bias = -4.0;
+    return s;
+  };
+  run_case({"stick_breaking+window40", far(window), 2, 300, 64, 2, kTol});
+  run_case({"stick_breaking+sinks4+29", far(sinks), 1, 300, 64, 2, kTol});
+  run_case({"stick_breaking+rerope", far(rerope), 1, 200, 64, 2, kTol});
+  run_case({"stick_breaking+rerope no bias", context_spec("stick_breaking", kN, rerope), 1, 200, 64, 2, kTol});
+  run_case({"stick_breaking+self_extend D=16", far(selfext), 1, 200, 64, 4, kTol});
+  run_case({"stick_breaking+lambda", far(lambda), 1, 300, 64, 2, kTol});
+  run_case({"stick_breaking T=2048", with(nullptr, 1024), 1, 2048, 64, 1, kTol});
 }
 
 TEST_F(CudaAttention, ShortSequences) {
