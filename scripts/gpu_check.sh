@@ -24,8 +24,9 @@
 #      fused attention (bf16; cuDNN from the toolkit or the image's Python
 #      package nvidia-cudnn-cu13, cudnn-frontend from third_party/cudnn_frontend/):
 #      our softmax time over cuDNN's per T;
-#   6. time the contenders (softmax1, sink, softpick, and softmax with the
-#      KERPLE log bias and the forget gate) beside softmax at T = 4K and 16K:
+#   6. time the contenders (softmax1, sink, softpick, stick-breaking, and
+#      softmax with the KERPLE log bias and the forget gate) beside softmax at
+#      T = 4K and 16K:
 #      their forward+backward time over softmax's;
 # then print a compact table. About 6-9 minutes on an H200 machine with 16 cores
 # (the build and the parity tests take most of it; each training run and
@@ -342,13 +343,13 @@ sed -n '/^attention on/,$p' "$logs/bench_attention.log"
 # Rows "preset T B fwd-ms TFLOP/s f+b-ms TFLOP/s f+b/softmax" of cuda_attention_bench.cpp.
 t0=$(date +%s)
 timeout 200 "$gpt" bench --device cuda --only cuda-attention \
-  --presets softmax,softmax1,sink,softpick,softmax+kerple_log,softmax+forget \
+  --presets softmax,softmax1,sink,softpick,stick_breaking,softmax+kerple_log,softmax+forget \
   --contexts 4096,16384 >"$logs/bench_contenders.log" 2>&1
 rc=$?
-contenders='^(softmax1|sink|softpick|softmax[+]kerple_log|softmax[+]forget)$'
+contenders='^(softmax1|sink|softpick|stick_breaking|softmax[+]kerple_log|softmax[+]forget)$'
 cratios=$(awk -v re="$contenders" '$1 ~ re && $2 ~ /^[0-9]+$/ {
   printf "%s%s %dK %s", sep, $1, $2 / 1024, $8; sep = ", " }' "$logs/bench_contenders.log")
-if [ $rc -ne 0 ] || [ "$(awk -v re="$contenders" '$1 ~ re && $2 ~ /^[0-9]+$/' "$logs/bench_contenders.log" | wc -l)" -ne 10 ]; then
+if [ $rc -ne 0 ] || [ "$(awk -v re="$contenders" '$1 ~ re && $2 ~ /^[0-9]+$/' "$logs/bench_contenders.log" | wc -l)" -ne 12 ]; then
   failed "bench contenders' attention" "rc $rc; log $logs/bench_contenders.log"
   tail -n 5 "$logs/bench_contenders.log" | sed 's/^/    /'
 else

@@ -191,60 +191,6 @@ __device__ void load_tile(float4* dst, const float* base, size_t stride, int t0,
   }
 }
 
-// The constants of stages 1–2 for row i (1-based) of head h, exactly as the
-// CPU kernel rounds them: lf = float(λ_i·f) for the logits, and λ_i, f
-// separately for the backward's dσ = λ_i·f·dx.
-struct RowConsts {
-  float lf, lambda, f, bias, slope;
-  float zeta;  // the sink key's logit (attn::sink_logit)
-  float r1, r2, dr1, dr2;  // KERPLE's r₁, r₂ of the head and dr/dρ (attn::kerple_r)
-  const float* fc;         // the forget gate's c of this (b,h) slice (T values), or null
-  int fc_last;             // T − 1: rows and keys past the sequence (never used) read c_{T−1}
-};
-__device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int h, int NH, const float* head_scale,
-                                       const float* head_sink, const float* head_kerple, const float* fc,
-                                       int T) {
-  const double factor = attn::score_factor(s, D);
-  const double hs = head_scale ? static_cast<double>(head_scale[h]) : 1.0;
-  const double lambda = attn::row_scale(s, i, D, hs);
-  RowConsts rc;
-  rc.lf = static_cast<float>(lambda * factor);
-  rc.lambda = static_cast<float>(lambda);
-  rc.f = static_cast<float>(factor);
-  rc.bias = static_cast<float>(s.bias);
-  rc.slope = s.alibi() ? static_cast<float>(attn::alibi_slope(h, NH)) : 0.f;
-  rc.zeta = static_cast<float>(attn::sink_logit(s, head_sink, h));
-  rc.r1 = rc.r2 = rc.dr1 = rc.dr2 = 0.f;
-  rc.fc = s.forget() ? fc : nullptr;
-  rc.fc_last = T - 1;
-  if (s.kerple() && head_kerple) {
-    const attn::KerpleR r = attn::kerple_r(s.position_bias, head_kerple[2 * h], head_kerple[2 * h + 1]);
-    rc.r1 = static_cast<float>(r.r1);
-    rc.r2 = static_cast<float>(r.r2);
-    rc.dr1 = static_cast<float>(r.dr1);
-    rc.dr2 = static_cast<float>(r.dr2);
-  }
-  return rc;
-}
-// x_ij = λ f (q_i·k_j) + bias − slope (i − j), with i0, j 0-based.
-// With KERPLE, + b(Δ) of the head (rc), Δ = i0 − j (clamped at 0 for the
-// pairs past the causal limit, which are never used).
-__device__ __forceinline__ float logit(const AttentionSpec& s, const RowConsts& rc, float lf, float qk, int i0, int j) {
-  float x = rc.slope != 0.f ? lf * qk + rc.bias - rc.slope * static_cast<float>(i0 - j) : lf * qk + rc.bias;
-  if (s.kerple()) x += attn::kerple_bias(s.position_bias, rc.r1, rc.r2, static_cast<float>(i0 > j ? i0 - j : 0));
-  if (s.forget()) x += rc.fc[min(i0, rc.fc_last)] - rc.fc[min(j, rc.fc_last)];
-  return x;
-}
-
-// The spec with the template's φ written in, so that attn:: functions that
-// switch on s.positivity fold to the one case.
-template <Positivity PHI>
-__device__ __forceinline__ AttentionSpec spec_with(const AttentionSpec& in) {
-  AttentionSpec s = in;
-  s.positivity = PHI;
-  return s;
-}
-
 // ---- arguments -----------------------------------------------------------------------
 // Row t of head h of sequence b of a (B,T,·) tensor starts at
 // ptr + (b*T + t)*stride + h*D. q and k share a stride (3C in qkv, 2C in the
@@ -262,12 +208,69 @@ struct Inputs {
   const float* head_sink = nullptr;
   const float* head_kerple = nullptr;
   const float* fcum = nullptr;  // the forget gate's c (B,NH,T)
+  const float* fire = nullptr;  // FIRE's bias table (NH,T,T): b_h(i0, Δ) at [(h·T + i0)·T + Δ]
 };
 
-// The forget gate's c of slice (b,h), or null.
-__device__ __forceinline__ const float* fc_slice(const Inputs& in, int b, int h) {
-  return in.fcum ? in.fcum + (static_cast<size_t>(b) * in.NH + h) * in.T : nullptr;
+// The constants of stages 1–2 for row i (1-based) of head h, exactly as the
+// CPU kernel rounds them: lf = float(λ_i·f) for the logits, and λ_i, f
+// separately for the backward's dσ = λ_i·f·dx.
+struct RowConsts {
+  float lf, lambda, f, bias, slope;
+  float zeta;  // the sink key's logit (attn::sink_logit)
+  float r1, r2, dr1, dr2;  // KERPLE's r₁, r₂ of the head and dr/dρ (attn::kerple_r)
+  const float* fc;         // the forget gate's c of this (b,h) slice (T values), or null
+  const float* fb;         // FIRE's table of head h (T, T), or null
+  int T;                   // rows and keys past the sequence (never used) read c_{T−1} and b(T − 1, ·)
+};
+// Row i (1-based) of head h of sequence b.
+__device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int h, int b, const Inputs& in) {
+  const int NH = in.NH, T = in.T;
+  const float* head_sink = in.head_sink;
+  const float* head_kerple = in.head_kerple;
+  const double factor = attn::score_factor(s, D);
+  const double hs = in.head_scale ? static_cast<double>(in.head_scale[h]) : 1.0;
+  const double lambda = attn::row_scale(s, i, D, hs);
+  RowConsts rc;
+  rc.lf = static_cast<float>(lambda * factor);
+  rc.lambda = static_cast<float>(lambda);
+  rc.f = static_cast<float>(factor);
+  rc.bias = static_cast<float>(s.bias);
+  rc.slope = s.alibi() ? static_cast<float>(attn::alibi_slope(h, NH)) : 0.f;
+  rc.zeta = static_cast<float>(attn::sink_logit(s, head_sink, h));
+  rc.r1 = rc.r2 = rc.dr1 = rc.dr2 = 0.f;
+  rc.fc = s.forget() && in.fcum ? in.fcum + (static_cast<size_t>(b) * NH + h) * T : nullptr;
+  rc.fb = s.fire() && in.fire ? in.fire + static_cast<size_t>(h) * T * T : nullptr;
+  rc.T = T;
+  if (s.kerple() && head_kerple) {
+    const attn::KerpleR r = attn::kerple_r(s.position_bias, head_kerple[2 * h], head_kerple[2 * h + 1]);
+    rc.r1 = static_cast<float>(r.r1);
+    rc.r2 = static_cast<float>(r.r2);
+    rc.dr1 = static_cast<float>(r.dr1);
+    rc.dr2 = static_cast<float>(r.dr2);
+  }
+  return rc;
 }
+// x_ij = λ f (q_i·k_j) + bias − slope (i − j), with i0, j 0-based.
+// With KERPLE, + b(Δ) of the head (rc), Δ = i0 − j (clamped at 0 for the
+// pairs past the causal limit, which are never used); with the forget gate
+// + c_i0 − c_j; with FIRE + the table's b(i0, Δ).
+__device__ __forceinline__ float logit(const AttentionSpec& s, const RowConsts& rc, float lf, float qk, int i0, int j) {
+  float x = rc.slope != 0.f ? lf * qk + rc.bias - rc.slope * static_cast<float>(i0 - j) : lf * qk + rc.bias;
+  if (s.kerple()) x += attn::kerple_bias(s.position_bias, rc.r1, rc.r2, static_cast<float>(i0 > j ? i0 - j : 0));
+  if (s.forget()) x += rc.fc[min(i0, rc.T - 1)] - rc.fc[min(j, rc.T - 1)];
+  if (s.fire()) x += rc.fb[static_cast<size_t>(min(i0, rc.T - 1)) * rc.T + min(i0 > j ? i0 - j : 0, rc.T - 1)];
+  return x;
+}
+
+// The spec with the template's φ written in, so that attn:: functions that
+// switch on s.positivity fold to the one case.
+template <Positivity PHI>
+__device__ __forceinline__ AttentionSpec spec_with(const AttentionSpec& in) {
+  AttentionSpec s = in;
+  s.positivity = PHI;
+  return s;
+}
+
 
 __device__ __forceinline__ size_t row_offset(int b, int t, int T, size_t stride, int h, int D) {
   return (static_cast<size_t>(b) * T + t) * stride + static_cast<size_t>(h) * D;
@@ -321,7 +324,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;  // longest rows first
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), in.T);
+  const RowConsts rc = row_consts(s, i, D, h, b, in);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
@@ -425,7 +428,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), in.T);
+  const RowConsts rc = row_consts(s, i, D, h, b, in);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   Slice<D> q;
@@ -494,6 +497,7 @@ struct Grads {
   double* dsink = nullptr;  // (NH) Σ_i dL/dζ_h, normalisation sink only
   double* dkerple = nullptr;  // (2·NH) Σ dx·∂b/∂r·dr/dρ, KERPLE only
   float* dfcum = nullptr;     // (B,NH,T) += dL/dc, the forget gate only
+  float* dfire = nullptr;     // (B,NH,T,T) += dL/db of FIRE's table per sequence (dq writes each pair once)
 };
 
 // grid (query tiles, B*NH), block kRowsPerBlock*L threads.
@@ -508,7 +512,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), in.T);
+  const RowConsts rc = row_consts(s, i, D, h, b, in);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
@@ -556,7 +560,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
     if (row.sharpen) S = sum;
   }
 
-  const bool learned = s.learned_scale(), kerple = s.kerple();
+  const bool learned = s.learned_scale(), kerple = s.kerple(), fire = s.fire();
   double sigma_dx = 0, k1 = 0, k2 = 0;
   float row_dx = 0.f;  // Σ_j dx_ij: the forget gate's dL/dc_i from this row
   acc.zero();
@@ -586,6 +590,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
           k2 += static_cast<double>(dx * d2);
         }
         row_dx += dx;
+        if (fire && lane == 0) gr.dfire[(static_cast<size_t>(bh) * T + i0) * T + (i0 - (j0 + jj))] += dx;
         acc.axpy(rc.lambda * rc.f * dx, ks + jj * G::D4, lane);
       }
     }
@@ -630,7 +635,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
   const int k0 = (gridDim.x - 1 - blockIdx.x) * kKeysPerBlock;  // most query rows first
   const int lane = threadIdx.x % G::L, j = k0 + threadIdx.x / G::L;
   const bool key_ok = j < T;
-  const RowConsts rc0 = row_consts(s, 1, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), in.T);  // f, bias, slope (per head)
+  const RowConsts rc0 = row_consts(s, 1, D, h, b, in);  // f, bias, slope (per head)
   const float* qbase = in.q + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* dybase = gr.dout + row_offset(b, 0, T, C, h, D);
   Slice<D> k, v, dk, dv;
@@ -668,7 +673,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
         Di = gr.row_ds[row * 2];
         S = gr.row_ds[row * 2 + 1];
       }
-      const RowConsts rc = row_consts(s, i0 + 1, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), in.T);
+      const RowConsts rc = row_consts(s, i0 + 1, D, h, b, in);
       rows[r] = attn::row_from_stats(s, i0 + 1, st);
       lfs[r] = rc.lf;
       lambdas[r] = rc.lambda;
@@ -732,7 +737,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;  // longest rows first
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L;
   const bool row_ok = i0 < T;
-  const RowConsts rc = row_consts(s, i0 + 1, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), T);
+  const RowConsts rc = row_consts(s, i0 + 1, D, h, b, in);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
@@ -813,7 +818,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
   const size_t row = static_cast<size_t>(bh) * T + i0;
-  const RowConsts rc = row_consts(s, i, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), T);
+  const RowConsts rc = row_consts(s, i, D, h, b, in);
   const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
@@ -860,7 +865,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
   }
   const double dp = static_cast<double>(w_own * g_own) + gsum;
 
-  const bool learned = s.learned_scale(), kerple = s.kerple();
+  const bool learned = s.learned_scale(), kerple = s.kerple(), fire = s.fire();
   double sigma_dx = 0, k1 = 0, k2 = 0, after = 0;
   float row_dx = 0.f;
   taken = 0.f;
@@ -898,6 +903,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
         k2 += static_cast<double>(dx * d2);
       }
       row_dx += dx;
+      if (fire && lane == 0) gr.dfire[row * T + (i0 - j)] += dx;
       acc.axpy(rc.lambda * rc.f * dx, ks + jj * G::D4, lane);
     }
   }
@@ -942,7 +948,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) sb_dkdv_kernel(Inputs in
   const int k0 = (gridDim.x - 1 - blockIdx.x) * KB;  // most query rows first
   const int lane = threadIdx.x % G::L, kk = threadIdx.x / G::L, j = k0 + kk;
   const bool key_ok = j < T, far_copy = in.kf != nullptr;
-  const RowConsts rc0 = row_consts(s, 1, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), T);
+  const RowConsts rc0 = row_consts(s, 1, D, h, b, in);
   const float* qbase = in.q + row_offset(b, 0, T, in.qk_stride, h, D);
   const float* qfbase = far_copy ? in.qf + row_offset(b, 0, T, in.qk_stride, h, D) : qbase;
   const float* dybase = gr.dout + row_offset(b, 0, T, C, h, D);
@@ -964,7 +970,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) sb_dkdv_kernel(Inputs in
     load_tile<D>(dys, dybase, C, q0, QT, T);
     for (int r = threadIdx.x; r < QT; r += blockDim.x) {
       const int i0 = q0 + r;
-      const RowConsts rc = row_consts(s, i0 + 1, D, h, NH, in.head_scale, in.head_sink, in.head_kerple, fc_slice(in, b, h), T);
+      const RowConsts rc = row_consts(s, i0 + 1, D, h, b, in);
       lfs[r] = rc.lf;
       lambdas[r] = rc.lambda;
       float tot = 0.f, tk = 0.f;
@@ -1105,7 +1111,7 @@ constexpr int kHeadSizes[] = {16, 32, 64, 128};
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale,
-                bool has_sink, bool has_kerple, bool has_fcum) {
+                bool has_sink, bool has_kerple, bool has_fcum, bool has_fire) {
   GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, fn, ": B, T, C, NH must be positive, got B=", B, " T=", Tn,
             " C=", C, " NH=", NH);
   GPT_CHECK(C % NH == 0, fn, ": C=", C, " must be a multiple of NH=", NH);
@@ -1122,7 +1128,7 @@ void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpe
   GPT_CHECK(!spec.learned_sink() || has_sink, fn, ": normalisation \"sink\" needs the per-head sink logits");
   GPT_CHECK(!spec.kerple() || has_kerple, fn, ": the KERPLE bias needs its per-head parameters r1, r2");
   GPT_CHECK(!spec.forget() || has_fcum, fn, ": the forget gate needs its cumulative log gates c (B, NH, T)");
-  GPT_CHECK(!spec.fire(), fn, ": FIRE (position_bias \"fire\") has no CUDA kernels yet; run it on the CPU");
+  GPT_CHECK(!spec.fire() || has_fire, fn, ": FIRE needs its bias table (NH, T, T)");
   GPT_CHECK(!attn::sharpen_refused(spec), fn, ": re-weighting (p > 0) does not compose with normalisation ",
             stage_name(spec.normalize), ": it renormalises rows to 1, undoing the weight the sink leaves out");
   GPT_CHECK(!attn::stick_breaking_refused(spec), fn, ": normalisation stick_breaking needs positivity sigmoid (its "
@@ -1197,6 +1203,7 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
   in.head_sink = spec.learned_sink() ? head.sink : nullptr;
   in.head_kerple = spec.kerple() ? head.kerple : nullptr;
   in.fcum = spec.forget() ? head.fcum : nullptr;
+  in.fire = spec.fire() ? head.fire : nullptr;
   return in;
 }
 
@@ -1204,7 +1211,7 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
 void add_far_inputs(Inputs& in, const float* qkv_far, float* norm_far, int B, int Tn, int C, int NH,
                     cudaStream_t stream) {
   if (!qkv_far) return;
-  const Inputs f = make_inputs(qkv_far, norm_far, B, Tn, C, NH, in.spec, {in.head_scale, in.head_sink, in.head_kerple, in.fcum}, stream);
+  const Inputs f = make_inputs(qkv_far, norm_far, B, Tn, C, NH, in.spec, {in.head_scale, in.head_sink, in.head_kerple, in.fcum, in.fire}, stream);
   in.qf = f.q;
   in.kf = f.k;
 }
@@ -1224,7 +1231,7 @@ void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn
                        const AttentionSpec& spec, const HeadParams<float>& head, double* diag, cudaStream_t stream,
                        const float* qkv_far) {
   check_args("cuda::attention_forward", B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr,
-            head.kerple != nullptr, head.fcum != nullptr);
+            head.kerple != nullptr, head.fcum != nullptr, head.fire != nullptr);
   check_far("cuda::attention_forward", spec, qkv_far);
   GPT_CHECK(out && qkv, "cuda::attention_forward: out and qkv must be non-null");
   GPT_CHECK(aligned16(out) && aligned16(qkv), "cuda::attention_forward: out and qkv must be 16-byte aligned");
@@ -1264,7 +1271,7 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
                         const float* stats, const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                         const HeadParams<float>& head, cudaStream_t stream, float* dqkv_far, const float* qkv_far) {
   check_args("cuda::attention_backward", B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr,
-            head.kerple != nullptr, head.fcum != nullptr);
+            head.kerple != nullptr, head.fcum != nullptr, head.fire != nullptr);
   check_far("cuda::attention_backward", spec, qkv_far);
   GPT_CHECK(!qkv_far || (dqkv_far && aligned16(dqkv_far)),
             "cuda::attention_backward: a distance remapping needs a 16-byte aligned dqkv_far");
@@ -1273,6 +1280,7 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
   GPT_CHECK(!spec.learned_sink() || dhp.sink != nullptr, "cuda::attention_backward: the sink needs the sink gradients");
   GPT_CHECK(!spec.kerple() || dhp.kerple != nullptr, "cuda::attention_backward: KERPLE needs the gradients of r1, r2");
   GPT_CHECK(!spec.forget() || dhp.fcum != nullptr, "cuda::attention_backward: the forget gate needs dL/dc");
+  GPT_CHECK(!spec.fire() || dhp.fire != nullptr, "cuda::attention_backward: FIRE needs dL/db (B, NH, T, T)");
   GPT_CHECK(dqkv && dout && out && qkv, "cuda::attention_backward: dqkv, dout, out and qkv must be non-null");
   GPT_CHECK(aligned16(dqkv) && aligned16(dout) && aligned16(out) && aligned16(qkv),
             "cuda::attention_backward: dqkv, dout, out and qkv must be 16-byte aligned");
@@ -1326,6 +1334,7 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
   if (sink) check_cuda(cudaMemsetAsync(gr.dsink, 0, NH * sizeof(double), stream), "cudaMemsetAsync");
   gr.dkerple = dkerple.as<double>();
   gr.dfcum = dhp.fcum;
+  gr.dfire = spec.fire() ? dhp.fire : nullptr;
   if (kerple) check_cuda(cudaMemsetAsync(gr.dkerple, 0, 2 * NH * sizeof(double), stream), "cudaMemsetAsync");
 
   // Stick-breaking's running sums at every key block's last key (SbScratch);

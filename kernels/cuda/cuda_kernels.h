@@ -147,6 +147,15 @@ void sigmoid_gate_backward(float* dy, float* dg, const float* dout, const float*
 void forget_forward(float* c, const float* g, int B, int Tn, int NH, cudaStream_t stream);
 void forget_backward(float* dg, const float* dc, const float* g, int B, int Tn, int NH, cudaStream_t stream);
 
+// ---- FIRE's bias table (as cpu::fire_forward / fire_backward) --------------------------------
+// table (NH,T,T) from a layer's parameter block p (attn::fire::count(NH)
+// floats), the MLP evaluated in double per entry; dp += the gradient of
+// Σ_b Σ dtable[b]·table (dtable (B,NH,T,T)), summed in double in a fixed
+// order (no atomics).
+void fire_forward(float* table, const float* p, int Tn, int NH, double L0, cudaStream_t stream);
+void fire_backward(float* dp, const float* dtable, const float* p, int B, int Tn, int NH, double L0,
+                   cudaStream_t stream);
+
 // ---- element-wise ---------------------------------------------------------------------------
 void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream);
 void add_inplace(float* dst, const float* src, size_t n, cudaStream_t stream);

@@ -188,12 +188,11 @@ class CudaBackend final : public Backend<float> {
                              size_t n) override {
     cuda::sigmoid_gate_backward(dy, dg, dout, y, g, n, stream_);
   }
-  // FIRE has no CUDA kernels yet: the model refuses it on this device before any op runs.
-  void fire_forward(float*, const float*, int, int, double) override {
-    fail("FIRE (attention.position_bias \"fire\") has no CUDA kernels yet: run it with run.device \"cpu\"");
+  void fire_forward(float* table, const float* p, int Tn, int NH, double L0) override {
+    cuda::fire_forward(table, p, Tn, NH, L0, stream_);
   }
-  void fire_backward(float*, const float*, const float*, int, int, int, double) override {
-    fail("FIRE (attention.position_bias \"fire\") has no CUDA kernels yet: run it with run.device \"cpu\"");
+  void fire_backward(float* dp, const float* dtable, const float* p, int B, int Tn, int NH, double L0) override {
+    cuda::fire_backward(dp, dtable, p, B, Tn, NH, L0, stream_);
   }
   void forget_forward(float* c, const float* g, int B, int Tn, int NH) override {
     cuda::forget_forward(c, g, B, Tn, NH, stream_);

@@ -149,9 +149,11 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
       << "\nFLOPs: forward 2*B*C*T(T+1) (q.k and the weighted sum of v over the causal half); forward+backward "
          "3x that. \"x softmax\": time relative to the softmax preset at the same T.\n";
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%-10s %6s %3s %10s %8s %12s %8s %10s\n", "preset", "T", "B", "fwd ms", "TFLOP/s",
-                "fwd+bwd ms", "TFLOP/s", "x softmax");
-  out << buf << std::string(74, '-') << "\n" << std::flush;
+  int width = 10;  // the name column holds the longest name
+  for (const std::string& n : names) width = std::max(width, static_cast<int>(std::min<size_t>(n.size(), 40)));
+  std::snprintf(buf, sizeof buf, "%-*s %6s %3s %10s %8s %12s %8s %10s\n", width, "preset", "T", "B", "fwd ms",
+                "TFLOP/s", "fwd+bwd ms", "TFLOP/s", "x softmax");
+  out << buf << std::string(64 + width, '-') << "\n" << std::flush;
 
   ModelConfig m;
   m.context = opt.trained_context;
@@ -197,7 +199,7 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
       }
       char ratio[32] = "-";
       if (softmax_fb[ci] > 0) std::snprintf(ratio, sizeof ratio, "%.2f", fb_sec / softmax_fb[ci]);
-      std::snprintf(buf, sizeof buf, "%-10s %6d %3d %10.3f %8.2f %12.3f %8.2f %10s\n", name.c_str(), Tn, B,
+      std::snprintf(buf, sizeof buf, "%-*s %6d %3d %10.3f %8.2f %12.3f %8.2f %10s\n", width, name.c_str(), Tn, B,
                     f_sec * 1e3, flops / f_sec / 1e12, fb_sec * 1e3, 3 * flops / fb_sec / 1e12, ratio);
       out << buf << std::flush;
     }

@@ -182,7 +182,7 @@ std::vector<Key> make_keys() {
        "stage 2's position bias b_h(i - j) (contenders.md): alibi -m_h (i-j) (also model.position \"alibi\"), "
        "kerple_log -r1 ln(1 + r2 (i-j)), kerple_power -r1 (i-j)^r2, r1, r2 learned per layer and head; forget "
        "sum_{l=j+1..i} ln f_l, f_t = sigmoid(w_h x_t + b_h) learned (the Forgetting Transformer); fire an MLP "
-       "1-32-H of ln(c (i-j) + 1) / ln(c max(i, L) + 1), MLP, c and L = m N/4 learned per layer (CPU only)"},
+       "1-32-H of ln(c (i-j) + 1) / ln(c max(i, L) + 1), MLP, c and L = m N/4 learned per layer"},
 
       {GPT_KEY(context, rope_scaling), one_of(names_of(kRopeScalingNames)),
        "RoPE frequency rule past the training context (context_extension.md §1): pi, ntk, dynamic_ntk, yarn, llama3"},

@@ -148,6 +148,16 @@ void run_case(const Case& c) {
   std::vector<float> fcum(nf);
   cpu::forget_forward(fcum.data(), uniform(nf, 9, -1, 4).data(), c.B, c.T, c.NH);
   const std::vector<float> dfcum0 = uniform(nf, 10, -1e-3, 1e-3);
+  // FIRE's table (NH,T,T), b in [−2, 1] on and below the diagonal (read only
+  // under fire), and its gradient per sequence, accumulated onto noise.
+  const bool fire = c.spec.fire();
+  const size_t nt = fire ? static_cast<size_t>(c.NH) * c.T * c.T : 1, ndt = fire ? c.B * nt : 1;
+  std::vector<float> fire_tab = uniform(nt, 11, -2, 1);
+  if (fire)
+    for (int h = 0; h < c.NH; ++h)
+      for (int i0 = 0; i0 < c.T; ++i0)
+        for (int d = i0 + 1; d < c.T; ++d) fire_tab[(static_cast<size_t>(h) * c.T + i0) * c.T + d] = 0.f;
+  const std::vector<float> dfire0 = uniform(ndt, 12, -1e-3, 1e-3);
   // A distance remapping's far copy: other random q and k (the kernels do
   // not care how they were rotated), its gradient accumulated onto noise too.
   const bool far = remap::on(c.spec.rope);
@@ -156,33 +166,34 @@ void run_case(const Case& c) {
 
   // CPU
   std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0, dsink_c = dsink0,
-      dkerple_c = dkerple0, dfar_c = dfar0, dfcum_c = dfcum0;
+      dkerple_c = dkerple0, dfar_c = dfar0, dfcum_c = dfcum0, dfire_c = dfire0;
   std::vector<double> diag_c = diag0;
   cpu::attention_forward(out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec,
-                         {head_scale.data(), sink.data(), kerple.data(), fcum.data()}, diag_c.data(),
-                         far ? qkv_far.data() : nullptr);
-  cpu::attention_backward(dqkv_c.data(), {dhead_c.data(), dsink_c.data(), dkerple_c.data(), dfcum_c.data()},
+                         {head_scale.data(), sink.data(), kerple.data(), fcum.data(), fire_tab.data()},
+                         diag_c.data(), far ? qkv_far.data() : nullptr);
+  cpu::attention_backward(dqkv_c.data(),
+                          {dhead_c.data(), dsink_c.data(), dkerple_c.data(), dfcum_c.data(), dfire_c.data()},
                           dout.data(), out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec,
-                          {head_scale.data(), sink.data(), kerple.data(), fcum.data()},
+                          {head_scale.data(), sink.data(), kerple.data(), fcum.data(), fire_tab.data()},
                           far ? dfar_c.data() : nullptr, far ? qkv_far.data() : nullptr);
 
   // GPU
   DeviceVec<float> d_qkv(qkv), d_dout(dout), d_out(std::vector<float>(n1, 0.f)), d_stats(std::vector<float>(ns, 0.f)),
       d_dqkv(dqkv0), d_hs(head_scale), d_dhead(dhead0), d_sink(sink), d_dsink(dsink0), d_kerple(kerple),
-      d_dkerple(dkerple0), d_fcum(fcum), d_dfcum(dfcum0);
+      d_dkerple(dkerple0), d_fcum(fcum), d_dfcum(dfcum0), d_fire(fire_tab), d_dfire(dfire0);
   DeviceVec<double> d_diag(diag0);
   DeviceVec<float> d_far(far ? qkv_far : std::vector<float>(1)), d_dfar(far ? dfar0 : std::vector<float>(1));
   attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec,
-                    {d_hs.get(), d_sink.get(), d_kerple.get(), d_fcum.get()}, d_diag.get(), nullptr,
+                    {d_hs.get(), d_sink.get(), d_kerple.get(), d_fcum.get(), d_fire.get()}, d_diag.get(), nullptr,
                     far ? d_far.get() : nullptr);
-  attention_backward(d_dqkv.get(), {d_dhead.get(), d_dsink.get(), d_dkerple.get(), d_dfcum.get()}, d_dout.get(),
-                     d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec,
-                     {d_hs.get(), d_sink.get(), d_kerple.get(), d_fcum.get()}, nullptr,
+  attention_backward(d_dqkv.get(), {d_dhead.get(), d_dsink.get(), d_dkerple.get(), d_dfcum.get(), d_dfire.get()},
+                     d_dout.get(), d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec,
+                     {d_hs.get(), d_sink.get(), d_kerple.get(), d_fcum.get(), d_fire.get()}, nullptr,
                      far ? d_dfar.get() : nullptr, far ? d_far.get() : nullptr);
   cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   const std::vector<float> out_g = d_out.host(), stats_g = d_stats.host(), dqkv_g = d_dqkv.host(),
                            dhead_g = d_dhead.host(), dsink_g = d_dsink.host(), dkerple_g = d_dkerple.host(),
-                           dfcum_g = d_dfcum.host();
+                           dfcum_g = d_dfcum.host(), dfire_g = d_dfire.host();
   const std::vector<double> diag_g = d_diag.host();
 
   // The measured errors, for the record (as the gradient checks print theirs).
@@ -195,7 +206,8 @@ void run_case(const Case& c) {
             << " dhead=" << (c.spec.learned_scale() ? rel_diff(dhead_g, dhead_c) : 0.0)
             << " dsink=" << (c.spec.learned_sink() ? rel_diff(dsink_g, dsink_c) : 0.0)
             << " dkerple=" << (c.spec.kerple() ? rel_diff(dkerple_g, dkerple_c) : 0.0)
-            << " dc=" << (c.spec.forget() ? rel_diff(dfcum_g, dfcum_c) : 0.0) << " (tol " << c.tol << ")\n";
+            << " dc=" << (c.spec.forget() ? rel_diff(dfcum_g, dfcum_c) : 0.0)
+            << " db=" << (fire ? rel_diff(dfire_g, dfire_c) : 0.0) << " (tol " << c.tol << ")\n";
   EXPECT_LE(rel_diff(out_g, out_c), c.tol) << "out";
   const char* stat_names[kStats] = {"shift", "Z", "a_max", "R"};
   for (int k = 0; k < kStats; ++k) EXPECT_LE(rel_diff(stats_g, stats_c, k, kStats), c.tol) << "stats " << stat_names[k];
@@ -233,6 +245,12 @@ void run_case(const Case& c) {
     EXPECT_LE(rel_diff(dfcum_g, dfcum_c), c.tol) << "dc";
   } else {
     EXPECT_EQ(dfcum_g, dfcum0) << "no forget gate, no gradient";
+  }
+  if (fire) {
+    EXPECT_LE(rel_diff(dfire_g, dfire_c), c.tol) << "db (FIRE)";
+    EXPECT_NE(dfire_c, dfire0) << "the table should get a gradient";
+  } else {
+    EXPECT_EQ(dfire_g, dfire0) << "no FIRE table, no gradient";
   }
   EXPECT_GT(max_abs(out_c), 0.0) << "the case should produce some output";
 }
@@ -455,6 +473,35 @@ TEST_F(CudaAttention, StickBreaking) {
   run_case({"stick_breaking+self_extend D=16", far(selfext), 1, 200, 64, 4, kTol});
   run_case({"stick_breaking+lambda", far(lambda), 1, 300, 64, 2, kTol});
   run_case({"stick_breaking T=2048", with(nullptr, 1024), 1, 2048, 64, 1, kTol});
+}
+
+// FIRE's table b_h(i0, Δ) (made by the test; the MLP ops are checked in
+// cuda_ops_parity_test.cpp): read per pair by every kernel, its gradient
+// written per pair by the dq kernels.
+TEST_F(CudaAttention, FireTable) {
+  auto with = [](const char* preset, int N = kN) {
+    AttentionConfig a;
+    a.preset = preset;
+    a.position_bias = "fire";
+    ModelConfig m;
+    m.context = N;
+    return resolve_attention(a, m);
+  };
+  run_case({"softmax+fire", with("softmax"), 2, 77, 64, 2, kTol});
+  run_case({"softmax+fire D=16", with("softmax"), 1, 45, 64, 4, kTol});
+  run_case({"lssar+fire", with("lssar"), 1, 90, 64, 2, kTolSharp});
+  run_case({"sink+fire", with("sink"), 1, 90, 64, 2, kTol});
+  run_case({"ssmax+fire", with("ssmax"), 1, 90, 64, 2, kTol});
+  run_case({"stick_breaking+fire", with("stick_breaking"), 2, 77, 64, 2, kTol});
+  ContextConfig ctx;
+  ctx.mask = "sinks", ctx.sinks = 4, ctx.window = 29;
+  AttentionConfig a;
+  a.preset = "softmax";
+  a.position_bias = "fire";
+  ModelConfig m;
+  m.context = kN;
+  run_case({"softmax+fire+sinks4+29", for_length(resolve_attention(a, m, ctx), 8 * kN), 1, 300, 64, 2, kTol});
+  run_case({"softmax+fire T=1024", with("softmax", 512), 1, 1024, 64, 1, kTol});
 }
 
 TEST_F(CudaAttention, ShortSequences) {

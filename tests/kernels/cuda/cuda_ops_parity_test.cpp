@@ -278,6 +278,34 @@ TEST_F(CudaOps, ForgetGate) {
   expect_close(down(g_dg, n), dg, 1e-6, "forget_backward");
 }
 
+// FIRE's table from a parameter block (the MLP in double on both) and its
+// backward summed over B = 3 sequences' dL/db, at T = 70 (past a block of
+// 256 pairs several times) with NH = 3, c and m away from their defaults;
+// the entries above the diagonal are 0 and take no gradient.
+TEST_F(CudaOps, FireTable) {
+  const int B = 3, T = 70, NH = 3, np = attn::fire::count(NH);
+  const double L0 = attn::fire::threshold0(32);
+  auto p = random_floats(np, 1, -0.8f, 0.8f);
+  p[attn::fire::c(NH)] = 0.3f;
+  p[attn::fire::m(NH)] = 0.7f;
+  const size_t nt = size_t(NH) * T * T;
+  std::vector<float> table(nt, -7.f);
+  cpu_->fire_forward(table.data(), p.data(), T, NH, L0);
+  auto g_p = up(p), g_table = up(std::vector<float>(nt, -7.f));
+  gpu_->fire_forward(g_table.get(), g_p.get(), T, NH, L0);
+  expect_close(down(g_table, nt), table, 1e-6, "fire_forward");
+  const auto dtable = random_floats(B * nt, 2);
+  auto dp = random_floats(np, 3);  // the backward accumulates
+  const std::vector<float> dp0 = dp;
+  cpu_->fire_backward(dp.data(), dtable.data(), p.data(), B, T, NH, L0);
+  auto g_dtable = up(dtable), g_dp = up(dp0);
+  gpu_->fire_backward(g_dp.get(), g_dtable.get(), g_p.get(), B, T, NH, L0);
+  expect_close(down(g_dp, np), dp, 1e-5, "fire_backward");
+  int moved = 0;
+  for (int k = 0; k < np; ++k) moved += dp[k] != dp0[k];
+  EXPECT_GT(moved, np / 2) << "most parameters should get a gradient";
+}
+
 TEST_F(CudaOps, OutputGate) {
   const size_t n = 10007;
   const auto y = random_floats(n, 1, -3.f, 3.f), dout = random_floats(n, 2);
@@ -512,6 +540,31 @@ TEST_F(CudaOps, TinyModelWithALayerPlanTrainsLikeCpu) {
   p.on_cpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lc);
   p.on_gpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lg);
   expect_close(lg, lc, 1e-4, "evaluation losses of the plan");
+}
+
+// FIRE's bias (its MLP evaluated into a table by the device) and
+// stick-breaking on the other layer train on the device as on the CPU.
+TEST_F(CudaOps, TinyModelWithFireAndStickBreakingTrainsLikeCpu) {
+  ModelConfig mc = TinyModelPair::model_config();
+  mc.position = "none";
+  mc.layer_pattern = "FS";
+  mc.layer_kinds = nlohmann::json::parse(
+      R"({"F": {"attention": {"preset": "softmax", "position_bias": "fire"}},
+          "S": {"attention": {"preset": "stick_breaking"}}})");
+  TinyModelPair p(*cpu_, *gpu_, mc);
+  ASSERT_TRUE(p.on_gpu.per_layer_attention()[0].spec.fire());
+  ASSERT_TRUE(attn::stick_breaking(p.on_gpu.per_layer_attention()[1].spec));
+  for (int s = 0; s < 3; ++s) {
+    const auto [cpu, gpu] = p.step(s);
+    EXPECT_NEAR(gpu, cpu, 1e-4 * cpu) << "step " << s;
+  }
+  const int T = mc.context;
+  const auto ids = random_ids(size_t(2) * 2 * T + 1, mc.vocab_size, 97);
+  const std::vector<int32_t> in(ids.begin(), ids.end() - 1), tg(ids.begin() + 1, ids.end());
+  std::vector<float> lc, lg;
+  p.on_cpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lc);
+  p.on_gpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lg);
+  expect_close(lg, lc, 1e-4, "evaluation losses with FIRE and stick-breaking");
 }
 
 // These run everywhere: the CUDA backend where a device is present, otherwise
