@@ -127,6 +127,8 @@ void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool ha
             stage_name(spec.positivity), " and p = ", spec.p);
   GPT_CHECK(spec.window >= 0 && spec.sinks >= 0, "attention: the window and the sinks must be >= 0, got window=",
             spec.window, " sinks=", spec.sinks);
+  GPT_CHECK(spec.head_group >= 1 && NH % spec.head_group == 0, "attention: NH=", NH,
+            " must be a multiple of the head group ", spec.head_group);
 }
 
 template <typename T>
@@ -580,9 +582,11 @@ HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, siz
 template <typename T>
 HeadConsts<T> head_consts(const AttentionSpec& s, int b, int h, int NH, int D, const HeadParams<T>& hp,
                           const KerpleTables<T>& kt, int Tn, T* dfcum = nullptr, T* dfire = nullptr) {
-  HeadConsts<T> hc{attn::score_factor(s, D), hp.scale ? static_cast<double>(hp.scale[h]) : 1.0,
-                   s.alibi() ? attn::alibi_slope(h, NH) : 0.0, s.bias, D, attn::sink_logit(s, hp.sink, h)};
-  kt.attach(hc, h, Tn);
+  const int ph = s.param_head(h);  // the head of the learned parameters
+  HeadConsts<T> hc{attn::score_factor(s, D), hp.scale ? static_cast<double>(hp.scale[ph]) : 1.0,
+                   s.alibi() ? attn::alibi_slope(ph, NH / s.head_group) : 0.0, s.bias, D,
+                   attn::sink_logit(s, hp.sink, ph)};
+  kt.attach(hc, ph, Tn);
   if (s.forget()) {
     const size_t off = (static_cast<size_t>(b) * NH + h) * Tn;
     hc.fc = hp.fcum + off;
@@ -607,7 +611,7 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
   check_far(spec, qkv_far != nullptr);
   const int D = C / NH;
   const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
-  const KerpleTables<T> kt(spec, head.kerple, NH, Tn, false);
+  const KerpleTables<T> kt(spec, head.kerple, NH / spec.head_group, Tn, false);
   CallScratch<T>& cs = call_scratch<T>();
   T* heads = reuse(cs.heads, n);
   T* heads_far = qkv_far ? reuse(cs.heads_far, n) : nullptr;
@@ -671,7 +675,7 @@ void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhp, 
   GPT_CHECK(!spec.learned_sink() || dhp.sink != nullptr, "attention_backward: the sink needs the sink gradients");
   const int D = C / NH;
   const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
-  const KerpleTables<T> kt(spec, head.kerple, NH, Tn, true);
+  const KerpleTables<T> kt(spec, head.kerple, NH / spec.head_group, Tn, true);
   CallScratch<T>& cs = call_scratch<T>();
   T* heads = reuse(cs.heads, n);
   T* dheads = reuse(cs.dheads, n);
@@ -726,20 +730,23 @@ void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhp, 
   };
   scatter(dqkv, dheads, qkv);
   if (qkv_far) scatter(dqkv_far, dheads_far, qkv_far);
-  for (int h = 0; h < NH; ++h) {
+  // Per head of the learned parameters: its kernel heads' sums (head_group of
+  // them), batch by batch, in order.
+  for (int ph = 0; ph < NH / spec.head_group; ++ph) {
     double scale = 0, sink = 0, r1 = 0, r2 = 0;
-    for (int b = 0; b < B; ++b) {
-      const HeadGradSums& d = dhead[static_cast<size_t>(b) * NH + h];
-      scale += d.scale;
-      sink += d.sink;
-      r1 += d.r1;
-      r2 += d.r2;
-    }
-    if (spec.learned_scale()) dhp.scale[h] += static_cast<T>(scale);
-    if (spec.learned_sink()) dhp.sink[h] += static_cast<T>(sink);
+    for (int h = ph * spec.head_group; h < (ph + 1) * spec.head_group; ++h)
+      for (int b = 0; b < B; ++b) {
+        const HeadGradSums& d = dhead[static_cast<size_t>(b) * NH + h];
+        scale += d.scale;
+        sink += d.sink;
+        r1 += d.r1;
+        r2 += d.r2;
+      }
+    if (spec.learned_scale()) dhp.scale[ph] += static_cast<T>(scale);
+    if (spec.learned_sink()) dhp.sink[ph] += static_cast<T>(sink);
     if (spec.kerple()) {  // through r = softplus(ρ) (and the power's 2σ(ρ₂))
-      dhp.kerple[2 * h] += static_cast<T>(r1 * kt.r[h].dr1);
-      dhp.kerple[2 * h + 1] += static_cast<T>(r2 * kt.r[h].dr2);
+      dhp.kerple[2 * ph] += static_cast<T>(r1 * kt.r[ph].dr1);
+      dhp.kerple[2 * ph + 1] += static_cast<T>(r2 * kt.r[ph].dr2);
     }
   }
 }

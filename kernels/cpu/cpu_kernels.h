@@ -92,6 +92,34 @@ void fire_forward(T* table, const T* p, int Tn, int NH, double L0);
 template <typename T>
 void fire_backward(T* dp, const T* dtable, const T* p, int B, int Tn, int NH, double L0);
 
+// ---- differential attention (attn::diff; contenders.md) --------------------------
+// qkv (N,3C) of NH heads (D = C/NH, d = D/2) into qkv2 (N,6C): the q, k and v
+// blocks of 4·NH kernel heads of d channels (2C each), kernel head
+// 4h + 2m + u holding q and k half m and v half u of head h.
+template <typename T>
+void diff_split_forward(T* qkv2, const T* qkv, int N, int C, int NH);
+// dqkv (N,3C) += the gradient of the split from dqkv2 (N,6C).
+template <typename T>
+void diff_split_backward(T* dqkv, const T* dqkv2, int N, int C, int NH);
+// out (N,C): head h = (1 − lambda_init)·gain ⊙ z/rms(z), z = [y_{4h} | y_{4h+1}]
+// − λ·[y_{4h+2} | y_{4h+3}] of the kernel heads' outputs y2 (N,2C), λ from
+// lam (attn::diff::lambda, 4d values), rms over the D channels with ε = 1e-5;
+// rstd (N,NH) = 1/rms saved for the backward.
+template <typename T>
+void diff_combine_forward(T* out, T* rstd, const T* y2, const T* lam, const T* gain, int N, int C, int NH,
+                          double lambda_init);
+// dy2 (N,2C) = dL/dy2 (overwritten), dlam (4d) and dgain (D) += their
+// gradients, from dout (N,C).
+template <typename T>
+void diff_combine_backward(T* dy2, T* dlam, T* dgain, const T* dout, const T* y2, const T* rstd, const T* lam,
+                           const T* gain, int N, int C, int NH, double lambda_init);
+// dst (outer, NH·group, inner) = each head's block of src (outer, NH, inner)
+// repeated group times; head_reduce adds the group's blocks back (+=).
+template <typename T>
+void head_repeat(T* dst, const T* src, size_t outer, int NH, size_t inner, int group);
+template <typename T>
+void head_reduce(T* dst, const T* src, size_t outer, int NH, size_t inner, int group);
+
 // ---- the sigmoid output gate (gated attention; contenders.md) --------------------
 // out = y · σ(g), element-wise over n values.
 template <typename T>
@@ -135,7 +163,9 @@ void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const R
 // (ρ₁, ρ₂) (2·NH; position_bias kerple_*), head.fcum the forget gate's c
 // (B, NH, T; position_bias forget), head.fire FIRE's bias table (NH, T, T;
 // position_bias fire, from fire_forward), each ignored otherwise; a plain pointer
-// converts to head.scale. diag (NH, kAttentionDiagStats)
+// converts to head.scale. With spec.head_group = g > 1 the scales, sink
+// logits, KERPLE parameters (and ALiBi's slopes) are per group of g kernel
+// heads (NH / g of them; AttentionSpec::param_head), fcum and fire per kernel head. diag (NH, kAttentionDiagStats)
 // accumulates (+=) per-head diagnostics when non-null. No T×T buffer is kept:
 // blocks of query rows are streamed through per-thread tiles of (row block ×
 // T) scalars, so memory is linear in T.

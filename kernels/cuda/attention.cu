@@ -228,21 +228,22 @@ __device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int
   const float* head_sink = in.head_sink;
   const float* head_kerple = in.head_kerple;
   const double factor = attn::score_factor(s, D);
-  const double hs = in.head_scale ? static_cast<double>(in.head_scale[h]) : 1.0;
+  const int ph = s.param_head(h);  // the head of the learned parameters
+  const double hs = in.head_scale ? static_cast<double>(in.head_scale[ph]) : 1.0;
   const double lambda = attn::row_scale(s, i, D, hs);
   RowConsts rc;
   rc.lf = static_cast<float>(lambda * factor);
   rc.lambda = static_cast<float>(lambda);
   rc.f = static_cast<float>(factor);
   rc.bias = static_cast<float>(s.bias);
-  rc.slope = s.alibi() ? static_cast<float>(attn::alibi_slope(h, NH)) : 0.f;
-  rc.zeta = static_cast<float>(attn::sink_logit(s, head_sink, h));
+  rc.slope = s.alibi() ? static_cast<float>(attn::alibi_slope(ph, NH / s.head_group)) : 0.f;
+  rc.zeta = static_cast<float>(attn::sink_logit(s, head_sink, ph));
   rc.r1 = rc.r2 = rc.dr1 = rc.dr2 = 0.f;
   rc.fc = s.forget() && in.fcum ? in.fcum + (static_cast<size_t>(b) * NH + h) * T : nullptr;
   rc.fb = s.fire() && in.fire ? in.fire + static_cast<size_t>(h) * T * T : nullptr;
   rc.T = T;
   if (s.kerple() && head_kerple) {
-    const attn::KerpleR r = attn::kerple_r(s.position_bias, head_kerple[2 * h], head_kerple[2 * h + 1]);
+    const attn::KerpleR r = attn::kerple_r(s.position_bias, head_kerple[2 * ph], head_kerple[2 * ph + 1]);
     rc.r1 = static_cast<float>(r.r1);
     rc.r2 = static_cast<float>(r.r2);
     rc.dr1 = static_cast<float>(r.dr1);
@@ -596,12 +597,12 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
     }
   }
   if (learned)
-    warp_atomic_add(gr.dhead + h, row_ok && lane == 0 ? attn::row_scale_grad(s, i) * sigma_dx : 0.0);
+    warp_atomic_add(gr.dhead + s.param_head(h), row_ok && lane == 0 ? attn::row_scale_grad(s, i) * sigma_dx : 0.0);
   if (s.learned_sink())
-    warp_atomic_add(gr.dsink + h, row_ok && lane == 0 ? static_cast<double>(attn::sink_grad(s, row, rc.zeta, S)) : 0.0);
+    warp_atomic_add(gr.dsink + s.param_head(h), row_ok && lane == 0 ? static_cast<double>(attn::sink_grad(s, row, rc.zeta, S)) : 0.0);
   if (kerple) {  // through r = softplus(ρ) (and the power's 2σ(ρ₂))
-    warp_atomic_add(gr.dkerple + 2 * h, row_ok && lane == 0 ? k1 * rc.dr1 : 0.0);
-    warp_atomic_add(gr.dkerple + 2 * h + 1, row_ok && lane == 0 ? k2 * rc.dr2 : 0.0);
+    warp_atomic_add(gr.dkerple + 2 * s.param_head(h), row_ok && lane == 0 ? k1 * rc.dr1 : 0.0);
+    warp_atomic_add(gr.dkerple + 2 * s.param_head(h) + 1, row_ok && lane == 0 ? k2 * rc.dr2 : 0.0);
   }
   if (!row_ok) return;
   if (s.forget() && lane == 0) gr.dfcum[static_cast<size_t>(bh) * T + i0] += row_dx;
@@ -908,10 +909,10 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
     }
   }
   if (learned)
-    warp_atomic_add(gr.dhead + h, row_ok && lane == 0 ? attn::row_scale_grad(s, i) * sigma_dx : 0.0);
+    warp_atomic_add(gr.dhead + s.param_head(h), row_ok && lane == 0 ? attn::row_scale_grad(s, i) * sigma_dx : 0.0);
   if (kerple) {  // through r = softplus(ρ) (and the power's 2σ(ρ₂))
-    warp_atomic_add(gr.dkerple + 2 * h, row_ok && lane == 0 ? k1 * rc.dr1 : 0.0);
-    warp_atomic_add(gr.dkerple + 2 * h + 1, row_ok && lane == 0 ? k2 * rc.dr2 : 0.0);
+    warp_atomic_add(gr.dkerple + 2 * s.param_head(h), row_ok && lane == 0 ? k1 * rc.dr1 : 0.0);
+    warp_atomic_add(gr.dkerple + 2 * s.param_head(h) + 1, row_ok && lane == 0 ? k2 * rc.dr2 : 0.0);
   }
   if (!row_ok) return;
   if (s.forget() && lane == 0) gr.dfcum[row] += row_dx;
@@ -1129,6 +1130,8 @@ void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpe
   GPT_CHECK(!spec.kerple() || has_kerple, fn, ": the KERPLE bias needs its per-head parameters r1, r2");
   GPT_CHECK(!spec.forget() || has_fcum, fn, ": the forget gate needs its cumulative log gates c (B, NH, T)");
   GPT_CHECK(!spec.fire() || has_fire, fn, ": FIRE needs its bias table (NH, T, T)");
+  GPT_CHECK(spec.head_group >= 1 && NH % spec.head_group == 0, fn, ": NH=", NH,
+            " must be a multiple of the head group ", spec.head_group);
   GPT_CHECK(!attn::sharpen_refused(spec), fn, ": re-weighting (p > 0) does not compose with normalisation ",
             stage_name(spec.normalize), ": it renormalises rows to 1, undoing the weight the sink leaves out");
   GPT_CHECK(!attn::stick_breaking_refused(spec), fn, ": normalisation stick_breaking needs positivity sigmoid (its "
@@ -1292,6 +1295,7 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
   Scratch dhat(cosine ? rows * 2 * C * sizeof(float) : 0, stream, "cudaMallocAsync of the cosine q/k gradient");
   Scratch row_ds(static_cast<size_t>(B) * NH * Tn * 2 * sizeof(float), stream,
                  "cudaMallocAsync of the backward's row sums");
+  const int NP = NH / spec.head_group;  // heads of the learned per-head parameters (check_args: divides)
   Scratch dhead(learned ? NH * sizeof(double) : 0, stream, "cudaMallocAsync of the head-scale gradient");
   Scratch dsink(sink ? NH * sizeof(double) : 0, stream, "cudaMallocAsync of the sink-logit gradient");
   Scratch dkerple(kerple ? 2 * NH * sizeof(double) : 0, stream, "cudaMallocAsync of the KERPLE gradient");
@@ -1385,15 +1389,15 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
     }
   }
   if (learned) {
-    GPT_LAUNCH(tiles(NH, 128), 128, stream, add_head_scale_grad_kernel)(dhp.scale, gr.dhead, NH);
+    GPT_LAUNCH(tiles(NP, 128), 128, stream, add_head_scale_grad_kernel)(dhp.scale, gr.dhead, NP);
     check_launch("add_head_scale_grad_kernel launch");
   }
   if (sink) {
-    GPT_LAUNCH(tiles(NH, 128), 128, stream, add_head_scale_grad_kernel)(dhp.sink, gr.dsink, NH);
+    GPT_LAUNCH(tiles(NP, 128), 128, stream, add_head_scale_grad_kernel)(dhp.sink, gr.dsink, NP);
     check_launch("add_head_scale_grad_kernel launch (sink logits)");
   }
   if (kerple) {
-    GPT_LAUNCH(tiles(2 * NH, 128), 128, stream, add_head_scale_grad_kernel)(dhp.kerple, gr.dkerple, 2 * NH);
+    GPT_LAUNCH(tiles(2 * NP, 128), 128, stream, add_head_scale_grad_kernel)(dhp.kerple, gr.dkerple, 2 * NP);
     check_launch("add_head_scale_grad_kernel launch (KERPLE)");
   }
 }

@@ -156,6 +156,17 @@ void fire_forward(float* table, const float* p, int Tn, int NH, double L0, cudaS
 void fire_backward(float* dp, const float* dtable, const float* p, int B, int Tn, int NH, double L0,
                    cudaStream_t stream);
 
+// ---- differential attention (as cpu::diff_*, head_repeat, head_reduce) -----------------------
+void diff_split_forward(float* qkv2, const float* qkv, int N, int C, int NH, cudaStream_t stream);
+void diff_split_backward(float* dqkv, const float* dqkv2, int N, int C, int NH, cudaStream_t stream);
+void diff_combine_forward(float* out, float* rstd, const float* y2, const float* lam, const float* gain, int N, int C,
+                          int NH, double lambda_init, cudaStream_t stream);
+void diff_combine_backward(float* dy2, float* dlam, float* dgain, const float* dout, const float* y2,
+                           const float* rstd, const float* lam, const float* gain, int N, int C, int NH,
+                           double lambda_init, cudaStream_t stream);
+void head_repeat(float* dst, const float* src, size_t outer, int NH, size_t inner, int group, cudaStream_t stream);
+void head_reduce(float* dst, const float* src, size_t outer, int NH, size_t inner, int group, cudaStream_t stream);
+
 // ---- element-wise ---------------------------------------------------------------------------
 void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream);
 void add_inplace(float* dst, const float* src, size_t n, cudaStream_t stream);

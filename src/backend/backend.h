@@ -121,6 +121,19 @@ class Backend : public ParamBackend<accum_t<T>> {
   // parameter block p; dp += its backward from dtable (B,NH,T,T).
   virtual void fire_forward(Acc* table, const T* p, int Tn, int NH, double L0) = 0;
   virtual void fire_backward(Acc* dp, const Acc* dtable, const T* p, int B, int Tn, int NH, double L0) = 0;
+  // Differential attention (cpu::diff_*): qkv split into the kernel heads of
+  // the two maps and back; their outputs combined (λ from lam, the gain,
+  // 1 − lambda_init) and back (dy2 overwritten, dlam and dgain +=).
+  virtual void diff_split_forward(T* qkv2, const T* qkv, int N, int C, int NH) = 0;
+  virtual void diff_split_backward(T* dqkv, const T* dqkv2, int N, int C, int NH) = 0;
+  virtual void diff_combine_forward(T* out, Acc* rstd, const T* y2, const T* lam, const T* gain, int N, int C,
+                                    int NH, double lambda_init) = 0;
+  virtual void diff_combine_backward(T* dy2, Acc* dlam, Acc* dgain, const T* dout, const T* y2, const Acc* rstd,
+                                     const T* lam, const T* gain, int N, int C, int NH, double lambda_init) = 0;
+  // Per-head float32-side inputs repeated over a head's group kernel heads
+  // (cpu::head_repeat), and their gradients added back (head_reduce).
+  virtual void head_repeat(Acc* dst, const Acc* src, size_t outer, int NH, size_t inner, int group) = 0;
+  virtual void head_reduce(Acc* dst, const Acc* src, size_t outer, int NH, size_t inner, int group) = 0;
   // A target of kIgnoreTarget (core/tokens.h) has loss 0 and a zero gradient row.
   virtual void crossentropy_forward(Acc* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) = 0;
   virtual void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const Acc* dloss, int N,

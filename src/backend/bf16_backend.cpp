@@ -254,6 +254,62 @@ class Bf16Backend final : public Backend<bf16> {
       narrow(dg + i, b, m);
     });
   }
+  // Differential attention: rows in chunks (the split's rows are 3C and 6C
+  // wide, the combination's 2C and C), but the combination's backward whole;
+  // λ's block and the gain are small (widened whole); rstd and the parameter
+  // gradients are float32.
+  void diff_split_forward(bf16* qkv2, const bf16* qkv, int N, int C, int NH) override {
+    const size_t unit = 3 * static_cast<size_t>(C);
+    by_units(N, 2 * unit, [&](int r0, int nr) {
+      float* o = scratch(0, nr * 2 * unit);
+      wide_->diff_split_forward(o, widen(1, qkv + r0 * unit, nr * unit), nr, C, NH);
+      narrow(qkv2 + r0 * 2 * unit, o, nr * 2 * unit);
+    });
+  }
+  void diff_split_backward(bf16* dqkv, const bf16* dqkv2, int N, int C, int NH) override {
+    const size_t unit = 3 * static_cast<size_t>(C);
+    by_units(N, 2 * unit, [&](int r0, int nr) {
+      float* d = widen(0, dqkv + r0 * unit, nr * unit);
+      wide_->diff_split_backward(d, widen(1, dqkv2 + r0 * 2 * unit, nr * 2 * unit), nr, C, NH);
+      narrow(dqkv + r0 * unit, d, nr * unit);
+    });
+  }
+  void diff_combine_forward(bf16* out, float* rstd, const bf16* y2, const bf16* lam, const bf16* gain, int N, int C,
+                            int NH, double lambda_init) override {
+    const int D = C / NH;
+    const float* fl = widen(2, lam, 2 * static_cast<size_t>(D));
+    const float* fg = widen(3, gain, D);
+    const size_t unit = static_cast<size_t>(C);
+    by_units(N, 2 * unit, [&](int r0, int nr) {
+      float* o = scratch(0, nr * unit);
+      wide_->diff_combine_forward(o, rstd + static_cast<size_t>(r0) * NH, widen(1, y2 + r0 * 2 * unit, nr * 2 * unit),
+                                  fl, fg, nr, C, NH, lambda_init);
+      narrow(out + r0 * unit, o, nr * unit);
+    });
+  }
+  void diff_combine_backward(bf16* dy2, float* dlam, float* dgain, const bf16* dout, const bf16* y2,
+                             const float* rstd, const bf16* lam, const bf16* gain, int N, int C, int NH,
+                             double lambda_init) override {
+    const int D = C / NH;
+    const float* fl = widen(3, lam, 2 * static_cast<size_t>(D));
+    const float* fg = widen(4, gain, D);
+    const size_t unit = static_cast<size_t>(C);
+    // Whole: the float32 kernel sums dλ over the call (and the gain's
+    // gradient per block of rows) before adding them.
+    by_units(N, static_cast<size_t>(-1), [&](int r0, int nr) {
+      float* d = scratch(0, nr * 2 * unit);
+      wide_->diff_combine_backward(d, dlam, dgain, widen(1, dout + r0 * unit, nr * unit),
+                                   widen(2, y2 + r0 * 2 * unit, nr * 2 * unit), rstd + static_cast<size_t>(r0) * NH,
+                                   fl, fg, nr, C, NH, lambda_init);
+      narrow(dy2 + r0 * 2 * unit, d, nr * 2 * unit);
+    });
+  }
+  void head_repeat(float* dst, const float* src, size_t outer, int NH, size_t inner, int group) override {
+    wide_->head_repeat(dst, src, outer, NH, inner, group);
+  }
+  void head_reduce(float* dst, const float* src, size_t outer, int NH, size_t inner, int group) override {
+    wide_->head_reduce(dst, src, outer, NH, inner, group);
+  }
   // FIRE: the parameter block is small (widened whole); tables are float32.
   void fire_forward(float* table, const bf16* p, int Tn, int NH, double L0) override {
     wide_->fire_forward(table, widen(0, p, attn::fire::count(NH)), Tn, NH, L0);

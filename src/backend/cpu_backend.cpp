@@ -114,6 +114,26 @@ class CpuBackend final : public Backend<T> {
                           const HeadParams<T>& head, T* dqkv_far, const T* qkv_far) override {
     cpu::attention_backward(dqkv, dhead, dout, out, stats, qkv, B, Tn, C, NH, spec, head, dqkv_far, qkv_far);
   }
+  void diff_split_forward(T* qkv2, const T* qkv, int N, int C, int NH) override {
+    cpu::diff_split_forward(qkv2, qkv, N, C, NH);
+  }
+  void diff_split_backward(T* dqkv, const T* dqkv2, int N, int C, int NH) override {
+    cpu::diff_split_backward(dqkv, dqkv2, N, C, NH);
+  }
+  void diff_combine_forward(T* out, T* rstd, const T* y2, const T* lam, const T* gain, int N, int C, int NH,
+                            double lambda_init) override {
+    cpu::diff_combine_forward(out, rstd, y2, lam, gain, N, C, NH, lambda_init);
+  }
+  void diff_combine_backward(T* dy2, T* dlam, T* dgain, const T* dout, const T* y2, const T* rstd, const T* lam,
+                             const T* gain, int N, int C, int NH, double lambda_init) override {
+    cpu::diff_combine_backward(dy2, dlam, dgain, dout, y2, rstd, lam, gain, N, C, NH, lambda_init);
+  }
+  void head_repeat(T* dst, const T* src, size_t outer, int NH, size_t inner, int group) override {
+    cpu::head_repeat(dst, src, outer, NH, inner, group);
+  }
+  void head_reduce(T* dst, const T* src, size_t outer, int NH, size_t inner, int group) override {
+    cpu::head_reduce(dst, src, outer, NH, inner, group);
+  }
   void sigmoid_gate_forward(T* out, const T* y, const T* g, size_t n) override {
     cpu::sigmoid_gate_forward(out, y, g, n);
   }

@@ -194,6 +194,27 @@ class CudaBackend final : public Backend<float> {
   void fire_backward(float* dp, const float* dtable, const float* p, int B, int Tn, int NH, double L0) override {
     cuda::fire_backward(dp, dtable, p, B, Tn, NH, L0, stream_);
   }
+  void diff_split_forward(float* qkv2, const float* qkv, int N, int C, int NH) override {
+    cuda::diff_split_forward(qkv2, qkv, N, C, NH, stream_);
+  }
+  void diff_split_backward(float* dqkv, const float* dqkv2, int N, int C, int NH) override {
+    cuda::diff_split_backward(dqkv, dqkv2, N, C, NH, stream_);
+  }
+  void diff_combine_forward(float* out, float* rstd, const float* y2, const float* lam, const float* gain, int N,
+                            int C, int NH, double lambda_init) override {
+    cuda::diff_combine_forward(out, rstd, y2, lam, gain, N, C, NH, lambda_init, stream_);
+  }
+  void diff_combine_backward(float* dy2, float* dlam, float* dgain, const float* dout, const float* y2,
+                             const float* rstd, const float* lam, const float* gain, int N, int C, int NH,
+                             double lambda_init) override {
+    cuda::diff_combine_backward(dy2, dlam, dgain, dout, y2, rstd, lam, gain, N, C, NH, lambda_init, stream_);
+  }
+  void head_repeat(float* dst, const float* src, size_t outer, int NH, size_t inner, int group) override {
+    cuda::head_repeat(dst, src, outer, NH, inner, group, stream_);
+  }
+  void head_reduce(float* dst, const float* src, size_t outer, int NH, size_t inner, int group) override {
+    cuda::head_reduce(dst, src, outer, NH, inner, group, stream_);
+  }
   void forget_forward(float* c, const float* g, int B, int Tn, int NH) override {
     cuda::forget_forward(c, g, B, Tn, NH, stream_);
   }

@@ -51,6 +51,8 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
   s.position_bias = stage_from<PositionBias>(a.position_bias, kPositionBiasNames, "position_bias");
   if (m.position == "alibi") s.position_bias = PositionBias::Alibi;
   s.output_gate = a.output_gate == "sigmoid";
+  s.differential = a.differential == "on";
+  s.head_group = s.differential ? attn::diff::kHeads : 1;
   // RoPE and the context-extension section (validated by the schema).
   RopeSpec& r = s.rope;
   r.theta = m.rope_theta;
@@ -262,6 +264,7 @@ nlohmann::json attention_to_json(const AttentionConfig& a, const AttentionSpec& 
                       {"alibi", s.alibi()},
                       {"position_bias", stage_name(s.position_bias)},
                       {"output_gate", s.output_gate ? "sigmoid" : "none"},
+                      {"differential", s.differential ? "on" : "none"},
                       {"trained_context", s.trained_context}};
   if (s.score == Score::Cosine) j["cosine_scale"] = s.cosine_scale;
   if (s.scale == Scale::Fixed) j["scale_value"] = s.scale_value;
@@ -282,6 +285,7 @@ std::string attention_summary(const AttentionConfig& a, const AttentionSpec& s) 
   if (s.sharpened()) os << ", reweight p=" << s.p << " offset_rows=" << s.offset_rows;
   if (s.kerple() || s.forget() || s.fire()) os << ", " << stage_name(s.position_bias);
   if (s.output_gate) os << ", output gate";
+  if (s.differential) os << ", differential";
   os << ")";
   return os.str();
 }
@@ -310,6 +314,10 @@ void check_attention_compatible(const AttentionSpec& trained, const AttentionSpe
             wanted.output_gate ? " adds an output gate" : " drops the output gate", " that the checkpoint (trained with ",
             trained_name, ") ", trained.output_gate ? "has" : "does not have",
             "; the gate's parameters decide the model");
+  GPT_CHECK(trained.differential == wanted.differential, "attention ", wanted_name,
+            wanted.differential ? " is differential" : " is not differential", " but the checkpoint (trained with ",
+            trained_name, ") ", trained.differential ? "is" : "is not",
+            "; differential attention's lambda and gain parameters and its split of the heads decide the model");
   GPT_CHECK(!trained.learned_sink() || wanted.learned_sink(), "attention ", wanted_name,
             " would drop the learned sink logits that the checkpoint (trained with ", trained_name,
             ") holds; keep normalize sink");

@@ -113,6 +113,7 @@ struct AttentionConfig {
   std::optional<double> bias;         // added to the scores before φ; null: -ln N for sigmoid, else 0
   std::optional<double> norm_const;   // divisor of normalize "fixed"; null: N (the training context)
   std::string output_gate = "none";   // none | sigmoid (y ⊙ σ(x·W_g + b_g) before the output projection)
+  std::string differential = "none";  // none | on (differential attention: two maps subtracted, attn::diff)
   std::string position_bias = "none"; // none | alibi | kerple_log | kerple_power | forget (alibi also from model.position)
 };
 

@@ -142,6 +142,8 @@ AttentionSpec apply_kind(AttentionSpec s, const LayerKind& k, const ModelConfig&
     s.norm_const = a.norm_const;
     s.position_bias = a.position_bias;
     s.output_gate = a.output_gate;
+    s.differential = a.differential;
+    s.head_group = a.head_group;
   }
   if (!rope) {  // nothing rotates: no frequency rule, no distance remapping
     s.rope.scaling = RopeScaling::None;
@@ -193,6 +195,7 @@ LearnedAttention learned_attention(const std::vector<LayerAttention>& layers) {
     out.forget |= s.forget();
     out.fire |= s.fire();
     out.output_gate |= s.output_gate;
+    out.differential |= s.differential;
     if (s.kerple()) {
       GPT_CONFIG_CHECK(out.kerple_kind == PositionBias::None || out.kerple_kind == s.position_bias,
                 "layer ", l, " has the position bias ", stage_name(s.position_bias), " but an earlier layer ",
@@ -242,7 +245,8 @@ nlohmann::json layer_plan_to_json(const std::vector<LayerAttention>& layers) {
     nlohmann::json stages = {{"score", stage_name(s.score)},           {"scale", stage_name(s.scale)},
                              {"positivity", stage_name(s.positivity)}, {"normalize", stage_name(s.normalize)},
                              {"p", s.p},                               {"position_bias", stage_name(s.position_bias)},
-                             {"output_gate", s.output_gate ? "sigmoid" : "none"}};
+                             {"output_gate", s.output_gate ? "sigmoid" : "none"},
+                             {"differential", s.differential ? "on" : "none"}};
     out.push_back({{"layer", l},
                    {"kind", layers[l].kind},
                    {"position", layers[l].rope ? "rope" : "none"},

@@ -74,7 +74,8 @@ std::vector<LayerAttention> layer_attention(const ModelConfig& m, const Attentio
 // table holds a tensor when any layer uses it). Refuses two KERPLE variants
 // in one model (one tensor, one initialisation).
 struct LearnedAttention {
-  bool scale = false, sink = false, kerple = false, forget = false, fire = false, output_gate = false;
+  bool scale = false, sink = false, kerple = false, forget = false, fire = false, output_gate = false,
+       differential = false;
   PositionBias kerple_kind = PositionBias::None;
   bool operator==(const LearnedAttention&) const = default;
 };

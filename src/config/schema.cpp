@@ -174,6 +174,9 @@ std::vector<Key> make_keys() {
       {GPT_KEY(attention, scale_value), any(), "the factor of scale \"fixed\""},
       {GPT_KEY(attention, bias), any(), "added to the scores before positivity; null: -ln N for sigmoid (not under stick_breaking), else 0"},
       {GPT_KEY(attention, norm_const), above(0), "divisor of normalize \"fixed\"; null: N = model.context"},
+      {GPT_KEY(attention, differential), one_of({"none", "on"}),
+       "differential attention (Ye et al. 2024): each head's q and k split into halves, the two maps subtracted "
+       "with a learned lambda, each head RMS-normalised with a learned gain and scaled by 1 - lambda_init"},
       {GPT_KEY(attention, output_gate), one_of({"none", "sigmoid"}),
        "gated attention (contenders.md; Qiu et al. 2025, G1): sigmoid multiplies each head's output by "
        "sigmoid(x W_g + b_g), x the layer's normalised input, W_g (C x C) and b_g learned, before the output "
@@ -321,6 +324,14 @@ std::vector<Rule> make_rules() {
        [](const Config& c) {
          const AttentionSpec s = resolve_attention(c);
          return !attn::stick_breaking(s) || !s.sharpened();
+       }},
+      {"\"attention.differential\" = \"on\" splits each head's q and k into two halves: the head size "
+       "\"model.n_embd\" / \"model.n_head\" must be even, and a multiple of 4 with \"model.position\" = \"rope\" (each "
+       "half is rotated on its own)",
+       {"attention.differential", "model.n_embd", "model.n_head", "model.position"},
+       [](const Config& c) {
+         if (c.attention.differential != "on") return true;
+         return head_size(c) % (c.model.position == "rope" ? 4 : 2) == 0;
        }},
       {"\"model.rope_fraction\" must rotate an even number >= 2 of each head's channels (f·D >= 2) and applies only "
        "to \"model.position\" = \"rope\"",

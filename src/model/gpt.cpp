@@ -32,6 +32,8 @@ struct LayerActs {
   Buffer<Acc> fcum;       // its c (B, NH, Tn), c_t = Σ_{l<=t} ln σ(g_l): attention's input
   Buffer<T> ogate;        // the output gate's logits x·W_gᵀ + b_g (N, C) (output_gate only)
   Buffer<T> attg;         // the gated attention output atty·σ(ogate), the output projection's input
+  Buffer<T> atty2;        // differential: the kernel heads' outputs (N, 2C), which atty combines
+  Buffer<Acc> diff_rstd;  // differential: 1/rms of each head's combination (N, NH)
 };
 
 template <typename T>
@@ -54,6 +56,12 @@ struct Activations {
   // FIRE's table b (NH, Tn, Tn) of the layer running (made again in the
   // backward) and its dL/db (B, NH, Tn, Tn); grown on first use (fire only).
   Buffer<Acc> fire_table, dfire;
+  // Differential attention (attn::diff), shared by the layers: qkv split into
+  // the kernel heads (N, 6C; the far copy's too), made again in the backward;
+  // the forget gate's c and FIRE's table repeated over a head's kernel heads,
+  // and the gradients of all of them (grown on first use where noted).
+  Buffer<T> qkv2, qkvf2, datty2, dqkv2, dqkvf2;
+  Buffer<Acc> fcum2, dfcum2, fire_table2, dfire2;
   // Forward scratch shared by the layers: values no backward reads. The two
   // output projections (the residual adds them) and, with rope positions,
   // the qkv projection before RoPE (RoPE's backward needs only its gradient).
@@ -75,12 +83,35 @@ AttentionSpec spec_for_model(AttentionSpec s, const ModelConfig& cfg) {
   return s;
 }
 
+// How a layer's attention runs in the kernels: C and NH of the qkv it
+// reads (differential attention: 2C and attn::diff::kHeads·NH heads of D/2),
+// and the heads RoPE rotates (differential: each half of q and k, 2·NH).
+struct KernelHeads {
+  int C, NH, rope_NH;
+};
+KernelHeads kernel_heads(const AttentionSpec& s, int C, int NH) {
+  if (!s.differential) return {C, NH, NH};
+  return {2 * C, attn::diff::kHeads * NH, 2 * NH};
+}
+
+// The layers as the model runs them: differential layers rotate each half
+// of a head, so RoPE's rotated channels are those of a half.
+std::vector<LayerAttention> model_layers(std::vector<LayerAttention> layers, const ModelConfig& cfg) {
+  for (LayerAttention& la : layers)
+    if (la.spec.differential) {
+      ModelConfig half = cfg;
+      half.n_head = 2 * cfg.n_head;
+      la.spec.rope.rot_dims = rope_rotated_dims(half);
+    }
+  return layers;
+}
+
 template <typename T>
 GPT<T>::GPT(const ModelConfig& cfg, const AttentionSpec& attn, Backend<T>& backend)
     : cfg_(cfg),
       attn_(spec_for_model(attn, cfg)),
       plan_(resolve_layer_plan(cfg)),
-      layers_(layer_attention(cfg, plan_, attn_)),
+      layers_(model_layers(layer_attention(cfg, plan_, attn_), cfg)),
       be_(backend),
       layout_(cfg, attn) {
   params_ = Buffer<Acc>(be_, layout_.total);
@@ -169,12 +200,16 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
   // What a layer slot needs: its layer's, or any layer's for slot 0, which
   // inference passes share among all layers (also in training buffers:
   // activations()).
-  bool any_rope = false, any_far = false, any_forget = false, any_gate = false;
+  bool any_rope = false, any_far = false, any_forget = false, any_gate = false, any_diff = false;
+  bool diff_far = false, diff_forget = false;
   for (const LayerAttention& la : layers_) {
     any_rope |= la.rope;
     any_far |= remap::on(la.spec.rope);
     any_forget |= la.spec.forget();
     any_gate |= la.spec.output_gate;
+    any_diff |= la.spec.differential;
+    diff_far |= la.spec.differential && remap::on(la.spec.rope);
+    diff_forget |= la.spec.differential && la.spec.forget();
   }
   for (size_t i = 0; i < a->layers.size(); ++i) {
     LayerActs<T>& l = a->layers[i];
@@ -183,6 +218,9 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
     const bool far = own ? remap::on(ls.rope) : any_far;
     const bool forget = own ? ls.forget() : any_forget;
     const bool gate = own ? ls.output_gate : any_gate;
+    const bool diff = own ? ls.differential : any_diff;
+    // The kernel heads' statistics: kHeads per head on differential layers.
+    const size_t stat_heads = static_cast<size_t>(cfg_.n_head) * (diff ? attn::diff::kHeads : 1);
 #define GPT_ALLOC(name, width) l.name = Buffer<T>(be_, N * (width));
 #define GPT_ALLOC_STAT(name) l.name = Buffer<Acc>(be_, N);
     GPT_LAYER_ACTS(GPT_ALLOC)
@@ -190,7 +228,11 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
 #undef GPT_ALLOC_STAT
     l.qkv = Buffer<T>(be_, N * C3);
     if (far) l.qkvf = Buffer<T>(be_, N * C3);
-    if (training) l.att_stats = Buffer<Acc>(be_, N * cfg_.n_head * ls.stats_per_row());
+    if (training) l.att_stats = Buffer<Acc>(be_, N * stat_heads * ls.stats_per_row());
+    if (diff) {
+      l.atty2 = Buffer<T>(be_, N * 2 * C);
+      l.diff_rstd = Buffer<Acc>(be_, N * cfg_.n_head);
+    }
     if (forget) {
       l.fgate = Buffer<T>(be_, N * cfg_.n_head);
       l.fcum = Buffer<Acc>(be_, N * cfg_.n_head);
@@ -202,6 +244,17 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
   }
   a->attproj = Buffer<T>(be_, N * C);
   a->fcproj = Buffer<T>(be_, N * C);
+  if (any_diff) {
+    a->qkv2 = Buffer<T>(be_, N * 2 * C3);
+    if (diff_far) a->qkvf2 = Buffer<T>(be_, N * 2 * C3);
+    if (diff_forget) a->fcum2 = Buffer<Acc>(be_, N * cfg_.n_head * attn::diff::kHeads);
+    if (training) {
+      a->datty2 = Buffer<T>(be_, N * 2 * C);
+      a->dqkv2 = Buffer<T>(be_, N * 2 * C3);
+      if (diff_far) a->dqkvf2 = Buffer<T>(be_, N * 2 * C3);
+      if (diff_forget) a->dfcum2 = Buffer<Acc>(be_, N * cfg_.n_head * attn::diff::kHeads);
+    }
+  }
   if (any_rope) a->qkv_pre = Buffer<T>(be_, N * C3);
   a->encoded = Buffer<T>(be_, N * C);
   a->lnf = Buffer<T>(be_, N * C);
@@ -234,17 +287,16 @@ std::unique_ptr<Activations<T>> GPT<T>::allocate_activations(int B, int Tn, bool
 template <typename T>
 void GPT<T>::set_attention(const AttentionSpec& spec) {
   const AttentionSpec s = spec_for_model(spec, cfg_);
-  std::vector<LayerAttention> layers = layer_attention(cfg_, plan_, s);
+  std::vector<LayerAttention> layers = model_layers(layer_attention(cfg_, plan_, s), cfg_);
   bool far_changed = false;
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const AttentionSpec &was = layers_[l].spec, &now = layers[l].spec;
     GPT_CHECK(now.learned_scale() == was.learned_scale() && now.learned_sink() == was.learned_sink() &&
                   now.kerple() == was.kerple() && (!now.kerple() || now.position_bias == was.position_bias) &&
                   now.forget() == was.forget() && now.fire() == was.fire() && now.output_gate == was.output_gate &&
-                  now.score == was.score,
-              "set_attention: the score type, the learned scales, sinks, KERPLE and FIRE biases, forget gate and "
-              "output gate must "
-              "not change (they decide the parameters)",
+                  now.differential == was.differential && now.score == was.score,
+              "set_attention: the score type, the learned scales, sinks, KERPLE and FIRE biases, forget gate, "
+              "output gate and differential attention must not change (they decide the parameters)",
               plan_.empty() ? "" : "; layer " + std::to_string(l) + " (kind " + layers_[l].kind + ") would change");
     far_changed |= remap::on(now.rope) != remap::on(was.rope);
   }
@@ -282,6 +334,40 @@ const accum_t<T>* make_fire_table(Backend<T>& be, Activations<T>& a, const T* p,
   return a.fire_table.get();
 }
 
+// Differential attention's kernel inputs (attn::diff): qkv (and the far copy
+// of a distance remapping) split into the kernel heads, and the forget
+// gate's c and FIRE's table repeated over each head's kernel heads.
+template <typename T>
+struct DiffInputs {
+  const T* qkv = nullptr;
+  const T* qkv_far = nullptr;
+  const accum_t<T>* fcum = nullptr;
+  const accum_t<T>* fire = nullptr;
+};
+template <typename T>
+DiffInputs<T> split_for_kernels(Backend<T>& be, Activations<T>& a, const T* qkv, const T* qkv_far,
+                                const accum_t<T>* fcum, const accum_t<T>* fire, int B, int Tn, int C, int NH) {
+  const int N = B * Tn, g = attn::diff::kHeads;
+  DiffInputs<T> d;
+  be.diff_split_forward(a.qkv2.get(), qkv, N, C, NH);
+  d.qkv = a.qkv2.get();
+  if (qkv_far) {
+    be.diff_split_forward(a.qkvf2.get(), qkv_far, N, C, NH);
+    d.qkv_far = a.qkvf2.get();
+  }
+  if (fcum) {
+    be.head_repeat(a.fcum2.get(), fcum, B, NH, Tn, g);
+    d.fcum = a.fcum2.get();
+  }
+  if (fire) {
+    const size_t TT = static_cast<size_t>(Tn) * Tn;
+    if (a.fire_table2.size() < TT * NH * g) a.fire_table2 = Buffer<accum_t<T>>(be, TT * NH * g);
+    be.head_repeat(a.fire_table2.get(), fire, 1, NH, TT, g);
+    d.fire = a.fire_table2.get();
+  }
+  return d;
+}
+
 // Embedding, the blocks, the final LayerNorm and the logits, for the tokens
 // already uploaded to a.tokens.
 template <typename T>
@@ -299,6 +385,7 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
     LayerActs<T>& x = a.layer(l);
     const bool rope = layers_[l].rope;
     const AttentionSpec spec = for_length(layers_[l].spec, Tn);  // YaRN's attention factor depends on the length
+    const KernelHeads kh = kernel_heads(spec, C, NH);
     RopeSpec far_rope = spec.rope;
     far_rope.far_positions = true;
     be_.layernorm_forward(x.ln1.get(), x.ln1_mean.get(), x.ln1_rstd.get(), res, w.ln1w, w.ln1b, N, C);
@@ -306,7 +393,7 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
     // writes the layer's qkv.
     T* const proj = rope ? a.qkv_pre.get() : x.qkv.get();
     be_.matmul_forward(proj, x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
-    if (rope) be_.rope_forward(x.qkv.get(), proj, B, Tn, C, NH, spec.rope, 0);
+    if (rope) be_.rope_forward(x.qkv.get(), proj, B, Tn, C, kh.rope_NH, spec.rope, 0);
     if (spec.forget()) {  // the forget gate: g = ln1·fgatewᵀ + fgateb, c = prefix sums of ln σ(g)
       be_.matmul_forward(x.fgate.get(), x.ln1.get(), w.fgatew, w.fgateb, N, C, NH);
       be_.forget_forward(x.fcum.get(), x.fgate.get(), B, Tn, NH);
@@ -315,14 +402,28 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
     const T* qkv = x.qkv.get();
     const T* qkv_far = nullptr;
     if (remap::on(spec.rope)) {  // the second rotation of a distance remapping
-      be_.rope_forward(x.qkvf.get(), proj, B, Tn, C, NH, far_rope, 0);
+      be_.rope_forward(x.qkvf.get(), proj, B, Tn, C, kh.rope_NH, far_rope, 0);
       qkv_far = x.qkvf.get();
     }
     double* diag = diag_ && !a.training ? diag_->data() + static_cast<size_t>(l) * NH * kAttentionDiagStats : nullptr;
-    be_.attention_forward(x.atty.get(), a.training ? x.att_stats.get() : nullptr, qkv, B, Tn, C, NH, spec,
-                          HeadParams<T, Acc>(w.attnscale, w.attnsink, w.attnkerple,
-                                             spec.forget() ? x.fcum.get() : nullptr, fire),
-                          diag, qkv_far);
+    Acc* stats = a.training ? x.att_stats.get() : nullptr;
+    const Acc* fcum = spec.forget() ? x.fcum.get() : nullptr;
+    if (spec.differential) {  // the two maps as kernel heads, then their combination
+      const DiffInputs<T> di = split_for_kernels(be_, a, qkv, qkv_far, fcum, fire, B, Tn, C, NH);
+      std::vector<double> kdiag(diag ? static_cast<size_t>(kh.NH) * kAttentionDiagStats : 0, 0.0);
+      be_.attention_forward(x.atty2.get(), stats, di.qkv, B, Tn, kh.C, kh.NH, spec,
+                            HeadParams<T, Acc>(w.attnscale, w.attnsink, w.attnkerple, di.fcum, di.fire),
+                            diag ? kdiag.data() : nullptr, di.qkv_far);
+      // A head's diagnostics: the sums over its kernel heads, i.e. the mean of its two maps per row.
+      for (size_t k = 0; k < kdiag.size(); ++k)
+        diag[k / (attn::diff::kHeads * kAttentionDiagStats) * kAttentionDiagStats + k % kAttentionDiagStats] +=
+            kdiag[k];
+      be_.diff_combine_forward(x.atty.get(), x.diff_rstd.get(), x.atty2.get(), w.attnlambda, w.attnsubln, N, C, NH,
+                               attn::diff::lambda_init(l));
+    } else {
+      be_.attention_forward(x.atty.get(), stats, qkv, B, Tn, C, NH, spec,
+                            HeadParams<T, Acc>(w.attnscale, w.attnsink, w.attnkerple, fcum, fire), diag, qkv_far);
+    }
     const T* att_out = x.atty.get();
     if (spec.output_gate) {  // gated attention: atty ⊙ σ(ln1·W_gᵀ + b_g)
       be_.matmul_forward(x.ogate.get(), x.ln1.get(), w.ogatew, w.ogateb, N, C, C);
@@ -405,6 +506,7 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
     LayerActs<T>& x = a.layer(l);
     const bool rope = layers_[l].rope;
     const AttentionSpec spec = for_length(layers_[l].spec, Tn);
+    const KernelHeads kh = kernel_heads(spec, C, NH);
     const bool far = remap::on(spec.rope);
     RopeSpec far_rope = spec.rope;
     far_rope.far_positions = true;
@@ -445,16 +547,46 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
     const HeadGrads<Acc> dhead(g.attnscale, g.attnsink, g.attnkerple, forget ? a.dfcum.get() : nullptr, dfire);
     const HeadParams<T, Acc> head(w.attnscale, w.attnsink, w.attnkerple, forget ? x.fcum.get() : nullptr,
                                   fire_tab);
-    if (rope) {
-      be_.zero(a.dqkvr.get(), NC * 3);
-      if (far) be_.zero(a.dqkvf.get(), NC * 3);
-      be_.attention_backward(a.dqkvr.get(), dhead, a.datty.get(), x.atty.get(), x.att_stats.get(), x.qkv.get(), B,
-                             Tn, C, NH, spec, head, far ? a.dqkvf.get() : nullptr, far ? x.qkvf.get() : nullptr);
-      be_.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, C, NH, spec.rope, 0);
-      if (far) be_.rope_backward(a.dqkv.get(), a.dqkvf.get(), B, Tn, C, NH, far_rope, 0);
+    // dL/d(qkv as attention read it): rotated (rope) or as projected; the
+    // far copy's (a distance remapping, rope only) separately.
+    T* const dq_att = rope ? a.dqkvr.get() : a.dqkv.get();
+    if (rope) be_.zero(a.dqkvr.get(), NC * 3);
+    if (far) be_.zero(a.dqkvf.get(), NC * 3);
+    if (spec.differential) {  // through the combination to the kernel heads, then back through the split
+      const int g4 = attn::diff::kHeads;
+      be_.diff_combine_backward(a.datty2.get(), g.attnlambda, g.attnsubln, a.datty.get(), x.atty2.get(),
+                                x.diff_rstd.get(), w.attnlambda, w.attnsubln, N, C, NH, attn::diff::lambda_init(l));
+      const DiffInputs<T> di = split_for_kernels(be_, a, x.qkv.get(), far ? x.qkvf.get() : nullptr,
+                                                 forget ? x.fcum.get() : nullptr, fire_tab, B, Tn, C, NH);
+      be_.zero(a.dqkv2.get(), NC * 6);
+      if (far) be_.zero(a.dqkvf2.get(), NC * 6);
+      Acc* dfcum2 = nullptr;
+      if (forget) {
+        dfcum2 = a.dfcum2.get();
+        be_.zero(dfcum2, static_cast<size_t>(N) * kh.NH);
+      }
+      Acc* dfire2 = nullptr;
+      if (fire) {
+        const size_t n = static_cast<size_t>(B) * kh.NH * Tn * Tn;
+        if (a.dfire2.size() < n) a.dfire2 = Buffer<Acc>(be_, n);
+        dfire2 = a.dfire2.get();
+        be_.zero(dfire2, n);
+      }
+      be_.attention_backward(a.dqkv2.get(), HeadGrads<Acc>(g.attnscale, g.attnsink, g.attnkerple, dfcum2, dfire2),
+                             a.datty2.get(), x.atty2.get(), x.att_stats.get(), di.qkv, B, Tn, kh.C, kh.NH, spec,
+                             HeadParams<T, Acc>(w.attnscale, w.attnsink, w.attnkerple, di.fcum, di.fire),
+                             far ? a.dqkvf2.get() : nullptr, di.qkv_far);
+      be_.diff_split_backward(dq_att, a.dqkv2.get(), N, C, NH);
+      if (far) be_.diff_split_backward(a.dqkvf.get(), a.dqkvf2.get(), N, C, NH);
+      if (forget) be_.head_reduce(a.dfcum.get(), dfcum2, B, NH, Tn, g4);
+      if (fire) be_.head_reduce(dfire, dfire2, B, NH, static_cast<size_t>(Tn) * Tn, g4);
     } else {
-      be_.attention_backward(a.dqkv.get(), dhead, a.datty.get(), x.atty.get(), x.att_stats.get(), x.qkv.get(), B,
-                             Tn, C, NH, spec, head);
+      be_.attention_backward(dq_att, dhead, a.datty.get(), x.atty.get(), x.att_stats.get(), x.qkv.get(), B, Tn, C,
+                             NH, spec, head, far ? a.dqkvf.get() : nullptr, far ? x.qkvf.get() : nullptr);
+    }
+    if (rope) {
+      be_.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, C, kh.rope_NH, spec.rope, 0);
+      if (far) be_.rope_backward(a.dqkv.get(), a.dqkvf.get(), B, Tn, C, kh.rope_NH, far_rope, 0);
     }
     be_.zero(a.dln.get(), NC);
     be_.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv.get(), x.ln1.get(), w.qkvw, N, C, 3 * C);

@@ -28,6 +28,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const bool learned_forget = learned.forget;
   const bool learned_fire = learned.fire;
   const bool output_gate = learned.output_gate;
+  const bool differential = learned.differential;
   const InitKind kerple_init =
       learned.kerple_kind == PositionBias::KerplePower ? InitKind::KerplePower : InitKind::KerpleLog;
   auto add = [&](const char* name, Shape shape, InitKind init, bool decay, bool present, bool per_layer) {
@@ -150,6 +151,9 @@ void init_params_in_pieces(const ParamLayout& layout, const ModelConfig& m, uint
           }
           break;
         }
+        case InitKind::DiffLambda:
+          for (size_t i = 0; i < k; ++i) p[i] = static_cast<T>(attn::diff::kInitStd * rng.normal());
+          break;
         case InitKind::Fire: {  // one block per layer (attn::fire's layout)
           namespace f = attn::fire;
           const int H = m.n_head;

@@ -25,6 +25,7 @@ enum class InitKind {
   KerpleLog,       // (ρ₁, ρ₂) per head for r₁ ~ U(0, 2), r₂ ~ U(0, 1), at least 0.01 (attn::kerple_r)
   KerplePower,     // (ρ₁, ρ₂) per head for r₁ ~ U(0, 1), r₂ ~ U(0, 2) (exponent), 0.01 <= r <= 1.99
   Fire,            // FIRE's block (attn::fire): MLP weights and biases U(±1/sqrt(fan_in)), c = 0.1, m = 1
+  DiffLambda,      // differential attention's λ_q1, λ_k1, λ_q2, λ_k2: N(0, 0.1) (attn::diff::kInitStd)
 };
 
 // X(name, shape, init, decay, present). Shapes use C (channels), Vp (padded
@@ -38,7 +39,9 @@ enum class InitKind {
 // σ(fgatew·x_t + fgateb), x_t the layer's normalised input; N(0, init_std) and
 // zeros, as the Forgetting Transformer's reference initialises them) and
 // output_gate (gated attention's W_g, b_g: N(0, init_std) and zeros, so every
-// gate starts near σ(0) = 1/2).
+// gate starts near σ(0) = 1/2) and differential (differential attention's λ
+// vectors, 4 × D/2 values, and the gain of its per-head RMSNorm, D values,
+// starting at 1; attn::diff; no weight decay).
 #define GPT_GLOBAL_HEAD_PARAMS(X)                                   \
   X(wte, (Shape{Vp, C}), InitKind::Normal, true, true)              \
   X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions)
@@ -64,7 +67,9 @@ enum class InitKind {
   X(fgatew, (Shape{H, C}), InitKind::Normal, true, learned_forget)      \
   X(fgateb, (Shape{H}), InitKind::Zeros, false, learned_forget)         \
   X(ogatew, (Shape{C, C}), InitKind::Normal, true, output_gate)         \
-  X(ogateb, (Shape{C}), InitKind::Zeros, false, output_gate)
+  X(ogateb, (Shape{C}), InitKind::Zeros, false, output_gate)            \
+  X(attnlambda, (Shape{2 * (C / H)}), InitKind::DiffLambda, false, differential) \
+  X(attnsubln, (Shape{C / H}), InitKind::Ones, false, differential)
 
 #define GPT_GLOBAL_TAIL_PARAMS(X)                    \
   X(lnfw, (Shape{C}), InitKind::Ones, false, true)   \

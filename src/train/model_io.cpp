@@ -317,10 +317,11 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
   if (!attention.empty() || !attention.context_empty()) {
     nlohmann::json j = config_to_json(m.config);
     if (!attention.preset.empty()) {
-      // Another preset's stages; the position bias and the output gate, which
-      // come with parameters of their own, stay the checkpoint's.
+      // Another preset's stages; the position bias, the output gate and
+      // differential attention, which come with parameters of their own, stay
+      // the checkpoint's.
       nlohmann::json a = {{"preset", attention.preset}};
-      for (const char* key : {"position_bias", "output_gate"})
+      for (const char* key : {"position_bias", "output_gate", "differential"})
         if (j["attention"].contains(key)) a[key] = j["attention"][key];
       j["attention"] = a;
     }

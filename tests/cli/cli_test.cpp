@@ -213,6 +213,19 @@ TEST_F(Cli, EvalWithAnotherVariantKeepsTheGates) {
   expect_error(run("eval " + runs + " --attention sink"), {"learned sink logits", "does not have"});
 }
 
+// Differential attention's λ vectors and gain belong to the checkpoint too:
+// another variant keeps it (both maps change), dropping it is refused.
+TEST_F(Cli, EvalWithAnotherVariantKeepsDifferentialAttention) {
+  const std::string runs = (dir_ / "diff").string(), out = (dir_ / "diff.json").string();
+  ASSERT_EQ(run("train " + config() + " --set attention.differential=on --set run.dir=" + runs).status, 0);
+  const Result e = run("eval " + runs + " --attention stick_breaking --tokens 256 --out " + out);
+  ASSERT_EQ(e.status, 0) << e.output;
+  const auto j = nlohmann::json::parse(std::ifstream(out));
+  EXPECT_EQ(j["attention"]["preset"], "stick_breaking");
+  EXPECT_EQ(j["attention"]["differential"], "on");
+  expect_error(run("eval " + runs + " --attention-set differential=none"), {"is not differential", "checkpoint"});
+}
+
 // Training-free evaluation with context-extension methods (gpt eval
 // --context METHOD[,METHOD] --context-set key=value): recorded in the
 // results JSON beside the attention; refused combinations name both parts;

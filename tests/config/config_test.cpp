@@ -86,7 +86,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 86u);
+  EXPECT_EQ(from_schema.size(), 87u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -302,6 +302,25 @@ TEST(ConfigCrossField, ContenderStagesRefuseWhatTheyDoNotComposeWith) {
   EXPECT_EQ(s.normalize, gpt::Normalize::Softpick);
   EXPECT_EQ(gpt::resolve_attention(parse(R"({"model": {"position": "alibi"}})")).position_bias,
             gpt::PositionBias::Alibi);
+  // Stick-breaking takes its break fractions from sigmoid, and no re-weighting;
+  // its sigmoid has no −ln N bias by default.
+  expect_contains(parse_error(R"({"attention": {"preset": "stick_breaking", "positivity": "exp"}})"),
+                  {"\"attention.normalize\" = \"stick_breaking\"", "\"attention.positivity\" = \"sigmoid\"",
+                   "attention.positivity = \"exp\""});
+  expect_contains(parse_error(R"({"attention": {"preset": "stick_breaking", "p": 15}})"),
+                  {"re-weighting", "stick-breaking", "attention.p = 15"});
+  const gpt::AttentionSpec sb = gpt::resolve_attention(parse(R"({"attention": {"preset": "stick_breaking"}})"));
+  EXPECT_TRUE(gpt::attn::stick_breaking(sb));
+  EXPECT_EQ(sb.bias, 0.0);
+  // Differential attention splits each head's q and k: an even head size,
+  // a multiple of 4 under RoPE (each half rotated).
+  expect_contains(parse_error(R"({"model": {"n_embd": 72, "n_head": 4}, "attention": {"differential": "on"}})"),
+                  {"\"attention.differential\" = \"on\"", "multiple of 4", "model.n_embd = 72"});
+  expect_contains(parse_error(R"({"attention": {"differential": "yes"}})"), {"attention.differential", "none, on"});
+  const gpt::AttentionSpec d = gpt::resolve_attention(
+      parse(R"({"model": {"n_embd": 72, "n_head": 4, "position": "none"}, "attention": {"differential": "on"}})"));
+  EXPECT_TRUE(d.differential);
+  EXPECT_EQ(d.head_group, gpt::attn::diff::kHeads);
 }
 
 TEST(ConfigCrossField, ValidateConfigChecksCodeBuiltConfigs) {

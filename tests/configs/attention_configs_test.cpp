@@ -112,6 +112,8 @@ TEST_P(ContenderConfig, DiffersFromQuickstartOnlyInAttentionAndPositionAndTrains
     EXPECT_EQ(cfg.model.layer_plan, GetParam()) << "the file is named after its layer plan";
   else if (GetParam() == "output_gate")
     EXPECT_EQ(cfg.attention.output_gate, "sigmoid");
+  else if (GetParam() == "differential")
+    EXPECT_EQ(cfg.attention.differential, "on");
   else if (GetParam() == "stick_breaking")  // the paper's setting: no position encoding
     EXPECT_EQ(cfg.attention.preset, "stick_breaking");
   else

@@ -197,6 +197,32 @@ TEST(ModelGradcheck, ForgetGate) {
   }
 }
 
+// Differential attention through the whole model (attn::diff: its λ vectors
+// attnlambda and gain attnsubln among the tensors checked): RoPE on each half
+// of q and k, and the sink, KERPLE, ALiBi, ssmax, the forget gate and FIRE
+// (their per-head parameters and inputs shared by a head's two maps), and
+// stick-breaking maps.
+TEST(ModelGradcheck, Differential) {
+  struct Variant {
+    const char *position, *preset, *bias;
+  };
+  for (const Variant& v : {Variant{"rope", "softmax", "none"}, Variant{"none", "sink", "kerple_log"},
+                           Variant{"alibi", "ssmax", "none"}, Variant{"none", "softmax", "forget"},
+                           Variant{"none", "stick_breaking", "fire"}}) {
+    AttentionConfig ac;
+    ac.preset = v.preset;
+    ac.position_bias = v.bias;
+    ac.differential = "on";
+    const ModelConfig cfg = tiny_config(v.position);
+    auto be = make_cpu_backend<double>();
+    GPT<double> probe(cfg, resolve_attention(ac, cfg), *be);
+    ASSERT_TRUE(probe.layout().has("attnlambda") && probe.layout().has("attnsubln"));
+    EXPECT_EQ(probe.layout().find("attnlambda").numel(), 2u * 2 * cfg.n_embd / cfg.n_head);
+    check_model_gradient(cfg, ac, ContextConfig{},
+                         std::string(v.position) + "," + v.preset + "+" + v.bias + "+differential");
+  }
+}
+
 // Gated attention's output gate through the whole model (W_g, b_g, and
 // through the gate to the attention and ln1), on softmax and on the sink.
 TEST(ModelGradcheck, OutputGate) {
@@ -594,13 +620,19 @@ TEST(Model, Bf16StorageTracksFloat32) {
 // bf16 storage in chunks (issue 19): the loss, every parameter gradient and
 // the parameters after AdamW steps are bit for bit those of whole-tensor
 // conversion, with learned positions or RoPE, softmax or ssmax (whose
-// dhead_scale runs whole), for chunks down to one row.
+// dhead_scale runs whole) or differential stick-breaking, for chunks down to
+// one row.
 TEST(Model, Bf16ChunkedConversionIsBitIdentical) {
-  for (auto [position, preset] : {std::pair{"learned", "softmax"}, {"rope", "lssar"}, {"rope", "ssmax"}}) {
+  for (auto [position, preset] :
+       {std::pair{"learned", "softmax"}, {"rope", "lssar"}, {"rope", "ssmax"}, {"rope", "stick_breaking+diff"}}) {
     ModelConfig cfg = tiny_config(position);
     cfg.n_embd = 16;
     AttentionConfig ac;
     ac.preset = preset;
+    if (std::string(preset) == "stick_breaking+diff") {  // differential attention's ops (its backward runs whole)
+      ac.preset = "stick_breaking";
+      ac.differential = "on";
+    }
     const AttentionSpec spec = resolve_attention(ac, cfg);
     const int B = 3, T = cfg.context;
     const auto t = tokens_for(B * T + 1, 9, cfg.vocab_size);

@@ -120,8 +120,9 @@ TEST_F(Sweep, SyntheticTaskRunsAreEvaluatedAndGridded) {
                               "| mean, seed sd |", "answer tokens right"})
     EXPECT_NE(text.find(s), std::string::npos) << s << " missing in\n" << text;
   EXPECT_TRUE(fs::exists(sum / "task_pk.dat"));
-  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0)
+  if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
     EXPECT_TRUE(fs::exists(sum / "tasks.png")) << r.output;
+  }
 }
 
 TEST_F(Sweep, TrainsEvaluatesSummarisesAndSkipsFinishedJobs) {

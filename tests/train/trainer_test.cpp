@@ -115,7 +115,8 @@ void expect_resume_bit_identical(const std::string& name, void (*edit)(Config&),
 TEST(Trainer, ResumeIsBitIdenticalToAnUninterruptedRun) { expect_resume_bit_identical("plain", nullptr); }
 
 // The contenders' parameters (KERPLE's ρ, the forget gate's projection, the
-// output gate) in the checkpoint, resumed bit for bit.
+// output gate, FIRE's block, differential attention's λ vectors and gain) in
+// the checkpoint, resumed bit for bit.
 TEST(Trainer, ContendersParametersResumeBitIdentically) {
   expect_resume_bit_identical(
       "kerple",
@@ -139,6 +140,13 @@ TEST(Trainer, ContendersParametersResumeBitIdentically) {
         c.attention.position_bias = "fire";
       },
       {"attnfire"});
+  expect_resume_bit_identical(
+      "differential",
+      [](Config& c) {
+        c.attention.preset = "stick_breaking";
+        c.attention.differential = "on";
+      },
+      {"attnlambda", "attnsubln"});
 }
 
 // A per-layer plan (a windowed RoPE layer, then a NoPE layer with the sink

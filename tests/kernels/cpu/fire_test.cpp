@@ -187,8 +187,9 @@ TEST(Fire, ParameterGradientsMatchFiniteDifferences) {
       std::printf("[gradcheck] fire %s+fire %s max_rel_err=%.3g\n", preset, q.name, err);
       EXPECT_LT(err, 1e-6) << preset << " " << q.name;
     }
-    if (std::string(preset) == "softmax")  // a constant added to a row does not move softmax
+    if (std::string(preset) == "softmax") {  // a constant added to a row does not move softmax
       for (int h = 0; h < NH; ++h) EXPECT_LT(std::abs(analytic[attn::fire::b2(NH) + h]), 1e-12 * largest);
+    }
     EXPECT_NE(analytic[attn::fire::c(NH)], 0.0);
     EXPECT_NE(analytic[attn::fire::m(NH)], 0.0);
   }

@@ -237,7 +237,14 @@ void run_case(const Case& c) {
   }
   if (c.spec.kerple()) {
     EXPECT_LE(rel_diff(dkerple_g, dkerple_c), c.tol) << "dkerple";
-    for (int k = 0; k < 2 * c.NH; ++k) EXPECT_NE(dkerple_c[k], dkerple0[k]) << "KERPLE parameter " << k;
+    // Heads of parameters: NH / head_group; the entries past them are no head's.
+    for (int k = 0; k < 2 * c.NH; ++k) {
+      if (k < 2 * c.NH / c.spec.head_group) {
+        EXPECT_NE(dkerple_c[k], dkerple0[k]) << "KERPLE parameter " << k;
+      } else {
+        EXPECT_EQ(dkerple_g[k], dkerple0[k]) << "KERPLE parameter " << k << " of no head";
+      }
+    }
   } else {
     EXPECT_EQ(dkerple_g, dkerple0) << "no KERPLE bias, no gradient";
   }
@@ -502,6 +509,24 @@ TEST_F(CudaAttention, FireTable) {
   m.context = kN;
   run_case({"softmax+fire+sinks4+29", for_length(resolve_attention(a, m, ctx), 8 * kN), 1, 300, 64, 2, kTol});
   run_case({"softmax+fire T=1024", with("softmax", 512), 1, 1024, 64, 1, kTol});
+}
+
+// Head groups (differential attention's kernel heads, AttentionSpec::
+// head_group = 4): the learned per-head parameters and ALiBi's slope of
+// kernel head h are those of head h / 4, their gradients summed there.
+TEST_F(CudaAttention, HeadGroups) {
+  for (const char* preset : {"ssmax", "sink", "stick_breaking"}) {
+    AttentionSpec s = preset_spec(preset, kN);
+    s.head_group = attn::diff::kHeads;
+    run_case({std::string(preset) + " head_group 4", s, 2, 77, 128, 8, kTol});
+  }
+  AttentionSpec k = preset_spec("softmax", kN, [](AttentionConfig& a) { a.position_bias = "kerple_log"; });
+  k.head_group = attn::diff::kHeads;
+  run_case({"softmax+kerple_log head_group 4", k, 1, 90, 128, 8, kTol});
+  AttentionSpec al = preset_spec("softmax", kN);
+  al.position_bias = PositionBias::Alibi;
+  al.head_group = attn::diff::kHeads;
+  run_case({"softmax+alibi head_group 4", al, 1, 66, 192, 12, kTol});
 }
 
 TEST_F(CudaAttention, ShortSequences) {

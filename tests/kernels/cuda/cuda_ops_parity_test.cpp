@@ -108,6 +108,21 @@ struct TinyModelPair {
     on_cpu.init(5);
     on_gpu.set_params(on_cpu.get_params());
   }
+  // `steps` training steps with the same losses, then the same evaluation
+  // losses at twice the context (tokens drawn with `seed`).
+  void expect_trains_alike(int steps, uint32_t seed, const std::string& what) {
+    for (int s = 0; s < steps; ++s) {
+      const auto [cpu, gpu] = step(s);
+      EXPECT_NEAR(gpu, cpu, 1e-4 * cpu) << what << ": step " << s;
+    }
+    const int T = mc.context;
+    const auto ids = random_ids(size_t(2) * 2 * T + 1, mc.vocab_size, seed);
+    const std::vector<int32_t> in(ids.begin(), ids.end() - 1), tg(ids.begin() + 1, ids.end());
+    std::vector<float> lc, lg;
+    on_cpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lc);
+    on_gpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lg);
+    expect_close(lg, lc, 1e-4, what);
+  }
   // Training step s (B = 4 sequences of T = 16) on both: {cpu loss, gpu loss}.
   std::pair<double, double> step(int s) {
     const int B = 4, T = mc.context;
@@ -304,6 +319,52 @@ TEST_F(CudaOps, FireTable) {
   int moved = 0;
   for (int k = 0; k < np; ++k) moved += dp[k] != dp0[k];
   EXPECT_GT(moved, np / 2) << "most parameters should get a gradient";
+}
+
+// Differential attention's ops (cpu::diff_*, head_repeat, head_reduce):
+// N = 37 rows, NH = 3 heads of D = 32, λ vectors and a gain away from their
+// starting values; the backward adds to dλ and the gain, overwrites dy2.
+TEST_F(CudaOps, DifferentialOps) {
+  const int N = 37, NH = 3, D = 32, C = NH * D;
+  const double li = attn::diff::lambda_init(3);
+  const auto qkv = random_floats(size_t(N) * 3 * C, 1), dqkv2 = random_floats(size_t(N) * 6 * C, 2);
+  std::vector<float> qkv2(size_t(N) * 6 * C), dqkv = random_floats(size_t(N) * 3 * C, 3);
+  auto g_qkv = up(qkv), g_qkv2 = up(qkv2), g_dqkv2 = up(dqkv2), g_dqkv = up(dqkv);
+  cpu_->diff_split_forward(qkv2.data(), qkv.data(), N, C, NH);
+  gpu_->diff_split_forward(g_qkv2.get(), g_qkv.get(), N, C, NH);
+  expect_close(down(g_qkv2, qkv2.size()), qkv2, 0.0, "diff_split_forward");
+  cpu_->diff_split_backward(dqkv.data(), dqkv2.data(), N, C, NH);
+  gpu_->diff_split_backward(g_dqkv.get(), g_dqkv2.get(), N, C, NH);
+  expect_close(down(g_dqkv, dqkv.size()), dqkv, 1e-6, "diff_split_backward");
+
+  const auto y2 = random_floats(size_t(N) * 2 * C, 4), dout = random_floats(size_t(N) * C, 5),
+             lam = random_floats(2 * D, 6, -0.3f, 0.3f), gain = random_floats(D, 7, 0.5f, 1.5f);
+  std::vector<float> out(size_t(N) * C), rstd(size_t(N) * NH), dy2(size_t(N) * 2 * C, 9.f);
+  auto dlam = random_floats(2 * D, 8), dgain = random_floats(D, 9);
+  auto g_y2 = up(y2), g_dout = up(dout), g_lam = up(lam), g_gain = up(gain), g_out = up(out), g_rstd = up(rstd),
+       g_dy2 = up(dy2), g_dlam = up(dlam), g_dgain = up(dgain);
+  cpu_->diff_combine_forward(out.data(), rstd.data(), y2.data(), lam.data(), gain.data(), N, C, NH, li);
+  gpu_->diff_combine_forward(g_out.get(), g_rstd.get(), g_y2.get(), g_lam.get(), g_gain.get(), N, C, NH, li);
+  expect_close(down(g_out, out.size()), out, 1e-6, "diff_combine_forward out");
+  expect_close(down(g_rstd, rstd.size()), rstd, 1e-6, "diff_combine_forward rstd");
+  cpu_->diff_combine_backward(dy2.data(), dlam.data(), dgain.data(), dout.data(), y2.data(), rstd.data(), lam.data(),
+                              gain.data(), N, C, NH, li);
+  gpu_->diff_combine_backward(g_dy2.get(), g_dlam.get(), g_dgain.get(), g_dout.get(), g_y2.get(), g_rstd.get(),
+                              g_lam.get(), g_gain.get(), N, C, NH, li);
+  expect_close(down(g_dy2, dy2.size()), dy2, 1e-6, "diff_combine_backward dy2");
+  expect_close(down(g_dlam, dlam.size()), dlam, 1e-5, "diff_combine_backward dlambda");
+  expect_close(down(g_dgain, dgain.size()), dgain, 1e-5, "diff_combine_backward dgain");
+
+  const size_t outer = 2, inner = 19;
+  const auto src = random_floats(outer * NH * inner, 10), wide = random_floats(outer * NH * 4 * inner, 11);
+  std::vector<float> rep(wide.size()), red = random_floats(src.size(), 12);
+  auto g_src = up(src), g_wide = up(wide), g_rep = up(rep), g_red = up(red);
+  cpu_->head_repeat(rep.data(), src.data(), outer, NH, inner, 4);
+  gpu_->head_repeat(g_rep.get(), g_src.get(), outer, NH, inner, 4);
+  expect_close(down(g_rep, rep.size()), rep, 0.0, "head_repeat");
+  cpu_->head_reduce(red.data(), wide.data(), outer, NH, inner, 4);
+  gpu_->head_reduce(g_red.get(), g_wide.get(), outer, NH, inner, 4);
+  expect_close(down(g_red, red.size()), red, 0.0, "head_reduce");
 }
 
 TEST_F(CudaOps, OutputGate) {
@@ -529,17 +590,7 @@ TEST_F(CudaOps, TinyModelWithALayerPlanTrainsLikeCpu) {
   TinyModelPair p(*cpu_, *gpu_, mc);
   ASSERT_EQ(p.on_gpu.per_layer_attention()[0].spec.window, 8);
   ASSERT_FALSE(p.on_gpu.per_layer_attention()[1].rope);
-  for (int s = 0; s < 3; ++s) {
-    const auto [cpu, gpu] = p.step(s);
-    EXPECT_NEAR(gpu, cpu, 1e-4 * cpu) << "step " << s;
-  }
-  const int T = mc.context;
-  const auto ids = random_ids(size_t(2) * 2 * T + 1, mc.vocab_size, 98);
-  const std::vector<int32_t> in(ids.begin(), ids.end() - 1), tg(ids.begin() + 1, ids.end());
-  std::vector<float> lc, lg;
-  p.on_cpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lc);
-  p.on_gpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lg);
-  expect_close(lg, lc, 1e-4, "evaluation losses of the plan");
+  p.expect_trains_alike(3, 98, "evaluation losses of the plan");
 }
 
 // FIRE's bias (its MLP evaluated into a table by the device) and
@@ -554,17 +605,22 @@ TEST_F(CudaOps, TinyModelWithFireAndStickBreakingTrainsLikeCpu) {
   TinyModelPair p(*cpu_, *gpu_, mc);
   ASSERT_TRUE(p.on_gpu.per_layer_attention()[0].spec.fire());
   ASSERT_TRUE(attn::stick_breaking(p.on_gpu.per_layer_attention()[1].spec));
-  for (int s = 0; s < 3; ++s) {
-    const auto [cpu, gpu] = p.step(s);
-    EXPECT_NEAR(gpu, cpu, 1e-4 * cpu) << "step " << s;
-  }
-  const int T = mc.context;
-  const auto ids = random_ids(size_t(2) * 2 * T + 1, mc.vocab_size, 97);
-  const std::vector<int32_t> in(ids.begin(), ids.end() - 1), tg(ids.begin() + 1, ids.end());
-  std::vector<float> lc, lg;
-  p.on_cpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lc);
-  p.on_gpu.forward_losses(in.data(), tg.data(), 2, 2 * T, lg);
-  expect_close(lg, lc, 1e-4, "evaluation losses with FIRE and stick-breaking");
+  p.expect_trains_alike(3, 97, "evaluation losses with FIRE and stick-breaking");
+}
+
+// Differential attention (head size 32: kernel heads of 16) with RoPE on
+// each half, the sink and the output gate trains on the device as on the
+// CPU.
+TEST_F(CudaOps, TinyModelWithDifferentialAttentionTrainsLikeCpu) {
+  ModelConfig mc = TinyModelPair::model_config();
+  mc.n_embd = 64;
+  mc.layer_pattern = "DS";
+  mc.layer_kinds = nlohmann::json::parse(
+      R"({"D": {"attention": {"preset": "sink", "differential": "on", "output_gate": "sigmoid"}},
+          "S": {"attention": {"preset": "softmax", "differential": "on", "position_bias": "forget"}}})");
+  TinyModelPair p(*cpu_, *gpu_, mc);
+  ASSERT_TRUE(p.on_gpu.per_layer_attention()[0].spec.differential);
+  p.expect_trains_alike(3, 96, "evaluation losses with differential attention");
 }
 
 // These run everywhere: the CUDA backend where a device is present, otherwise
