@@ -356,11 +356,13 @@ TEST_F(DataParallel, OverlappedReductionEqualsOneReductionAfterBackward) {
 // A 2-rank ZeRO-1 run resumed from its step-10 checkpoint under 2 ranks ends
 // bit-identical to the uninterrupted run (losses and the final checkpoint,
 // gathered moments included); resumed with 1 rank it follows within kRelTol.
-// The attention is the learned sink, so its logits (attnsink) are sharded,
-// checkpointed and resumed with the rest.
+// The attention is the learned sink under differential attention, so the
+// sink logits (attnsink) and differential attention's λ vectors and gain
+// (attnlambda, attnsubln) are sharded, checkpointed and resumed with the rest.
 TEST_F(DataParallel, ResumeUnderTwoRanksIsBitIdentical) {
-  const Result a =
-      train(2, "a", "--set train.zero=1 --set train.checkpoint_every=10 --set attention.preset=sink");
+  const Result a = train(2, "a",
+                         "--set train.zero=1 --set train.checkpoint_every=10 --set attention.preset=sink "
+                         "--set attention.differential=on");
   ASSERT_EQ(a.status, 0) << a.output;
   for (const char* run : {"b", "c"}) {
     fs::create_directories(dir_ / run / "checkpoints");
@@ -382,16 +384,21 @@ TEST_F(DataParallel, ResumeUnderTwoRanksIsBitIdentical) {
   const Checkpoint fa = load_checkpoint((dir_ / "a" / "checkpoints" / "step_00000020.bin").string());
   const Checkpoint fb = load_checkpoint((dir_ / "b" / "checkpoints" / "step_00000020.bin").string());
   ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
-  bool sink = false;
+  int learned = 0;
   for (size_t i = 0; i < fa.tensors.size(); ++i) {
     EXPECT_EQ(fa.tensors[i].data, fb.tensors[i].data) << fa.tensors[i].name;
-    if (fa.tensors[i].name != "param/attnsink") continue;
-    sink = true;
-    bool moved = false;  // zero-initialised, trained for 20 steps
-    for (float x : fa.tensors[i].data) moved = moved || x != 0.0f;
-    EXPECT_TRUE(moved) << "the sink logits should have been trained";
+    const std::string& name = fa.tensors[i].name;
+    if (name != "param/attnsink" && name != "param/attnsubln") continue;
+    ++learned;
+    const float start = name == "param/attnsink" ? 0.0f : 1.0f;  // zeros (sink), ones (gain); trained 20 steps
+    bool moved = false;
+    for (float x : fa.tensors[i].data) moved = moved || x != start;
+    EXPECT_TRUE(moved) << name << " should have been trained";
   }
-  EXPECT_TRUE(sink) << "the checkpoint should hold the sink logits";
+  EXPECT_EQ(learned, 2) << "the checkpoint should hold the sink logits and the differential gain";
+  bool lambda = false;
+  for (const auto& t : fa.tensors) lambda = lambda || t.name == "param/attnlambda";
+  EXPECT_TRUE(lambda) << "the checkpoint should hold differential attention's lambda vectors";
   EXPECT_EQ(fa.meta["loader"], fb.meta["loader"]);
   EXPECT_EQ(fa.meta["adam_steps"], fb.meta["adam_steps"]);
 }
