@@ -864,7 +864,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
       taken += attn::sb_taken(x);
     }
   }
-  const double dp = static_cast<double>(w_own * g_own) + gsum;
+  const double dp = static_cast<double>(w_own) * g_own + gsum;  // as the CPU rows form P
 
   const bool learned = s.learned_scale(), kerple = s.kerple(), fire = s.fire();
   double sigma_dx = 0, k1 = 0, k2 = 0, after = 0;

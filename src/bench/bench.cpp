@@ -485,20 +485,33 @@ void bench_phases(const Config& cfg_in, const BenchOptions& opt, std::ostream& o
   }
 }
 
+// A FIRE parameter block for `heads` heads as the model draws one (attn::fire:
+// the MLP U(±1/sqrt(fan_in)), c = 0.1, m = 1), for the bench's tables.
+std::vector<float> fire_bench_block(int heads) {
+  namespace f = attn::fire;
+  std::vector<float> p = random_floats(f::count(heads), 13);
+  for (int k = 0; k < f::count(heads); ++k) p[k] *= k < f::w2() ? 1.0f : static_cast<float>(1.0 / std::sqrt(f::kWidth));
+  p[f::c(heads)] = static_cast<float>(f::kInitC);
+  p[f::m(heads)] = static_cast<float>(f::kInitMultiplier);
+  return p;
+}
+
 void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& out, double peak) {
   const ModelConfig& m = cfg.model;
   const int C = m.n_embd, NH = m.n_head;
   std::vector<std::string> names = opt.presets;
   if (names.empty()) {
     for (const AttentionPreset& p : kAttentionPresets) names.push_back(p.name);
-    for (const char* b : {"kerple_log", "kerple_power", "forget"}) names.push_back(std::string("softmax+") + b);
+    for (const char* b : {"kerple_log", "kerple_power", "forget", "fire", "differential"})
+      names.push_back(std::string("softmax+") + b);
   }
   // Two tables: the forward alone (evaluation), then forward+backward (training).
   for (const bool with_backward : {false, true}) {
     out << "\nattention " << (with_backward ? "forward+backward" : "forward") << " (cpu kernels), B=1, " << NH
         << " heads, C=" << C << ": GFLOP/s and ratio to peak; FLOPs = " << (with_backward ? "3 x " : "")
         << "2*B*C*T(T+1) (forward: q.k and the weighted sum of v over the causal half, 2*2*B*NH*D*T(T+1)/2"
-        << (with_backward ? "; backward counted as 2x the forward)\n" : ")\n");
+        << (with_backward ? "; backward counted as 2x the forward)" : ")")
+        << "; +differential rows count their kernel heads' 2C\n";
     char buf[64];
     int width = 10;  // the name column holds the longest name
     for (const std::string& name : names) width = std::max(width, static_cast<int>(std::min<size_t>(name.size(), 40)));
@@ -510,34 +523,53 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
     }
     out << "\n" << std::flush;
     for (const std::string& name : names) {
-      AttentionConfig ac;  // the preset's own stages and constants; PRESET+BIAS adds a position bias
+      // The preset's own stages and constants; PRESET+BIAS adds a position
+      // bias, PRESET+differential differential attention.
+      AttentionConfig ac;
       const size_t plus = name.find('+');
       ac.preset = name.substr(0, plus);
-      if (plus != std::string::npos) ac.position_bias = name.substr(plus + 1);
+      const std::string extra = plus == std::string::npos ? "" : name.substr(plus + 1);
+      if (extra == "differential")
+        ac.differential = "on";
+      else if (!extra.empty())
+        ac.position_bias = extra;
       AttentionSpec spec = resolve_attention(ac, m);
       if (m.position == "alibi") spec.position_bias = PositionBias::Alibi;
+      // The kernels' geometry: differential attention runs 4 kernel heads of
+      // D/2 per head (attn::diff), twice the FLOPs, counted as such.
+      const int KC = spec.differential ? 2 * C : C, KNH = spec.differential ? attn::diff::kHeads * NH : NH;
       std::snprintf(buf, sizeof buf, "%-*s", width, name.c_str());
       out << buf << std::flush;
       for (int Tn : opt.attention_contexts) {
-        const size_t n3 = static_cast<size_t>(Tn) * 3 * C, n1 = static_cast<size_t>(Tn) * C;
+        const size_t n3 = static_cast<size_t>(Tn) * 3 * KC, n1 = static_cast<size_t>(Tn) * KC;
         const auto qkv = random_floats(n3, 11), dout = random_floats(n1, 12, 0.01f);
-        // ssmax's s_h, the sink's ζ_h, KERPLE's raw ρ (r = ln 2), the forget gate's c (every f = 0.9)
+        // ssmax's s_h, the sink's ζ_h, KERPLE's raw ρ (r = ln 2), the forget gate's c (every f = 0.9),
+        // FIRE's table of a block drawn as the model initialises it.
         const std::vector<float> scale(NH, 1.0f), sink(NH, 0.0f), kerple(2 * NH, 0.0f);
-        std::vector<float> fcum(static_cast<size_t>(NH) * Tn);
+        std::vector<float> fcum(static_cast<size_t>(KNH) * Tn), fire, dfire;
         for (size_t k = 0; k < fcum.size(); ++k) fcum[k] = static_cast<float>(std::log(0.9) * (k % Tn + 1));
-        std::vector<float> y(n1), stats(static_cast<size_t>(NH) * Tn * spec.stats_per_row()), dqkv(n3), dscale(NH),
+        if (spec.fire()) {
+          fire.resize(static_cast<size_t>(KNH) * Tn * Tn);
+          dfire.resize(fire.size());
+          cpu::fire_forward(fire.data(), fire_bench_block(KNH).data(), Tn, KNH,
+                            attn::fire::threshold0(spec.trained_context));
+        }
+        std::vector<float> y(n1), stats(static_cast<size_t>(KNH) * Tn * spec.stats_per_row()), dqkv(n3), dscale(NH),
             dsink(NH), dkerple(2 * NH), dfcum(fcum.size());
-        const HeadParams<float> head(scale.data(), sink.data(), kerple.data(), fcum.data());
+        const HeadParams<float> head(scale.data(), sink.data(), kerple.data(), fcum.data(),
+                                     fire.empty() ? nullptr : fire.data());
         auto fb = [&] {
-          cpu::attention_forward(y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, spec, head, nullptr);
+          cpu::attention_forward(y.data(), stats.data(), qkv.data(), 1, Tn, KC, KNH, spec, head, nullptr);
           if (with_backward)
-            cpu::attention_backward(dqkv.data(), {dscale.data(), dsink.data(), dkerple.data(), dfcum.data()},
-                                    dout.data(), y.data(), stats.data(), qkv.data(), 1, Tn, C, NH, spec, head);
+            cpu::attention_backward(dqkv.data(),
+                                    {dscale.data(), dsink.data(), dkerple.data(), dfcum.data(),
+                                     dfire.empty() ? nullptr : dfire.data()},
+                                    dout.data(), y.data(), stats.data(), qkv.data(), 1, Tn, KC, KNH, spec, head);
         };
         // Long contexts take up to seconds per call: two timed calls, no warm-up.
         const bool long_ctx = Tn >= 2048;
         const double sec = best_seconds(fb, long_ctx ? 0.0 : opt.min_seconds, 2, long_ctx ? 0 : 1);
-        const double gflops = (with_backward ? 3 : 1) * attention_forward_flops(1, Tn, C) / sec / 1e9;
+        const double gflops = (with_backward ? 3 : 1) * attention_forward_flops(1, Tn, KC) / sec / 1e9;
         std::snprintf(buf, sizeof buf, " %8.1f %5.0f%%", gflops, peak > 0 ? 100 * gflops / peak : 0.0);
         out << buf << std::flush;
       }

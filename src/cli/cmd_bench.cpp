@@ -78,7 +78,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--contexts", args->contexts,
                   "Attention contexts (default 256,512,1024,2048,4096; cuda-attention: 1024,2048,4096,8192,16384)")
       ->type_name("T,T,...");
-  cmd->add_option("--presets", args->presets, "Attention presets, or PRESET+BIAS with a position bias (e.g. softmax+forget; default: every preset and softmax with kerple_log, kerple_power, forget)")->type_name("NAME,...");
+  cmd->add_option("--presets", args->presets, "Attention presets, PRESET+BIAS with a position bias (e.g. softmax+forget) or PRESET+differential (default: every preset, and softmax with kerple_log, kerple_power, forget, fire and differential)")->type_name("NAME,...");
   cmd->add_option("--gemm-kernel", args->kernel, "GEMM kernel: auto, generic, avx2, avx512 (default auto)");
   cmd->add_option("--steps", args->steps, "Timed training steps, after one warm-up (default 3)")
       ->check(positive());
@@ -112,15 +112,16 @@ void add_bench(CLI::App& app) {
     if (!args->presets.empty()) {
       opt.presets = split_list(args->presets);
       for (const std::string& p : opt.presets) {
-        // PRESET or PRESET+BIAS (a position bias of attention.position_bias, e.g. softmax+forget)
+        // PRESET, PRESET+BIAS (a position bias of attention.position_bias, e.g.
+        // softmax+forget) or PRESET+differential (differential attention)
         const size_t plus = p.find('+');
         const std::string preset = p.substr(0, plus), bias = plus == std::string::npos ? "" : p.substr(plus + 1);
-        bool known = false, known_bias = bias.empty();
+        bool known = false, known_bias = bias.empty() || bias == "differential";
         for (const AttentionPreset& a : kAttentionPresets) known = known || preset == a.name;
         for (const char* b : kPositionBiasNames) known_bias = known_bias || bias == b;
         GPT_CHECK(known, "bench --presets: unknown attention preset \"", preset, "\"");
         GPT_CHECK(known_bias, "bench --presets: \"", p, "\": unknown position bias \"", bias,
-                  "\" (PRESET+BIAS, BIAS one of alibi, kerple_log, kerple_power, forget)");
+                  "\" (PRESET+BIAS, BIAS one of alibi, kerple_log, kerple_power, forget, fire; or PRESET+differential)");
       }
     }
     if (!args->kernel.empty()) {
