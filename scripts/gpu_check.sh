@@ -342,14 +342,15 @@ sed -n '/^attention on/,$p' "$logs/bench_attention.log"
 # ---- 6. the contenders' normalisations beside softmax ---------------------------------------
 # Rows "preset T B fwd-ms TFLOP/s f+b-ms TFLOP/s f+b/softmax" of cuda_attention_bench.cpp.
 t0=$(date +%s)
-timeout 200 "$gpt" bench --device cuda --only cuda-attention \
-  --presets softmax,softmax1,sink,softpick,stick_breaking,softmax+kerple_log,softmax+forget \
+# FIRE's table (and its dL/db) is H*T*T floats: 12.9 GB each at 16K.
+timeout 240 "$gpt" bench --device cuda --only cuda-attention \
+  --presets softmax,softmax1,sink,softpick,stick_breaking,softmax+kerple_log,softmax+forget,softmax+fire,softmax+differential \
   --contexts 4096,16384 >"$logs/bench_contenders.log" 2>&1
 rc=$?
-contenders='^(softmax1|sink|softpick|stick_breaking|softmax[+]kerple_log|softmax[+]forget)$'
+contenders='^(softmax1|sink|softpick|stick_breaking|softmax[+](kerple_log|forget|fire|differential))$'
 cratios=$(awk -v re="$contenders" '$1 ~ re && $2 ~ /^[0-9]+$/ {
   printf "%s%s %dK %s", sep, $1, $2 / 1024, $8; sep = ", " }' "$logs/bench_contenders.log")
-if [ $rc -ne 0 ] || [ "$(awk -v re="$contenders" '$1 ~ re && $2 ~ /^[0-9]+$/' "$logs/bench_contenders.log" | wc -l)" -ne 12 ]; then
+if [ $rc -ne 0 ] || [ "$(awk -v re="$contenders" '$1 ~ re && $2 ~ /^[0-9]+$/' "$logs/bench_contenders.log" | wc -l)" -ne 16 ]; then
   failed "bench contenders' attention" "rc $rc; log $logs/bench_contenders.log"
   tail -n 5 "$logs/bench_contenders.log" | sed 's/^/    /'
 else

@@ -161,38 +161,46 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
   m.n_head = NH;
   std::vector<double> softmax_f(opt.contexts.size(), 0.0), softmax_fb(opt.contexts.size(), 0.0);
   for (const std::string& name : names) {
-    AttentionConfig ac;  // PRESET or PRESET+BIAS (a position bias, as gpt bench --presets takes it)
+    // PRESET, PRESET+BIAS (a position bias, as gpt bench --presets takes it)
+    // or PRESET+differential (four kernel heads of D/2 per head: twice the
+    // FLOPs, counted with the kernels' 2C).
+    AttentionConfig ac;
     const size_t plus = name.find('+');
     ac.preset = name.substr(0, plus);
-    if (plus != std::string::npos) ac.position_bias = name.substr(plus + 1);
+    const std::string extra = plus == std::string::npos ? "" : name.substr(plus + 1);
+    if (extra == "differential")
+      ac.differential = "on";
+    else if (!extra.empty())
+      ac.position_bias = extra;
     const AttentionSpec spec = resolve_attention(ac, m);
+    const int KC = spec.differential ? 2 * C : C, KNH = spec.differential ? attn::diff::kHeads * NH : NH;
     for (size_t ci = 0; ci < opt.contexts.size(); ++ci) {
       const int Tn = opt.contexts[ci], B = std::max(1, opt.tokens / Tn);
-      const size_t n1 = static_cast<size_t>(B) * Tn * C;
+      const size_t n1 = static_cast<size_t>(B) * Tn * KC, TT = static_cast<size_t>(Tn) * Tn;
       DeviceFloats qkv(3 * n1, 11, 1.0f), dout(n1, 12, 0.01f), y(n1, 0, 0.f), dqkv(3 * n1, 0, 0.f),
-          stats(static_cast<size_t>(B) * NH * Tn * AttentionSpec::kStatsPerRow, 0, 0.f), scale(NH, 0, 0.f),
+          stats(static_cast<size_t>(B) * KNH * Tn * AttentionSpec::kStatsPerRow, 0, 0.f), scale(NH, 0, 0.f),
           dscale(NH, 0, 0.f), sink(NH, 0, 0.f), dsink(NH, 0, 0.f),  // the sink's ζ_h = 0
           kerple(2 * NH, 0, 0.f), dkerple(2 * NH, 0, 0.f),           // KERPLE's raw ρ = 0 (r = ln 2)
-          fcum(static_cast<size_t>(B) * NH * Tn, 0, 0.f), dfcum(static_cast<size_t>(B) * NH * Tn, 0, 0.f);
+          fcum(static_cast<size_t>(B) * KNH * Tn, 0, 0.f), dfcum(static_cast<size_t>(B) * KNH * Tn, 0, 0.f),
+          fire(spec.fire() ? KNH * TT : 1, 0, 0.f), dfire(spec.fire() ? B * KNH * TT : 1, 0, 0.f);  // FIRE's table (zeros: same cost)
       {  // the forget gate's c: every f = 0.9
-        std::vector<float> c(static_cast<size_t>(B) * NH * Tn);
+        std::vector<float> c(static_cast<size_t>(B) * KNH * Tn);
         for (size_t k = 0; k < c.size(); ++k) c[k] = static_cast<float>(std::log(0.9) * (k % Tn + 1));
         check_cuda(cudaMemcpy(fcum.get(), c.data(), c.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
       }
       const std::vector<float> s_h(NH, static_cast<float>(attn::ssmax_init(opt.trained_context)));
       check_cuda(cudaMemcpy(scale.get(), s_h.data(), NH * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");
+      const HeadParams<float> head(scale.get(), sink.get(), kerple.get(), fcum.get(), fire.get());
       auto fwd = [&] {
-        cuda::attention_forward(y.get(), stats.get(), qkv.get(), B, Tn, C, NH, spec,
-                                {scale.get(), sink.get(), kerple.get(), fcum.get()}, nullptr, nullptr);
+        cuda::attention_forward(y.get(), stats.get(), qkv.get(), B, Tn, KC, KNH, spec, head, nullptr, nullptr);
       };
       auto fb = [&] {
         fwd();
-        cuda::attention_backward(dqkv.get(), {dscale.get(), dsink.get(), dkerple.get(), dfcum.get()}, dout.get(),
-                                 y.get(), stats.get(), qkv.get(), B, Tn, C, NH, spec,
-                                 {scale.get(), sink.get(), kerple.get(), fcum.get()}, nullptr);
+        cuda::attention_backward(dqkv.get(), {dscale.get(), dsink.get(), dkerple.get(), dfcum.get(), dfire.get()},
+                                 dout.get(), y.get(), stats.get(), qkv.get(), B, Tn, KC, KNH, spec, head, nullptr);
       };
       const double f_sec = best_gpu_seconds(fwd, opt.min_seconds), fb_sec = best_gpu_seconds(fb, opt.min_seconds);
-      const double flops = 2.0 * B * C * static_cast<double>(Tn) * (Tn + 1);
+      const double flops = 2.0 * B * KC * static_cast<double>(Tn) * (Tn + 1);
       if (name == "softmax") {
         softmax_f[ci] = f_sec;
         softmax_fb[ci] = fb_sec;
