@@ -850,18 +850,25 @@ std::string summarize_sweep(const SweepPlan& plan) {
       md << "\n";
       grid << "\n";
     }
+    // The cell mean per seed, its mean over seeds, sd and range (the band
+    // of the line plots): jr["line"], one entry per multiple.
+    jr["line"] = json::array();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::vector<double> per_seed;
+      for (const auto& rr : res) {
+        double m = 0;
+        for (const auto& cell : rr.at("multiples")[i].at(cells)) m += num(cell.at("exact")) / nc;
+        per_seed.push_back(m);
+      }
+      const Stat st = stat_of(per_seed);
+      jr["line"].push_back({{"multiple", rows[i].at("multiple")}, {"exact", st.mean},
+                            {"sd", st.n > 1 ? json(st.sd) : json(nullptr)}, {"min", st.min}, {"max", st.max}});
+    }
     if (nc > 1 || res.size() > 1) {  // the seed band of the cell mean
       md << "| mean, seed sd |";
-      for (size_t i = 0; i < rows.size(); ++i) {
-        std::vector<double> per_seed;
-        for (const auto& rr : res) {
-          double m = 0;
-          for (const auto& cell : rr.at("multiples")[i].at(cells)) m += num(cell.at("exact")) / nc;
-          per_seed.push_back(m);
-        }
-        const Stat st = stat_of(per_seed);
-        md << " " << fmt(st.mean, 2) << (st.n > 1 ? " ± " + fmt(st.sd, 2) : std::string()) << " |";
-      }
+      for (const auto& e : jr["line"])
+        md << " " << fmt(num(e["exact"]), 2) << (e["sd"].is_null() ? std::string() : " ± " + fmt(num(e["sd"]), 2))
+           << " |";
       md << "\n";
     }
     // Share of answer tokens predicted right, over cells and seeds: shows
@@ -900,6 +907,40 @@ std::string summarize_sweep(const SweepPlan& plan) {
     task_grids.push_back(r.name);
     task_rows[r.name] = jr["cells"].get<size_t>();
     summary["tasks"].push_back(jr);
+  }
+  // Per task: every variant's exact match (mean over the cells) against the
+  // multiple, mean ± sd over seeds, as one table and one panel of lines with
+  // the seeds' range as a band (task_lines_TASK.dat, a block per run).
+  std::vector<std::string> line_tasks;                 // in order of first appearance
+  std::map<std::string, std::vector<json>> task_lines;  // task -> its runs' summary entries
+  if (summary.contains("tasks"))
+    for (const auto& jr : summary["tasks"]) {
+      const std::string t = jr["task"].get<std::string>();
+      if (!task_lines.count(t)) line_tasks.push_back(t);
+      task_lines[t].push_back(jr);
+    }
+  for (const auto& t : line_tasks) {
+    const auto& runs = task_lines[t];
+    md << "\n## Task `" << t << "`: exact match against the context multiple (mean over cells; ± sd over seeds)\n\n"
+       << "| variant | seeds |";
+    for (const auto& e : runs[0]["line"]) md << " " << e["multiple"].get<int>() << "× |";
+    md << "\n|---|---|";
+    for (size_t i = 0; i < runs[0]["line"].size(); ++i) md << "---|";
+    md << "\n";
+    std::ofstream dat(out / ("task_lines_" + t + ".dat"));
+    dat << "# one block per run: multiple, exact match (mean over seeds of the cell mean), seeds' min, max\n";
+    for (const auto& jr : runs) {
+      md << "| " << jr["run"].get<std::string>() << " | " << jr["seeds"].get<size_t>() << " |";
+      dat << "# " << jr["run"].get<std::string>() << "\n";
+      for (const auto& e : jr["line"]) {
+        md << " " << fmt(num(e["exact"]), 2) << (e["sd"].is_null() ? std::string() : " ± " + fmt(num(e["sd"]), 2))
+           << " |";
+        dat << e["multiple"].get<int>() << " " << num(e["exact"]) << " " << num(e["min"]) << " " << num(e["max"])
+            << "\n";
+      }
+      md << "\n";
+      dat << "\n\n";
+    }
   }
 
   // gnuplot script; the PNGs are drawn when gnuplot is installed.
@@ -947,15 +988,42 @@ std::string summarize_sweep(const SweepPlan& plan) {
          << " title '" << profiled[i] << "'" << (i + 1 < profiled.size() ? ", \\\n" : "\n");
     gp << "unset arrow 1\n";
   }
+  // Synthetic tasks: a panel per task, a line per variant (band: the seeds'
+  // range); colours cycle, dashed after the first 12.
+  if (!line_tasks.empty()) {
+    const size_t cols = std::min<size_t>(line_tasks.size(), 3), nrows = (line_tasks.size() + cols - 1) / cols;
+    gp << "set terminal pngcairo size " << 520 * cols + 260 << "," << 420 * nrows + 60
+       << " font ',10' noenhanced\nset output 'tasks_lines.png'\nset logscale x 2\nset xrange ["
+       << multiples.front() * 0.85 << ":" << multiples.back() * 1.15 << "]\nset xtics (";
+    for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << multiples[i];
+    gp << ")\nset yrange [-0.02:1.02]\nset xlabel 'context multiple'\nset ylabel 'exact match'\n"
+       << "set key outside right font ',8'\nset multiplot layout " << nrows << "," << cols
+       << " title 'Synthetic tasks: exact match past the training context (band: range over seeds)'\n";
+    for (const auto& t : line_tasks) {
+      const auto& runs = task_lines[t];
+      gp << "set title '" << t << "'\nplot \\\n";
+      for (size_t i = 0; i < runs.size(); ++i) {
+        const std::string c = colour(i) + (i >= 12 ? " dt 2" : " dt 1");
+        gp << "  'task_lines_" << t << ".dat' index " << i << " using 1:3:4 with filledcurves fs transparent solid 0.12 "
+           << colour(i) << " notitle, 'task_lines_" << t << ".dat' index " << i << " using 1:2 with linespoints lw 2 "
+           << c << " pt " << (i % 13 + 1) << " title '" << runs[i]["run"].get<std::string>() << "'"
+           << (i + 1 < runs.size() ? ", \\\n" : "\n");
+      }
+    }
+    gp << "unset multiplot\nset autoscale y\nunset logscale x\n";
+  }
   // One heat map panel per run of a retrieval grid (PREFIX_RUN.dat): exact
-  // match by depth and context; a grid of one row (no depth) as a line.
+  // match by depth and context; a grid of one row (no depth) as a line. At
+  // most 5 panels a row.
   auto grid_plots = [&](const std::string& png, const std::string& title, const std::string& ylabel,
                         const std::string& prefix, const std::vector<std::string>& runs,
                         const std::function<std::string(const std::string&)>& panel,
                         const std::function<size_t(const std::string&)>& rows) {
     if (runs.empty()) return;
-    gp << "set output '" << png << "'\nunset logscale x\nset autoscale x\nset multiplot layout 1," << runs.size()
-       << " title '" << title << "'\nset cbrange [0:1]\n"
+    const size_t cols = std::min<size_t>(runs.size(), 5), nrows = (runs.size() + cols - 1) / cols;
+    gp << "set terminal pngcairo size " << std::max<size_t>(1100, 300 * cols) << "," << std::max<size_t>(700, 320 * nrows)
+       << " font ',10' noenhanced\nset output '" << png << "'\nunset logscale x\nset autoscale x\nset multiplot layout "
+       << nrows << "," << cols << " title '" << title << "'\nset cbrange [0:1]\n"
        << "set palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\nset xlabel 'context'\n"
        << "set ylabel '" << ylabel << "'\nunset key\nset xtics (";
     for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << i;
@@ -972,8 +1040,12 @@ std::string summarize_sweep(const SweepPlan& plan) {
   // (The passkey panels stay heat maps whatever their number of depths, as before.)
   grid_plots("passkey.png", "Passkey retrieval: exact match by depth and context", "depth of the key", "passkey_",
              passkey_runs, [](const std::string& r) { return r; }, [](const std::string&) { return SIZE_MAX; });
-  grid_plots("tasks.png", "Synthetic tasks: exact match by depth and context", "depth (0 for tasks without one)",
-             "task_", task_grids, [&](const std::string& r) { return r + " (" + plan.run(r).task + ")"; },
+  // Tasks with depths as heat maps (those with one cell are lines of tasks_lines.png).
+  std::vector<std::string> depth_grids;
+  for (const auto& r : task_grids)
+    if (task_rows[r] > 1) depth_grids.push_back(r);
+  grid_plots("tasks.png", "Synthetic tasks: exact match by depth and context", "depth of the needle",
+             "task_", depth_grids, [&](const std::string& r) { return r + " (" + plan.run(r).task + ")"; },
              [&](const std::string& r) { return task_rows[r]; });
   write_file_atomic((out / "plots.gp").string(), gp.str());
   write_json_file((out / "summary.json").string(), summary);

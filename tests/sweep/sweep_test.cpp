@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -120,8 +122,30 @@ TEST_F(Sweep, SyntheticTaskRunsAreEvaluatedAndGridded) {
                               "| mean, seed sd |", "answer tokens right"})
     EXPECT_NE(text.find(s), std::string::npos) << s << " missing in\n" << text;
   EXPECT_TRUE(fs::exists(sum / "task_pk.dat"));
+  // Per task, the line of each run against the multiple: mean over seeds of
+  // the cell mean, its sd and range; as a table and task_lines_TASK.dat.
+  ASSERT_EQ(j["tasks"][0]["line"].size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const auto& e = j["tasks"][0]["line"][i];
+    std::vector<double> per_seed;
+    for (const std::string s : {"seed1", "seed2"}) {
+      const auto g = nlohmann::json::parse(std::ifstream(dir_ / "out" / "pk" / s / "eval" / "task_passkey.json"));
+      const auto& cells = g["multiples"][i]["cells"];
+      per_seed.push_back(0.5 * (cells[0]["exact"].get<double>() + cells[1]["exact"].get<double>()));
+    }
+    EXPECT_NEAR(e["exact"].get<double>(), 0.5 * (per_seed[0] + per_seed[1]), 1e-12);
+    EXPECT_NEAR(e["sd"].get<double>(), std::abs(per_seed[0] - per_seed[1]) / std::sqrt(2.0), 1e-12);
+    EXPECT_EQ(e["min"].get<double>(), std::min(per_seed[0], per_seed[1]));
+    EXPECT_EQ(e["max"].get<double>(), std::max(per_seed[0], per_seed[1]));
+  }
+  EXPECT_TRUE(j["tasks"][1]["line"][0]["sd"].is_null());  // one seed: no sd
+  EXPECT_NE(text.find("## Task `copy`: exact match against the context multiple"), std::string::npos) << text;
+  EXPECT_NE(text.find("| cp | 1 |"), std::string::npos) << text;
+  EXPECT_TRUE(fs::exists(sum / "task_lines_passkey.dat"));
+  EXPECT_TRUE(fs::exists(sum / "task_lines_copy.dat"));
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
     EXPECT_TRUE(fs::exists(sum / "tasks.png")) << r.output;
+    EXPECT_TRUE(fs::exists(sum / "tasks_lines.png")) << r.output;
   }
 }
 
