@@ -991,14 +991,20 @@ std::string summarize_sweep(const SweepPlan& plan) {
   // Synthetic tasks: a panel per task, a line per variant (band: the seeds'
   // range); colours cycle, dashed after the first 12.
   if (!line_tasks.empty()) {
-    const size_t cols = std::min<size_t>(line_tasks.size(), 3), nrows = (line_tasks.size() + cols - 1) / cols;
-    gp << "set terminal pngcairo size " << 520 * cols + 260 << "," << 420 * nrows + 60
+    const size_t cols = std::min<size_t>(line_tasks.size(), 2), nrows = (line_tasks.size() + cols - 1) / cols;
+    gp << "set terminal pngcairo size " << 820 * cols << "," << 460 * nrows + 60
        << " font ',10' noenhanced\nset output 'tasks_lines.png'\nset logscale x 2\nset xrange ["
        << multiples.front() * 0.85 << ":" << multiples.back() * 1.15 << "]\nset xtics (";
     for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << multiples[i];
     gp << ")\nset yrange [-0.02:1.02]\nset xlabel 'context multiple'\nset ylabel 'exact match'\n"
        << "set key outside right font ',8'\nset multiplot layout " << nrows << "," << cols
        << " title 'Synthetic tasks: exact match past the training context (band: range over seeds)'\n";
+    // A run's key without its task's name in front (copy_softmax: softmax).
+    auto key_of = [](const std::string& run, const std::string& task) {
+      return run.size() > task.size() + 1 && run.compare(0, task.size() + 1, task + "_") == 0
+                 ? run.substr(task.size() + 1)
+                 : run;
+    };
     for (const auto& t : line_tasks) {
       const auto& runs = task_lines[t];
       gp << "set title '" << t << "'\nplot \\\n";
@@ -1006,7 +1012,7 @@ std::string summarize_sweep(const SweepPlan& plan) {
         const std::string c = colour(i) + (i >= 12 ? " dt 2" : " dt 1");
         gp << "  'task_lines_" << t << ".dat' index " << i << " using 1:3:4 with filledcurves fs transparent solid 0.12 "
            << colour(i) << " notitle, 'task_lines_" << t << ".dat' index " << i << " using 1:2 with linespoints lw 2 "
-           << c << " pt " << (i % 13 + 1) << " title '" << runs[i]["run"].get<std::string>() << "'"
+           << c << " pt " << (i % 13 + 1) << " title '" << key_of(runs[i]["run"].get<std::string>(), t) << "'"
            << (i + 1 < runs.size() ? ", \\\n" : "\n");
       }
     }
