@@ -815,6 +815,10 @@ std::string summarize_sweep(const SweepPlan& plan) {
   // the cell mean per seed as mean ± sd over seeds; answer tokens right.
   // cells: the key of a multiple's cells in the result ("depths" or "cells").
   // Returns the run's summary entry, or null when no seed has results.
+  // One multiple of a run's line as a table cell: "mean" or "mean ± sd".
+  auto line_cell = [](const json& e) {
+    return fmt(num(e["exact"]), 2) + (e["sd"].is_null() ? std::string() : " ± " + fmt(num(e["sd"]), 2));
+  };
   auto grid_summary = [&](const SweepRun& r, const std::string& file, const std::string& prefix,
                           const std::string& cells, const std::string& what,
                           const std::function<std::string(const json&, size_t)>& header) -> json {
@@ -866,9 +870,7 @@ std::string summarize_sweep(const SweepPlan& plan) {
     }
     if (nc > 1 || res.size() > 1) {  // the seed band of the cell mean
       md << "| mean, seed sd |";
-      for (const auto& e : jr["line"])
-        md << " " << fmt(num(e["exact"]), 2) << (e["sd"].is_null() ? std::string() : " ± " + fmt(num(e["sd"]), 2))
-           << " |";
+      for (const auto& e : jr["line"]) md << " " << line_cell(e) << " |";
       md << "\n";
     }
     // Share of answer tokens predicted right, over cells and seeds: shows
@@ -933,8 +935,7 @@ std::string summarize_sweep(const SweepPlan& plan) {
       md << "| " << jr["run"].get<std::string>() << " | " << jr["seeds"].get<size_t>() << " |";
       dat << "# " << jr["run"].get<std::string>() << "\n";
       for (const auto& e : jr["line"]) {
-        md << " " << fmt(num(e["exact"]), 2) << (e["sd"].is_null() ? std::string() : " ± " + fmt(num(e["sd"]), 2))
-           << " |";
+        md << " " << line_cell(e) << " |";
         dat << e["multiple"].get<int>() << " " << num(e["exact"]) << " " << num(e["min"]) << " " << num(e["max"])
             << "\n";
       }
@@ -944,13 +945,17 @@ std::string summarize_sweep(const SweepPlan& plan) {
   }
 
   // gnuplot script; the PNGs are drawn when gnuplot is installed.
+  // The x axis of the plots against the multiple (log 2, a tic per multiple).
+  std::ostringstream multiple_axis;
+  multiple_axis << "set logscale x 2\nset xrange [" << multiples.front() * 0.85 << ":" << multiples.back() * 1.15
+                << "]\nset xtics (";
+  for (size_t i = 0; i < multiples.size(); ++i)
+    multiple_axis << (i ? ", " : "") << "'" << multiples[i] << "x' " << multiples[i];
+  multiple_axis << ")\n";
   std::ostringstream gp;
   gp << "# Written by gpt sweep; run from this folder: gnuplot plots.gp\n"
      << "set terminal pngcairo size 1100,700 font ',11' noenhanced\nset grid\nset key outside right\n"
-     << "set logscale x 2\nset xrange [" << multiples.front() * 0.85 << ":" << multiples.back() * 1.15
-     << "]\nset xtics (";
-  for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << multiples[i];
-  gp << ")\nset xlabel 'evaluation context / training context (T = " << trained_context << ")'\n"
+     << multiple_axis.str() << "set xlabel 'evaluation context / training context (T = " << trained_context << ")'\n"
      << "set output 'loss_vs_context.png'\nset ylabel 'validation loss (nats/token)'\n"
      << "set title 'Validation loss past the training context (band: 95% interval of the mean over seeds, or over "
         "the validation windows for one seed; dashed: evaluated with another attention, no retraining)'\n";
@@ -993,10 +998,8 @@ std::string summarize_sweep(const SweepPlan& plan) {
   if (!line_tasks.empty()) {
     const size_t cols = std::min<size_t>(line_tasks.size(), 2), nrows = (line_tasks.size() + cols - 1) / cols;
     gp << "set terminal pngcairo size " << 820 * cols << "," << 460 * nrows + 60
-       << " font ',10' noenhanced\nset output 'tasks_lines.png'\nset logscale x 2\nset xrange ["
-       << multiples.front() * 0.85 << ":" << multiples.back() * 1.15 << "]\nset xtics (";
-    for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << multiples[i];
-    gp << ")\nset yrange [-0.02:1.02]\nset xlabel 'context multiple'\nset ylabel 'exact match'\n"
+       << " font ',10' noenhanced\nset output 'tasks_lines.png'\n"
+       << multiple_axis.str() << "set yrange [-0.02:1.02]\nset xlabel 'context multiple'\nset ylabel 'exact match'\n"
        << "set key outside right font ',8'\nset multiplot layout " << nrows << "," << cols
        << " title 'Synthetic tasks: exact match past the training context (band: range over seeds)'\n";
     // A run's key without its task's name in front (copy_softmax: softmax).
