@@ -130,7 +130,7 @@ class GPT : public Model<accum_t<T>> {
   // allowed); returns the number of ids that are not kIgnoreTarget.
   size_t check_tokens(const int32_t* tokens, size_t n, const char* what, bool targets = false) const;
   Activations<T>& activations(int B, int Tn, bool training);
-  std::unique_ptr<Activations<T>> allocate_activations(int B, int Tn, bool training);
+  double* layer_diagnostics(const Activations<T>& a, int l) const;
   void forward_trunk(Activations<T>& a);  // embedding, blocks, final LayerNorm, logits
   void losses_pass(const int32_t* tokens, const int32_t* targets, int B, int Tn, bool training,
                    std::vector<Acc>& losses);
