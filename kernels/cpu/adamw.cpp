@@ -5,14 +5,9 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/cpu/parallel.h"
 
 namespace gpt::cpu {
-
-namespace {
-// Loops over fewer elements than this run on the calling thread: waking the
-// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
-constexpr size_t kMinParallelWork = size_t(1) << 15;
-}  // namespace
 
 template <typename T>
 void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr,

@@ -8,14 +8,11 @@
 
 #include "core/check.h"
 #include "core/tokens.h"
+#include "kernels/cpu/parallel.h"
 
 namespace gpt::cpu {
 
 namespace {
-
-// Loops over fewer elements than this run on the calling thread: waking the
-// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
-constexpr size_t kMinParallelWork = size_t(1) << 15;
 
 // Targets come from data files, so a bad id is a user error; check them
 // before entering the parallel loop (throwing inside it would terminate).

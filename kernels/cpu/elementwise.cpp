@@ -1,6 +1,7 @@
 // Element-wise helpers: residual add, gradient accumulation, and the sum of
 // squares / scaling used for global-norm gradient clipping.
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <vector>
@@ -11,9 +12,6 @@ namespace {
 // sum_squares splits x into chunks of this many elements whatever the thread
 // count, so the partial sums and the order they are added in are fixed.
 constexpr size_t kSumChunk = 1 << 14;
-// Loops over fewer elements than this run on the calling thread: waking the
-// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
-constexpr size_t kMinParallelWork = size_t(1) << 15;
 }  // namespace
 
 template <typename T>

@@ -1,6 +1,7 @@
 // Token + position embedding: forward gathers rows of wte/wpe, backward
 // scatters the gradient back into them.
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 
@@ -11,9 +12,6 @@ namespace {
 // disjoint slice of the channels of every dwte/dwpe row, so no two threads
 // write the same element.
 constexpr int kChannelBlock = 32;
-// Loops over fewer elements than this run on the calling thread: waking the
-// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
-constexpr size_t kMinParallelWork = size_t(1) << 15;
 
 // T: the output's type; S: the tables' (T, or bf16 widened row by row).
 template <typename T, typename S>

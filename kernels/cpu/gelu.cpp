@@ -12,15 +12,13 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/vec_math.h"
+#include "kernels/cpu/parallel.h"
 
 namespace gpt::cpu {
 
 namespace {
 constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
 constexpr double kCubic = 0.044715;
-// Loops over fewer elements than this run on the calling thread: waking the
-// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
-constexpr size_t kMinParallelWork = size_t(1) << 15;
 // Elements per parallel work item of the float loops.
 constexpr size_t kChunk = size_t(1) << 14;
 

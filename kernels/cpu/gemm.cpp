@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu/parallel.h"
 
 namespace gpt::cpu {
 
@@ -34,10 +35,6 @@ namespace {
 // stream from the KC×NC block (512 KiB in float) that lives in L2.
 constexpr int kKC = 256;
 constexpr int kNC = 512;
-// Products of fewer multiply-adds than this run on the calling thread:
-// waking the OpenMP team costs microseconds (and a scheduler tick on a busy
-// machine).
-constexpr size_t kMinParallelWork = size_t(1) << 15;
 
 // ---- packing ------------------------------------------------------------------
 // Both packers walk the source along its contiguous direction.

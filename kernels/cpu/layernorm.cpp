@@ -1,6 +1,7 @@
 // LayerNorm over the last dimension: y = (x - mean) * rstd * w + b with
 // rstd = 1/sqrt(var + 1e-5), var the biased (1/C) variance, as in GPT-2.
 #include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/parallel.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,9 +11,6 @@ namespace gpt::cpu {
 namespace {
 constexpr double kEps = 1e-5;  // GPT-2 / PyTorch nn.LayerNorm default
 constexpr int kChannelBlock = 32;
-// Loops over fewer elements than this run on the calling thread: waking the
-// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
-constexpr size_t kMinParallelWork = size_t(1) << 15;
 }  // namespace
 
 template <typename T>

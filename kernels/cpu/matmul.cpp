@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/parallel.h"
 
 namespace gpt::cpu {
 
@@ -14,9 +15,6 @@ namespace {
 
 // Channels per work item for the column sums of dbias.
 constexpr int kChannelBlock = 32;
-// Loops over fewer elements than this run on the calling thread: waking the
-// OpenMP team costs microseconds (and a scheduler tick on a busy machine).
-constexpr size_t kMinParallelWork = size_t(1) << 15;
 
 // T: the results' type; S: how inp, weight and dout are stored (T, or bf16
 // read through the GEMM's widening packers).
