@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
+#include "cli/run_options.h"
 #include "cli/validators.h"
 #include "config/attention.h"
 #include "core/check.h"
@@ -38,9 +39,7 @@ struct EvalArgs {
   std::string data;
   std::string out;
   int threads = 0;
-  std::string device = "cpu";
-  std::string precision;  // empty: the run's run.precision on cuda, fp32 on cpu
-  std::string storage;    // empty: the run's run.storage
+  RunOptions run;  // --device, --precision, --storage
   AttentionOverride attention;
   std::string task = "loss";
   // --calibrate
@@ -256,7 +255,7 @@ void run_eval(EvalArgs a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   parse_context_arg(a);
   if (!a.multiples.empty()) a.attention.multiples = a.multiples;
-  LoadedModel lm = load_model(a.checkpoint, a.attention, a.device, a.precision, a.storage);
+  LoadedModel lm = load_model(a.checkpoint, a.attention, a.run.device, a.run.precision, a.run.storage);
   if (a.task != "loss") {
     // A synthetic task from its task.json; passkey without one is the text
     // passkey (the run's tokenizer and validation text).
@@ -400,7 +399,7 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--context", args->context_arg,
                   "METHOD[,METHOD...]: evaluate with these context-extension methods instead of the run's (training-free; "
                   "replaces its context section): " + context_method_names() +
-                      " (docs: ../shared/docs/context_extension.md). Or a number T: the mean-loss mode's sequence "
+                      " (docs: docs/context_extension.md). Or a number T: the mean-loss mode's sequence "
                       "length (default: the model's context); prints `val loss X over N tokens`");
   cmd->add_option("--calibrate", args->calibrate,
                   "Fit one scalar before evaluating, by a golden-section search on a held-out calibration split: "
@@ -452,16 +451,7 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--tokenizer", args->tokenizer,
                   std::string("Passkey: tokenizer of the model (default: the run's data.tokenizer): ") +
                       kTokenizerSpecHelp);
-  cmd->add_option("--device", args->device, "Compute backend: cpu or cuda (default cpu)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--precision", args->precision,
-                  "GEMMs on cuda: fp32, tf32 or bf16 (bf16 operands, float32 accumulation); "
-                  "default: the run's run.precision with --device cuda, fp32 on cpu (cpu takes fp32 only)")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
-  cmd->add_option("--storage", args->storage,
-                  "fp32 or bf16: how activations and the working parameters are stored (the weights are loaded "
-                  "as float32 and rounded for bf16); default: the run's run.storage")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  add_run_options(cmd, args->run);
   cmd->callback([args] { run_eval(*args); });
 }
 

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "cli/commands.h"
+#include "cli/run_options.h"
 #include "cli/validators.h"
 #include "core/check.h"
 #include "data/rng.h"
@@ -24,9 +25,7 @@ struct SampleArgs {
   uint64_t seed = 42;
   int context = 0;
   int threads = 0;
-  std::string device = "cpu";
-  std::string precision;  // empty: the run's run.precision on cuda, fp32 on cpu
-  std::string storage;    // empty: the run's run.storage
+  RunOptions run;  // --device, --precision, --storage
   std::string tokenizer;  // empty: the run's data.tokenizer
 };
 
@@ -53,7 +52,7 @@ int32_t pick_token(std::vector<float> logits, double temperature, int top_k, Rng
 
 void run_sample(const SampleArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  LoadedModel lm = load_model(a.checkpoint, {}, a.device, a.precision, a.storage);
+  LoadedModel lm = load_model(a.checkpoint, {}, a.run.device, a.run.precision, a.run.storage);
   const ModelConfig& mc = lm.config.model;
   const std::string tok_spec = a.tokenizer.empty() ? lm.config.data.tokenizer : a.tokenizer;
   const std::unique_ptr<Tokenizer> tok = make_tokenizer(tok_spec);
@@ -99,16 +98,7 @@ void add_sample(CLI::App& app) {
   cmd->add_option("--tokenizer", args->tokenizer, std::string("Tokenizer of the model (default: the run's data.tokenizer): ") + kTokenizerSpecHelp)
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(non_negative());
-  cmd->add_option("--device", args->device, "Compute backend: cpu or cuda (default cpu)")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
-  cmd->add_option("--precision", args->precision,
-                  "GEMMs on cuda: fp32, tf32 or bf16 (bf16 operands, float32 accumulation); "
-                  "default: the run's run.precision with --device cuda, fp32 on cpu (cpu takes fp32 only)")
-      ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
-  cmd->add_option("--storage", args->storage,
-                  "fp32 or bf16: how activations and the working parameters are stored (the weights are loaded "
-                  "as float32 and rounded for bf16); default: the run's run.storage")
-      ->check(CLI::IsMember({"fp32", "bf16"}));
+  add_run_options(cmd, args->run);
   cmd->callback([args] { run_sample(*args); });
 }
 
