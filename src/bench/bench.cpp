@@ -525,15 +525,7 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
     for (const std::string& name : names) {
       // The preset's own stages and constants; PRESET+BIAS adds a position
       // bias, PRESET+differential differential attention.
-      AttentionConfig ac;
-      const size_t plus = name.find('+');
-      ac.preset = name.substr(0, plus);
-      const std::string extra = plus == std::string::npos ? "" : name.substr(plus + 1);
-      if (extra == "differential")
-        ac.differential = "on";
-      else if (!extra.empty())
-        ac.position_bias = extra;
-      AttentionSpec spec = resolve_attention(ac, m);
+      AttentionSpec spec = resolve_attention(attention_variant(name, "bench --presets"), m);
       if (m.position == "alibi") spec.position_bias = PositionBias::Alibi;
       // The kernels' geometry: differential attention runs 4 kernel heads of
       // D/2 per head (attn::diff), twice the FLOPs, counted as such.

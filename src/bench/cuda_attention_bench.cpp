@@ -164,15 +164,7 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
     // PRESET, PRESET+BIAS (a position bias, as gpt bench --presets takes it)
     // or PRESET+differential (four kernel heads of D/2 per head: twice the
     // FLOPs, counted with the kernels' 2C).
-    AttentionConfig ac;
-    const size_t plus = name.find('+');
-    ac.preset = name.substr(0, plus);
-    const std::string extra = plus == std::string::npos ? "" : name.substr(plus + 1);
-    if (extra == "differential")
-      ac.differential = "on";
-    else if (!extra.empty())
-      ac.position_bias = extra;
-    const AttentionSpec spec = resolve_attention(ac, m);
+    const AttentionSpec spec = resolve_attention(attention_variant(name, "bench --presets"), m);
     const int KC = spec.differential ? 2 * C : C, KNH = spec.differential ? attn::diff::kHeads * NH : NH;
     for (size_t ci = 0; ci < opt.contexts.size(); ++ci) {
       const int Tn = opt.contexts[ci], B = std::max(1, opt.tokens / Tn);

@@ -6,6 +6,7 @@
 #include "bench/bench.h"
 #include "cli/commands.h"
 #include "cli/validators.h"
+#include "config/attention.h"
 #include "core/check.h"
 #include "kernels/attention_spec.h"
 #include "kernels/cpu/gemm.h"
@@ -112,16 +113,7 @@ void add_bench(CLI::App& app) {
     if (!args->presets.empty()) {
       opt.presets = split_list(args->presets);
       for (const std::string& p : opt.presets) {
-        // PRESET, PRESET+BIAS (a position bias of attention.position_bias, e.g.
-        // softmax+forget) or PRESET+differential (differential attention)
-        const size_t plus = p.find('+');
-        const std::string preset = p.substr(0, plus), bias = plus == std::string::npos ? "" : p.substr(plus + 1);
-        bool known = false, known_bias = bias.empty() || bias == "differential";
-        for (const AttentionPreset& a : kAttentionPresets) known = known || preset == a.name;
-        for (const char* b : kPositionBiasNames) known_bias = known_bias || bias == b;
-        GPT_CHECK(known, "bench --presets: unknown attention preset \"", preset, "\"");
-        GPT_CHECK(known_bias, "bench --presets: \"", p, "\": unknown position bias \"", bias,
-                  "\" (PRESET+BIAS, BIAS one of alibi, kerple_log, kerple_power, forget, fire; or PRESET+differential)");
+        attention_variant(p, "bench --presets");  // an unknown name is refused before any bench runs
       }
     }
     if (!args->kernel.empty()) {

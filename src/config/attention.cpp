@@ -272,6 +272,24 @@ nlohmann::json attention_to_json(const AttentionConfig& a, const AttentionSpec& 
   return j;
 }
 
+AttentionConfig attention_variant(const std::string& name, const std::string& what) {
+  const size_t plus = name.find('+');
+  const std::string preset = name.substr(0, plus), extra = plus == std::string::npos ? "" : name.substr(plus + 1);
+  bool known = false, known_extra = extra.empty() || extra == "differential";
+  for (const AttentionPreset& a : kAttentionPresets) known = known || preset == a.name;
+  for (const char* b : kPositionBiasNames) known_extra = known_extra || extra == b;
+  GPT_CHECK(known, what, ": unknown attention preset \"", preset, "\"");
+  GPT_CHECK(known_extra, what, ": \"", name, "\": unknown position bias \"", extra,
+            "\" (PRESET+BIAS, BIAS one of alibi, kerple_log, kerple_power, forget, fire; or PRESET+differential)");
+  AttentionConfig ac;
+  ac.preset = preset;
+  if (extra == "differential")
+    ac.differential = "on";
+  else if (!extra.empty())
+    ac.position_bias = extra;
+  return ac;
+}
+
 std::string attention_summary(const AttentionConfig& a, const AttentionSpec& s) {
   std::ostringstream os;
   os << a.preset << " (" << stage_name(s.score);
