@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: set up and build if needed, then run the whole suite
 # (build/). Then the CUDA and NCCL tests a second time, in a build against the CUDA
-# emulator (build-emu/, -DGPT_CUDA_EMULATOR=ON, kernels/cuda/emulator/): there
+# emulator (build-emu/, -DGPT_CUDA_EMULATOR=ON, tests/cuda_emulator/): there
 # the CUDA kernels run on the CPU, so their parity tests run without a GPU.
 #   scripts/test.sh                  both parts
 #   scripts/test.sh -R Tokenizer     ctest arguments: the first part only

@@ -1,6 +1,6 @@
 // The two pieces of CUDA syntax the kernels write through macros, so that
 // the same source builds under nvcc and, as C++, against the CPU emulator
-// (-DGPT_CUDA_EMULATOR=ON, kernels/cuda/emulator/device.h):
+// (-DGPT_CUDA_EMULATOR=ON, tests/cuda_emulator/device.h):
 //
 //   GPT_LAUNCH(grid, block, stream, kernel)(args...)
 //       kernel<<<grid, block, 0, stream>>>(args...); the kernel comes last

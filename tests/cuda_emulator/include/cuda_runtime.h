@@ -1,7 +1,7 @@
 // The CUDA emulator's stand-in for <cuda_runtime.h>: the part of the CUDA
 // runtime API this project calls, implemented on the CPU
-// (kernels/cuda/emulator/runtime.cpp), plus the device-side language
-// (kernels/cuda/emulator/device.h). Only a build configured with
+// (tests/cuda_emulator/runtime.cpp), plus the device-side language
+// (tests/cuda_emulator/device.h). Only a build configured with
 // -DGPT_CUDA_EMULATOR=ON puts this folder on the include path; it lets CI
 // run the CUDA kernels' parity tests on a machine without a GPU. The names
 // and the meanings follow NVIDIA's documentation of the runtime API; the

@@ -1,4 +1,4 @@
-// The CUDA emulator itself (kernels/cuda/emulator/): the CUDA parity tests
+// The CUDA emulator itself (tests/cuda_emulator/): the CUDA parity tests
 // run on it in CI, so it must run kernels as CUDA defines them and must
 // expose the faults a GPU would have. Each test states one of those
 // promises. Faults that end the process (a segfault) or poison it (a failed

@@ -1,6 +1,6 @@
 // The CUDA emulator's stand-in for <nccl.h>: the NCCL calls of
 // src/dist/nccl.cpp for a communicator of ONE rank, on the emulated device
-// (kernels/cuda/emulator/nccl.cpp). One rank makes every collective a copy
+// (tests/cuda_emulator/nccl.cpp). One rank makes every collective a copy
 // (or nothing), so this runs the communicator's own code (set-up, groups,
 // the broadcast, the overlapped reduction, the polling of a non-blocking
 // communicator) without a GPU; it says nothing about NCCL across ranks, and
