@@ -23,6 +23,11 @@ int main(int argc, char** argv) {
   gpt::cli::add_convert(app);
   gpt::cli::add_bench(app);
   gpt::cli::add_sweep(app);
+  // A bare `gpt` prints what it can do, as most command-line tools do.
+  if (argc <= 1) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
   // MPI lives from here to the return (mpirun -np N gpt train ...).
   std::unique_ptr<gpt::dist::Session> mpi;
   try {

@@ -68,6 +68,20 @@ class Cli : public ::testing::Test {
   int n_ = 0;
 };
 
+// A bare `gpt` prints the help and succeeds; errors name the source file
+// relative to the repository, never the build machine's absolute path.
+TEST_F(Cli, BareCommandPrintsHelpAndErrorsCarryNoAbsolutePath) {
+  const Result help = run("");
+  EXPECT_EQ(help.status, 0) << help.output;
+  for (const char* s : {"Subcommands:", "train", "eval", "sweep"})
+    EXPECT_NE(help.output.find(s), std::string::npos) << "missing \"" << s << "\" in:\n" << help.output;
+  const Result e = run("train");
+  expect_error(e, {"error:", "CONFIG"});
+  EXPECT_NE(e.output.find("[src/cli/cmd_train.cpp:"), std::string::npos) << e.output;
+  const std::string source_dir = GPT_SOURCE_DIR;
+  EXPECT_EQ(e.output.find(source_dir), std::string::npos) << e.output;
+}
+
 TEST_F(Cli, TrainsAndEvaluatesATinyModel) {
   const Result r = run("train " + config());
   ASSERT_EQ(r.status, 0) << r.output;
