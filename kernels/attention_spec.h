@@ -1,4 +1,4 @@
-// The attention pipeline of ../shared/docs/attention.md in one place: the
+// The attention pipeline of docs/attention.md in one place: the
 // stage choices, their names, the named presets, and the math of every stage
 // (value and derivative) as small functions that the CPU kernels use and that
 // CUDA kernels compile unchanged (no STL, no exceptions; GPT_HD marks them
@@ -8,7 +8,7 @@
 //   1. score      σ_ij = f · q_i·k_j, f = 1/sqrt(d) for dot; for cosine q and k
 //                 are L2-normalised first and f = cosine_scale
 //   2. scale      x_ij = λ_i · σ_ij + bias + b_h(i − j), the position bias
-//                 b_h(Δ) of contenders.md: −m_h·Δ (alibi), −r₁ ln(1 + r₂Δ)
+//                 b_h(Δ) of docs/contenders.md: −m_h·Δ (alibi), −r₁ ln(1 + r₂Δ)
 //                 (kerple_log), −r₁ Δ^r₂ (kerple_power), r₁, r₂ learned per head;
 //                 c_i − c_j (forget: the Forgetting Transformer, c_t = Σ_{l<=t} ln f_l
 //                 with f_t = σ(w_h·x_t + b_h) from the layer's input); fire: a
@@ -17,7 +17,7 @@
 //   3. positivity u_ij = φ(x_ij)           (exp is shifted by the row maximum
 //                                           when the row is l1-normalised)
 //   4. normalise  a_ij = u_ij / Z_i         Z_i = Σ_j u_ij (l1), 1 (none), c (fixed);
-//                 with a sink (contenders.md): Z_i = φ(ζ) + Σ_j u_ij, an extra
+//                 with a sink (docs/contenders.md): Z_i = φ(ζ) + Σ_j u_ij, an extra
 //                 key of logit ζ and value 0 (off_by_one: ζ = 0; sink: ζ = ζ_h
 //                 learned per layer and head); softpick: a_ij = relu(u_ij − φ(0))
 //                 / (Σ_j |u_ij − φ(0)| + ε), rows summing to at most 1;
@@ -57,10 +57,10 @@ namespace gpt {
   X(StickBreaking, "stick_breaking")
 
 // ---- context extension: RoPE frequency rules, masks, temperatures ---------------
-// ../shared/docs/context_extension.md. Notation: d_r rotated dimensions of a
+// docs/context_extension.md. Notation: d_r rotated dimensions of a
 // head, base b, pair k < d_r/2, θ_k = b^(−2k/d_r), N the trained context, L
-// the evaluated length, s = L/N unless fixed; every rule is the identity for
-// s <= 1.
+// the evaluated length, s = L/N unless fixed; every frequency rule is the
+// identity for s <= 1 (which other rules are not, at their defaults: §7).
 #define GPT_ROPE_SCALINGS(X) \
   X(None, "none") X(Pi, "pi") X(Ntk, "ntk") X(DynamicNtk, "dynamic_ntk") X(Yarn, "yarn") X(Llama3, "llama3")
 #define GPT_CONTEXT_MASKS(X) X(None, "none") X(Window, "window") X(Sinks, "sinks") X(Lambda, "lambda")
@@ -113,7 +113,7 @@ struct RopeSpec {
   double low_freq = 1;      // llama3 l_f
   double high_freq = 4;     // llama3 h_f
   double dynamic_alpha = 1; // dynamic_ntk α
-  // Relative-distance remapping (context_extension.md §2): a key n of query
+  // Relative-distance remapping (docs/context_extension.md §2): a key n of query
   // m at distance Δ = m − n >= remap_window is scored with the "far" copies
   // of q and k, rotated at far_query_pos(m) and far_key_pos(n) instead of m
   // and n (remap::), so that it is seen at the distance Δ′ of the rule.
@@ -155,7 +155,7 @@ struct AttentionSpec {
   // head. 1 but for differential attention.
   int head_group = 1;
   int trained_context = 0;   // N: the context length the model was trained at
-  // Context extension (context_extension.md §3–4).
+  // Context extension (docs/context_extension.md §3–4).
   int window = 0;            // keys m − window < n <= m are kept; 0 = no window
   int sinks = 0;             // keys n < sinks are kept whatever the window
   RowIndex row_index = RowIndex::Position;  // the i of the scales and of sharpening
@@ -283,7 +283,7 @@ GPT_HD inline double score_factor(const AttentionSpec& s, int head_dim) {
 // backward is dq = (dq̂ − (dq̂·q̂) q̂) / sqrt(‖q‖² + eps²).
 inline constexpr double kNormEps = 1e-6;
 
-// ---- masks and the row index (context_extension.md §3) --------------------------
+// ---- masks and the row index (docs/context_extension.md §3) --------------------------
 // Key n (0-based) is kept for query m (0-based): causal, inside the window
 // (m − window < n) or a sink (n < sinks).
 GPT_HD inline bool masked(const AttentionSpec& s) { return s.window > 0; }
@@ -413,7 +413,7 @@ GPT_HD inline T positivity_grad(Positivity k, T x, T u) {
   }
   return T(0);
 }
-// KERPLE (Chi et al. 2022; contenders.md): b(Δ) = −r₁ ln(1 + r₂Δ) (log) or
+// KERPLE (Chi et al. 2022; docs/contenders.md): b(Δ) = −r₁ ln(1 + r₂Δ) (log) or
 // −r₁ Δ^r₂ (power). r₁, r₂ > 0 come from raw learned parameters ρ₁, ρ₂:
 // r₁ = softplus(ρ₁), r₂ = softplus(ρ₂) (log) or 2σ(ρ₂) (power, 0 < r₂ < 2).
 // The reference implementation (chijames/KERPLE) clamps the parameters
@@ -474,7 +474,7 @@ GPT_HD inline void kerple_bias_grad(PositionBias k, T r1, T r2, T dist, T* d1, T
 }
 
 // FIRE (Li et al. 2023, "Functional Interpolation for Relative Positions
-// Improves Long Context Transformers", arXiv 2310.04418; contenders.md): per
+// Improves Long Context Transformers", arXiv 2310.04418; docs/contenders.md): per
 // layer a small MLP f: 1 → kWidth → NH (ReLU between) of the progressively
 // normalised log distance
 //   u(i0, Δ) = ψ(Δ) / (ψ(max(i0, L)) + ε),   ψ(x) = ln(|c|·x + 1),   L = |m|·L₀,
@@ -577,7 +577,7 @@ GPT_HD inline double param_grad(const P* p, int NH, int k, const Input& in, cons
 
 // Differential attention (Ye et al. 2024, "Differential Transformer", arXiv
 // 2410.05258; microsoft/unilm Diff-Transformer/multihead_diffattn.py;
-// contenders.md). Each of the NH heads (head size D) splits its query and
+// docs/contenders.md). Each of the NH heads (head size D) splits its query and
 // key into halves q¹, q², k¹, k² of d = D/2 channels and keeps its value
 // whole: z_h = (A(q¹, k¹) − λ·A(q², k²))·v_h, A any variant of the
 // pipeline; the head's output is RMSNorm(z_h)·g·(1 − λ_init), the RMS over
@@ -677,7 +677,7 @@ GPT_HD inline T zero_level(const AttentionSpec& s, T shift) {
 GPT_HD inline bool sharpen_refused(const AttentionSpec& s) {
   return s.sharpened() && (has_sink(s) || softpick(s));
 }
-// Softpick's ε (of the unshifted formula; contenders.md leaves its value open).
+// Softpick's ε (of the unshifted formula; docs/contenders.md leaves its value open).
 inline constexpr double kSoftpickEps = 1e-6;
 // What a row normalisation adds to Σ_j |u_j − c|: the sink key's φ(ζ − shift),
 // or softpick's ε in the shifted units (ε·e^(−m) for exp, ε otherwise).
@@ -714,7 +714,7 @@ GPT_HD inline T inv_norm(const AttentionSpec& s, T z) {
 }
 
 // Stick-breaking (Tan et al. 2024, "Scaling stick-breaking attention", arXiv
-// 2410.17980; contenders.md). With β = σ(x) the row's kept keys are taken
+// 2410.17980; docs/contenders.md). With β = σ(x) the row's kept keys are taken
 // from the most recent back, each the share β of what the later ones left:
 //   key j < i     A_ij = β_ij·Π_{j<k<i}(1 − β_ik),
 //                 ln A_ij = ln σ(x_ij) − Σ_{j<k<i} softplus(x_ik);
@@ -722,16 +722,51 @@ GPT_HD inline T inv_norm(const AttentionSpec& s, T z) {
 // So each row sums to 1 and the own key's logit is never used. This follows
 // the paper's code (shawntan/stickbreaking-attention: keys j < i by default,
 // attend_current = False, and its model and tests add the remainder times
-// v_i to the output), not contenders.md's "what is left over goes nowhere";
-// the keys j < i alone sum to at most 1. A key a mask hides takes no share
+// v_i to the output); dropping the remainder instead would leave rows that
+// sum to less than 1, since the keys j < i alone sum to at most 1. A key a mask hides takes no share
 // and breaks nothing (β = 0). The kernels walk each row from its own key
 // back with acc = Σ softplus of the later kept keys; the forward saves the
 // row's total acc (−ln A_ii) as its first statistic.
 GPT_HD inline bool stick_breaking(const AttentionSpec& s) { return s.normalize == Normalize::StickBreaking; }
 // β must be a probability (φ = sigmoid), and re-weighting would renormalise
-// the rows the breaking made: both are refused.
-GPT_HD inline bool stick_breaking_refused(const AttentionSpec& s) {
-  return stick_breaking(s) && (s.positivity != Positivity::Sigmoid || s.sharpened());
+// the rows the breaking made: both are refused (kRefusals).
+GPT_HD inline bool stick_breaking_without_sigmoid(const AttentionSpec& s) {
+  return stick_breaking(s) && s.positivity != Positivity::Sigmoid;
+}
+GPT_HD inline bool stick_breaking_sharpened(const AttentionSpec& s) { return stick_breaking(s) && s.sharpened(); }
+// The sink normalisations and softpick measure from φ(0), which relu makes 0.
+GPT_HD inline bool sink_with_relu(const AttentionSpec& s) {
+  return s.positivity == Positivity::Relu && (has_sink(s) || softpick(s));
+}
+
+// ---- combinations of stages that are refused (docs/contenders.md, "Refused combinations")
+// The one list: the config's cross-field rules, the CPU and the CUDA kernels
+// all refuse by it, with these words (in the config's terms, which is how a
+// user asks for a combination).
+struct Refusal {
+  bool (*applies)(const AttentionSpec&);
+  const char* why;
+};
+inline constexpr Refusal kRefusals[] = {
+    {sink_with_relu,
+     "\"attention.normalize\" off_by_one, sink and softpick measure from the positivity's value at 0, which relu "
+     "makes 0: off_by_one and softpick would equal l1 and the sink's gradient would vanish below 0; use positivity "
+     "exp, softplus or sigmoid"},
+    {sharpen_refused,
+     "re-weighting (\"attention.p\" > 0) renormalises every row it sharpens to 1, which undoes the weight that "
+     "\"attention.normalize\" off_by_one, sink or softpick leaves unassigned: use one or the other"},
+    {stick_breaking_without_sigmoid,
+     "\"attention.normalize\" = \"stick_breaking\" breaks each row by the fractions sigmoid(x): it needs "
+     "\"attention.positivity\" = \"sigmoid\" (the preset stick_breaking sets it)"},
+    {stick_breaking_sharpened,
+     "re-weighting (\"attention.p\" > 0) renormalises the rows, which undoes the shares stick-breaking gives "
+     "(each row already sums to 1, the query's own key taking the rest): use one or the other"},
+};
+// The first refusal that applies to s, or null when its stages compose.
+inline const Refusal* refusal(const AttentionSpec& s) {
+  for (const Refusal& r : kRefusals)
+    if (r.applies(s)) return &r;
+  return nullptr;
 }
 // −ln(1 − β) of a key: what it leaves to the keys before it.
 template <typename T>
@@ -872,7 +907,7 @@ GPT_HD inline T sink_grad(const AttentionSpec& s, const Row<T>& r, T zeta, T S) 
 
 }  // namespace attn
 
-// ---- relative-distance remapping (context_extension.md §2) --------------------------
+// ---- relative-distance remapping (docs/context_extension.md §2) --------------------------
 namespace remap {
 
 GPT_HD inline bool on(const RopeSpec& r) { return r.remap != RemapKind::None; }
@@ -918,7 +953,7 @@ GPT_HD inline double far_key_pos(const RopeSpec& r, int n) {
 
 }  // namespace remap
 
-// ---- RoPE frequencies (context_extension.md §1) -----------------------------------
+// ---- RoPE frequencies (docs/context_extension.md §1) -----------------------------------
 namespace rope {
 
 // s for windows of L tokens: the fixed factor, else L/N.

@@ -30,6 +30,7 @@
 #endif
 
 #include "core/check.h"
+#include "kernels/attention_check.h"
 #include "kernels/cpu/attention_rows.h"
 #include "kernels/cpu/gemm.h"
 
@@ -105,30 +106,6 @@ void check_far(const AttentionSpec& spec, bool has_far) {
                     : "the distance remapping needs the far copy of qkv (rotated at the remapped positions)");
   GPT_CHECK(!has_far || spec.rope.remap_window >= 1, "attention: the remap window must be >= 1, got ",
             spec.rope.remap_window);
-}
-
-void check_args(int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale, bool has_sink,
-                bool has_kerple, bool has_fcum, bool has_fire) {
-  GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "attention: B, T, C, NH must be positive, got B=", B,
-            " T=", Tn, " C=", C, " NH=", NH);
-  GPT_CHECK(C % NH == 0, "attention: C=", C, " must be a multiple of NH=", NH);
-  GPT_CHECK(spec.p >= 0 && std::isfinite(spec.p), "attention: sharpening exponent p must be >= 0, got ", spec.p);
-  GPT_CHECK(spec.normalize != Normalize::Fixed || spec.norm_const > 0,
-            "attention: the fixed normalisation constant must be > 0, got ", spec.norm_const);
-  GPT_CHECK(!spec.learned_scale() || has_head_scale, "attention: the ssmax scale needs the per-head scales s_h");
-  GPT_CHECK(!spec.learned_sink() || has_sink, "attention: normalisation \"sink\" needs the per-head sink logits");
-  GPT_CHECK(!spec.kerple() || has_kerple, "attention: the KERPLE bias needs its per-head parameters r1, r2");
-  GPT_CHECK(!spec.forget() || has_fcum, "attention: the forget gate needs its cumulative log gates c (B, NH, T)");
-  GPT_CHECK(!spec.fire() || has_fire, "attention: FIRE needs its bias table (NH, T, T)");
-  GPT_CHECK(!attn::sharpen_refused(spec), "attention: re-weighting (p > 0) does not compose with normalisation ",
-            stage_name(spec.normalize), ": it renormalises rows to 1, undoing the weight the sink leaves out");
-  GPT_CHECK(!attn::stick_breaking_refused(spec), "attention: normalisation stick_breaking needs positivity "
-            "sigmoid (its break fractions are sigmoid(x)) and no re-weighting, got positivity ",
-            stage_name(spec.positivity), " and p = ", spec.p);
-  GPT_CHECK(spec.window >= 0 && spec.sinks >= 0, "attention: the window and the sinks must be >= 0, got window=",
-            spec.window, " sinks=", spec.sinks);
-  GPT_CHECK(spec.head_group >= 1 && NH % spec.head_group == 0, "attention: NH=", NH,
-            " must be a multiple of the head group ", spec.head_group);
 }
 
 template <typename T>
@@ -606,8 +583,7 @@ HeadConsts<T> head_consts(const AttentionSpec& s, int b, int h, int NH, int D, c
 template <typename T>
 void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                        const HeadParams<std::type_identity_t<T>>& head, double* diag, const T* qkv_far) {
-  check_args(B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr, head.kerple != nullptr,
-             head.fcum != nullptr, head.fire != nullptr);
+  check_attention_args("attention", B, Tn, C, NH, spec, head);
   check_far(spec, qkv_far != nullptr);
   const int D = C / NH;
   const size_t n = static_cast<size_t>(B) * Tn * 3 * C;
@@ -663,8 +639,7 @@ template <typename T>
 void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhp, const T* dout, const T* out,
                         const T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                         const HeadParams<std::type_identity_t<T>>& head, T* dqkv_far, const T* qkv_far) {
-  check_args(B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr, head.kerple != nullptr,
-             head.fcum != nullptr, head.fire != nullptr);
+  check_attention_args("attention", B, Tn, C, NH, spec, head);
   check_far(spec, qkv_far != nullptr);
   GPT_CHECK(!qkv_far || dqkv_far, "attention_backward: a distance remapping needs dqkv_far");
   GPT_CHECK(!spec.kerple() || dhp.kerple != nullptr, "attention_backward: KERPLE needs the gradients of r1, r2");

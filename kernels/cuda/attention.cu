@@ -1111,32 +1111,18 @@ constexpr int kHeadSizes[] = {16, 32, 64, 128};
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
-void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpec& spec, bool has_head_scale,
-                bool has_sink, bool has_kerple, bool has_fcum, bool has_fire) {
-  GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, fn, ": B, T, C, NH must be positive, got B=", B, " T=", Tn,
-            " C=", C, " NH=", NH);
-  GPT_CHECK(C % NH == 0, fn, ": C=", C, " must be a multiple of NH=", NH);
+// The shared checks (kernels/attention_check.h), then what these kernels add:
+// the head sizes they are instantiated for, the grid limit, valid stages.
+template <typename A>
+void check_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                const HeadParams<float, A>& head) {
+  check_attention_args(fn, B, Tn, C, NH, spec, head);
   const int D = C / NH;
   bool supported = false;
   for (int d : kHeadSizes) supported = supported || d == D;
   GPT_CHECK(supported, fn, ": head size C/NH = ", D, " is not supported by the CUDA attention kernels; supported: 16, 32, 64, 128");
   GPT_CHECK(static_cast<long>(B) * NH <= 65535, fn, ": B*NH = ", static_cast<long>(B) * NH,
             " exceeds the CUDA grid limit of 65535");
-  GPT_CHECK(spec.p >= 0 && std::isfinite(spec.p), fn, ": sharpening exponent p must be >= 0, got ", spec.p);
-  GPT_CHECK(spec.normalize != Normalize::Fixed || spec.norm_const > 0, fn,
-            ": the fixed normalisation constant must be > 0, got ", spec.norm_const);
-  GPT_CHECK(!spec.learned_scale() || has_head_scale, fn, ": the ssmax scale needs the per-head scales s_h");
-  GPT_CHECK(!spec.learned_sink() || has_sink, fn, ": normalisation \"sink\" needs the per-head sink logits");
-  GPT_CHECK(!spec.kerple() || has_kerple, fn, ": the KERPLE bias needs its per-head parameters r1, r2");
-  GPT_CHECK(!spec.forget() || has_fcum, fn, ": the forget gate needs its cumulative log gates c (B, NH, T)");
-  GPT_CHECK(!spec.fire() || has_fire, fn, ": FIRE needs its bias table (NH, T, T)");
-  GPT_CHECK(spec.head_group >= 1 && NH % spec.head_group == 0, fn, ": NH=", NH,
-            " must be a multiple of the head group ", spec.head_group);
-  GPT_CHECK(!attn::sharpen_refused(spec), fn, ": re-weighting (p > 0) does not compose with normalisation ",
-            stage_name(spec.normalize), ": it renormalises rows to 1, undoing the weight the sink leaves out");
-  GPT_CHECK(!attn::stick_breaking_refused(spec), fn, ": normalisation stick_breaking needs positivity sigmoid (its "
-            "break fractions are sigmoid(x)) and no re-weighting, got positivity ", stage_name(spec.positivity),
-            " and p = ", spec.p);
   const int phi = static_cast<int>(spec.positivity), score = static_cast<int>(spec.score),
             scale = static_cast<int>(spec.scale), norm = static_cast<int>(spec.normalize);
   GPT_CHECK(phi >= 0 && phi < kPositivityCount && score >= 0 && score < kScoreCount && scale >= 0 &&
@@ -1233,8 +1219,7 @@ void check_far(const char* fn, const AttentionSpec& spec, const float* qkv_far) 
 void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
                        const AttentionSpec& spec, const HeadParams<float>& head, double* diag, cudaStream_t stream,
                        const float* qkv_far) {
-  check_args("cuda::attention_forward", B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr,
-            head.kerple != nullptr, head.fcum != nullptr, head.fire != nullptr);
+  check_args("cuda::attention_forward", B, Tn, C, NH, spec, head);
   check_far("cuda::attention_forward", spec, qkv_far);
   GPT_CHECK(out && qkv, "cuda::attention_forward: out and qkv must be non-null");
   GPT_CHECK(aligned16(out) && aligned16(qkv), "cuda::attention_forward: out and qkv must be 16-byte aligned");
@@ -1273,8 +1258,7 @@ void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn
 void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* dout, const float* out,
                         const float* stats, const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                         const HeadParams<float>& head, cudaStream_t stream, float* dqkv_far, const float* qkv_far) {
-  check_args("cuda::attention_backward", B, Tn, C, NH, spec, head.scale != nullptr, head.sink != nullptr,
-            head.kerple != nullptr, head.fcum != nullptr, head.fire != nullptr);
+  check_args("cuda::attention_backward", B, Tn, C, NH, spec, head);
   check_far("cuda::attention_backward", spec, qkv_far);
   GPT_CHECK(!qkv_far || (dqkv_far && aligned16(dqkv_far)),
             "cuda::attention_backward: a distance remapping needs a 16-byte aligned dqkv_far");

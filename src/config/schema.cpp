@@ -162,7 +162,7 @@ std::vector<Key> make_keys() {
       {GPT_KEY(eval, stride), between(0, 1 << 24),
        "sliding protocol: the stride S in tokens; 0 = model.context"},
 
-      {GPT_KEY(attention, preset), one_of(preset_names()), "named attention variant (docs: attention.md)"},
+      {GPT_KEY(attention, preset), one_of(preset_names()), "named attention variant (docs: docs/attention.md)"},
       {GPT_KEY(attention, score), one_of(stage_names(kScoreNames)), "stage 1; \"preset\": the preset's"},
       {GPT_KEY(attention, scale), one_of(stage_names(kScaleNames)), "stage 2; \"preset\": the preset's"},
       {GPT_KEY(attention, positivity), one_of(stage_names(kPositivityNames)), "stage 3; \"preset\": the preset's"},
@@ -178,17 +178,17 @@ std::vector<Key> make_keys() {
        "differential attention (Ye et al. 2024): each head's q and k split into halves, the two maps subtracted "
        "with a learned lambda, each head RMS-normalised with a learned gain and scaled by 1 - lambda_init"},
       {GPT_KEY(attention, output_gate), one_of({"none", "sigmoid"}),
-       "gated attention (contenders.md; Qiu et al. 2025, G1): sigmoid multiplies each head's output by "
+       "gated attention (docs/contenders.md; Qiu et al. 2025, G1): sigmoid multiplies each head's output by "
        "sigmoid(x W_g + b_g), x the layer's normalised input, W_g (C x C) and b_g learned, before the output "
        "projection"},
       {GPT_KEY(attention, position_bias), one_of(names_of(kPositionBiasNames)),
-       "stage 2's position bias b_h(i - j) (contenders.md): alibi -m_h (i-j) (also model.position \"alibi\"), "
+       "stage 2's position bias b_h(i - j) (docs/contenders.md): alibi -m_h (i-j) (also model.position \"alibi\"), "
        "kerple_log -r1 ln(1 + r2 (i-j)), kerple_power -r1 (i-j)^r2, r1, r2 learned per layer and head; forget "
        "sum_{l=j+1..i} ln f_l, f_t = sigmoid(w_h x_t + b_h) learned (the Forgetting Transformer); fire an MLP "
        "1-32-H of ln(c (i-j) + 1) / ln(c max(i, L) + 1), MLP, c and L = m N/4 learned per layer"},
 
       {GPT_KEY(context, rope_scaling), one_of(names_of(kRopeScalingNames)),
-       "RoPE frequency rule past the training context (context_extension.md §1): pi, ntk, dynamic_ntk, yarn, llama3"},
+       "RoPE frequency rule past the training context (docs/context_extension.md §1): pi, ntk, dynamic_ntk, yarn, llama3"},
       {GPT_KEY(context, factor), at_least(0),
        "scale factor s of the rope rule: 0 = evaluated length / model.context per window, or a fixed s >= 1"},
       {GPT_KEY(context, beta_fast), above(0), "yarn: pairs rotating more than this often in N keep their frequency"},
@@ -209,7 +209,7 @@ std::vector<Key> make_keys() {
        "mask sinks: sink keys at their original positions, or at cache positions (StreamingLLM: a sink is seen at "
        "distance min(m, k_s + w - 1) - n)"},
       {GPT_KEY(context, remap), one_of(names_of(kContextRemapNames)),
-       "relative-distance remapping (context_extension.md §2): rerope (distances beyond w seen as w), self_extend "
+       "relative-distance remapping (docs/context_extension.md §2): rerope (distances beyond w seen as w), self_extend "
        "(grouped distances beyond w_n)"},
       {GPT_KEY(context, remap_window), between(0, kMaxContext),
        "rerope w (0 = model.context/2), self_extend neighbour window w_n (0 = model.context/4)"},
@@ -263,7 +263,7 @@ bool remaps(const Config& c) {
 }
 
 std::vector<Rule> make_rules() {
-  return {
+  std::vector<Rule> rules = {
       {"\"data.mix_task\" and \"data.mix_fraction\" > 0 go together: a task mixed into training needs a share of "
        "the sequences, and a share needs a task",
        {"data.mix_task", "data.mix_fraction"},
@@ -292,38 +292,12 @@ std::vector<Rule> make_rules() {
                                  !c.attention.bias);
          return c.model.context >= 2 || !uses_ln_n;
        }},
-      {"\"attention.normalize\" off_by_one, sink and softpick measure from the positivity's value at 0, which relu "
-       "makes 0: off_by_one and softpick would equal l1 and the sink's gradient would vanish below 0; use positivity "
-       "exp, softplus or sigmoid",
-       {"attention.preset", "attention.positivity", "attention.normalize"},
-       [](const Config& c) {
-         const AttentionSpec s = resolve_attention(c);
-         return s.positivity != Positivity::Relu || !(attn::has_sink(s) || attn::softpick(s));
-       }},
       {"\"model.position\" = \"alibi\" is the alibi bias: \"attention.position_bias\" must then be \"none\" or "
        "\"alibi\"",
        {"model.position", "attention.position_bias"},
        [](const Config& c) {
          return c.model.position != "alibi" || c.attention.position_bias == "none" ||
                 c.attention.position_bias == "alibi";
-       }},
-      {"re-weighting (\"attention.p\" > 0) renormalises every row it sharpens to 1, which undoes the weight that "
-       "\"attention.normalize\" off_by_one, sink or softpick leaves unassigned: use one or the other",
-       {"attention.preset", "attention.p", "attention.normalize"},
-       [](const Config& c) { return !attn::sharpen_refused(resolve_attention(c)); }},
-      {"\"attention.normalize\" = \"stick_breaking\" breaks each row by the fractions sigmoid(x): it needs "
-       "\"attention.positivity\" = \"sigmoid\" (the preset stick_breaking sets it)",
-       {"attention.preset", "attention.positivity", "attention.normalize"},
-       [](const Config& c) {
-         const AttentionSpec s = resolve_attention(c);
-         return !attn::stick_breaking(s) || s.positivity == Positivity::Sigmoid;
-       }},
-      {"re-weighting (\"attention.p\" > 0) renormalises the rows, which undoes the shares stick-breaking gives "
-       "(each row already sums to 1, the query's own key taking the rest): use one or the other",
-       {"attention.preset", "attention.p", "attention.normalize"},
-       [](const Config& c) {
-         const AttentionSpec s = resolve_attention(c);
-         return !attn::stick_breaking(s) || !s.sharpened();
        }},
       {"\"attention.differential\" = \"on\" splits each head's q and k into two halves: the head size "
        "\"model.n_embd\" / \"model.n_head\" must be even, and a multiple of 4 with \"model.position\" = \"rope\" (each "
@@ -455,6 +429,12 @@ std::vector<Rule> make_rules() {
                 eval_stride(c.eval, c.model.context) <= static_cast<int64_t>(c.eval.multiples.front()) * c.model.context;
        }},
   };
+  // The stages that do not compose: attn::kRefusals, the list the kernels refuse by too.
+  for (const attn::Refusal& r : attn::kRefusals)
+    rules.push_back({r.why,
+                     {"attention.preset", "attention.positivity", "attention.normalize", "attention.p"},
+                     [&r](const Config& c) { return !r.applies(resolve_attention(c)); }});
+  return rules;
 }
 
 std::string join(const std::vector<std::string_view>& parts) {

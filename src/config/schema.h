@@ -4,6 +4,7 @@
 // Defaults are not repeated here: they are whatever a default-constructed
 // Config holds (config.h).
 #pragma once
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -47,7 +48,7 @@ struct Key {
 struct Rule {
   std::string_view text;
   std::vector<std::string_view> keys;  // full paths
-  bool (*holds)(const Config&);
+  std::function<bool(const Config&)> holds;
 };
 
 const std::vector<Key>& keys();    // in section order, then declaration order

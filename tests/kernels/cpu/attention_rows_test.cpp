@@ -42,7 +42,7 @@ std::vector<Case> cases() {
           s.bias = s.positivity == Positivity::Sigmoid ? -std::log(16.0) : 0.0;
           s.position_bias = alibi ? PositionBias::Alibi : PositionBias::None;
           if (attn::stick_breaking(s)) {  // sigmoid's break fractions, no bias, no re-weighting
-            if (attn::stick_breaking_refused(s)) continue;
+            if (attn::refusal(s)) continue;
             s.bias = 0;
           }
           v.push_back({s, std::string(stage_name(s.positivity)) + "/" + stage_name(s.normalize) + "/p" +
