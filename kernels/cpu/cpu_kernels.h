@@ -71,7 +71,7 @@ void gelu_forward(T* out, const T* inp, size_t n);
 template <typename T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n);
 
-// ---- the forget gate (the Forgetting Transformer; contenders.md) -----------------
+// ---- the forget gate (the Forgetting Transformer; docs/contenders.md) -----------------
 // c (B,NH,T) = the prefix sums over t of ln σ(g) for the gate logits g
 // (B,T,NH): c[b,h,t] = Σ_{l<=t} ln σ(g[b,l,h]), summed in order (double).
 template <typename T>
@@ -80,7 +80,7 @@ void forget_forward(T* c, const T* g, int B, int Tn, int NH);
 template <typename T>
 void forget_backward(T* dg, const T* dc, const T* g, int B, int Tn, int NH);
 
-// ---- FIRE's bias table (contenders.md; attn::fire) ---------------------------------
+// ---- FIRE's bias table (docs/contenders.md; attn::fire) ---------------------------------
 // table (NH,T,T) [(h·T + i0)·T + Δ] = b_h(i0, Δ) of the layer's parameter
 // block p (attn::fire::count(NH) values) for Δ <= i0, 0 for Δ > i0; L0 the
 // fixed threshold L₀ (attn::fire::threshold0).
@@ -92,7 +92,7 @@ void fire_forward(T* table, const T* p, int Tn, int NH, double L0);
 template <typename T>
 void fire_backward(T* dp, const T* dtable, const T* p, int B, int Tn, int NH, double L0);
 
-// ---- differential attention (attn::diff; contenders.md) --------------------------
+// ---- differential attention (attn::diff; docs/contenders.md) --------------------------
 // qkv (N,3C) of NH heads (D = C/NH, d = D/2) into qkv2 (N,6C): the q, k and v
 // blocks of 4·NH kernel heads of d channels (2C each), kernel head
 // 4h + 2m + u holding q and k half m and v half u of head h.
@@ -120,7 +120,7 @@ void head_repeat(T* dst, const T* src, size_t outer, int NH, size_t inner, int g
 template <typename T>
 void head_reduce(T* dst, const T* src, size_t outer, int NH, size_t inner, int group);
 
-// ---- the sigmoid output gate (gated attention; contenders.md) --------------------
+// ---- the sigmoid output gate (gated attention; docs/contenders.md) --------------------
 // out = y · σ(g), element-wise over n values.
 template <typename T>
 void sigmoid_gate_forward(T* out, const T* y, const T* g, size_t n);

@@ -276,7 +276,7 @@ json override_value(const Key& k, const std::string& text) {
   return parsed;
 }
 
-// The attention section accepts the stages' spelling of attention.md:
+// The attention section accepts the stages' spelling of docs/attention.md:
 // "sharpen": {"p": P, "offset_rows": K}, or "none" / null / false for no
 // re-weighting; it stands for the keys "p" and "offset_rows".
 json expand_attention_shorthand(const json& body) {

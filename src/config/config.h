@@ -117,7 +117,7 @@ struct AttentionConfig {
   std::string position_bias = "none"; // none | alibi | kerple_log | kerple_power | forget (alibi also from model.position)
 };
 
-// Context extension (../shared/docs/context_extension.md): a RoPE frequency
+// Context extension (docs/context_extension.md): a RoPE frequency
 // rule, a mask and a temperature, each composable with every attention
 // variant; config/attention.h folds them into the AttentionSpec. Used for
 // training, and overridden at evaluation by gpt eval --context.

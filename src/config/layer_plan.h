@@ -1,4 +1,4 @@
-// Per-layer plans (issue 18, part 4; contenders.md, "interleaved layers"):
+// Per-layer plans (issue 18, part 4; docs/contenders.md, "Per-layer plans"):
 // the position encoding, the mask, the temperature and the attention stages
 // may differ by layer. A plan is a pattern of letters, one per layer,
 // repeated over model.n_layer ("LLLG" on 8 layers: LLLGLLLG), and the kinds

@@ -1,5 +1,5 @@
 // llm.c checkpoint import and export; the layout is in llmc.h and
-// ../shared/docs/formats.md. The tensor list is not repeated here as ours: the
+// docs/formats.md. The tensor list is not repeated here as ours: the
 // llm.c table below is checked, name by name and shape by shape, against the
 // project's parameter table (model/params.h) of the converted config, so a
 // change to either side is an error rather than a silently shifted tensor.
@@ -42,7 +42,7 @@ struct LlmcTensor {
   Shape shape;
 };
 
-// llm.c's 16 tensors in file order, with the shapes of formats.md.
+// llm.c's 16 tensors in file order, with the shapes of docs/formats.md.
 std::vector<LlmcTensor> llmc_tensors(const LlmcHeader& h) {
   const int64_t Vp = h.padded_vocab, T = h.max_seq_len, L = h.n_layer, C = h.n_embd;
   return {{"wte", {Vp, C}},          {"wpe", {T, C}},          {"ln1w", {L, C}},          {"ln1b", {L, C}},

@@ -1,4 +1,4 @@
-// llm.c GPT-2 checkpoints (../shared/docs/formats.md) <-> the project's own
+// llm.c GPT-2 checkpoints (docs/formats.md) <-> the project's own
 // checkpoints. An llm.c file is a 256-int32 header (magic 20240326, version,
 // T, V, L, H, C, Vp) followed by 16 tensors in a fixed order, all float32
 // (version 3) or all bfloat16 (version 5). The project's parameter table holds

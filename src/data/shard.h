@@ -1,4 +1,4 @@
-// Token shards in llm.c's format (../shared/docs/formats.md): a 256-int32
+// Token shards in llm.c's format (docs/formats.md): a 256-int32
 // header (magic, version, token count), then uint16 (magic 20240520, version 1)
 // or uint32 (magic 20240801, version 7) token ids. 64-bit offsets throughout.
 #pragma once

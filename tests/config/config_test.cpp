@@ -284,7 +284,7 @@ TEST(ConfigCrossField, MixTaskFractionAndOptionsGoTogether) {
   EXPECT_EQ(c.data.mix_options, json({{"pairs", 4}}));
 }
 
-// The contenders' stages (contenders.md) refuse what they do not compose
+// The contenders' stages (docs/contenders.md) refuse what they do not compose
 // with, naming the keys; what they compose with parses.
 TEST(ConfigCrossField, ContenderStagesRefuseWhatTheyDoNotComposeWith) {
   expect_contains(parse_error(R"({"attention": {"preset": "relu", "normalize": "softpick"}})"),

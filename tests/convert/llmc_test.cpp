@@ -1,5 +1,5 @@
 // llm.c checkpoint import/export: a model written in llm.c's layout (by the
-// test, from formats.md) gives llm.c's logits once imported and the same
+// test, from docs/formats.md) gives llm.c's logits once imported and the same
 // logits as the same weights loaded natively; export then import is bit-exact;
 // bfloat16 rounds to nearest even and expands exactly; bad files are refused.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Differential attention (attn::diff; Ye et al. 2024; contenders.md): the
+// Differential attention (attn::diff; Ye et al. 2024; docs/contenders.md): the
 // kernel path (split into kernel heads, the attention kernels with
 // head_group 4, the combination) against a plain T×T reference written here
 // from the paper's formula; finite differences for the combination's inputs

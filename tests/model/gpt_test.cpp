@@ -851,7 +851,7 @@ TEST(Model, BackwardReportsEachLayersGradientsWhenFinal) {
 }
 
 TEST(Model, ParameterCountMatchesGpt2Formula) {
-  // formats.md: Vp·C + T·C + L·(12C² + 13C) + 2C.
+  // docs/formats.md: Vp·C + T·C + L·(12C² + 13C) + 2C.
   ModelConfig cfg;
   cfg.n_layer = 12;
   cfg.n_head = 12;

@@ -1,4 +1,4 @@
-// Plain double-precision forms of attention.md's stage 2 and stage 3, written
+// Plain double-precision forms of docs/attention.md's stage 2 and stage 3, written
 // from the doc's formulas (not from kernels/attention_spec.h), for the T×T
 // references of the attention tests.
 #pragma once
@@ -46,8 +46,8 @@ inline double ref_phi(Positivity k, double x) {
 }
 
 // Stage 4 on one row: a holds φ(x_j) of the row's keys and becomes the
-// weights a_j, from the formulas of attention.md (l1, none, fixed) and
-// contenders.md: off_by_one  φ(x_j) / (φ(0) + Σ_k φ(x_k))   (e^x / (1 + Σ e^x));
+// weights a_j, from the formulas of docs/attention.md (l1, none, fixed) and
+// docs/contenders.md: off_by_one  φ(x_j) / (φ(0) + Σ_k φ(x_k))   (e^x / (1 + Σ e^x));
 // sink  φ(x_j) / (φ(ζ) + Σ_k φ(x_k)), ζ the head's sink logit;
 // softpick  relu(φ(x_j) − φ(0)) / (Σ_k |φ(x_k) − φ(0)| + 1e-6)
 // (relu(e^x − 1) / (Σ |e^x − 1| + ε), ε = 1e-6); stick_breaking (a holds the

@@ -1,5 +1,5 @@
 // Test helper: a small GPT-2 in llm.c's checkpoint layout, written from
-// ../shared/docs/formats.md alone (header of 256 int32, then 16 tensors in the
+// docs/formats.md alone (header of 256 int32, then 16 tensors in the
 // documented order and shapes), and a plain double-precision forward pass of
 // llm.c's model math over those tensors. Shared by the converter, eval and CLI
 // tests; independent of the project's converter and model code.

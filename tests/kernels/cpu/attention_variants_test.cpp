@@ -1,6 +1,6 @@
 // Every attention variant of kernels/attention_spec.h through the CPU kernel:
 // the forward against a plain T×T reference written from the formulas of
-// ../shared/docs/attention.md, finite-difference gradients (q, k, v and the
+// docs/attention.md, finite-difference gradients (q, k, v and the
 // learned ssmax scales), the properties the docs promise (l1 rows sum to 1,
 // logn/infoscale equal softmax up to N, the causal mask), the extreme inputs
 // (lssar over 16,384 keys, dot scores of ±1e4, uniform rows under
@@ -78,13 +78,13 @@ std::vector<Variant> all_variants(int N) {
   v.push_back(preset("lssa", N, [](AttentionConfig& a) { a.positivity = "exp"; }, "cosine+lssa+exp"));
   v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.positivity = "softplus", a.p = 4; },
                      "ssmax+softplus+reweight4"));
-  // The sink normalisations and softpick (contenders.md) with the other stages.
+  // The sink normalisations and softpick (docs/contenders.md) with the other stages.
   v.push_back(preset("sink", N, [](AttentionConfig& a) { a.positivity = "softplus"; }, "sink+softplus"));
   v.push_back(preset("softpick", N, [](AttentionConfig& a) { a.scale = "logn"; }, "softpick+logn"));
   v.push_back(preset("softpick", N, [](AttentionConfig& a) { a.positivity = "sigmoid", a.bias = 0.0; }, "softpick+sigmoid"));
   v.push_back(preset("cosine", N, [](AttentionConfig& a) { a.normalize = "sink"; }, "cosine+sink"));
   v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.normalize = "off_by_one"; }, "ssmax+off_by_one"));
-  // KERPLE's learned position biases (contenders.md), with NoPE-style dot scores.
+  // KERPLE's learned position biases (docs/contenders.md), with NoPE-style dot scores.
   v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "softmax+kerple_log"));
   v.push_back(
       preset("softmax", N, [](AttentionConfig& a) { a.position_bias = "kerple_power"; }, "softmax+kerple_power"));
@@ -154,7 +154,7 @@ std::vector<double> kerple_for(const AttentionSpec& s, int NH) {
   for (int h = 0; h < NH; ++h) k[2 * h] = -0.4 + 0.5 * h, k[2 * h + 1] = -0.6 + 0.7 * h;
   return k;
 }
-// The reference's b_h(Δ), from contenders.md's formulas with r₁ = softplus(ρ₁)
+// The reference's b_h(Δ), from docs/contenders.md's formulas with r₁ = softplus(ρ₁)
 // and r₂ = softplus(ρ₂) (log) or 2σ(ρ₂) (power).
 double ref_kerple(const AttentionSpec& s, const std::vector<double>& raw, int h, double dist) {
   if (!s.kerple()) return 0;
@@ -249,7 +249,7 @@ std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, cons
   return dqkv;
 }
 
-// ---- the reference: attention.md's formulas, one full T×T matrix per head ----------
+// ---- the reference: docs/attention.md's formulas, one full T×T matrix per head ----------
 
 // Full weight matrix W (T×T, zero above the diagonal) of head (b,h).
 std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,
@@ -848,7 +848,7 @@ TEST(AttentionVariants, DotVariantsFiniteAtScoresOf1e4) {
 
 // Identical keys make every row exactly uniform. At rows i = 4 and 8 (i·(1/i)
 // is exact) t_ij = i·a_ij − 1 = 0 for all j: no key is above its uniform
-// share, Σr = 0, and attention.md's rule keeps the stage-4 weights.
+// share, Σr = 0, and docs/attention.md's rule keeps the stage-4 weights.
 TEST(AttentionVariants, UniformRowUnderReweightKeepsStage4Weights) {
   const Shape s{1, 8, 4, 1};
   std::vector<double> qkv(s.qkv_size());

@@ -1,4 +1,4 @@
-// The context-extension methods of ../shared/docs/context_extension.md in the
+// The context-extension methods of docs/context_extension.md in the
 // CPU kernels: RoPE frequency rules (pi, ntk, dynamic_ntk, yarn, llama3) and
 // partial RoPE against known values and a plain rotation reference; masks
 // (window, sinks), the row-index choice and the temperatures (llama4, YaRN's
@@ -504,7 +504,7 @@ TEST(ContextExtension, MaskedKernelDoesNotDependOnThreadCount) {
   EXPECT_EQ(df1, df2);
 }
 
-// ---- relative-distance remapping (context_extension.md §2) -------------------------------
+// ---- relative-distance remapping (docs/context_extension.md §2) -------------------------------
 
 // q·R(−Δ′θ)·k from the unrotated q and k: the score of a key seen at
 // distance Δ′ (q rotated by Δ′, k by 0), with the plain frequencies θ_k.

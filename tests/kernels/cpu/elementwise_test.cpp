@@ -83,7 +83,7 @@ TEST(Elementwise, SumSquaresIsBitIdenticalForAnyThreadCount) {
 
 }  // namespace
 
-// ---- the forget gate (Lin et al. 2025; contenders.md) ----------------------------------
+// ---- the forget gate (Lin et al. 2025; docs/contenders.md) ----------------------------------
 
 namespace gpt::cpu {
 namespace {

@@ -1,4 +1,4 @@
-// FIRE (contenders.md; Li et al. 2023): the table b_h(i0, Δ) of
+// FIRE (docs/contenders.md; Li et al. 2023): the table b_h(i0, Δ) of
 // cpu::fire_forward against the paper's formula written out here in double,
 // and the gradient of every parameter of its block (the MLP, c and the
 // threshold multiplier m) through the attention kernel by finite

@@ -328,7 +328,7 @@ TEST_F(CudaAttention, StageCombinations) {
   run_case({"logn sharp scores", preset_spec("logn", kN), 1, 90, 64, 2, kTol, 4.0});
 }
 
-// The sink and softpick normalisations (contenders.md) on the kernel's paths:
+// The sink and softpick normalisations (docs/contenders.md) on the kernel's paths:
 // the online maximum starting at the sink's logit or at 0, bounded φ, ALiBi,
 // windows, and sinks far above and below every score (the sink's share near
 // 1 and near 0). Re-weighting is refused with them (attn::sharpen_refused).
@@ -373,7 +373,7 @@ TEST_F(CudaAttention, SinksAndSoftpick) {
   run_case({"softpick T=1500", preset_spec("softpick", 1024), 1, 1500, 64, 1, kTol});
 }
 
-// KERPLE's learned biases (contenders.md): computed in the kernels per pair
+// KERPLE's learned biases (docs/contenders.md): computed in the kernels per pair
 // (the CPU reads per-call tables), with the stages they compose with, a
 // window and sinks, and a long row.
 TEST_F(CudaAttention, KerpleBiases) {
@@ -434,7 +434,7 @@ TEST_F(CudaAttention, ForgetGate) {
   run_case({"softmax+forget T=2048", with("softmax", 1024), 1, 2048, 64, 1, kTol});
 }
 
-// Stick-breaking (contenders.md; attn::sb_*): every row walks its keys from
+// Stick-breaking (docs/contenders.md; attn::sb_*): every row walks its keys from
 // its own back, which the forward, dq and the key-major dkdv (from the sums
 // dq records at each key block's last key) must do alike: with the stages
 // and biases it composes with, windows and sinks (skipped key tiles and
@@ -573,7 +573,7 @@ TEST_F(CudaAttention, LongContext) {
   run_case({"softmax T=1500", preset_spec("softmax", 1024), 1, 1500, 64, 1, kTol});
 }
 
-// Context extension (context_extension.md §3–4): windows and sinks, whose
+// Context extension (docs/context_extension.md §3–4): windows and sinks, whose
 // skipped key tiles must be skipped alike by every kernel (forward, diag,
 // dq and the key-major dkdv), the row index "keys", and the temperatures.
 AttentionSpec context_spec(const std::string& preset, int N, void (*edit)(ContextConfig&)) {
@@ -610,7 +610,7 @@ TEST_F(CudaAttention, ContextMasksAndTemperatures) {
             1, 70, 64, 2, kTol});
 }
 
-// The distance remappings (context_extension.md §2): every kernel splits its
+// The distance remappings (docs/context_extension.md §2): every kernel splits its
 // key loop into the near pairs (q, k) and the far ones (the far copy), with
 // whole tiles of one part skipped; head sizes 16 and 64, T past several tiles.
 TEST_F(CudaAttention, ContextDistanceRemappings) {

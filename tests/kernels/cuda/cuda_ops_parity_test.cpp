@@ -425,7 +425,7 @@ TEST_F(CudaOps, Rope) {
   EXPECT_THROW(gpu_->rope_forward(g_out.get(), g.get(), B, T, 45, NH, RopeSpec{10000.0}, 0), Error);  // odd head size
 }
 
-// Every RoPE frequency rule of context_extension.md §1 and partial RoPE
+// Every RoPE frequency rule of docs/context_extension.md §1 and partial RoPE
 // (d_r = 8 of a head of 16), at a length past the trained context.
 TEST_F(CudaOps, RopeEveryFrequencyRuleAndPartialRope) {
   const int B = 2, T = 45, C = 48, NH = 3;
