@@ -29,6 +29,7 @@ numbers() {
 failed=0
 for cfg in "${configs[@]}"; do
   name=$(basename "$(dirname "$cfg")")_$(basename "$cfg" .json)
+  mkdir -p "$out/$name"
   for which in old new; do
     bin=$old
     [ "$which" = new ] && bin=$new
