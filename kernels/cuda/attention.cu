@@ -53,6 +53,7 @@
 #include <type_traits>
 
 #include "core/check.h"
+#include "kernels/attention_check.h"
 
 namespace gpt::cuda {
 
