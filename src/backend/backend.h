@@ -72,6 +72,70 @@ class ParamBackend : public Device {
                             double eps, double weight_decay, long t) = 0;
 };
 
+// The layer ops every float32 backend hands unchanged to its kernels,
+// cpu::NAME(arguments) and cuda::NAME(arguments, stream), declared once:
+// X(name, (parameters, in T and Acc), (arguments)). Backend<T> declares them
+// from this list and the CPU and CUDA backends forward them from it; a new op
+// of this kind is a line here, its kernels (kernels/cpu/cpu_kernels.h,
+// kernels/cuda/cuda_kernels.h) and the bf16 adapter's forwarder, which
+// widens its bf16 operands (bf16_backend.cpp). The contracts are the
+// kernels' (cpu_kernels.h); in brief:
+//   sigmoid_gate_*   the output gate: out = y·σ(g); dy, dg += its backward
+//   forget_*         the forget gate: c (B,NH,T) from the gate logits g (B,T,NH); dg += its backward
+//   fire_*           FIRE's bias table (NH,T,T) from a layer's parameter block p; dp += its backward
+//                    from dtable (B,NH,T,T)
+//   diff_*           differential attention: qkv split into the kernel heads of the two maps and
+//                    back; their outputs combined (λ from lam, the gain, 1 − lambda_init) and back
+//                    (dy2 overwritten, dlam and dgain +=)
+//   head_repeat      per-head float32-side inputs repeated over a head's group of kernel heads;
+//   head_reduce      their gradients added back
+//   crossentropy_*   a target of kIgnoreTarget (core/tokens.h) has loss 0 and a zero gradient row
+// The ops a backend runs its own way (the embedding, the linear layer,
+// attention) are declared by hand in Backend.
+#define GPT_BACKEND_PLAIN_OPS(X)                                                                                \
+  X(encoder_backward, (Acc * dwte, Acc * dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C),       \
+    (dwte, dwpe, dout, tokens, B, Tn, C))                                                                        \
+  X(layernorm_forward, (T * out, Acc * mean, Acc * rstd, const T* inp, const T* w, const T* b, int N, int C),     \
+    (out, mean, rstd, inp, w, b, N, C))                                                                          \
+  X(layernorm_backward,                                                                                         \
+    (T * dinp, Acc * dw, Acc * db, const T* dout, const T* inp, const T* w, const Acc* mean, const Acc* rstd,    \
+     int N, int C),                                                                                             \
+    (dinp, dw, db, dout, inp, w, mean, rstd, N, C))                                                              \
+  X(gelu_forward, (T * out, const T* inp, size_t n), (out, inp, n))                                              \
+  X(gelu_backward, (T * dinp, const T* inp, const T* dout, size_t n), (dinp, inp, dout, n))                      \
+  X(residual_forward, (T * out, const T* a, const T* b, size_t n), (out, a, b, n))                               \
+  X(add_inplace, (T * dst, const T* src, size_t n), (dst, src, n))                                               \
+  X(rope_forward, (T * out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0),           \
+    (out, inp, B, Tn, C, NH, rs, pos0))                                                                          \
+  X(rope_backward, (T * dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0),        \
+    (dinp, dout, B, Tn, C, NH, rs, pos0))                                                                        \
+  X(sigmoid_gate_forward, (T * out, const T* y, const T* g, size_t n), (out, y, g, n))                           \
+  X(sigmoid_gate_backward, (T * dy, T * dg, const T* dout, const T* y, const T* g, size_t n),                    \
+    (dy, dg, dout, y, g, n))                                                                                     \
+  X(forget_forward, (Acc * c, const T* g, int B, int Tn, int NH), (c, g, B, Tn, NH))                             \
+  X(forget_backward, (T * dg, const Acc* dc, const T* g, int B, int Tn, int NH), (dg, dc, g, B, Tn, NH))         \
+  X(fire_forward, (Acc * table, const T* p, int Tn, int NH, double L0), (table, p, Tn, NH, L0))                   \
+  X(fire_backward, (Acc * dp, const Acc* dtable, const T* p, int B, int Tn, int NH, double L0),                  \
+    (dp, dtable, p, B, Tn, NH, L0))                                                                              \
+  X(diff_split_forward, (T * qkv2, const T* qkv, int N, int C, int NH), (qkv2, qkv, N, C, NH))                   \
+  X(diff_split_backward, (T * dqkv, const T* dqkv2, int N, int C, int NH), (dqkv, dqkv2, N, C, NH))              \
+  X(diff_combine_forward,                                                                                       \
+    (T * out, Acc * rstd, const T* y2, const T* lam, const T* gain, int N, int C, int NH, double lambda_init),   \
+    (out, rstd, y2, lam, gain, N, C, NH, lambda_init))                                                           \
+  X(diff_combine_backward,                                                                                      \
+    (T * dy2, Acc * dlam, Acc * dgain, const T* dout, const T* y2, const Acc* rstd, const T* lam, const T* gain, \
+     int N, int C, int NH, double lambda_init),                                                                 \
+    (dy2, dlam, dgain, dout, y2, rstd, lam, gain, N, C, NH, lambda_init))                                        \
+  X(head_repeat, (Acc * dst, const Acc* src, size_t outer, int NH, size_t inner, int group),                     \
+    (dst, src, outer, NH, inner, group))                                                                         \
+  X(head_reduce, (Acc * dst, const Acc* src, size_t outer, int NH, size_t inner, int group),                     \
+    (dst, src, outer, NH, inner, group))                                                                         \
+  X(crossentropy_forward, (Acc * losses, const T* logits, const int32_t* targets, int N, int V, int Vp),         \
+    (losses, logits, targets, N, V, Vp))                                                                         \
+  X(crossentropy_backward,                                                                                      \
+    (T * dlogits, const T* logits, const int32_t* targets, const Acc* dloss, int N, int V, int Vp),             \
+    (dlogits, logits, targets, dloss, N, V, Vp))
+
 // The layer ops, for storage type T (float, double, or bf16). Activations,
 // activation gradients and the parameters the ops read are T; parameter
 // gradients, statistics (LayerNorm mean/rstd, attention stats) and losses
@@ -82,25 +146,16 @@ class Backend : public ParamBackend<accum_t<T>> {
  public:
   using Acc = accum_t<T>;
 
+#define GPT_DECLARE_OP(name, params, args) virtual void name params = 0;
+  GPT_BACKEND_PLAIN_OPS(GPT_DECLARE_OP)
+#undef GPT_DECLARE_OP
+
   // wte has V rows (the token ids index it); wpe (may be null) at least Tn.
   virtual void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C,
                                int V) = 0;
-  virtual void encoder_backward(Acc* dwte, Acc* dwpe, const T* dout, const int32_t* tokens, int B, int Tn,
-                                int C) = 0;
-  virtual void layernorm_forward(T* out, Acc* mean, Acc* rstd, const T* inp, const T* w, const T* b, int N,
-                                 int C) = 0;
-  virtual void layernorm_backward(T* dinp, Acc* dw, Acc* db, const T* dout, const T* inp, const T* w,
-                                  const Acc* mean, const Acc* rstd, int N, int C) = 0;
   virtual void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int C, int OC) = 0;
   virtual void matmul_backward(T* dinp, Acc* dw, Acc* dbias, const T* dout, const T* inp, const T* w, int N, int C,
                                int OC) = 0;
-  virtual void gelu_forward(T* out, const T* inp, size_t n) = 0;
-  virtual void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) = 0;
-  virtual void residual_forward(T* out, const T* a, const T* b, size_t n) = 0;
-  virtual void add_inplace(T* dst, const T* src, size_t n) = 0;
-  virtual void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) = 0;
-  virtual void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs,
-                             int pos0) = 0;
   // head / dhead: the layer's learned per-head attention parameters and their
   // gradients (ssmax scales, sink logits; cpu::attention_forward). qkv_far /
   // dqkv_far: the far copy of a distance remapping; null without one.
@@ -111,33 +166,6 @@ class Backend : public ParamBackend<accum_t<T>> {
                                   const Acc* stats, const T* qkv, int B, int Tn, int C, int NH,
                                   const AttentionSpec& spec, const HeadParams<T, Acc>& head, T* dqkv_far = nullptr,
                                   const T* qkv_far = nullptr) = 0;
-  // The output gate (cpu::sigmoid_gate_forward): out = y·σ(g); dy, dg += its backward.
-  virtual void sigmoid_gate_forward(T* out, const T* y, const T* g, size_t n) = 0;
-  virtual void sigmoid_gate_backward(T* dy, T* dg, const T* dout, const T* y, const T* g, size_t n) = 0;
-  // The forget gate (cpu::forget_forward): c (B,NH,T) from the gate logits g (B,T,NH); dg += its backward.
-  virtual void forget_forward(Acc* c, const T* g, int B, int Tn, int NH) = 0;
-  virtual void forget_backward(T* dg, const Acc* dc, const T* g, int B, int Tn, int NH) = 0;
-  // FIRE's bias table (cpu::fire_forward): table (NH,T,T) from a layer's
-  // parameter block p; dp += its backward from dtable (B,NH,T,T).
-  virtual void fire_forward(Acc* table, const T* p, int Tn, int NH, double L0) = 0;
-  virtual void fire_backward(Acc* dp, const Acc* dtable, const T* p, int B, int Tn, int NH, double L0) = 0;
-  // Differential attention (cpu::diff_*): qkv split into the kernel heads of
-  // the two maps and back; their outputs combined (λ from lam, the gain,
-  // 1 − lambda_init) and back (dy2 overwritten, dlam and dgain +=).
-  virtual void diff_split_forward(T* qkv2, const T* qkv, int N, int C, int NH) = 0;
-  virtual void diff_split_backward(T* dqkv, const T* dqkv2, int N, int C, int NH) = 0;
-  virtual void diff_combine_forward(T* out, Acc* rstd, const T* y2, const T* lam, const T* gain, int N, int C,
-                                    int NH, double lambda_init) = 0;
-  virtual void diff_combine_backward(T* dy2, Acc* dlam, Acc* dgain, const T* dout, const T* y2, const Acc* rstd,
-                                     const T* lam, const T* gain, int N, int C, int NH, double lambda_init) = 0;
-  // Per-head float32-side inputs repeated over a head's group kernel heads
-  // (cpu::head_repeat), and their gradients added back (head_reduce).
-  virtual void head_repeat(Acc* dst, const Acc* src, size_t outer, int NH, size_t inner, int group) = 0;
-  virtual void head_reduce(Acc* dst, const Acc* src, size_t outer, int NH, size_t inner, int group) = 0;
-  // A target of kIgnoreTarget (core/tokens.h) has loss 0 and a zero gradient row.
-  virtual void crossentropy_forward(Acc* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) = 0;
-  virtual void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const Acc* dloss, int N,
-                                     int V, int Vp) = 0;
 
   // Optional, for the bf16-storage adapter (make_bf16_backend): the linear
   // layer reading bf16 operands (inp, w, dout) as they are, with float32

@@ -50,19 +50,16 @@ class CpuBackend final : public Backend<T> {
     for (std::ptrdiff_t i = 0; i < m; ++i) dst[i].bits = round_to_bf16_bits(src[i]);
   }
 
+  // The plain ops (GPT_BACKEND_PLAIN_OPS), straight to the kernels.
+  using Acc = T;
+#define GPT_CPU_OP(name, params, args) \
+  void name params override { cpu::name args; }
+  GPT_BACKEND_PLAIN_OPS(GPT_CPU_OP)
+#undef GPT_CPU_OP
+
   void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C,
                        int /*V*/) override {
     cpu::encoder_forward(out, tokens, wte, wpe, B, Tn, C);
-  }
-  void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) override {
-    cpu::encoder_backward(dwte, dwpe, dout, tokens, B, Tn, C);
-  }
-  void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, int N, int C) override {
-    cpu::layernorm_forward(out, mean, rstd, inp, w, b, N, C);
-  }
-  void layernorm_backward(T* dinp, T* dw, T* db, const T* dout, const T* inp, const T* w, const T* mean,
-                          const T* rstd, int N, int C) override {
-    cpu::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
   }
   void matmul_forward(T* out, const T* inp, const T* w, const T* bias, int N, int C, int OC) override {
     cpu::matmul_forward(out, inp, w, bias, N, C, OC);
@@ -91,20 +88,8 @@ class CpuBackend final : public Backend<T> {
     cpu::matmul_backward_bf16(dinp, dw, dbias, dout, inp, w, N, C, OC);
     return true;
   }
-  void gelu_forward(T* out, const T* inp, size_t n) override { cpu::gelu_forward(out, inp, n); }
-  void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n) override {
-    cpu::gelu_backward(dinp, inp, dout, n);
-  }
-  void residual_forward(T* out, const T* a, const T* b, size_t n) override { cpu::residual_forward(out, a, b, n); }
-  void add_inplace(T* dst, const T* src, size_t n) override { cpu::add_inplace(dst, src, n); }
   double sum_squares(const T* x, size_t n) override { return cpu::sum_squares(x, n); }
   void scale_inplace(T* x, T s, size_t n) override { cpu::scale_inplace(x, s, n); }
-  void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
-    cpu::rope_forward(out, inp, B, Tn, C, NH, rs, pos0);
-  }
-  void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
-    cpu::rope_backward(dinp, dout, B, Tn, C, NH, rs, pos0);
-  }
   void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                          const HeadParams<T>& head, double* diag, const T* qkv_far) override {
     cpu::attention_forward(out, stats, qkv, B, Tn, C, NH, spec, head, diag, qkv_far);
@@ -113,49 +98,6 @@ class CpuBackend final : public Backend<T> {
                           const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                           const HeadParams<T>& head, T* dqkv_far, const T* qkv_far) override {
     cpu::attention_backward(dqkv, dhead, dout, out, stats, qkv, B, Tn, C, NH, spec, head, dqkv_far, qkv_far);
-  }
-  void diff_split_forward(T* qkv2, const T* qkv, int N, int C, int NH) override {
-    cpu::diff_split_forward(qkv2, qkv, N, C, NH);
-  }
-  void diff_split_backward(T* dqkv, const T* dqkv2, int N, int C, int NH) override {
-    cpu::diff_split_backward(dqkv, dqkv2, N, C, NH);
-  }
-  void diff_combine_forward(T* out, T* rstd, const T* y2, const T* lam, const T* gain, int N, int C, int NH,
-                            double lambda_init) override {
-    cpu::diff_combine_forward(out, rstd, y2, lam, gain, N, C, NH, lambda_init);
-  }
-  void diff_combine_backward(T* dy2, T* dlam, T* dgain, const T* dout, const T* y2, const T* rstd, const T* lam,
-                             const T* gain, int N, int C, int NH, double lambda_init) override {
-    cpu::diff_combine_backward(dy2, dlam, dgain, dout, y2, rstd, lam, gain, N, C, NH, lambda_init);
-  }
-  void head_repeat(T* dst, const T* src, size_t outer, int NH, size_t inner, int group) override {
-    cpu::head_repeat(dst, src, outer, NH, inner, group);
-  }
-  void head_reduce(T* dst, const T* src, size_t outer, int NH, size_t inner, int group) override {
-    cpu::head_reduce(dst, src, outer, NH, inner, group);
-  }
-  void sigmoid_gate_forward(T* out, const T* y, const T* g, size_t n) override {
-    cpu::sigmoid_gate_forward(out, y, g, n);
-  }
-  void sigmoid_gate_backward(T* dy, T* dg, const T* dout, const T* y, const T* g, size_t n) override {
-    cpu::sigmoid_gate_backward(dy, dg, dout, y, g, n);
-  }
-  void fire_forward(T* table, const T* p, int Tn, int NH, double L0) override {
-    cpu::fire_forward(table, p, Tn, NH, L0);
-  }
-  void fire_backward(T* dp, const T* dtable, const T* p, int B, int Tn, int NH, double L0) override {
-    cpu::fire_backward(dp, dtable, p, B, Tn, NH, L0);
-  }
-  void forget_forward(T* c, const T* g, int B, int Tn, int NH) override { cpu::forget_forward(c, g, B, Tn, NH); }
-  void forget_backward(T* dg, const T* dc, const T* g, int B, int Tn, int NH) override {
-    cpu::forget_backward(dg, dc, g, B, Tn, NH);
-  }
-  void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) override {
-    cpu::crossentropy_forward(losses, logits, targets, N, V, Vp);
-  }
-  void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const T* dloss, int N, int V,
-                             int Vp) override {
-    cpu::crossentropy_backward(dlogits, logits, targets, dloss, N, V, Vp);
   }
   void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr, double beta1, double beta2, double eps,
                     double weight_decay, long t) override {

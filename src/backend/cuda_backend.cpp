@@ -83,21 +83,19 @@ class CudaBackend final : public Backend<float> {
     cuda::float_to_bf16(reinterpret_cast<uint16_t*>(dst), src, n, stream_);
   }
 
+  // The plain ops (GPT_BACKEND_PLAIN_OPS), to the kernels on the stream.
+  using T = float;
+  using Acc = float;
+#define GPT_WITH_STREAM(...) (__VA_ARGS__, stream_)
+#define GPT_CUDA_OP(name, params, args) \
+  void name params override { cuda::name GPT_WITH_STREAM args; }
+  GPT_BACKEND_PLAIN_OPS(GPT_CUDA_OP)
+#undef GPT_CUDA_OP
+#undef GPT_WITH_STREAM
+
   void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int Tn, int C,
                        int /*V*/) override {
     cuda::encoder_forward(out, tokens, wte, wpe, B, Tn, C, stream_);
-  }
-  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int Tn,
-                        int C) override {
-    cuda::encoder_backward(dwte, dwpe, dout, tokens, B, Tn, C, stream_);
-  }
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b, int N,
-                         int C) override {
-    cuda::layernorm_forward(out, mean, rstd, inp, w, b, N, C, stream_);
-  }
-  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
-                          const float* mean, const float* rstd, int N, int C) override {
-    cuda::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, stream_);
   }
   void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int C,
                       int OC) override {
@@ -127,14 +125,6 @@ class CudaBackend final : public Backend<float> {
     matmul_.backward(dinp, dw, dbias, bits(dout), bits(inp), bits(w), N, C, OC, stream_);
     return true;
   }
-  void gelu_forward(float* out, const float* inp, size_t n) override { cuda::gelu_forward(out, inp, n, stream_); }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
-    cuda::gelu_backward(dinp, inp, dout, n, stream_);
-  }
-  void residual_forward(float* out, const float* a, const float* b, size_t n) override {
-    cuda::residual_forward(out, a, b, n, stream_);
-  }
-  void add_inplace(float* dst, const float* src, size_t n) override { cuda::add_inplace(dst, src, n, stream_); }
   double sum_squares(const float* x, size_t n) override {
     cuda::sum_squares_partials(sum_partials_, x, n, stream_);
     std::vector<double> partial(cuda::kSumSquaresBlocks);
@@ -144,12 +134,6 @@ class CudaBackend final : public Backend<float> {
     return total;
   }
   void scale_inplace(float* x, float s, size_t n) override { cuda::scale_inplace(x, s, n, stream_); }
-  void rope_forward(float* out, const float* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
-    cuda::rope_forward(out, inp, B, Tn, C, NH, rs, pos0, stream_);
-  }
-  void rope_backward(float* dinp, const float* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
-    cuda::rope_backward(dinp, dout, B, Tn, C, NH, rs, pos0, stream_);
-  }
   // diag (host doubles, NH × kAttentionDiagStats) += what the kernel adds to a
   // zeroed device copy.
   void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
@@ -180,54 +164,6 @@ class CudaBackend final : public Backend<float> {
                           const float* qkv_far) override {
     cuda::attention_backward(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale, stream_,
                              dqkv_far, qkv_far);
-  }
-  void sigmoid_gate_forward(float* out, const float* y, const float* g, size_t n) override {
-    cuda::sigmoid_gate_forward(out, y, g, n, stream_);
-  }
-  void sigmoid_gate_backward(float* dy, float* dg, const float* dout, const float* y, const float* g,
-                             size_t n) override {
-    cuda::sigmoid_gate_backward(dy, dg, dout, y, g, n, stream_);
-  }
-  void fire_forward(float* table, const float* p, int Tn, int NH, double L0) override {
-    cuda::fire_forward(table, p, Tn, NH, L0, stream_);
-  }
-  void fire_backward(float* dp, const float* dtable, const float* p, int B, int Tn, int NH, double L0) override {
-    cuda::fire_backward(dp, dtable, p, B, Tn, NH, L0, stream_);
-  }
-  void diff_split_forward(float* qkv2, const float* qkv, int N, int C, int NH) override {
-    cuda::diff_split_forward(qkv2, qkv, N, C, NH, stream_);
-  }
-  void diff_split_backward(float* dqkv, const float* dqkv2, int N, int C, int NH) override {
-    cuda::diff_split_backward(dqkv, dqkv2, N, C, NH, stream_);
-  }
-  void diff_combine_forward(float* out, float* rstd, const float* y2, const float* lam, const float* gain, int N,
-                            int C, int NH, double lambda_init) override {
-    cuda::diff_combine_forward(out, rstd, y2, lam, gain, N, C, NH, lambda_init, stream_);
-  }
-  void diff_combine_backward(float* dy2, float* dlam, float* dgain, const float* dout, const float* y2,
-                             const float* rstd, const float* lam, const float* gain, int N, int C, int NH,
-                             double lambda_init) override {
-    cuda::diff_combine_backward(dy2, dlam, dgain, dout, y2, rstd, lam, gain, N, C, NH, lambda_init, stream_);
-  }
-  void head_repeat(float* dst, const float* src, size_t outer, int NH, size_t inner, int group) override {
-    cuda::head_repeat(dst, src, outer, NH, inner, group, stream_);
-  }
-  void head_reduce(float* dst, const float* src, size_t outer, int NH, size_t inner, int group) override {
-    cuda::head_reduce(dst, src, outer, NH, inner, group, stream_);
-  }
-  void forget_forward(float* c, const float* g, int B, int Tn, int NH) override {
-    cuda::forget_forward(c, g, B, Tn, NH, stream_);
-  }
-  void forget_backward(float* dg, const float* dc, const float* g, int B, int Tn, int NH) override {
-    cuda::forget_backward(dg, dc, g, B, Tn, NH, stream_);
-  }
-  void crossentropy_forward(float* losses, const float* logits, const int32_t* targets, int N, int V,
-                            int Vp) override {
-    cuda::crossentropy_forward(losses, logits, targets, N, V, Vp, stream_);
-  }
-  void crossentropy_backward(float* dlogits, const float* logits, const int32_t* targets, const float* dloss, int N,
-                             int V, int Vp) override {
-    cuda::crossentropy_backward(dlogits, logits, targets, dloss, N, V, Vp, stream_);
   }
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, double lr, double beta1,
                     double beta2, double eps, double weight_decay, long t) override {
