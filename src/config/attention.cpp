@@ -308,37 +308,4 @@ std::string attention_summary(const AttentionConfig& a, const AttentionSpec& s) 
   return os.str();
 }
 
-void check_attention_compatible(const AttentionSpec& trained, const AttentionSpec& wanted,
-                                const std::string& trained_name, const std::string& wanted_name) {
-  GPT_CHECK(trained.score == wanted.score, "attention ", wanted_name, " uses ", stage_name(wanted.score),
-            " scores but the checkpoint was trained with ", trained_name, " (", stage_name(trained.score),
-            " scores); the score type cannot change after training");
-  GPT_CHECK(!wanted.learned_scale() || trained.learned_scale(), "attention ", wanted_name,
-            " needs the learned ssmax scales s_h, which the checkpoint (trained with ", trained_name,
-            ") does not have");
-  GPT_CHECK(!trained.learned_scale() || wanted.learned_scale(), "attention ", wanted_name,
-            " would drop the learned ssmax scales s_h that the checkpoint (trained with ", trained_name,
-            ") holds; keep scale ssmax (e.g. --attention-set p=15)");
-  GPT_CHECK(!wanted.learned_sink() || trained.learned_sink(), "attention ", wanted_name,
-            " needs the learned sink logits, which the checkpoint (trained with ", trained_name,
-            ") does not have; normalize off_by_one is the sink without parameters");
-  GPT_CHECK(trained.kerple() == wanted.kerple() && trained.forget() == wanted.forget() &&
-                trained.fire() == wanted.fire() &&
-                (!trained.kerple() || trained.position_bias == wanted.position_bias),
-            "attention ", wanted_name, " has the position bias ", stage_name(wanted.position_bias),
-            " but the checkpoint (trained with ", trained_name, ") ", stage_name(trained.position_bias),
-            "; a learned bias (KERPLE, FIRE, the forget gate) cannot be added, dropped or exchanged after training");
-  GPT_CHECK(trained.output_gate == wanted.output_gate, "attention ", wanted_name,
-            wanted.output_gate ? " adds an output gate" : " drops the output gate", " that the checkpoint (trained with ",
-            trained_name, ") ", trained.output_gate ? "has" : "does not have",
-            "; the gate's parameters decide the model");
-  GPT_CHECK(trained.differential == wanted.differential, "attention ", wanted_name,
-            wanted.differential ? " is differential" : " is not differential", " but the checkpoint (trained with ",
-            trained_name, ") ", trained.differential ? "is" : "is not",
-            "; differential attention's lambda and gain parameters and its split of the heads decide the model");
-  GPT_CHECK(!trained.learned_sink() || wanted.learned_sink(), "attention ", wanted_name,
-            " would drop the learned sink logits that the checkpoint (trained with ", trained_name,
-            ") holds; keep normalize sink");
-}
-
 }  // namespace gpt

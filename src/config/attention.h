@@ -48,10 +48,4 @@ nlohmann::json attention_to_json(const AttentionConfig& a, const AttentionSpec& 
 AttentionConfig attention_variant(const std::string& name, const std::string& what);
 std::string attention_summary(const AttentionConfig& a, const AttentionSpec& s);
 
-// Throws gpt::Error with the reason when a model trained with `trained`
-// cannot be evaluated with `wanted`: a different score type, or learned
-// parameters (ssmax's s_h) that one has and the other does not.
-void check_attention_compatible(const AttentionSpec& trained, const AttentionSpec& wanted,
-                                const std::string& trained_name, const std::string& wanted_name);
-
 }  // namespace gpt

@@ -125,12 +125,11 @@ void GPT<T>::set_attention(const AttentionSpec& spec) {
   bool far_changed = false;
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const AttentionSpec &was = layers_[l].spec, &now = layers[l].spec;
-    GPT_CHECK(now.learned_scale() == was.learned_scale() && now.learned_sink() == was.learned_sink() &&
-                  now.kerple() == was.kerple() && (!now.kerple() || now.position_bias == was.position_bias) &&
-                  now.forget() == was.forget() && now.fire() == was.fire() && now.output_gate == was.output_gate &&
-                  now.differential == was.differential && now.score == was.score,
-              "set_attention: the score type, the learned scales, sinks, KERPLE and FIRE biases, forget gate, "
-              "output gate and differential attention must not change (they decide the parameters)",
+    // The layer's learned tensors: the parameter table's presence flags.
+    GPT_CHECK(now.score == was.score && learned_attention({layers[l]}) == learned_attention({layers_[l]}),
+              "set_attention: the score type and the learned attention tensors (ssmax scales, sinks, KERPLE and "
+              "FIRE biases, forget gate, output gate, differential attention) must not change: they decide the "
+              "parameters",
               plan_.empty() ? "" : "; layer " + std::to_string(l) + " (kind " + layers_[l].kind + ") would change");
     far_changed |= remap::on(now.rope) != remap::on(was.rope);
   }

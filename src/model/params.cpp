@@ -31,14 +31,15 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const bool differential = learned.differential;
   const InitKind kerple_init =
       learned.kerple_kind == PositionBias::KerplePower ? InitKind::KerplePower : InitKind::KerpleLog;
-  auto add = [&](const char* name, Shape shape, InitKind init, bool decay, bool present, bool per_layer) {
+  auto add = [&](const char* name, Shape shape, InitKind init, bool decay, bool present, bool per_layer,
+                 const char* what) {
     if (!present) return;
     if (per_layer) shape.insert(shape.begin(), L);
-    specs.push_back(ParamSpec{name, shape, init, decay, per_layer, total});
+    specs.push_back(ParamSpec{name, shape, init, decay, per_layer, total, what});
     total += specs.back().numel();
   };
-#define GPT_ADD_GLOBAL(name, shape, init, decay, present) add(#name, shape, init, decay, present, false);
-#define GPT_ADD_LAYER(name, shape, init, decay, present) add(#name, shape, init, decay, present, true);
+#define GPT_ADD_GLOBAL(name, shape, init, decay, present, what) add(#name, shape, init, decay, present, false, what);
+#define GPT_ADD_LAYER(name, shape, init, decay, present, what) add(#name, shape, init, decay, present, true, what);
   GPT_GLOBAL_HEAD_PARAMS(GPT_ADD_GLOBAL)
   GPT_LAYER_PARAMS(GPT_ADD_LAYER)
   GPT_GLOBAL_TAIL_PARAMS(GPT_ADD_GLOBAL)
@@ -80,17 +81,56 @@ std::vector<std::pair<size_t, size_t>> ParamLayout::ranges_of_layer(int layer) c
   return out;
 }
 
+ParamDifference param_difference(const ParamLayout& from, const ParamLayout& to) {
+  ParamDifference d;
+  for (const ParamSpec& t : to.specs) {
+    if (!from.has(t.name)) {
+      d.added.push_back(t);
+      continue;
+    }
+    const ParamSpec& f = from.find(t.name);
+    if (f.shape != t.shape || f.init != t.init) d.changed.push_back(t);
+  }
+  for (const ParamSpec& f : from.specs)
+    if (!to.has(f.name)) d.dropped.push_back(f);
+  return d;
+}
+
+std::string describe_tensors(const std::vector<ParamSpec>& specs) {
+  std::string out;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (i) out += i + 1 == specs.size() ? " and " : ", ";
+    out += specs[i].what + " (" + specs[i].name + ")";
+  }
+  return out;
+}
+
+void check_attention_compatible(const ModelConfig& m, const AttentionSpec& trained, const AttentionSpec& wanted,
+                                const std::string& trained_name, const std::string& wanted_name) {
+  GPT_CHECK(trained.score == wanted.score, "attention ", wanted_name, " uses ", stage_name(wanted.score),
+            " scores but the checkpoint was trained with ", trained_name, " (", stage_name(trained.score),
+            " scores); the score type cannot change after training");
+  const ParamDifference d = param_difference(ParamLayout(m, trained), ParamLayout(m, wanted));
+  const std::string why = "; a learned tensor cannot be added, dropped or exchanged after training";
+  GPT_CHECK(d.added.empty(), "attention ", wanted_name, " needs ", describe_tensors(d.added),
+            ", which the checkpoint (trained with ", trained_name, ") does not have", why);
+  GPT_CHECK(d.dropped.empty(), "attention ", wanted_name, " would drop ", describe_tensors(d.dropped),
+            " that the checkpoint (trained with ", trained_name, ") holds", why);
+  GPT_CHECK(d.changed.empty(), "attention ", wanted_name, " reads ", describe_tensors(d.changed),
+            " otherwise than the checkpoint (trained with ", trained_name, ") learned them", why);
+}
+
 template <typename T>
 ParamViews<T> make_views(const ParamLayout& layout, T* base, int n_layer) {
   ParamViews<T> v;
   v.layers.resize(n_layer);
   auto global = [&](const char* name) -> T* { return layout.has(name) ? base + layout.find(name).offset : nullptr; };
-#define GPT_SET_GLOBAL(name, shape, init, decay, present) v.name = global(#name);
+#define GPT_SET_GLOBAL(name, shape, init, decay, present, what) v.name = global(#name);
   GPT_GLOBAL_HEAD_PARAMS(GPT_SET_GLOBAL)
   GPT_GLOBAL_TAIL_PARAMS(GPT_SET_GLOBAL)
 #undef GPT_SET_GLOBAL
   // (L, shape...): layer l starts l * (numel / L) into the stacked tensor.
-#define GPT_SET_LAYER(name, shape, init, decay, present)                       \
+#define GPT_SET_LAYER(name, shape, init, decay, present, what)                 \
   {                                                                             \
     if (layout.has(#name)) {                                                    \
       const ParamSpec& s = layout.find(#name);                                  \

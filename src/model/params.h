@@ -28,52 +28,55 @@ enum class InitKind {
   DiffLambda,      // differential attention's λ_q1, λ_k1, λ_q2, λ_k2: N(0, 0.1) (attn::diff::kInitStd)
 };
 
-// X(name, shape, init, decay, present). Shapes use C (channels), Vp (padded
-// vocabulary), P (position rows), H (heads). Weights are (out, in). Order =
-// buffer order. `present` may use learned_positions, learned_attn_scale and
-// learned_attn_sink (the sink logits ζ_h of normalisation "sink", starting at
-// 0: the sink begins as softmax1's implicit zero logit) and learned_kerple
-// (KERPLE's raw (ρ₁, ρ₂) per head; `kerple_init` is its variant's InitKind)
-// and learned_fire (FIRE's MLP, c and multiplier m of attn::fire, one block
-// per layer, no weight decay) and learned_forget (the forget gate's projection C → H and bias: f_t =
-// σ(fgatew·x_t + fgateb), x_t the layer's normalised input; N(0, init_std) and
-// zeros, as the Forgetting Transformer's reference initialises them) and
-// output_gate (gated attention's W_g, b_g: N(0, init_std) and zeros, so every
-// gate starts near σ(0) = 1/2) and differential (differential attention's λ
-// vectors, 4 × D/2 values, and the gain of its per-head RMSNorm, D values,
-// starting at 1; attn::diff; no weight decay).
-#define GPT_GLOBAL_HEAD_PARAMS(X)                                   \
-  X(wte, (Shape{Vp, C}), InitKind::Normal, true, true)              \
-  X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions)
+// X(name, shape, init, decay, present, what). Shapes use C (channels), Vp
+// (padded vocabulary), P (position rows), H (heads). Weights are (out, in).
+// Order = buffer order. `what` names the tensor for people (errors that say
+// which tensors a change of attention would add or drop). `present` may use
+// learned_positions, learned_attn_scale and learned_attn_sink (the sink
+// logits ζ_h of normalisation "sink", starting at 0: the sink begins as
+// softmax1's implicit zero logit) and learned_kerple (KERPLE's raw (ρ₁, ρ₂)
+// per head; `kerple_init` is its variant's InitKind) and learned_fire
+// (FIRE's MLP, c and multiplier m of attn::fire, one block per layer, no
+// weight decay) and learned_forget (the forget gate's projection C → H and
+// bias: f_t = σ(fgatew·x_t + fgateb), x_t the layer's normalised input;
+// N(0, init_std) and zeros, as the Forgetting Transformer's reference
+// initialises them) and output_gate (gated attention's W_g, b_g:
+// N(0, init_std) and zeros, so every gate starts near σ(0) = 1/2) and
+// differential (differential attention's λ vectors, 4 × D/2 values, and the
+// gain of its per-head RMSNorm, D values, starting at 1; attn::diff; no
+// weight decay).
+#define GPT_GLOBAL_HEAD_PARAMS(X)                                                           \
+  X(wte, (Shape{Vp, C}), InitKind::Normal, true, true, "the token embedding")               \
+  X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions, "the learned position table")
 
 // Per-layer tensors, stacked layer-major: (L, shape...).
-#define GPT_LAYER_PARAMS(X)                                             \
-  X(ln1w, (Shape{C}), InitKind::Ones, false, true)                      \
-  X(ln1b, (Shape{C}), InitKind::Zeros, false, true)                     \
-  X(qkvw, (Shape{3 * C, C}), InitKind::Normal, true, true)              \
-  X(qkvb, (Shape{3 * C}), InitKind::Zeros, false, true)                 \
-  X(attprojw, (Shape{C, C}), InitKind::NormalResidual, true, true)      \
-  X(attprojb, (Shape{C}), InitKind::Zeros, false, true)                 \
-  X(ln2w, (Shape{C}), InitKind::Ones, false, true)                      \
-  X(ln2b, (Shape{C}), InitKind::Zeros, false, true)                     \
-  X(fcw, (Shape{4 * C, C}), InitKind::Normal, true, true)               \
-  X(fcb, (Shape{4 * C}), InitKind::Zeros, false, true)                  \
-  X(fcprojw, (Shape{C, 4 * C}), InitKind::NormalResidual, true, true)   \
-  X(fcprojb, (Shape{C}), InitKind::Zeros, false, true)                 \
-  X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale) \
-  X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink)   \
-  X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple)     \
-  X(attnfire, (Shape{attn::fire::count(H)}), InitKind::Fire, false, learned_fire) \
-  X(fgatew, (Shape{H, C}), InitKind::Normal, true, learned_forget)      \
-  X(fgateb, (Shape{H}), InitKind::Zeros, false, learned_forget)         \
-  X(ogatew, (Shape{C, C}), InitKind::Normal, true, output_gate)         \
-  X(ogateb, (Shape{C}), InitKind::Zeros, false, output_gate)            \
-  X(attnlambda, (Shape{2 * (C / H)}), InitKind::DiffLambda, false, differential) \
-  X(attnsubln, (Shape{C / H}), InitKind::Ones, false, differential)
+#define GPT_LAYER_PARAMS(X)                                                                                       \
+  X(ln1w, (Shape{C}), InitKind::Ones, false, true, "the attention LayerNorm's gain")                              \
+  X(ln1b, (Shape{C}), InitKind::Zeros, false, true, "the attention LayerNorm's bias")                             \
+  X(qkvw, (Shape{3 * C, C}), InitKind::Normal, true, true, "the qkv projection")                                  \
+  X(qkvb, (Shape{3 * C}), InitKind::Zeros, false, true, "the qkv projection's bias")                              \
+  X(attprojw, (Shape{C, C}), InitKind::NormalResidual, true, true, "the attention output projection")             \
+  X(attprojb, (Shape{C}), InitKind::Zeros, false, true, "the attention output projection's bias")                 \
+  X(ln2w, (Shape{C}), InitKind::Ones, false, true, "the MLP LayerNorm's gain")                                    \
+  X(ln2b, (Shape{C}), InitKind::Zeros, false, true, "the MLP LayerNorm's bias")                                   \
+  X(fcw, (Shape{4 * C, C}), InitKind::Normal, true, true, "the MLP's first layer")                                \
+  X(fcb, (Shape{4 * C}), InitKind::Zeros, false, true, "the MLP's first bias")                                    \
+  X(fcprojw, (Shape{C, 4 * C}), InitKind::NormalResidual, true, true, "the MLP's output projection")              \
+  X(fcprojb, (Shape{C}), InitKind::Zeros, false, true, "the MLP's output bias")                                   \
+  X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale, "the learned ssmax scales s_h")        \
+  X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink, "the learned sink logits ζ_h")               \
+  X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple, "KERPLE's learned bias parameters r1, r2")     \
+  X(attnfire, (Shape{attn::fire::count(H)}), InitKind::Fire, false, learned_fire, "FIRE's MLP, c and L")          \
+  X(fgatew, (Shape{H, C}), InitKind::Normal, true, learned_forget, "the forget gate's projection")                \
+  X(fgateb, (Shape{H}), InitKind::Zeros, false, learned_forget, "the forget gate's bias")                         \
+  X(ogatew, (Shape{C, C}), InitKind::Normal, true, output_gate, "the output gate's projection W_g")               \
+  X(ogateb, (Shape{C}), InitKind::Zeros, false, output_gate, "the output gate's bias b_g")                        \
+  X(attnlambda, (Shape{2 * (C / H)}), InitKind::DiffLambda, false, differential, "differential attention's lambda") \
+  X(attnsubln, (Shape{C / H}), InitKind::Ones, false, differential, "differential attention's head-norm gain")
 
-#define GPT_GLOBAL_TAIL_PARAMS(X)                    \
-  X(lnfw, (Shape{C}), InitKind::Ones, false, true)   \
-  X(lnfb, (Shape{C}), InitKind::Zeros, false, true)
+#define GPT_GLOBAL_TAIL_PARAMS(X)                                                   \
+  X(lnfw, (Shape{C}), InitKind::Ones, false, true, "the final LayerNorm's gain")    \
+  X(lnfb, (Shape{C}), InitKind::Zeros, false, true, "the final LayerNorm's bias")
 
 using Shape = std::vector<int64_t>;
 
@@ -84,6 +87,7 @@ struct ParamSpec {
   bool decay;         // AdamW weight decay applies (weight matrices only)
   bool per_layer;
   size_t offset = 0;  // into the flat buffer
+  std::string what;   // for people: "the learned ssmax scales s_h"
   size_t numel() const;
 };
 
@@ -108,7 +112,7 @@ struct ParamLayout {
 // Named views of one flat buffer (parameters or their gradients).
 template <typename T>
 struct LayerViews {
-#define GPT_VIEW_FIELD(name, shape, init, decay, present) T* name = nullptr;
+#define GPT_VIEW_FIELD(name, shape, init, decay, present, what) T* name = nullptr;
   GPT_LAYER_PARAMS(GPT_VIEW_FIELD)
 };
 
@@ -119,6 +123,26 @@ struct ParamViews {
 #undef GPT_VIEW_FIELD
   std::vector<LayerViews<T>> layers;
 };
+
+// The parameter tensors `to` has that `from` lacks (added), the reverse
+// (dropped), and those both have with another shape or initialisation
+// (changed: KERPLE's log and power variants share a shape). Whether a
+// checkpoint can run another attention variant follows from it.
+struct ParamDifference {
+  std::vector<ParamSpec> added, dropped, changed;
+  bool empty() const { return added.empty() && dropped.empty() && changed.empty(); }
+};
+ParamDifference param_difference(const ParamLayout& from, const ParamLayout& to);
+// "the learned sink logits ζ_h (attnsink)" / "A (a) and B (b)".
+std::string describe_tensors(const std::vector<ParamSpec>& specs);
+
+// Throws gpt::Error with the reason when a model (m) trained with attention
+// `trained` cannot run attention `wanted`: another score type (cosine and dot
+// scores train different q and k), or another set of parameter tensors
+// (param_difference: a learned scale, sink, bias, gate or differential
+// attention added, dropped or exchanged), named with what they are.
+void check_attention_compatible(const ModelConfig& m, const AttentionSpec& trained, const AttentionSpec& wanted,
+                                const std::string& trained_name, const std::string& wanted_name);
 
 template <typename T>
 ParamViews<T> make_views(const ParamLayout& layout, T* base, int n_layer);

@@ -346,7 +346,7 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
     }
     wanted.eval = m.config.eval;  // the caller's multiples were for the check only
     const AttentionSpec wanted_spec = resolve_attention(wanted);
-    check_attention_compatible(spec, wanted_spec, attention_summary(m.config.attention, spec),
+    check_attention_compatible(m.config.model, spec, wanted_spec, attention_summary(m.config.attention, spec),
                                attention_summary(wanted.attention, wanted_spec));
     m.config = wanted;
     spec = wanted_spec;

@@ -850,6 +850,49 @@ TEST(Model, BackwardReportsEachLayersGradientsWhenFinal) {
   EXPECT_EQ(std::vector<double>(model.grads(), model.grads() + model.num_params()), with_hook);
 }
 
+// Whether a checkpoint can run another attention follows from the parameter
+// tensors the two would have: added, dropped or exchanged ones are refused,
+// named; stages without parameters (re-weighting, masks)
+// compose with any checkpoint.
+TEST(Model, AttentionChangesAreJudgedByTheirParameterTensors) {
+  const ModelConfig m = tiny_config("rope");
+  auto spec = [&](void (*edit)(AttentionConfig&)) {
+    AttentionConfig a;
+    edit(a);
+    return resolve_attention(a, m);
+  };
+  auto error = [&](const AttentionSpec& trained, const AttentionSpec& wanted) -> std::string {
+    try {
+      check_attention_compatible(m, trained, wanted, "T", "W");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const AttentionSpec softmax = spec([](AttentionConfig&) {});
+  const AttentionSpec ssmax = spec([](AttentionConfig& a) { a.preset = "ssmax"; });
+  const AttentionSpec sink = spec([](AttentionConfig& a) { a.preset = "sink"; });
+  const AttentionSpec klog = spec([](AttentionConfig& a) { a.position_bias = "kerple_log"; });
+  const AttentionSpec kpow = spec([](AttentionConfig& a) { a.position_bias = "kerple_power"; });
+  EXPECT_NE(error(softmax, ssmax).find("needs the learned ssmax scales s_h (attnscale), which the checkpoint"),
+            std::string::npos);
+  EXPECT_NE(error(sink, softmax).find("would drop the learned sink logits ζ_h (attnsink)"), std::string::npos);
+  EXPECT_NE(error(klog, kpow).find("reads KERPLE's learned bias parameters r1, r2 (attnkerple) otherwise"),
+            std::string::npos);
+  EXPECT_NE(error(softmax, spec([](AttentionConfig& a) { a.preset = "lssa"; })).find("score type cannot change"),
+            std::string::npos);
+  const ParamDifference d = param_difference(ParamLayout(m, softmax), ParamLayout(m, spec([](AttentionConfig& a) {
+                                                                           a.position_bias = "forget";
+                                                                           a.output_gate = "sigmoid";
+                                                                         })));
+  ASSERT_EQ(d.added.size(), 4u);
+  EXPECT_TRUE(d.dropped.empty() && d.changed.empty());
+  for (auto edit : {+[](AttentionConfig& a) { a.p = 15; },
+                    +[](AttentionConfig& a) { a.preset = "softmax1"; }, +[](AttentionConfig& a) { a.preset = "logn"; }})
+    EXPECT_EQ(error(softmax, spec(edit)), "");
+  EXPECT_EQ(error(ssmax, spec([](AttentionConfig& a) { a.preset = "ssmax", a.p = 4; })), "");
+}
+
 TEST(Model, ParameterCountMatchesGpt2Formula) {
   // docs/formats.md: Vp·C + T·C + L·(12C² + 13C) + 2C.
   ModelConfig cfg;
