@@ -371,8 +371,41 @@ void apply_override(json& j, const std::string& assignment) {
   body[name] = override_value(*k, assignment.substr(eq + 1));
 }
 
+namespace {
+
+// A config file may start from another: "extends": "PATH" (relative to the
+// file's folder) is read first, itself perhaps extending another (at most
+// kMaxExtends files deep), and the file's own sections are laid over it key
+// by key (a key's value, an object such as model.layer_kinds included,
+// replaces the base's whole).
+constexpr int kMaxExtends = 8;
+json read_config_file(const std::string& path, int depth) {
+  json j = read_json_file(path, "config");
+  if (!j.is_object() || !j.contains("extends")) return j;
+  const json ext = j["extends"];
+  GPT_CHECK(ext.is_string() && !ext.get<std::string>().empty(), "config: \"extends\" in \"", path,
+            "\" must name another config file (a path relative to this one), got ", ext.dump());
+  GPT_CHECK(depth < kMaxExtends, "config: \"extends\" in \"", path, "\" goes more than ", kMaxExtends,
+            " files deep; a file that extends itself (through others) never ends");
+  const std::string base_path =
+      (std::filesystem::path(path).parent_path() / ext.get<std::string>()).lexically_normal().string();
+  json merged = read_config_file(base_path, depth + 1);
+  GPT_CHECK(merged.is_object(), "config: \"", base_path, "\" (extended by \"", path, "\") is not a JSON object");
+  j.erase("extends");
+  for (const auto& [section, body] : j.items()) {
+    if (body.is_object() && merged.contains(section) && merged[section].is_object()) {
+      for (const auto& [key, value] : body.items()) merged[section][key] = value;
+    } else {
+      merged[section] = body;  // a new section, or a non-object the validation will name
+    }
+  }
+  return merged;
+}
+
+}  // namespace
+
 Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  json j = path.empty() ? json::object() : read_json_file(path, "config");
+  json j = path.empty() ? json::object() : read_config_file(path, 0);
   for (const auto& o : overrides) apply_override(j, o);
   if (path.empty()) return config_from_json(j);
   try {

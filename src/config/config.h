@@ -178,7 +178,8 @@ void validate_config(const Config& c);
 // (value parsed as JSON when it parses, else taken as a string; string keys
 // always take the text unless it is a quoted JSON string; an unknown path is
 // an error listing the valid keys of that section), then validates. An empty
-// path starts from the defaults.
+// path starts from the defaults. A file with "extends": "BASE.json" (relative
+// to it) is laid over that file, section by section and key by key.
 Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
 
 // Applies one "a.b=value" override to a JSON object (before validation).

@@ -162,7 +162,7 @@ std::vector<Key> make_keys() {
       {GPT_KEY(eval, stride), between(0, 1 << 24),
        "sliding protocol: the stride S in tokens; 0 = model.context"},
 
-      {GPT_KEY(attention, preset), one_of(preset_names()), "named attention variant (docs: docs/attention.md)"},
+      {GPT_KEY(attention, preset), one_of(preset_names()), "named attention variant (docs/attention.md)"},
       {GPT_KEY(attention, score), one_of(stage_names(kScoreNames)), "stage 1; \"preset\": the preset's"},
       {GPT_KEY(attention, scale), one_of(stage_names(kScaleNames)), "stage 2; \"preset\": the preset's"},
       {GPT_KEY(attention, positivity), one_of(stage_names(kPositivityNames)), "stage 3; \"preset\": the preset's"},
@@ -346,7 +346,7 @@ std::vector<Rule> make_rules() {
        "\"yarn\" is that factor alone (without the frequency change): use one of them",
        {"context.rope_scaling", "context.temperature"},
        [](const Config& c) { return !(c.context.rope_scaling == "yarn" && c.context.temperature == "yarn"); }},
-      {"\"context.window\" and \"context.row_index\" = \"keys\" need \"context.mask\" = \"window\" or \"sinks\"",
+      {"\"context.window\" and \"context.row_index\" = \"keys\" need a mask: \"context.mask\" = \"window\", \"sinks\" or \"lambda\"",
        {"context.window", "context.row_index", "context.mask"},
        [](const Config& c) {
          return c.context.mask != "none" || (c.context.window == 0 && c.context.row_index == "position");

@@ -407,6 +407,34 @@ TEST(ConfigFiles, LoadsFileWithCommentsThenOverrides) {
   EXPECT_EQ(c.train.steps, 5);
 }
 
+// "extends": a file laid over another (relative to it), section by section
+// and key by key, through a chain; overrides apply last; a chain that never
+// ends and an "extends" that is not a path are refused, naming the file.
+TEST(ConfigFiles, ExtendsLaysAFileOverItsBase) {
+  TempFile base("base.json", R"({"model": {"n_layer": 2, "n_embd": 64}, "attention": {"preset": "lssar"},
+                                 "train": {"steps": 5, "warmup_steps": 1}})");
+  TempFile mid("mid.json", R"({"extends": ")" + base.path.filename().string() +
+                               R"(", "attention": {"p": 3}, "model": {"n_embd": 32}})");
+  TempFile top("top.json", R"({"extends": ")" + mid.path.filename().string() + R"(", "run": {"dir": "runs/x"}})");
+  const gpt::Config c = gpt::load_config(top.path.string(), {"model.n_layer=3"});
+  EXPECT_EQ(c.model.n_layer, 3);     // the override, last
+  EXPECT_EQ(c.model.n_embd, 32);     // mid over base, key by key
+  EXPECT_EQ(c.attention.preset, "lssar");
+  EXPECT_EQ(c.attention.p, 3.0);
+  EXPECT_EQ(c.train.steps, 5);
+  EXPECT_EQ(c.run.dir, "runs/x");
+  TempFile loop("loop.json", "");
+  std::ofstream(loop.path) << R"({"extends": ")" << loop.path.filename().string() << R"("})";
+  expect_contains(error_of([&] { gpt::load_config(loop.path.string()); }),
+                  {"\"extends\"", loop.path.string(), "more than 8 files deep"});
+  TempFile bad("bad_ext.json", R"({"extends": 3})");
+  expect_contains(error_of([&] { gpt::load_config(bad.path.string()); }),
+                  {"\"extends\"", bad.path.string(), "must name another config file", "got 3"});
+  TempFile gone("gone.json", R"({"extends": "gpt_config_test_no_such_base.json"})");
+  expect_contains(error_of([&] { gpt::load_config(gone.path.string()); }),
+                  {"gpt_config_test_no_such_base.json", "does not exist"});
+}
+
 TEST(ConfigFiles, EmptyPathStartsFromDefaults) {
   gpt::Config c = gpt::load_config("", {"train.steps=7", "train.warmup_steps=0"});
   EXPECT_EQ(c.train.steps, 7);

@@ -1,7 +1,7 @@
-// The per-preset configs in configs/attention/: each differs from
-// configs/quickstart.json only in its attention block (and its run
-// directory), names its preset, and trains for a few steps with finite,
-// decreasing loss.
+// The per-preset configs in configs/attention/: each extends
+// configs/quickstart.json and differs from it, resolved, only in its
+// attention block (and its run directory), names its preset, and trains for
+// a few steps with finite, decreasing loss.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,10 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "config/attention.h"
+#include "config/config.h"
 #include "data/shard.h"
 #include "data/synthetic.h"
 #include "sweep/sweep.h"
@@ -31,19 +34,30 @@ nlohmann::json read_json(const fs::path& p) {
   return nlohmann::json::parse(in, nullptr, true, true);
 }
 
+// The resolved config of a file (every key, defaults filled in) without
+// the keys a variant may change.
+nlohmann::json resolved_without(const fs::path& path, const std::vector<std::pair<std::string, std::string>>& keys) {
+  nlohmann::json j = config_to_json(load_config(path.string()));
+  for (const auto& [section, key] : keys) {
+    if (key.empty())
+      j.erase(section);
+    else
+      j[section].erase(key);
+  }
+  return j;
+}
+
 class PresetConfig : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PresetConfig, DiffersFromQuickstartOnlyInAttention) {
   const fs::path path = kConfigs / "attention" / (GetParam() + ".json");
   ASSERT_TRUE(fs::exists(path)) << path;
-  nlohmann::json mine = read_json(path), quick = read_json(kConfigs / "quickstart.json");
-  EXPECT_EQ(mine["attention"]["preset"], GetParam());
-  EXPECT_EQ(mine["run"]["dir"], "runs/" + GetParam());
-  for (auto* j : {&mine, &quick}) {
-    j->erase("attention");
-    (*j)["run"].erase("dir");
-  }
-  EXPECT_EQ(mine, quick);
+  EXPECT_EQ(read_json(path)["extends"], "../quickstart.json") << "a variant is written as its difference";
+  const Config c = load_config(path.string());
+  EXPECT_EQ(c.attention.preset, GetParam());
+  EXPECT_EQ(c.run.dir, "runs/" + GetParam());
+  const std::vector<std::pair<std::string, std::string>> varies = {{"attention", ""}, {"run", "dir"}};
+  EXPECT_EQ(resolved_without(path, varies), resolved_without(kConfigs / "quickstart.json", varies));
 }
 
 // A few steps from a config itself (model, optimizer, attention), on
@@ -90,23 +104,20 @@ INSTANTIATE_TEST_SUITE_P(Presets, PresetConfig, ::testing::ValuesIn(preset_names
 
 // configs/contenders/: the contenders' variants that are not presets (the
 // learned position biases, with no other position encoding), and
-// stick-breaking without position encoding, as its paper runs it. Each differs
-// from configs/quickstart.json only in its attention block, model.position
-// and its run directory (runs/contenders/NAME), or in its model.layer_plan
-// (the per-layer plans swan and irope), and trains for a few steps.
+// stick-breaking without position encoding, as its paper runs it. Each
+// extends configs/quickstart.json and differs from it, resolved, only in its
+// attention block, model.position and its run directory
+// (runs/contenders/NAME), or in its model.layer_plan (the per-layer plans
+// swan and irope), and trains for a few steps.
 class ContenderConfig : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ContenderConfig, DiffersFromQuickstartOnlyInAttentionAndPositionAndTrains) {
   const fs::path path = kConfigs / "contenders" / (GetParam() + ".json");
-  nlohmann::json mine = read_json(path), quick = read_json(kConfigs / "quickstart.json");
-  EXPECT_EQ(mine["run"]["dir"], "runs/contenders/" + GetParam());
-  for (auto* j : {&mine, &quick}) {
-    j->erase("attention");
-    (*j)["run"].erase("dir");
-    (*j)["model"].erase("position");
-    (*j)["model"].erase("layer_plan");
-  }
-  EXPECT_EQ(mine, quick);
+  EXPECT_EQ(read_json(path)["extends"], "../quickstart.json") << "a variant is written as its difference";
+  EXPECT_EQ(load_config(path.string()).run.dir, "runs/contenders/" + GetParam());
+  const std::vector<std::pair<std::string, std::string>> varies = {
+      {"attention", ""}, {"run", "dir"}, {"model", "position"}, {"model", "layer_plan"}};
+  EXPECT_EQ(resolved_without(path, varies), resolved_without(kConfigs / "quickstart.json", varies));
   const Config cfg = train_a_few_steps(path, GetParam());
   if (GetParam() == "swan" || GetParam() == "irope")
     EXPECT_EQ(cfg.model.layer_plan, GetParam()) << "the file is named after its layer plan";
@@ -169,9 +180,7 @@ TEST(Gpt2FinewebConfigs, ValidAndDifferOnlyInAttention) {
     EXPECT_EQ(c.model.position, "rope") << f;
     EXPECT_EQ(c.run.device, "cuda") << f;
     EXPECT_EQ(c.run.dir, "runs/gpt2_fineweb/" + f.stem().string()) << f;
-    nlohmann::json j = read_json(f);
-    j.erase("attention");
-    j["run"].erase("dir");
+    const nlohmann::json j = resolved_without(f, {{"attention", ""}, {"run", "dir"}});
     if (first.is_null()) first = j;
     EXPECT_EQ(j, first) << f;
   }
