@@ -7,7 +7,8 @@
 // Per head and row (i = 1-based query position, keys j = 1..i):
 //   1. score      σ_ij = f · q_i·k_j, f = 1/sqrt(d) for dot; for cosine q and k
 //                 are L2-normalised first and f = cosine_scale
-//   2. scale      x_ij = λ_i · σ_ij + bias + b_h(i − j), the position bias
+//   2. scale      x_ij = λ_i · σ_ij + bias + b_h(i − j), then with a soft-cap
+//                 c (attention.softcap) x_ij ← c·tanh(x_ij / c); the position bias
 //                 b_h(Δ) of docs/contenders.md: −m_h·Δ (alibi), −r₁ ln(1 + r₂Δ)
 //                 (kerple_log), −r₁ Δ^r₂ (kerple_power), r₁, r₂ learned per head;
 //                 c_i − c_j (forget: the Forgetting Transformer, c_t = Σ_{l<=t} ln f_l
@@ -135,6 +136,7 @@ struct AttentionSpec {
   double cosine_scale = 1;   // f of cosine scores
   double scale_value = 1;    // λ of scale "fixed"
   double bias = 0;           // added to every score before φ
+  double softcap = 0;        // logit soft-cap c: x → c·tanh(x/c) before φ (attn::softcap); 0 = none
   double norm_const = 1;     // c of normalisation "fixed"
   // The position bias b_h(Δ) of stage 2 (attention.position_bias; alibi also
   // from model.position = "alibi").
@@ -372,6 +374,25 @@ GPT_HD inline double alibi_slope(int h, int n_head) {
   while (pow2 * 2 <= n_head) pow2 *= 2;
   if (h < pow2) return pow(2.0, -8.0 * (h + 1) / pow2);
   return pow(2.0, -4.0 * (2 * (h - pow2) + 1) / pow2);
+}
+
+// Stage 2c: the logit soft-cap of Gemma 2 (Gemma Team 2024, "Gemma 2:
+// Improving Open Language Models at a Practical Size", arXiv 2408.00118,
+// §2: logits ← soft_cap · tanh(logits / soft_cap), 50 for attention), on the
+// whole logit x (every stage-2 term: the scaled score, the bias and the
+// position bias) before φ; the sink key's ζ is not a score and is not capped.
+// Its derivative from the capped value y: dy/dx = 1 − (y/c)². c is the
+// spec's softcap in the caller's type; without a cap (c = 0) both are the
+// identity, exactly.
+template <typename T>
+GPT_HD inline T softcap(T c, T x) {
+  return c > T(0) ? c * tanh(x / c) : x;
+}
+template <typename T>
+GPT_HD inline T softcap_grad(T c, T y) {
+  if (!(c > T(0))) return T(1);
+  const T r = y / c;
+  return T(1) - r * r;
 }
 
 // Stage 3: φ and dφ/dx (given x and u = φ(x)).

@@ -355,6 +355,7 @@ attn_rows::RowArgs<T> row_args(const RowBlock<T>& rb, int r, const AttentionSpec
   a.bias = static_cast<T>(hc.bias);
   a.slope = static_cast<T>(hc.slope);
   a.zeta = static_cast<T>(hc.zeta);
+  a.cap = static_cast<T>(s.softcap);
   a.kb = hc.kb;
   a.kg1 = hc.kg1;
   a.kg2 = hc.kg2;

@@ -94,7 +94,7 @@ double sb_backward_grad_row(const T* qk, const T* x, const T* w, T* g, const Row
       continue;
     }
     const T wg = w[j] * g[j];
-    g[j] = sums.add(j, qk[j], attn::sb_grad_x(x[j], w[j], g[j], static_cast<T>(P)));
+    g[j] = sums.add(j, qk[j], attn::sb_grad_x(x[j], w[j], g[j], static_cast<T>(P)) * attn::softcap_grad(a.cap, x[j]));
     P += static_cast<double>(wg);
   }
   g[n - 1] = 0;
@@ -189,7 +189,7 @@ double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const
       continue;
     }
     const T x = a.logit(qk[j], j);
-    g[j] = sums.add(j, qk[j], attn::grad_x_u(s, r, x, u[j], g[j], S));
+    g[j] = sums.add(j, qk[j], attn::grad_x_u(s, r, x, u[j], g[j], S) * attn::softcap_grad(a.cap, x));
   }
   return sums.finish(kerple_out);
 }
@@ -244,6 +244,18 @@ GPT_ALWAYS_INLINE float phi_grad_v(float x, float u) {
     return x > 0.0f ? 1.0f : 0.0f;
   }
 }
+// attn::softcap branch-free for c > 0: c·tanh(x/c), tanh(y) = sgn(y)·(1 − e^(−2|y|)) / (1 + e^(−2|y|)).
+GPT_ALWAYS_INLINE float softcap_v(float c, float x) {
+  const float y = x / c;
+  const float e = vec_exp(-2.0f * (y < 0.0f ? -y : y));
+  const float t = (1.0f - e) / (1.0f + e);
+  return c * (y < 0.0f ? -t : t);
+}
+// The column terms a row's logits carry: none beyond the distance (plain),
+// a learned bias (KERPLE, the forget gate, FIRE; or zeros), and that plus
+// the logit soft-cap.
+constexpr int kPlainColumns = 0, kBiasColumns = 1, kCappedColumns = 2;
+
 // y^p for 0 < y <= 1 (stage 5's (t/t_max)^p).
 GPT_ALWAYS_INLINE float pow01_v(float y, float p) {
   const float e = p * vec_log(y);
@@ -271,6 +283,7 @@ struct ColMap;
 template <>
 struct ColMap<false> {
   int n;
+  static constexpr float cap = 0.0f;  // plain rows are never capped (kCappedColumns maps its columns)
   explicit ColMap(const RowArgs<float>& a) : n(a.n) {}
   GPT_ALWAYS_INLINE float dist(int im1, int c) const { return static_cast<float>(im1 - c); }
   GPT_ALWAYS_INLINE bool in(int c) const { return c < n; }
@@ -283,7 +296,8 @@ struct ColMap<true> {
   const float* q1;  // KERPLE's derivatives (RowArgs::kg1, kg2), or zeros
   const float* q2;
   float* dxs;       // the backward's dx of each column (the forget gate's dL/dc)
-  explicit ColMap(const RowArgs<float>& a) {
+  float cap;        // the logit soft-cap (RowArgs::cap), 0 without one
+  explicit ColMap(const RowArgs<float>& a) : cap(a.cap) {
     static thread_local std::vector<float> dist, keep, bias, bg1, bg2, dxv;
     const int nb = padded_keys(a.n);
     if (static_cast<int>(dist.size()) < nb) dist.resize(nb), keep.resize(nb), bias.resize(nb);
@@ -300,12 +314,13 @@ struct ColMap<true> {
     k = kp;
     b = q1 = q2 = nullptr;
     dxs = nullptr;
-    if (!a.learned_bias()) return;
+    if (!a.mapped()) return;
     // The bias table at each column's distance (columns past n, whose
     // distance may be negative, read 0), and in the backward (kg1, dfc or dkb
     // given) its derivatives (zeros without KERPLE: the sums of dx·∂b/∂r then
-    // come out 0); the forward reads only the bias.
-    const bool backward = a.kg1 || a.dfc || a.dkb;
+    // come out 0); the forward reads only the bias. Capped rows keep the
+    // backward's tables whichever pass runs (zeros and a dx store).
+    const bool backward = a.kg1 || a.dfc || a.dkb || a.cap > 0.0f;
     if (static_cast<int>(bg1.size()) < nb) bg1.resize(nb), bg2.resize(nb), dxv.resize(nb);
     float* bp = bias.data();
     float* g1p = bg1.data();
@@ -355,17 +370,24 @@ struct ColMap<true> {
   GPT_ALWAYS_INLINE float g2(int c) const { return q2[c]; }
 };
 
-// x of column c: lf·σ + bias − slope·dist, plus the learned bias with KB
-// (RowArgs::logit of the scalar rows).
-template <bool M, bool KB>
+// x of column c: lf·σ + bias − slope·dist, plus the learned bias with KB,
+// capped with kCappedColumns (RowArgs::logit of the scalar rows).
+template <bool M, int KB>
 GPT_ALWAYS_INLINE float col_logit(const ColMap<M>& cm, float lf, float sigma, float bias, float slope, int im1,
                                   int c) {
   float x = lf * sigma + bias - slope * cm.dist(im1, c);
-  if constexpr (KB) x += cm.extra(c);
+  if constexpr (KB != kPlainColumns) x += cm.extra(c);
+  if constexpr (KB == kCappedColumns) x = softcap_v(cm.cap, x);
   return x;
 }
+// dx from dL/d(capped x): × 1 − (x/c)² with kCappedColumns (attn::softcap_grad).
+template <int KB>
+GPT_ALWAYS_INLINE float uncap(float cap, float x, float dx) {
+  if constexpr (KB == kCappedColumns) return dx * attn::softcap_grad(cap, x);
+  return dx;
+}
 
-template <Positivity P, bool M, bool KB = false>
+template <Positivity P, bool M, int KB = kPlainColumns>
 GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
   const float lf = a.lf, bias = a.bias, slope = a.slope;
@@ -431,7 +453,7 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
   }
 }
 
-template <Positivity P, bool M, bool KB = false>
+template <Positivity P, bool M, int KB = kPlainColumns>
 GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, float* w, const RowArgs<float>& a,
                                                  const attn::Row<float>& r) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
@@ -462,7 +484,7 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
 
 // The end of a row's backward: the forget gate's and FIRE's gradients from
 // the columns' dx (KB), KERPLE's sums and Σ f·σ·dx from the lane sums.
-template <bool M, bool KB>
+template <bool M, int KB>
 GPT_ALWAYS_INLINE double finish_grad_row(const ColMap<M>& cm, const RowArgs<float>& a, const float* sd,
                                          const float* kd1, const float* kd2, bool want_sigma_dx,
                                          double* kerple_out) {
@@ -491,7 +513,7 @@ GPT_ALWAYS_INLINE double finish_grad_row(const ColMap<M>& cm, const RowArgs<floa
   return sum;
 }
 
-template <Positivity P, bool M, bool KB = false>
+template <Positivity P, bool M, int KB = kPlainColumns>
 GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u, const float* w, float* g,
                                                 const RowArgs<float>& a, const AttentionSpec& s,
                                                 const attn::Row<float>& r, float D, float lambda_f, float f,
@@ -532,7 +554,7 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
         const float x = col_logit<M, KB>(cm, lf, qk[j0 + l], bias, slope, im1, j0 + l);
         const float uu = u[j0 + l];
         const float hs = uu > c ? g[j0 + l] - S : (uu < c ? S : 0.0f);
-        const float dx = phi_grad_v<P>(x - shift, uu) * inv_z * hs;
+        const float dx = uncap<KB>(cm.cap, x, phi_grad_v<P>(x - shift, uu) * inv_z * hs);
         sd[l] += in ? f * qk[j0 + l] * dx : 0.0f;
         if constexpr (KB) {
           kd1[l] += in ? dx * cm.g1(j0 + l) : 0.0f;
@@ -548,7 +570,7 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
       for (int l = 0; l < L; ++l) {
         const bool in = cm.in(j0 + l);
         const float x = col_logit<M, KB>(cm, lf, qk[j0 + l], bias, slope, im1, j0 + l);
-        const float dx = phi_grad_v<P>(x - shift, u[j0 + l]) * inv_z * (g[j0 + l] - S_l1);
+        const float dx = uncap<KB>(cm.cap, x, phi_grad_v<P>(x - shift, u[j0 + l]) * inv_z * (g[j0 + l] - S_l1));
         sd[l] += in ? f * qk[j0 + l] * dx : 0.0f;
         if constexpr (KB) {
           kd1[l] += in ? dx * cm.g1(j0 + l) : 0.0f;
@@ -568,7 +590,7 @@ GPT_ALWAYS_INLINE double backward_grad_row_body(const float* qk, const float* u,
 // back sequential, in the scalar rows' order, then the weights vectorised.
 // x (if not null) receives the logits, w the weights; returns the row's total
 // Σ softplus (−ln A_ii).
-template <bool M, bool KB>
+template <bool M, int KB>
 GPT_ALWAYS_INLINE float sb_weights_body(const float* qk, float* x, float* w, const RowArgs<float>& a) {
   const int n = a.n, nb = padded_keys(n), im1 = a.i - 1;
   const float lf = a.lf, bias = a.bias, slope = a.slope;
@@ -608,7 +630,7 @@ GPT_ALWAYS_INLINE float sb_weights_body(const float* qk, float* x, float* w, con
 // dx of each column (attn::sb_grad_x) from x and w as sb_weights_body left
 // them, g = dL/dw; P summed in double over the columns in order, from the own
 // key's A_ii·g_i. The own key's dx is 0.
-template <bool M, bool KB>
+template <bool M, int KB>
 GPT_ALWAYS_INLINE double sb_grad_row_body(const float* qk, const float* x, const float* w, float* g,
                                           const RowArgs<float>& a, float lambda_f, float f, bool want_sigma_dx,
                                           double* kerple_out) {
@@ -629,7 +651,7 @@ GPT_ALWAYS_INLINE double sb_grad_row_body(const float* qk, const float* x, const
       const int c = j0 + l;
       const bool in = cm.in(c) && c < n - 1;
       const float xc = x[c];
-      const float dx = in ? w[c] * sigmoid_v(-xc) * g[c] - sigmoid_v(xc) * P[c] : 0.0f;
+      const float dx = in ? uncap<KB>(cm.cap, xc, w[c] * sigmoid_v(-xc) * g[c] - sigmoid_v(xc) * P[c]) : 0.0f;
       sd[l] += in ? f * qk[c] * dx : 0.0f;
       if constexpr (KB) {
         kd1[l] += in ? dx * cm.g1(c) : 0.0f;
@@ -689,24 +711,29 @@ GPT_ALWAYS_INLINE double sb_grad_row_body(const float* qk, const float* x, const
 // Three column maps: plain, masked (ColMap<true>), and with a learned bias
 // (KERPLE; masked or not, through ColMap<true>'s tables).
 #define FWD_CALL(P)                                                  \
-  a.learned_bias() ? forward_row_body<P, true, true>(row, a, s, st)  \
+  a.cap > 0.0f ? forward_row_body<P, true, kCappedColumns>(row, a, s, st) \
+  : a.learned_bias() ? forward_row_body<P, true, kBiasColumns>(row, a, s, st) \
   : a.masked ? forward_row_body<P, true>(row, a, s, st)              \
              : forward_row_body<P, false>(row, a, s, st)
 #define BW_CALL(P)                                                   \
-  a.learned_bias() ? backward_weights_row_body<P, true, true>(qk, u, w, a, r) \
+  a.cap > 0.0f ? backward_weights_row_body<P, true, kCappedColumns>(qk, u, w, a, r) \
+  : a.learned_bias() ? backward_weights_row_body<P, true, kBiasColumns>(qk, u, w, a, r) \
   : a.masked ? backward_weights_row_body<P, true>(qk, u, w, a, r)    \
              : backward_weights_row_body<P, false>(qk, u, w, a, r)
 #define BG_CALL(P)                                                                                           \
-  a.learned_bias() ? backward_grad_row_body<P, true, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out,  \
-                                                         kerple_out)                                          \
+  a.cap > 0.0f ? backward_grad_row_body<P, true, kCappedColumns>(qk, u, w, g, a, s, r, D, lambda_f, f, want,     \
+                                                                S_out, kerple_out)                             \
+  : a.learned_bias() ? backward_grad_row_body<P, true, kBiasColumns>(qk, u, w, g, a, s, r, D, lambda_f, f, want,  \
+                                                                     S_out, kerple_out)                        \
   : a.masked ? backward_grad_row_body<P, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out) \
              : backward_grad_row_body<P, false>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out)
 
 // Stick-breaking's three column maps likewise.
 #define SB_CALL(BODY, ...)                                            \
-  (a.learned_bias() ? BODY<true, true>(__VA_ARGS__)                   \
-   : a.masked       ? BODY<true, false>(__VA_ARGS__)                  \
-                    : BODY<false, false>(__VA_ARGS__))
+  (a.cap > 0.0f        ? BODY<true, kCappedColumns>(__VA_ARGS__)   \
+   : a.learned_bias() ? BODY<true, kBiasColumns>(__VA_ARGS__)     \
+   : a.masked         ? BODY<true, kPlainColumns>(__VA_ARGS__)    \
+                      : BODY<false, kPlainColumns>(__VA_ARGS__))
 
 GPT_ATTN_ROWS_FOR_ISA(avx512, __attribute__((target("avx512f"))))
 GPT_ATTN_ROWS_FOR_ISA(avx2, __attribute__((target("avx2,fma"))))

@@ -41,6 +41,10 @@ struct RowArgs {
   bool masked = false;
   int ns = 0, off = 0, lo = 0, sinks = 0;
   T zeta = 0;  // the sink key's logit (attn::sink_logit; normalisations off_by_one and sink)
+  // The logit soft-cap c (attn::softcap; 0 = none): x_c ← c·tanh(x_c / c)
+  // after every term above, and dx_c ×= 1 − (x_c/c)² in the backward. Such
+  // rows run the vector kernels' mapped-column path, as learned biases do.
+  T cap = 0;
   // A learned position bias (KERPLE): kb[Δ] = b(Δ) is added to x at distance
   // Δ = i − 1 − key(c), and the backward sums dx·kg1[Δ], dx·kg2[Δ] (∂b/∂r₁,
   // ∂b/∂r₂). Null without one. Such rows run the vector kernels' mapped-column
@@ -60,8 +64,11 @@ struct RowArgs {
     return (kb ? kb[i - 1 - key(c)] : T(0)) + (fc ? fc[i - 1] - fc[key(c)] : T(0));
   }
   bool learned_bias() const { return kb || fc; }
-  // x_c of the row from σ_c (the scalar rows).
-  T logit(T sigma, int c) const { return lf * sigma + bias - slope * static_cast<T>(i - 1 - key(c)) + bias_at(c); }
+  bool mapped() const { return learned_bias() || cap > T(0); }  // the vector rows' path with per-column terms
+  // x_c of the row from σ_c (the scalar rows), capped.
+  T logit(T sigma, int c) const {
+    return attn::softcap(cap, lf * sigma + bias - slope * static_cast<T>(i - 1 - key(c)) + bias_at(c));
+  }
 
   int key(int c) const { return c < ns ? c : c + off; }
   bool kept(int c) const { return c < n && (!masked || key(c) < sinks || key(c) >= lo); }

@@ -255,13 +255,19 @@ __device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int
 // x_ij = λ f (q_i·k_j) + bias − slope (i − j), with i0, j 0-based.
 // With KERPLE, + b(Δ) of the head (rc), Δ = i0 − j (clamped at 0 for the
 // pairs past the causal limit, which are never used); with the forget gate
-// + c_i0 − c_j; with FIRE + the table's b(i0, Δ).
+// + c_i0 − c_j; with FIRE + the table's b(i0, Δ); then the soft-cap
+// (attn::softcap; every dx the backward forms is taken back through it by
+// uncap()).
 __device__ __forceinline__ float logit(const AttentionSpec& s, const RowConsts& rc, float lf, float qk, int i0, int j) {
   float x = rc.slope != 0.f ? lf * qk + rc.bias - rc.slope * static_cast<float>(i0 - j) : lf * qk + rc.bias;
   if (s.kerple()) x += attn::kerple_bias(s.position_bias, rc.r1, rc.r2, static_cast<float>(i0 > j ? i0 - j : 0));
   if (s.forget()) x += rc.fc[min(i0, rc.T - 1)] - rc.fc[min(j, rc.T - 1)];
   if (s.fire()) x += rc.fb[static_cast<size_t>(min(i0, rc.T - 1)) * rc.T + min(i0 > j ? i0 - j : 0, rc.T - 1)];
-  return x;
+  return attn::softcap(static_cast<float>(s.softcap), x);
+}
+// dL/dx from dL/d(the capped logit y): dx · (1 − (y/c)²), dx without a cap.
+__device__ __forceinline__ float uncap(const AttentionSpec& s, float y, float dx) {
+  return dx * attn::softcap_grad(static_cast<float>(s.softcap), y);
 }
 
 // The spec with the template's φ written in, so that attn:: functions that
@@ -583,7 +589,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
       if (row_ok && pair_in(s, part, i0, j0 + jj)) {
         const float x = logit(s, rc, rc.lf, qk, i0, j0 + jj);
         const float a = row.a(s, x), w = row.w_from_a(a);
-        const float dx = attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Di), S);
+        const float dx = uncap(s, x, attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Di), S));
         if (learned) sigma_dx += static_cast<double>(rc.f * qk * dx);
         if (kerple) {
           float d1, d2;
@@ -691,7 +697,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
         const attn::Row<float> row = rows[r];
         const float x = logit(s, rc0, lfs[r], qk, i0, j);
         const float a = row.a(s, x), w = row.w_from_a(a);
-        const float dx = attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Dis[r]), Ss[r]);
+        const float dx = uncap(s, x, attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Dis[r]), Ss[r]));
         dv.axpy(w, dys + r * G::D4, lane);
         dk.axpy(lambdas[r] * rc0.f * dx, qs + r * G::D4, lane);
         col_dx += dx;
@@ -894,7 +900,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
       if (!(row_ok && j < i0 && pair_in(s, part, i0, j))) continue;
       const float x = logit(s, rc, rc.lf, qk[jj], i0, j);
       const float w = attn::sb_weight(x, taken), wg = w * g[jj];
-      const float dx = attn::sb_grad_x(x, w, g[jj], static_cast<float>(dp - after - static_cast<double>(wg)));
+      const float dx = uncap(s, x, attn::sb_grad_x(x, w, g[jj], static_cast<float>(dp - after - static_cast<double>(wg))));
       after += static_cast<double>(wg);
       taken += attn::sb_taken(x);
       if (learned) sigma_dx += static_cast<double>(rc.f * qk[jj] * dx);
@@ -1013,7 +1019,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) sb_dkdv_kernel(Inputs in
           const float x = xs[r * KB + c], g = gs[r * KB + c];
           w = attn::sb_weight(x, taken);
           const float wg = w * g;
-          dx = attn::sb_grad_x(x, w, g, static_cast<float>(dps[r] - after - static_cast<double>(wg)));
+          dx = uncap(s, x, attn::sb_grad_x(x, w, g, static_cast<float>(dps[r] - after - static_cast<double>(wg))));
           after += static_cast<double>(wg);
           taken += attn::sb_taken(x);
         }

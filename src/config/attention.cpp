@@ -48,6 +48,7 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
   s.scale_value = a.scale_value;
   s.bias = a.bias.value_or(default_bias(s.positivity, s.normalize, m.context));
   s.norm_const = a.norm_const.value_or(default_norm_const(m.context));
+  s.softcap = a.softcap;
   s.position_bias = stage_from<PositionBias>(a.position_bias, kPositionBiasNames, "position_bias");
   if (m.position == "alibi") s.position_bias = PositionBias::Alibi;
   s.output_gate = a.output_gate == "sigmoid";
@@ -269,6 +270,7 @@ nlohmann::json attention_to_json(const AttentionConfig& a, const AttentionSpec& 
   if (s.score == Score::Cosine) j["cosine_scale"] = s.cosine_scale;
   if (s.scale == Scale::Fixed) j["scale_value"] = s.scale_value;
   if (s.normalize == Normalize::Fixed) j["norm_const"] = s.norm_const;
+  if (s.softcap > 0) j["softcap"] = s.softcap;
   return j;
 }
 
@@ -300,6 +302,7 @@ std::string attention_summary(const AttentionConfig& a, const AttentionSpec& s) 
   if (s.bias != 0) os << " bias " << s.bias;
   os << ", " << stage_name(s.normalize);
   if (s.normalize == Normalize::Fixed) os << " /" << s.norm_const;
+  if (s.softcap > 0) os << ", softcap " << s.softcap;
   if (s.sharpened()) os << ", reweight p=" << s.p << " offset_rows=" << s.offset_rows;
   if (s.kerple() || s.forget() || s.fire()) os << ", " << stage_name(s.position_bias);
   if (s.output_gate) os << ", output gate";

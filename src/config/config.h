@@ -112,6 +112,7 @@ struct AttentionConfig {
   double scale_value = 1.0;           // λ of scale "fixed"
   std::optional<double> bias;         // added to the scores before φ; null: -ln N for sigmoid, else 0
   std::optional<double> norm_const;   // divisor of normalize "fixed"; null: N (the training context)
+  double softcap = 0;                 // logit soft-cap c: x -> c tanh(x / c) before φ; 0 = none
   std::string output_gate = "none";   // none | sigmoid (y ⊙ σ(x·W_g + b_g) before the output projection)
   std::string differential = "none";  // none | on (differential attention: two maps subtracted, attn::diff)
   std::string position_bias = "none"; // none | alibi | kerple_log | kerple_power | forget (alibi also from model.position)

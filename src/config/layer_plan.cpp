@@ -140,6 +140,7 @@ AttentionSpec apply_kind(AttentionSpec s, const LayerKind& k, const ModelConfig&
     s.scale_value = a.scale_value;
     s.bias = a.bias;
     s.norm_const = a.norm_const;
+    s.softcap = a.softcap;
     s.position_bias = a.position_bias;
     s.output_gate = a.output_gate;
     s.differential = a.differential;

@@ -174,6 +174,9 @@ std::vector<Key> make_keys() {
       {GPT_KEY(attention, scale_value), any(), "the factor of scale \"fixed\""},
       {GPT_KEY(attention, bias), any(), "added to the scores before positivity; null: -ln N for sigmoid (not under stick_breaking), else 0"},
       {GPT_KEY(attention, norm_const), above(0), "divisor of normalize \"fixed\"; null: N = model.context"},
+      {GPT_KEY(attention, softcap), at_least(0),
+       "logit soft-cap c (Gemma 2): every logit x (after scale, bias and position bias) becomes c tanh(x / c) "
+       "before positivity; 0 = none (Gemma 2 uses 50)"},
       {GPT_KEY(attention, differential), one_of({"none", "on"}),
        "differential attention (Ye et al. 2024): each head's q and k split into halves, the two maps subtracted "
        "with a learned lambda, each head RMS-normalised with a learned gain and scaled by 1 - lambda_init"},

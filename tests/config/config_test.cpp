@@ -323,6 +323,24 @@ TEST(ConfigCrossField, ContenderStagesRefuseWhatTheyDoNotComposeWith) {
   EXPECT_EQ(d.head_group, gpt::attn::diff::kHeads);
 }
 
+// The logit soft-cap: a number >= 0 (0 = none) that composes with every
+// stage, resolved into the spec and reported in the results JSON and the
+// run's summary line.
+TEST(ConfigCrossField, LogitSoftcapParsesComposesAndIsReported) {
+  const gpt::Config c = parse(R"({"attention": {"preset": "lssar", "softcap": 50}})");
+  const gpt::AttentionSpec s = gpt::resolve_attention(c);
+  EXPECT_EQ(s.softcap, 50.0);
+  EXPECT_EQ(s.p, 15.0);
+  EXPECT_EQ(gpt::attention_to_json(c.attention, s)["softcap"], 50.0);
+  EXPECT_NE(gpt::attention_summary(c.attention, s).find("softcap 50"), std::string::npos);
+  EXPECT_EQ(gpt::resolve_attention(parse("{}")).softcap, 0.0);
+  EXPECT_FALSE(gpt::attention_to_json(parse("{}").attention, gpt::resolve_attention(parse("{}"))).contains("softcap"));
+  for (const char* preset : {"softmax", "sink", "softpick", "stick_breaking", "sigmoid", "relu", "cosine"})
+    EXPECT_EQ(gpt::resolve_attention(parse((std::string(R"({"attention": {"softcap": 30, "preset": ")") + preset +
+                                            "\"}}").c_str())).softcap, 30.0) << preset;
+  expect_contains(parse_error(R"({"attention": {"softcap": -1}})"), {"\"attention.softcap\" = -1", ">= 0"});
+}
+
 TEST(ConfigCrossField, ValidateConfigChecksCodeBuiltConfigs) {
   gpt::Config c;
   c.train.beta1 = 1.0;

@@ -238,6 +238,40 @@ TEST(ModelGradcheck, OutputGate) {
   }
 }
 
+// The logit soft-cap through the whole model, at c = 0.5, where it bends
+// the logits of this model (init_std 0.3 gives logits of order 1: the loss
+// moves by more than 1e-3 against the uncapped model), with RoPE and
+// softmax, with the learned scales of ssmax, and with stick-breaking and the
+// forget gate (the cap's derivative reaches c's inputs too).
+TEST(ModelGradcheck, LogitSoftcap) {
+  struct V {
+    const char* preset;
+    const char* bias;
+    const char* position;
+  };
+  for (const V& v : {V{"softmax", "none", "rope"}, V{"ssmax", "none", "rope"}, V{"stick_breaking", "forget", "none"}}) {
+    AttentionConfig ac;
+    ac.preset = v.preset;
+    ac.position_bias = v.bias;
+    const ModelConfig cfg = tiny_config(v.position);
+    const auto tokens = tokens_for(2 * cfg.context + 1, 3, cfg.vocab_size);
+    std::vector<int32_t> in(tokens.begin(), tokens.end() - 1), tg(tokens.begin() + 1, tokens.end());
+    auto loss_with_cap = [&](double cap) {
+      AttentionConfig a = ac;
+      a.softcap = cap;
+      auto be = make_cpu_backend<double>();
+      GPT<double> model(cfg, resolve_attention(a, cfg), *be);
+      model.init(7);
+      return model.forward(in.data(), tg.data(), 2, cfg.context);
+    };
+    const double capped = loss_with_cap(0.5), plain = loss_with_cap(0.0);
+    std::printf("[softcap] %s: loss %.6f capped at 0.5, %.6f without\n", v.preset, capped, plain);
+    EXPECT_GT(std::abs(capped - plain), 1e-3) << v.preset << ": the cap should act at this scale";
+    ac.softcap = 0.5;
+    check_model_gradient(cfg, ac, ContextConfig{}, std::string(v.position) + "," + v.preset + "+" + v.bias + "+softcap");
+  }
+}
+
 // A per-layer plan through the whole model: layer 0 RoPE with a sliding
 // window, layer 1 NoPE with full attention, ssmax scales, the forget gate and
 // the output gate (their tensors hold an unused slice for layer 0, whose
@@ -852,7 +886,7 @@ TEST(Model, BackwardReportsEachLayersGradientsWhenFinal) {
 
 // Whether a checkpoint can run another attention follows from the parameter
 // tensors the two would have: added, dropped or exchanged ones are refused,
-// named; stages without parameters (re-weighting, masks)
+// named; stages without parameters (the soft-cap, re-weighting, masks)
 // compose with any checkpoint.
 TEST(Model, AttentionChangesAreJudgedByTheirParameterTensors) {
   const ModelConfig m = tiny_config("rope");
@@ -887,10 +921,10 @@ TEST(Model, AttentionChangesAreJudgedByTheirParameterTensors) {
                                                                          })));
   ASSERT_EQ(d.added.size(), 4u);
   EXPECT_TRUE(d.dropped.empty() && d.changed.empty());
-  for (auto edit : {+[](AttentionConfig& a) { a.p = 15; },
+  for (auto edit : {+[](AttentionConfig& a) { a.softcap = 30; }, +[](AttentionConfig& a) { a.p = 15; },
                     +[](AttentionConfig& a) { a.preset = "softmax1"; }, +[](AttentionConfig& a) { a.preset = "logn"; }})
     EXPECT_EQ(error(softmax, spec(edit)), "");
-  EXPECT_EQ(error(ssmax, spec([](AttentionConfig& a) { a.preset = "ssmax", a.p = 4; })), "");
+  EXPECT_EQ(error(ssmax, spec([](AttentionConfig& a) { a.preset = "ssmax", a.softcap = 50, a.p = 4; })), "");
 }
 
 TEST(Model, ParameterCountMatchesGpt2Formula) {

@@ -110,6 +110,23 @@ std::vector<Variant> all_variants(int N) {
   v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "stick_breaking+forget"));
   v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "stick_breaking+fire"));
   v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.scale = "ssmax"; }, "stick_breaking+ssmax"));
+  // The logit soft-cap (Gemma 2), at c = 2 so that it bends the logits of
+  // these scores, with every kind of stage: each normalisation family, a
+  // learned scale, the position biases, re-weighting and stick-breaking.
+  v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "softmax+softcap"));
+  v.push_back(preset("lssar", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "lssar+softcap"));
+  v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.softcap = 1.5, a.position_bias = "kerple_log"; },
+                     "ssmax+kerple_log+softcap"));
+  v.push_back(preset("sink", N, [](AttentionConfig& a) { a.softcap = 2.0, a.position_bias = "fire"; },
+                     "sink+fire+softcap"));
+  v.push_back(preset("sigmoid", N, [](AttentionConfig& a) { a.softcap = 2.0, a.position_bias = "forget"; },
+                     "sigmoid+forget+softcap"));
+  v.push_back(preset("softpick", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "softpick+softcap"));
+  v.push_back(preset("relu", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "relu+softcap"));
+  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "stick_breaking+softcap"));
+  Variant alibi_c = preset("softmax", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "softmax+alibi+softcap");
+  alibi_c.spec.position_bias = PositionBias::Alibi;
+  v.push_back(alibi_c);
   Variant alibi = preset("softmax", N);
   alibi.name = "softmax+alibi";
   alibi.spec.position_bias = PositionBias::Alibi;
@@ -276,11 +293,13 @@ std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, 
       for (int c = 0; c < d; ++c) qk += at(i - 1, 0, c) * at(j - 1, 1, c);
       const double score = sp.score == Score::Dot ? qk / std::sqrt(d)
                                                   : sp.cosine_scale * qk / (norm(i - 1, 0) * norm(j - 1, 1));
-      const double x = ref_lambda(sp, i, d, head_scale.empty() ? 0 : head_scale[h]) * score + sp.bias -
+      const double x_raw = ref_lambda(sp, i, d, head_scale.empty() ? 0 : head_scale[h]) * score + sp.bias -
                        slope * (i - j) + ref_kerple(sp, kerple_for(sp, s.NH), h, i - j) +
                        (fc.empty() ? 0.0 : fc[(static_cast<size_t>(b) * s.NH + h) * T + i - 1] -
                                                fc[(static_cast<size_t>(b) * s.NH + h) * T + j - 1]) +
                        (fb.empty() ? 0.0 : fb[(static_cast<size_t>(h) * T + i - 1) * T + (i - j)]);
+      // Gemma 2's logit soft-cap (arXiv 2408.00118, §2): logits ← c·tanh(logits / c).
+      const double x = sp.softcap > 0 ? sp.softcap * std::tanh(x_raw / sp.softcap) : x_raw;
       a[j - 1] = ref_phi(sp.positivity, x);
     }
     ref_normalize(sp, a, sinks.empty() ? 0.0 : sinks[h]);

@@ -511,6 +511,45 @@ TEST_F(CudaAttention, FireTable) {
   run_case({"softmax+fire T=1024", with("softmax", 512), 1, 1024, 64, 1, kTol});
 }
 
+// The logit soft-cap (attn::softcap, Gemma 2): every kernel caps the logit
+// it forms and takes each dx back through the cap, on every path: the
+// normalisation families, learned biases and scales, stick-breaking's
+// forward, dq and dkdv, a mask that skips tiles, a distance remapping (near
+// and far logits), head sizes 16 and 64, sharp scores that saturate the cap,
+// and a long row.
+TEST_F(CudaAttention, LogitSoftcap) {
+  auto capped = [](const char* preset, const char* bias = "none", int N = kN) {
+    AttentionConfig a;
+    a.preset = preset;
+    a.position_bias = bias;
+    a.softcap = 2.0;
+    ModelConfig m;
+    m.context = N;
+    return resolve_attention(a, m);
+  };
+  run_case({"softmax+softcap", capped("softmax"), 2, 77, 64, 2, kTol});
+  run_case({"softmax+softcap D=16", capped("softmax"), 1, 45, 64, 4, kTol});
+  run_case({"softmax+softcap sharp scores", capped("softmax"), 1, 120, 64, 2, kTol, 4.0});
+  run_case({"lssar+softcap", capped("lssar"), 1, 90, 64, 2, kTolSharp});
+  run_case({"ssmax+kerple_log+softcap", capped("ssmax", "kerple_log"), 1, 90, 64, 2, kTol});
+  run_case({"sink+forget+softcap", capped("sink", "forget"), 1, 90, 64, 2, kTol});
+  run_case({"sigmoid+softcap", capped("sigmoid"), 1, 90, 64, 2, kTol});
+  run_case({"softpick+softcap", capped("softpick"), 1, 90, 64, 2, kTol});
+  run_case({"stick_breaking+softcap", capped("stick_breaking"), 2, 77, 64, 2, kTol});
+  run_case({"stick_breaking+fire+softcap", capped("stick_breaking", "fire"), 1, 90, 64, 2, kTol});
+  AttentionSpec sinks = context_spec("softmax", kN, [](ContextConfig& c) { c.mask = "sinks", c.sinks = 4, c.window = 29; });
+  sinks.softcap = 2.0;
+  run_case({"softmax+sinks4+29+softcap", sinks, 1, 300, 64, 2, kTol});
+  AttentionSpec rerope = context_spec("softmax", kN, [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 40; });
+  rerope.softcap = 2.0;
+  run_case({"softmax+rerope+softcap", rerope, 1, 200, 64, 2, kTol});
+  AttentionSpec sb_rerope = context_spec("stick_breaking", kN, [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 40; });
+  sb_rerope.softcap = 2.0;
+  sb_rerope.bias = -4.0;
+  run_case({"stick_breaking+rerope+softcap", sb_rerope, 1, 200, 64, 2, kTol});
+  run_case({"softmax+softcap T=2048", capped("softmax", "none", 1024), 1, 2048, 64, 1, kTol});
+}
+
 // Head groups (differential attention's kernel heads, AttentionSpec::
 // head_group = 4): the learned per-head parameters and ALiBi's slope of
 // kernel head h are those of head h / 4, their gradients summed there.
