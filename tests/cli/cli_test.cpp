@@ -223,7 +223,7 @@ TEST_F(Cli, EvalWithAnotherVariantKeepsTheGates) {
   EXPECT_EQ(j["attention"]["position_bias"], "forget");
   EXPECT_EQ(j["attention"]["output_gate"], "sigmoid");
   expect_error(run("eval " + runs + " --attention-set position_bias=none"), {"forget", "cannot be added, dropped"});
-  expect_error(run("eval " + runs + " --attention-set output_gate=none"), {"drops the output gate"});
+  expect_error(run("eval " + runs + " --attention-set output_gate=none"), {"would drop the output gate's projection W_g (ogatew)"});
   expect_error(run("eval " + runs + " --attention sink"), {"learned sink logits", "does not have"});
 }
 
@@ -237,7 +237,7 @@ TEST_F(Cli, EvalWithAnotherVariantKeepsDifferentialAttention) {
   const auto j = nlohmann::json::parse(std::ifstream(out));
   EXPECT_EQ(j["attention"]["preset"], "stick_breaking");
   EXPECT_EQ(j["attention"]["differential"], "on");
-  expect_error(run("eval " + runs + " --attention-set differential=none"), {"is not differential", "checkpoint"});
+  expect_error(run("eval " + runs + " --attention-set differential=none"), {"would drop differential attention's lambda (attnlambda)", "checkpoint"});
 }
 
 // Training-free evaluation with context-extension methods (gpt eval
