@@ -344,10 +344,10 @@ sed -n '/^attention on/,$p' "$logs/bench_attention.log"
 t0=$(date +%s)
 # FIRE's table (and its dL/db) is H*T*T floats: 12.9 GB each at 16K.
 timeout 240 "$gpt" bench --device cuda --only cuda-attention \
-  --presets softmax,softmax1,sink,softpick,stick_breaking,softmax+kerple_log,softmax+forget,softmax+fire,softmax+differential \
+  --presets softmax,softmax1,sink,softpick,stick_breaking,softmax+kerple_log,softmax+forget,softmax+fire,softmax+differential,softmax+softcap \
   --contexts 4096,16384 >"$logs/bench_contenders.log" 2>&1
 rc=$?
-contenders='^(softmax1|sink|softpick|stick_breaking|softmax[+](kerple_log|forget|fire|differential))$'
+contenders='^(softmax1|sink|softpick|stick_breaking|softmax[+](kerple_log|forget|fire|differential|softcap))$'
 cratios=$(awk -v re="$contenders" '$1 ~ re && $2 ~ /^[0-9]+$/ {
   printf "%s%s %dK %s", sep, $1, $2 / 1024, $8; sep = ", " }' "$logs/bench_contenders.log")
 if [ $rc -ne 0 ] || [ "$(awk -v re="$contenders" '$1 ~ re && $2 ~ /^[0-9]+$/' "$logs/bench_contenders.log" | wc -l)" -ne 16 ]; then

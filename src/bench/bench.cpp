@@ -502,7 +502,7 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
   std::vector<std::string> names = opt.presets;
   if (names.empty()) {
     for (const AttentionPreset& p : kAttentionPresets) names.push_back(p.name);
-    for (const char* b : {"kerple_log", "kerple_power", "forget", "fire", "differential"})
+    for (const char* b : {"kerple_log", "kerple_power", "forget", "fire", "differential", "softcap"})
       names.push_back(std::string("softmax+") + b);
   }
   // Two tables: the forward alone (evaluation), then forward+backward (training).
@@ -524,7 +524,7 @@ void bench_attention(const Config& cfg, const BenchOptions& opt, std::ostream& o
     out << "\n" << std::flush;
     for (const std::string& name : names) {
       // The preset's own stages and constants; PRESET+BIAS adds a position
-      // bias, PRESET+differential differential attention.
+      // bias, PRESET+differential differential attention, PRESET+softcap a cap.
       AttentionSpec spec = resolve_attention(attention_variant(name, "bench --presets"), m);
       if (m.position == "alibi") spec.position_bias = PositionBias::Alibi;
       // The kernels' geometry: differential attention runs 4 kernel heads of

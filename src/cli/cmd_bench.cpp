@@ -79,7 +79,7 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--contexts", args->contexts,
                   "Attention contexts (default 256,512,1024,2048,4096; cuda-attention: 1024,2048,4096,8192,16384)")
       ->type_name("T,T,...");
-  cmd->add_option("--presets", args->presets, "Attention presets, PRESET+BIAS with a position bias (e.g. softmax+forget) or PRESET+differential (default: every preset, and softmax with kerple_log, kerple_power, forget, fire and differential)")->type_name("NAME,...");
+  cmd->add_option("--presets", args->presets, "Attention presets, PRESET+BIAS with a position bias (e.g. softmax+forget), PRESET+differential or PRESET+softcap (default: every preset, and softmax with kerple_log, kerple_power, forget, fire, differential and softcap)")->type_name("NAME,...");
   cmd->add_option("--gemm-kernel", args->kernel, "GEMM kernel: auto, generic, avx2, avx512 (default auto)");
   cmd->add_option("--steps", args->steps, "Timed training steps, after one warm-up (default 3)")
       ->check(positive());

@@ -277,16 +277,19 @@ nlohmann::json attention_to_json(const AttentionConfig& a, const AttentionSpec& 
 AttentionConfig attention_variant(const std::string& name, const std::string& what) {
   const size_t plus = name.find('+');
   const std::string preset = name.substr(0, plus), extra = plus == std::string::npos ? "" : name.substr(plus + 1);
-  bool known = false, known_extra = extra.empty() || extra == "differential";
+  bool known = false, known_extra = extra.empty() || extra == "differential" || extra == "softcap";
   for (const AttentionPreset& a : kAttentionPresets) known = known || preset == a.name;
   for (const char* b : kPositionBiasNames) known_extra = known_extra || extra == b;
   GPT_CHECK(known, what, ": unknown attention preset \"", preset, "\"");
   GPT_CHECK(known_extra, what, ": \"", name, "\": unknown position bias \"", extra,
-            "\" (PRESET+BIAS, BIAS one of alibi, kerple_log, kerple_power, forget, fire; or PRESET+differential)");
+            "\" (PRESET+BIAS, BIAS one of alibi, kerple_log, kerple_power, forget, fire; or PRESET+differential, "
+            "PRESET+softcap)");
   AttentionConfig ac;
   ac.preset = preset;
   if (extra == "differential")
     ac.differential = "on";
+  else if (extra == "softcap")
+    ac.softcap = 50;  // Gemma 2's attention cap (the cost does not depend on its value)
   else if (!extra.empty())
     ac.position_bias = extra;
   return ac;

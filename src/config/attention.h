@@ -43,7 +43,8 @@ std::string context_method_names();
 nlohmann::json attention_to_json(const AttentionConfig& a, const AttentionSpec& s);
 // One line: "lssar (cosine·1, lssa, softplus, l1, reweight p=15 offset_rows=3)".
 // A variant named as gpt bench takes it: PRESET, PRESET+BIAS (a position bias
-// of attention.position_bias, e.g. softmax+forget) or PRESET+differential;
+// of attention.position_bias, e.g. softmax+forget), PRESET+differential or
+// PRESET+softcap (a logit soft-cap of 50);
 // throws naming `what` and the valid names for an unknown one.
 AttentionConfig attention_variant(const std::string& name, const std::string& what);
 std::string attention_summary(const AttentionConfig& a, const AttentionSpec& s);
