@@ -46,16 +46,17 @@ namespace gpt {
 
 // ---- stage choices: X(enumerator, name) ---------------------------------------
 #define GPT_ATTN_SCORES(X) X(Dot, "dot") X(Cosine, "cosine")
-#define GPT_ATTN_SCALES(X)                                                                   \
-  X(None, "none") X(Logn, "logn") X(Ssmax, "ssmax") X(Infoscale, "infoscale") X(Lssa, "lssa") \
-  X(Fixed, "fixed")
+#define GPT_ATTN_SCALES(X) \
+  X(None, "none") X(Logn, "logn") X(Ssmax, "ssmax") X(Infoscale, "infoscale") X(Lssa, "lssa") X(Fixed, "fixed")
 #define GPT_ATTN_POSITION_BIASES(X) \
-  X(None, "none") X(Alibi, "alibi") X(KerpleLog, "kerple_log") X(KerplePower, "kerple_power") X(Forget, "forget") \
-  X(Fire, "fire")
+  X(None, "none")                   \
+  X(Alibi, "alibi") X(KerpleLog, "kerple_log") X(KerplePower, "kerple_power") X(Forget, "forget") X(Fire, "fire")
 #define GPT_ATTN_POSITIVITIES(X) X(Exp, "exp") X(Softplus, "softplus") X(Sigmoid, "sigmoid") X(Relu, "relu")
-#define GPT_ATTN_NORMALIZATIONS(X) \
-  X(L1, "l1") X(None, "none") X(Fixed, "fixed") X(OffByOne, "off_by_one") X(Sink, "sink") X(Softpick, "softpick") \
-  X(StickBreaking, "stick_breaking")
+#define GPT_ATTN_NORMALIZATIONS(X)                                                    \
+  X(L1, "l1")                                                                         \
+  X(None, "none")                                                                     \
+  X(Fixed, "fixed") X(OffByOne, "off_by_one") X(Sink, "sink") X(Softpick, "softpick") \
+      X(StickBreaking, "stick_breaking")
 
 // ---- context extension: RoPE frequency rules, masks, temperatures ---------------
 // docs/context_extension.md. Notation: d_r rotated dimensions of a
@@ -66,8 +67,8 @@ namespace gpt {
   X(None, "none") X(Pi, "pi") X(Ntk, "ntk") X(DynamicNtk, "dynamic_ntk") X(Yarn, "yarn") X(Llama3, "llama3")
 #define GPT_CONTEXT_MASKS(X) X(None, "none") X(Window, "window") X(Sinks, "sinks") X(Lambda, "lambda")
 #define GPT_CONTEXT_REMAPS(X) X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend")
-#define GPT_REMAP_KINDS(X) X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend") X(Cap, "cap") \
-  X(CacheSinks, "cache_sinks")
+#define GPT_REMAP_KINDS(X) \
+  X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend") X(Cap, "cap") X(CacheSinks, "cache_sinks")
 #define GPT_SINK_POSITIONS(X) X(Original, "original") X(Cache, "cache")
 #define GPT_CONTEXT_TEMPERATURES(X) X(None, "none") X(Yarn, "yarn") X(Llama4, "llama4")
 #define GPT_CONTEXT_ROW_INDICES(X) X(Position, "position") X(Keys, "keys")
@@ -77,9 +78,9 @@ namespace gpt {
 
 #define GPT_ATTN_ENUMERATOR(e, name) e,
 #define GPT_ATTN_NAME(e, name) name,
-#define GPT_ATTN_STAGE(Type, LIST)                                                 \
-  enum class Type : int { LIST(GPT_ATTN_ENUMERATOR) };                             \
-  inline constexpr const char* k##Type##Names[] = {LIST(GPT_ATTN_NAME)};           \
+#define GPT_ATTN_STAGE(Type, LIST)                                                    \
+  enum class Type : int { LIST(GPT_ATTN_ENUMERATOR) };                                \
+  inline constexpr const char* k##Type##Names[] = {LIST(GPT_ATTN_NAME)};              \
   inline constexpr int k##Type##Count = sizeof(k##Type##Names) / sizeof(const char*); \
   constexpr const char* stage_name(Type v) { return k##Type##Names[static_cast<int>(v)]; }
 
@@ -104,16 +105,16 @@ GPT_ATTN_STAGE(SinkPositions, GPT_SINK_POSITIONS)
 // layout over the first rot_dims channels of each head (partial RoPE: the
 // rest carry no position), with the frequencies of `scaling`.
 struct RopeSpec {
-  double theta = 10000;     // base b
-  int rot_dims = 0;         // d_r (even); 0 = the whole head
+  double theta = 10000;  // base b
+  int rot_dims = 0;      // d_r (even); 0 = the whole head
   RopeScaling scaling = RopeScaling::None;
-  double factor = 0;        // s; 0 = L/N of the evaluated length
-  int trained_context = 0;  // N
-  double beta_fast = 32;    // yarn: pairs rotating more than beta_fast times in N keep θ_k
-  double beta_slow = 1;     // yarn: pairs rotating fewer than beta_slow times are interpolated
-  double low_freq = 1;      // llama3 l_f
-  double high_freq = 4;     // llama3 h_f
-  double dynamic_alpha = 1; // dynamic_ntk α
+  double factor = 0;         // s; 0 = L/N of the evaluated length
+  int trained_context = 0;   // N
+  double beta_fast = 32;     // yarn: pairs rotating more than beta_fast times in N keep θ_k
+  double beta_slow = 1;      // yarn: pairs rotating fewer than beta_slow times are interpolated
+  double low_freq = 1;       // llama3 l_f
+  double high_freq = 4;      // llama3 h_f
+  double dynamic_alpha = 1;  // dynamic_ntk α
   // Relative-distance remapping (docs/context_extension.md §2): a key n of query
   // m at distance Δ = m − n >= remap_window is scored with the "far" copies
   // of q and k, rotated at far_query_pos(m) and far_key_pos(n) instead of m
@@ -131,13 +132,13 @@ struct AttentionSpec {
   Scale scale = Scale::None;
   Positivity positivity = Positivity::Exp;
   Normalize normalize = Normalize::L1;
-  double p = 0;              // sharpening exponent; 0 = no sharpening
-  int offset_rows = 3;       // sharpening: rows i <= offset_rows use o_i = 0
-  double cosine_scale = 1;   // f of cosine scores
-  double scale_value = 1;    // λ of scale "fixed"
-  double bias = 0;           // added to every score before φ
-  double softcap = 0;        // logit soft-cap c: x → c·tanh(x/c) before φ (attn::softcap); 0 = none
-  double norm_const = 1;     // c of normalisation "fixed"
+  double p = 0;             // sharpening exponent; 0 = no sharpening
+  int offset_rows = 3;      // sharpening: rows i <= offset_rows use o_i = 0
+  double cosine_scale = 1;  // f of cosine scores
+  double scale_value = 1;   // λ of scale "fixed"
+  double bias = 0;          // added to every score before φ
+  double softcap = 0;       // logit soft-cap c: x → c·tanh(x/c) before φ (attn::softcap); 0 = none
+  double norm_const = 1;    // c of normalisation "fixed"
   // The position bias b_h(Δ) of stage 2 (attention.position_bias; alibi also
   // from model.position = "alibi").
   PositionBias position_bias = PositionBias::None;
@@ -156,18 +157,18 @@ struct AttentionSpec {
   // The per-token inputs (the forget gate's c, FIRE's table) stay per kernel
   // head. 1 but for differential attention.
   int head_group = 1;
-  int trained_context = 0;   // N: the context length the model was trained at
+  int trained_context = 0;  // N: the context length the model was trained at
   // Context extension (docs/context_extension.md §3–4).
-  int window = 0;            // keys m − window < n <= m are kept; 0 = no window
-  int sinks = 0;             // keys n < sinks are kept whatever the window
+  int window = 0;                           // keys m − window < n <= m are kept; 0 = no window
+  int sinks = 0;                            // keys n < sinks are kept whatever the window
   RowIndex row_index = RowIndex::Position;  // the i of the scales and of sharpening
   Temperature temperature = Temperature::None;
-  double temp_beta = 0.1;    // llama4: q × (1 + β·ln(⌊i/F⌋ + 1))
-  int temp_floor = 0;        // llama4 F; 0 = N
-  double attn_factor = 0;    // YaRN's t; 0 = 0.1·ln s + 1 where YaRN's factor applies (for_length)
-  double logit_scale = 1;    // a global temperature τ: every logit × τ (gpt eval --calibrate temperature)
-  double logit_factor = 1;   // every logit × this: τ·t², set per evaluated length by for_length
-  RopeSpec rope;             // how the model rotates q and k (model.position = "rope")
+  double temp_beta = 0.1;   // llama4: q × (1 + β·ln(⌊i/F⌋ + 1))
+  int temp_floor = 0;       // llama4 F; 0 = N
+  double attn_factor = 0;   // YaRN's t; 0 = 0.1·ln s + 1 where YaRN's factor applies (for_length)
+  double logit_scale = 1;   // a global temperature τ: every logit × τ (gpt eval --calibrate temperature)
+  double logit_factor = 1;  // every logit × this: τ·t², set per evaluated length by for_length
+  RopeSpec rope;            // how the model rotates q and k (model.position = "rope")
 
   GPT_HD bool sharpened() const { return p > 0; }
   // The head of the learned per-head parameters of kernel head h.
@@ -201,16 +202,16 @@ struct AttentionSpec {
 // input (the backend's accumulator type: float under bf16 storage).
 template <typename T, typename A = T>
 struct HeadParams {
-  const T* scale = nullptr;  // ssmax's s_h
-  const T* sink = nullptr;   // the sink logits ζ_h (normalisation "sink")
-  const T* kerple = nullptr; // KERPLE's raw (ρ₁, ρ₂) of each head, 2·NH values (attn::kerple_r)
-  const A* fcum = nullptr;   // forget: c (B, NH, T), c_t = Σ_{l<=t} ln f_l of each sequence and head
+  const T* scale = nullptr;   // ssmax's s_h
+  const T* sink = nullptr;    // the sink logits ζ_h (normalisation "sink")
+  const T* kerple = nullptr;  // KERPLE's raw (ρ₁, ρ₂) of each head, 2·NH values (attn::kerple_r)
+  const A* fcum = nullptr;    // forget: c (B, NH, T), c_t = Σ_{l<=t} ln f_l of each sequence and head
   // fire: the bias table (NH, T, T), b_h of 0-based query position i0 at
   // distance Δ = i0 − j at [(h·T + i0)·T + Δ] (Δ <= i0), shared by the batch
   const A* fire = nullptr;
   GPT_HD HeadParams() {}
-  GPT_HD HeadParams(const T* scale_, const T* sink_ = nullptr, const T* kerple_ = nullptr,
-                    const A* fcum_ = nullptr, const A* fire_ = nullptr)
+  GPT_HD HeadParams(const T* scale_, const T* sink_ = nullptr, const T* kerple_ = nullptr, const A* fcum_ = nullptr,
+                    const A* fire_ = nullptr)
       : scale(scale_), sink(sink_), kerple(kerple_), fcum(fcum_), fire(fire_) {}
 };
 // Their gradients (added to): NH values each, null where absent.
@@ -249,8 +250,7 @@ inline constexpr AttentionPreset kAttentionPresets[] = {
     {"infoscale", Score::Dot, Scale::Infoscale, Positivity::Exp, Normalize::L1, 0, 1,
      "softmax(r_i·q·k/sqrt(d)), r_i = max(1, sqrt(1-i^(-2/d))/sqrt(1-N^(-2/d)))"},
     {"cosine", Score::Cosine, Scale::None, Positivity::Exp, Normalize::L1, 0, 32, "softmax(s·cos(q,k)), s = 32"},
-    {"lssa", Score::Cosine, Scale::Lssa, Positivity::Softplus, Normalize::L1, 0, 1,
-     "l1(softplus(ln d·ln i·cos(q,k)))"},
+    {"lssa", Score::Cosine, Scale::Lssa, Positivity::Softplus, Normalize::L1, 0, 1, "l1(softplus(ln d·ln i·cos(q,k)))"},
     {"lssar", Score::Cosine, Scale::Lssa, Positivity::Softplus, Normalize::L1, 15, 1,
      "lssa re-weighted: relu(i·a - o_i)^p, l1, p = 15"},
     {"sigmoid", Score::Dot, Scale::None, Positivity::Sigmoid, Normalize::None, 0, 1,
@@ -494,162 +494,6 @@ GPT_HD inline void kerple_bias_grad(PositionBias k, T r1, T r2, T dist, T* d1, T
   }
 }
 
-// FIRE (Li et al. 2023, "Functional Interpolation for Relative Positions
-// Improves Long Context Transformers", arXiv 2310.04418; docs/contenders.md): per
-// layer a small MLP f: 1 → kWidth → NH (ReLU between) of the progressively
-// normalised log distance
-//   u(i0, Δ) = ψ(Δ) / (ψ(max(i0, L)) + ε),   ψ(x) = ln(|c|·x + 1),   L = |m|·L₀,
-// with i0 the 0-based query position, Δ = i0 − j, c and the multiplier m
-// learned, b_h(i0, Δ) = f(u)_h. Initial c = 0.1, m = 1, ε = 1e-6 and the
-// fixed L₀ follow the paper's code (L₀ = 512 at N = 2048); this project takes
-// L₀ = N/4 at every N. The MLP's layers start as a linear layer's default
-// draw: U(±1/sqrt(fan_in)) for weights and biases. max(i0, L) passes half
-// the gradient to each side where they tie, as a finite difference sees it.
-// One layer's parameters are one block (count(NH) values):
-//   [w1 (kWidth) | b1 (kWidth) | w2 (NH × kWidth, row h) | b2 (NH) | c | m].
-namespace fire {
-inline constexpr int kWidth = 32;
-inline constexpr double kEps = 1e-6;
-inline constexpr double kInitC = 0.1;
-inline constexpr double kInitMultiplier = 1.0;
-GPT_HD constexpr int w1() { return 0; }
-GPT_HD constexpr int b1() { return kWidth; }
-GPT_HD constexpr int w2() { return 2 * kWidth; }
-GPT_HD constexpr int b2(int NH) { return (2 + NH) * kWidth; }
-GPT_HD constexpr int c(int NH) { return (2 + NH) * kWidth + NH; }
-GPT_HD constexpr int m(int NH) { return (2 + NH) * kWidth + NH + 1; }
-GPT_HD constexpr int count(int NH) { return (2 + NH) * kWidth + NH + 2; }
-// L₀ of a model trained at context N.
-GPT_HD inline double threshold0(int trained_context) {
-  return trained_context >= 4 ? trained_context / 4.0 : 1.0;
-}
-GPT_HD inline double sign(double x) { return x > 0 ? 1.0 : (x < 0 ? -1.0 : 0.0); }
-
-// u and its derivatives by c and by m at (i0, Δ), Δ >= 0.
-struct Input {
-  double u = 0, du_dc = 0, du_dm = 0;
-};
-GPT_HD inline Input input(double c, double mult, double L0, int i0, int dist) {
-  const double ac = fabs(c), L = fabs(mult) * L0, d = dist;
-  const double n = L > i0 ? L : static_cast<double>(i0);
-  const double share = L > i0 ? 1.0 : (L == i0 ? 0.5 : 0.0);  // ∂max(i0, L)/∂L
-  const double psi_d = log1p(ac * d), psi_n = log1p(ac * n), den = psi_n + kEps;
-  Input r;
-  r.u = psi_d / den;
-  const double dpsi_d_dc = sign(c) * d / (1.0 + ac * d);
-  const double dpsi_n_dc = sign(c) * n / (1.0 + ac * n);
-  const double dpsi_n_dm = share * ac / (1.0 + ac * n) * sign(mult) * L0;
-  r.du_dc = dpsi_d_dc / den - psi_d * dpsi_n_dc / (den * den);
-  r.du_dm = -psi_d * dpsi_n_dm / (den * den);
-  return r;
-}
-// The input of a layer's block p at (i0, Δ).
-template <typename P>
-GPT_HD inline Input input_of(const P* p, int NH, double L0, int i0, int dist) {
-  return input(static_cast<double>(p[c(NH)]), static_cast<double>(p[m(NH)]), L0, i0, dist);
-}
-// b_h = f(u)_h of every head: out[h·os].
-template <typename P, typename O>
-GPT_HD inline void biases(const P* p, int NH, double u, O* out, long os) {
-  double hid[kWidth];
-  for (int k = 0; k < kWidth; ++k) {
-    const double pre = static_cast<double>(p[w1() + k]) * u + static_cast<double>(p[b1() + k]);
-    hid[k] = pre > 0 ? pre : 0.0;
-  }
-  for (int h = 0; h < NH; ++h) {
-    double y = static_cast<double>(p[b2(NH) + h]);
-    for (int k = 0; k < kWidth; ++k) y += static_cast<double>(p[w2() + h * kWidth + k]) * hid[k];
-    out[h * os] = static_cast<O>(y);
-  }
-}
-// dL/dh_k before the ReLU's gate: Σ_h g_h·w2[h][k] (g: dL/db_h at the pair,
-// NH values g[h·gs]).
-template <typename P, typename G>
-GPT_HD inline double hidden_grad(const P* p, int NH, int k, const G* g, long gs) {
-  double s = 0;
-  for (int h = 0; h < NH; ++h) s += static_cast<double>(g[h * gs]) * static_cast<double>(p[w2() + h * kWidth + k]);
-  return s;
-}
-// The pair's contribution to dL/dp[k] for parameter k of the block, given
-// dL/db_h = g[h·gs] at the pair and its input in.
-template <typename P, typename G>
-GPT_HD inline double param_grad(const P* p, int NH, int k, const Input& in, const G* g, long gs) {
-  if (k < b1() + kWidth) {  // w1, b1: through hidden unit k mod kWidth
-    const int j = k < b1() ? k : k - b1();
-    const double pre = static_cast<double>(p[w1() + j]) * in.u + static_cast<double>(p[b1() + j]);
-    if (!(pre > 0)) return 0.0;
-    const double dh = hidden_grad(p, NH, j, g, gs);
-    return k < b1() ? dh * in.u : dh;
-  }
-  if (k < b2(NH)) {  // w2[h][j]
-    const int h = (k - w2()) / kWidth, j = (k - w2()) % kWidth;
-    const double pre = static_cast<double>(p[w1() + j]) * in.u + static_cast<double>(p[b1() + j]);
-    return pre > 0 ? static_cast<double>(g[h * gs]) * pre : 0.0;
-  }
-  if (k < c(NH)) return static_cast<double>(g[(k - b2(NH)) * gs]);
-  double du = 0;  // c, m: through u
-  for (int j = 0; j < kWidth; ++j) {
-    const double w = static_cast<double>(p[w1() + j]);
-    if (w * in.u + static_cast<double>(p[b1() + j]) > 0) du += hidden_grad(p, NH, j, g, gs) * w;
-  }
-  return du * (k == c(NH) ? in.du_dc : in.du_dm);
-}
-}  // namespace fire
-
-// Differential attention (Ye et al. 2024, "Differential Transformer", arXiv
-// 2410.05258; microsoft/unilm Diff-Transformer/multihead_diffattn.py;
-// docs/contenders.md). Each of the NH heads (head size D) splits its query and
-// key into halves q¹, q², k¹, k² of d = D/2 channels and keeps its value
-// whole: z_h = (A(q¹, k¹) − λ·A(q², k²))·v_h, A any variant of the
-// pipeline; the head's output is RMSNorm(z_h)·g·(1 − λ_init), the RMS over
-// its D channels (ε = 1e-5) and the gain g (D values) shared by the heads, as
-// the reference's subln. Per layer λ = e^(λ_q1·λ_k1) − e^(λ_q2·λ_k2) +
-// λ_init, the four vectors learned (d values each, N(0, 0.1)), and
-// λ_init = 0.8 − 0.6·e^(−0.3·l) for layer l, 0-based (the paper's l − 1).
-// The kernels run a head as kHeads kernel heads of d channels (the
-// reference's multihead_flashdiff_2 layout, for kernels whose value head is
-// as wide as the query's): kernel head kHeads·h + 2m + u scores q^(m+1)
-// against k^(m+1) and reads the value half u; the model splits qkv into
-// that layout and combines the outputs (cpu::diff_*).
-namespace diff {
-inline constexpr int kHeads = 4;
-inline constexpr double kEps = 1e-5;
-inline constexpr double kInitStd = 0.1;
-GPT_HD inline double lambda_init(int layer) { return 0.8 - 0.6 * exp(-0.3 * layer); }
-struct Lambda {
-  double value = 0, e1 = 0, e2 = 0;  // λ, e^(λ_q1·λ_k1), e^(λ_q2·λ_k2)
-};
-// λ of a layer's block p = [λ_q1 | λ_k1 | λ_q2 | λ_k2] (d values each).
-template <typename P>
-GPT_HD inline Lambda lambda(const P* p, int d, double init) {
-  double s1 = 0, s2 = 0;
-  for (int i = 0; i < d; ++i) {
-    s1 += static_cast<double>(p[i]) * static_cast<double>(p[d + i]);
-    s2 += static_cast<double>(p[2 * d + i]) * static_cast<double>(p[3 * d + i]);
-  }
-  Lambda l;
-  l.e1 = exp(s1);
-  l.e2 = exp(s2);
-  l.value = l.e1 - l.e2 + init;
-  return l;
-}
-// dλ/dp_k of the block's entry k (0 <= k < 4d).
-template <typename P>
-GPT_HD inline double lambda_grad(const P* p, int d, const Lambda& l, int k) {
-  const int i = k % d;
-  switch (k / d) {
-    case 0:
-      return l.e1 * static_cast<double>(p[d + i]);
-    case 1:
-      return l.e1 * static_cast<double>(p[i]);
-    case 2:
-      return -l.e2 * static_cast<double>(p[3 * d + i]);
-    default:
-      return -l.e2 * static_cast<double>(p[2 * d + i]);
-  }
-}
-}  // namespace diff
-
 // Stage 4 divides by a sum over the row (l1 and its sink and softpick forms).
 GPT_HD inline bool row_normalised(const AttentionSpec& s) {
   return s.normalize == Normalize::L1 || s.normalize == Normalize::OffByOne || s.normalize == Normalize::Sink ||
@@ -663,9 +507,7 @@ GPT_HD inline bool softpick(const AttentionSpec& s) { return s.normalize == Norm
 // exp under a row normalisation is computed as exp(x − m): the same weights,
 // no overflow. m = max_j x_j, and at least ζ with a sink (the sink's e^(ζ−m)
 // stays <= 1) or 0 under softpick (its e^(−m) stays <= 1).
-GPT_HD inline bool shifted(const AttentionSpec& s) {
-  return s.positivity == Positivity::Exp && row_normalised(s);
-}
+GPT_HD inline bool shifted(const AttentionSpec& s) { return s.positivity == Positivity::Exp && row_normalised(s); }
 // The logit ζ of the sink key of head h: 0 (off_by_one), ζ_h (sink, from the
 // layer's learned logits), none otherwise (0, unused).
 template <typename T>
@@ -695,9 +537,7 @@ GPT_HD inline T zero_level(const AttentionSpec& s, T shift) {
 }
 // Re-weighting renormalises every row it sharpens to sum 1, which would undo
 // the weight a sink or softpick leaves unassigned: the two are refused together.
-GPT_HD inline bool sharpen_refused(const AttentionSpec& s) {
-  return s.sharpened() && (has_sink(s) || softpick(s));
-}
+GPT_HD inline bool sharpen_refused(const AttentionSpec& s) { return s.sharpened() && (has_sink(s) || softpick(s)); }
 // Softpick's ε (of the unshifted formula; docs/contenders.md leaves its value open).
 inline constexpr double kSoftpickEps = 1e-6;
 // What a row normalisation adds to Σ_j |u_j − c|: the sink key's φ(ζ − shift),
@@ -861,14 +701,14 @@ constexpr double kSharpenMinTMax = 1e-4;
 // Everything the element-wise chain x -> a -> w needs besides x.
 template <typename T>
 struct Row {
-  T shift = 0;  // subtracted from x before φ (shifted exp only)
-  T inv_z = 1;  // stage 4
-  T i = 1;      // 1-based row index, as T
-  T offset = 0; // o_i
-  T t_max = 0;  // max_j (i·a_ij − o_i); sharpening acts only when > kSharpenMinTMax
-  T inv_r = 0;  // 1 / Σ_j r_ij
+  T shift = 0;   // subtracted from x before φ (shifted exp only)
+  T inv_z = 1;   // stage 4
+  T i = 1;       // 1-based row index, as T
+  T offset = 0;  // o_i
+  T t_max = 0;   // max_j (i·a_ij − o_i); sharpening acts only when > kSharpenMinTMax
+  T inv_r = 0;   // 1 / Σ_j r_ij
   T p = 0;
-  T zero = 0;   // softpick's c = φ(−shift) (zero_level); 0 otherwise
+  T zero = 0;            // softpick's c = φ(−shift) (zero_level); 0 otherwise
   bool sharpen = false;  // sharpening on and t_max > kSharpenMinTMax
 
   GPT_HD T u(const AttentionSpec& s, T x) const { return positivity(s.positivity, x - shift); }
@@ -928,136 +768,6 @@ GPT_HD inline T sink_grad(const AttentionSpec& s, const Row<T>& r, T zeta, T S) 
 
 }  // namespace attn
 
-// ---- relative-distance remapping (docs/context_extension.md §2) --------------------------
-namespace remap {
-
-GPT_HD inline bool on(const RopeSpec& r) { return r.remap != RemapKind::None; }
-// Whether key n (0-based) of query m is scored at the remapped distance.
-GPT_HD inline bool far(const RopeSpec& r, int m, int n) {
-  return r.remap != RemapKind::None && m - n >= r.remap_window;
-}
-// The positions the far copies of q (query m) and k (key n) are rotated at:
-// Δ′ = far_query_pos(m) − far_key_pos(n).
-//   rerope       Δ′ = w (κ = 0), or w + (Δ − w)/κ: q at m/κ + w(1 − 1/κ), k at n/κ
-//   self_extend  Δ′ = ⌊m/G⌋ − ⌊n/G⌋ + (w_n − ⌊w_n/G⌋)
-//   cap          Δ′ = n_local (LM-Infinite's min(Δ, n_local) for Δ >= n_local)
-//   cache_sinks  Δ′ = min(m, k_s + w − 1) − n (StreamingLLM's positions inside the cache)
-GPT_HD inline double far_query_pos(const RopeSpec& r, int m) {
-  const int w = r.remap_window;
-  switch (r.remap) {
-    case RemapKind::Rerope:
-      return r.rerope_kappa > 0 ? m / r.rerope_kappa + w * (1.0 - 1.0 / r.rerope_kappa) : w;
-    case RemapKind::SelfExtend:
-      return floor(static_cast<double>(m) / r.group) + (w - floor(static_cast<double>(w) / r.group));
-    case RemapKind::Cap:
-      return w;
-    case RemapKind::CacheSinks: {
-      const int top = r.remap_sinks + w - 1;
-      return m < top ? m : top;
-    }
-    default:
-      return m;
-  }
-}
-GPT_HD inline double far_key_pos(const RopeSpec& r, int n) {
-  switch (r.remap) {
-    case RemapKind::Rerope:
-      return r.rerope_kappa > 0 ? n / r.rerope_kappa : 0.0;
-    case RemapKind::SelfExtend:
-      return floor(static_cast<double>(n) / r.group);
-    case RemapKind::Cap:
-      return 0.0;
-    default:
-      return n;
-  }
-}
-
-}  // namespace remap
-
-// ---- RoPE frequencies (docs/context_extension.md §1) -----------------------------------
-namespace rope {
-
-// s for windows of L tokens: the fixed factor, else L/N.
-GPT_HD inline double scale_factor(const RopeSpec& r, int L) {
-  if (r.factor > 0) return r.factor;
-  return r.trained_context > 0 ? static_cast<double>(L) / r.trained_context : 1.0;
-}
-// d_r of a head of head_dim channels.
-GPT_HD inline int dims(const RopeSpec& r, int head_dim) { return r.rot_dims > 0 ? r.rot_dims : head_dim; }
-
-// YaRN's c(r) = d_r·ln(N/(2πr)) / (2 ln b): the pair whose wavelength fits r times into N.
-GPT_HD inline double yarn_pair(double rotations, int d_r, double base, double N) {
-  return d_r * log(N / (rotations * 2.0 * 3.14159265358979323846)) / (2.0 * log(base));
-}
-
-// θ'_k of pair k (0 <= k < d_r/2) for windows of L tokens.
-GPT_HD inline double inv_freq(const RopeSpec& r, int k, int d_r, int L) {
-  const double b = r.theta, e = -2.0 * k / d_r;
-  const double theta_k = pow(b, e);
-  const double N = r.trained_context;
-  if (r.scaling == RopeScaling::None || N <= 0) return theta_k;
-  if (r.scaling == RopeScaling::DynamicNtk) {
-    if (L <= N) return theta_k;
-    const double a = r.dynamic_alpha;
-    return pow(b * pow(a * L / N - (a - 1.0), d_r / (d_r - 2.0)), e);
-  }
-  const double s = scale_factor(r, L);
-  if (s <= 1.0) return theta_k;
-  switch (r.scaling) {
-    case RopeScaling::Pi:
-      return theta_k / s;
-    case RopeScaling::Ntk:
-      return pow(b * pow(s, d_r / (d_r - 2.0)), e);
-    case RopeScaling::Yarn: {
-      double lo = floor(yarn_pair(r.beta_fast, d_r, b, N)), hi = ceil(yarn_pair(r.beta_slow, d_r, b, N));
-      lo = lo > 0 ? lo : 0;
-      hi = hi < d_r - 1 ? hi : d_r - 1;
-      if (hi == lo) hi += 0.001;
-      double g = (k - lo) / (hi - lo);
-      g = g < 0 ? 0 : (g > 1 ? 1 : g);
-      return g * theta_k / s + (1.0 - g) * theta_k;
-    }
-    case RopeScaling::Llama3: {
-      const double wavelen = 2.0 * 3.14159265358979323846 / theta_k;
-      if (wavelen < N / r.high_freq) return theta_k;
-      if (wavelen > N / r.low_freq) return theta_k / s;
-      const double sm = (N / wavelen - r.low_freq) / (r.high_freq - r.low_freq);
-      return (1.0 - sm) * theta_k / s + sm * theta_k;
-    }
-    default:
-      return theta_k;
-  }
-}
-
-}  // namespace rope
-
-// YaRN's attention factor t for windows of L tokens (logits × t²): the fixed
-// attn_factor, else 0.1·ln s + 1 (1 for s <= 1), where YaRN's rope scaling
-// or the "yarn" temperature is on; 1 otherwise.
-inline double yarn_attention_factor(const AttentionSpec& s, int L) {
-  if (s.rope.scaling != RopeScaling::Yarn && s.temperature != Temperature::Yarn) return 1.0;
-  if (s.attn_factor > 0) return s.attn_factor;
-  const double f = rope::scale_factor(s.rope, L);
-  return f > 1.0 ? 0.1 * log(f) + 1.0 : 1.0;
-}
-// SelfExtend's automatic group size for windows of L tokens: the smallest G
-// with (L − w_n)/G + w_n <= N, so that no remapped distance exceeds the
-// trained context (the paper's rule); 1 when L <= N.
-inline int self_extend_group(int w_n, int N, int L) {
-  if (L <= N || N <= w_n) return 1;
-  const int g = static_cast<int>(ceil(static_cast<double>(L - w_n) / (N - w_n) - 1e-9));
-  return g > 1 ? g : 1;
-}
-// The spec the kernels take for windows of L tokens: YaRN's t², and the
-// SelfExtend group size where it is automatic (group <= 0: self_extend_group).
-inline AttentionSpec for_length(AttentionSpec s, int L) {
-  const double t = yarn_attention_factor(s, L);
-  s.logit_factor = s.logit_scale * t * t;
-  if (s.rope.remap == RemapKind::SelfExtend && s.rope.group <= 0)
-    s.rope.group = self_extend_group(s.rope.remap_window, s.trained_context, L);
-  return s;
-}
-
 // Per-head attention diagnostics accumulated by the forward pass (evaluation):
 // sums over rows of the entropy of the row's weights (normalised to sum 1),
 // the share of weight on the first key (the attention sink), the share on the
@@ -1065,3 +775,10 @@ inline AttentionSpec for_length(AttentionSpec s, int L) {
 inline constexpr int kAttentionDiagStats = 5;
 
 }  // namespace gpt
+
+// The parts with their own subject, which the kernels and the model reach
+// through this header: FIRE's MLP, differential attention's λ, and the
+// context-extension rules of RoPE (remapping, frequencies, per-length spec).
+#include "kernels/attention/context_rules.h"
+#include "kernels/attention/differential.h"
+#include "kernels/attention/fire.h"

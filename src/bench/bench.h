@@ -36,13 +36,13 @@ struct BenchOptions {
   std::vector<int> attention_contexts = {256, 512, 1024, 2048, 4096};
   std::vector<std::string> presets;  // empty: every preset of kernels/attention_spec.h
   std::vector<int> memory_multiples = {1, 4, 16};
-  int square = 2048;         // size of the square GEMM
-  int steps = 3;             // timed training steps (after one warm-up step)
-  double min_seconds = 0.5;  // each other measurement repeats until this much time has passed
-  std::string config_name;   // shown in the header
-  std::string device = "cpu";  // cpu or cuda
+  int square = 2048;               // size of the square GEMM
+  int steps = 3;                   // timed training steps (after one warm-up step)
+  double min_seconds = 0.5;        // each other measurement repeats until this much time has passed
+  std::string config_name;         // shown in the header
+  std::string device = "cpu";      // cpu or cuda
   std::string precision = "fp32";  // run.precision of the backend: fp32; cuda also tf32, bf16
-  double peak_tflops = 0;      // cuda: override of the peak table (TFLOP/s); 0 = by device name
+  double peak_tflops = 0;          // cuda: override of the peak table (TFLOP/s); 0 = by device name
   // Whether --contexts / --min-seconds were given: then they also set the
   // cuda-attention part's (whose defaults are T = 1K-16K and 0.2 s).
   bool contexts_given = false, min_seconds_given = false;

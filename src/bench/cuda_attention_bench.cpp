@@ -144,8 +144,9 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
   // softmax first: the other rows are relative to it.
   std::stable_partition(names.begin(), names.end(), [](const std::string& n) { return n == "softmax"; });
 
-  out << "\nattention on " << prop.name << " (cuda kernels, float32), " << opt.tokens << " tokens per call (B = "
-      << opt.tokens << "/T), " << NH << " heads, C=" << C << ", trained context N=" << opt.trained_context
+  out << "\nattention on " << prop.name << " (cuda kernels, float32), " << opt.tokens
+      << " tokens per call (B = " << opt.tokens << "/T), " << NH << " heads, C=" << C
+      << ", trained context N=" << opt.trained_context
       << "\nFLOPs: forward 2*B*C*T(T+1) (q.k and the weighted sum of v over the causal half); forward+backward "
          "3x that. \"x softmax\": time relative to the softmax preset at the same T.\n";
   char buf[256];
@@ -172,10 +173,11 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
       DeviceFloats qkv(3 * n1, 11, 1.0f), dout(n1, 12, 0.01f), y(n1, 0, 0.f), dqkv(3 * n1, 0, 0.f),
           stats(static_cast<size_t>(B) * KNH * Tn * AttentionSpec::kStatsPerRow, 0, 0.f), scale(NH, 0, 0.f),
           dscale(NH, 0, 0.f), sink(NH, 0, 0.f), dsink(NH, 0, 0.f),  // the sink's ζ_h = 0
-          kerple(2 * NH, 0, 0.f), dkerple(2 * NH, 0, 0.f),           // KERPLE's raw ρ = 0 (r = ln 2)
+          kerple(2 * NH, 0, 0.f), dkerple(2 * NH, 0, 0.f),          // KERPLE's raw ρ = 0 (r = ln 2)
           fcum(static_cast<size_t>(B) * KNH * Tn, 0, 0.f), dfcum(static_cast<size_t>(B) * KNH * Tn, 0, 0.f),
-          fire(spec.fire() ? KNH * TT : 1, 0, 0.f), dfire(spec.fire() ? B * KNH * TT : 1, 0, 0.f);  // FIRE's table (zeros: same cost)
-      {  // the forget gate's c: every f = 0.9
+          fire(spec.fire() ? KNH * TT : 1, 0, 0.f),
+          dfire(spec.fire() ? B * KNH * TT : 1, 0, 0.f);  // FIRE's table (zeros: same cost)
+      {                                                   // the forget gate's c: every f = 0.9
         std::vector<float> c(static_cast<size_t>(B) * KNH * Tn);
         for (size_t k = 0; k < c.size(); ++k) c[k] = static_cast<float>(std::log(0.9) * (k % Tn + 1));
         check_cuda(cudaMemcpy(fcum.get(), c.data(), c.size() * sizeof(float), cudaMemcpyHostToDevice), "cudaMemcpy");

@@ -19,8 +19,8 @@ struct CudaAttentionBenchOptions {
   int tokens = 16384;                // B·T of every call (B = tokens / T, at least 1)
   int n_embd = 768;
   int n_head = 12;
-  int trained_context = 1024;        // N of the presets' i-dependent scales
-  double min_seconds = 0.2;          // each measurement repeats until this much GPU time has passed
+  int trained_context = 1024;  // N of the presets' i-dependent scales
+  double min_seconds = 0.2;    // each measurement repeats until this much GPU time has passed
 };
 
 // Writes the table to out. Throws gpt::Error when the build has no CUDA or

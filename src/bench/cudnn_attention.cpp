@@ -83,8 +83,7 @@ void fe_ok(fe::error_t e, const std::string& what) {
 class DeviceBuffer {
  public:
   explicit DeviceBuffer(size_t bytes) {
-    if (bytes > 0)
-      cuda_ok(cudaMalloc(&p_, bytes), "cudaMalloc(" + std::to_string(bytes >> 20) + " MiB)");
+    if (bytes > 0) cuda_ok(cudaMalloc(&p_, bytes), "cudaMalloc(" + std::to_string(bytes >> 20) + " MiB)");
   }
   ~DeviceBuffer() {
     if (p_) cudaFree(p_);
@@ -259,9 +258,9 @@ class CudnnSdpa {
       dk->set_output(true).set_dim(s.dims()).set_stride(s.qkv_strides());
       dv->set_output(true).set_dim(s.dims()).set_stride(s.qkv_strides());
       build_graph(bwd_, handle_.get(), "sdpa backward");
-      bwd_pack_ = {{bq, qkv},        {bk, qkv + C},         {bv, qkv + 2 * C},     {bo, out_.get()},
-                   {bdo, dout_->get()}, {bstats, stats_.get()}, {dq, dqkv},            {dk, dqkv + C},
-                   {dv, dqkv + 2 * C}};
+      bwd_pack_ = {{bq, qkv},        {bk, qkv + C},       {bv, qkv + 2 * C},
+                   {bo, out_.get()}, {bdo, dout_->get()}, {bstats, stats_.get()},
+                   {dq, dqkv},       {dk, dqkv + C},      {dv, dqkv + 2 * C}};
       ws = std::max(ws, workspace_bytes(bwd_, "sdpa backward"));
     }
     workspace_ = std::make_unique<DeviceBuffer>(static_cast<size_t>(ws));
@@ -400,7 +399,8 @@ CudnnSdpaCheck check_cudnn_sdpa_forward(int B, int T, int NH, int D) {
           const size_t oi = static_cast<size_t>((b * s.T + i) * C + h * D);
           for (int d = 0; d < D; ++d) {
             const double got = bf16_bits_to_float(out[oi + d]);
-            const double err = std::isfinite(got) ? std::abs(got - acc[d] / z) : std::numeric_limits<double>::infinity();
+            const double err =
+                std::isfinite(got) ? std::abs(got - acc[d] / z) : std::numeric_limits<double>::infinity();
             worst = std::max(worst, err);
           }
         }

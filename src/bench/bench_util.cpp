@@ -1,0 +1,99 @@
+// The measuring helpers of gpt bench (bench/bench_util.h).
+#include "bench/bench_util.h"
+
+#include <malloc.h>
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "backend/backend.h"
+#include "bench/cuda_attention_bench.h"
+#include "config/attention.h"
+#include "core/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/gemm.h"
+#include "model/gpt.h"
+#include "train/checkpoint.h"
+#include "train/model_io.h"
+#include "train/optimizer.h"
+
+namespace gpt::bench_detail {
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+std::vector<int32_t> random_tokens(size_t n, int vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> u(0, vocab - 1);
+  std::vector<int32_t> v(n);
+  for (int32_t& x : v) x = u(rng);
+  return v;
+}
+
+// ---- process memory (Linux /proc) -------------------------------------------
+// VmHWM (peak resident set) and VmRSS in MiB; -1 where /proc is unavailable.
+double proc_status_mib(const char* key) {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key, 0) == 0) {
+      std::istringstream s(line.substr(std::string(key).size() + 1));
+      double kib = -1;
+      s >> kib;
+      return kib / 1024.0;
+    }
+  return -1;
+}
+// Resets VmHWM to the current RSS ("5" to clear_refs, Linux >= 4.0).
+bool reset_peak_rss() {
+  std::ofstream f("/proc/self/clear_refs");
+  if (!f) return false;
+  f << "5";
+  f.flush();
+  return static_cast<bool>(f);
+}
+
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  if (!(f >> a >> b >> c)) return "n/a";
+  return a + " " + b + " " + c;
+}
+
+// ---- table -----------------------------------------------------------------------
+
+// Weights that take part in matrix multiplies: per block qkv (3C²), the
+// attention projection (C²), the MLP (8C²), and the tied LM head (V·C).
+// Biases, LayerNorms and the embedding lookup are not counted.
+double matmul_weights(const ModelConfig& m) {
+  const double C = m.n_embd;
+  return 12.0 * m.n_layer * C * C + static_cast<double>(m.vocab_size) * C;
+}
+
+// ---- parts ------------------------------------------------------------------------
+
+double square_gemm_seconds(int n, double min_seconds) {
+  const auto a = random_floats(static_cast<size_t>(n) * n, 1), w = random_floats(static_cast<size_t>(n) * n, 2);
+  std::vector<float> out(static_cast<size_t>(n) * n);
+  return best_seconds([&] { cpu::matmul_forward<float>(out.data(), a.data(), w.data(), nullptr, n, n, n); },
+                      min_seconds);
+}
+
+}  // namespace gpt::bench_detail
