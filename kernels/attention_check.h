@@ -13,8 +13,8 @@ namespace gpt {
 template <typename T, typename A>
 inline void check_attention_args(const char* fn, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                                  const HeadParams<T, A>& head) {
-  GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, fn, ": B, T, C, NH must be positive, got B=", B, " T=", Tn,
-            " C=", C, " NH=", NH);
+  GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, fn, ": B, T, C, NH must be positive, got B=", B, " T=", Tn, " C=", C,
+            " NH=", NH);
   GPT_CHECK(C % NH == 0, fn, ": C=", C, " must be a multiple of NH=", NH);
   GPT_CHECK(spec.p >= 0 && std::isfinite(spec.p), fn, ": sharpening exponent p must be >= 0, got ", spec.p);
   GPT_CHECK(spec.normalize != Normalize::Fixed || spec.norm_const > 0, fn,
@@ -25,8 +25,8 @@ inline void check_attention_args(const char* fn, int B, int Tn, int C, int NH, c
   GPT_CHECK(!spec.forget() || head.fcum, fn, ": the forget gate needs its cumulative log gates c (B, NH, T)");
   GPT_CHECK(!spec.fire() || head.fire, fn, ": FIRE needs its bias table (NH, T, T)");
   if (const attn::Refusal* r = attn::refusal(spec)) fail(fn, ": ", r->why);
-  GPT_CHECK(spec.window >= 0 && spec.sinks >= 0, fn, ": the window and the sinks must be >= 0, got window=",
-            spec.window, " sinks=", spec.sinks);
+  GPT_CHECK(spec.window >= 0 && spec.sinks >= 0, fn,
+            ": the window and the sinks must be >= 0, got window=", spec.window, " sinks=", spec.sinks);
   GPT_CHECK(spec.head_group >= 1 && NH % spec.head_group == 0, fn, ": NH=", NH,
             " must be a multiple of the head group ", spec.head_group);
 }

@@ -10,9 +10,8 @@
 namespace gpt::cpu {
 
 template <typename T>
-void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr,
-                  double beta1, double beta2, double eps, double weight_decay,
-                  long t) {
+void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr, double beta1, double beta2, double eps,
+                  double weight_decay, long t) {
   GPT_CHECK(t >= 1, "adamw_update: step t must be >= 1 (1-based, for bias correction), got ", t);
   // Bias corrections 1 - beta^t in double: for beta2 = 0.999 and small t they
   // are tiny and float pow loses digits.
@@ -31,9 +30,9 @@ void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr,
   }
 }
 
-template void adamw_update<float>(float*, const float*, float*, float*, size_t, double, double, double, double,
-                                  double, long);
-template void adamw_update<double>(double*, const double*, double*, double*, size_t, double, double, double,
-                                   double, double, long);
+template void adamw_update<float>(float*, const float*, float*, float*, size_t, double, double, double, double, double,
+                                  long);
+template void adamw_update<double>(double*, const double*, double*, double*, size_t, double, double, double, double,
+                                   double, long);
 
 }  // namespace gpt::cpu

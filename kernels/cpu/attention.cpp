@@ -297,7 +297,7 @@ struct HeadConsts {
   double slope;       // ALiBi slope (0 without ALiBi)
   double bias;
   int D;
-  double zeta;        // the sink key's logit (attn::sink_logit)
+  double zeta;  // the sink key's logit (attn::sink_logit)
   // KERPLE: b(Δ) and (backward) ∂b/∂r₁, ∂b/∂r₂ by distance Δ < T; null otherwise.
   const T* kb = nullptr;
   const T* kg1 = nullptr;
@@ -488,8 +488,8 @@ struct BackwardTiles {
 
 // The sums a row block contributes to the gradients of the head's learned parameters.
 struct HeadGradSums {
-  double scale = 0;  // Σ_i dλ_i/ds_h Σ_j σ_ij dx_ij (ssmax)
-  double sink = 0;   // Σ_i dL/dζ_h (attn::sink_grad; normalisation sink)
+  double scale = 0;       // Σ_i dλ_i/ds_h Σ_j σ_ij dx_ij (ssmax)
+  double sink = 0;        // Σ_i dL/dζ_h (attn::sink_grad; normalisation sink)
   double r1 = 0, r2 = 0;  // Σ_ij dx_ij ∂b/∂r₁, ∂b/∂r₂ (KERPLE)
 };
 
@@ -499,9 +499,9 @@ struct HeadGradSums {
 // φ is evaluated once per element (u is kept for the derivative).
 template <typename T>
 HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, size_t y_stride, const T* st,
-                      BackwardTiles<T>& tl, const RowBlock<T>& rb, const HeadView<const T>& hv,
-                      const HeadView<const T>* fv, const HeadView<T>* dfv, const AttentionSpec& s,
-                      const HeadConsts<T>& hc, GemmKernel isa) {
+                            BackwardTiles<T>& tl, const RowBlock<T>& rb, const HeadView<const T>& hv,
+                            const HeadView<const T>* fv, const HeadView<T>* dfv, const AttentionSpec& s,
+                            const HeadConsts<T>& hc, GemmKernel isa) {
   const int D = hv.D, R = rb.rows();
   const size_t ld = rb.ld;
   T *qk = tl.qk, *u = tl.u, *w = tl.w, *g = tl.g;
@@ -521,10 +521,8 @@ HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, siz
   }
   // g_ij = dy_i·v_j; dv_j += Σ_i w_ij dy_i
   rb.segments([&](int c0, int k0, int nc) {
-    gemm_accumulate_serial(g + c0, ld, MatView<T>{dy, y_stride, 1}, MatView<T>{hv.v_row(k0), 1, hv.stride}, R, nc,
-                           D);
-    gemm_accumulate_serial(dhv.v_row(k0), dhv.stride, MatView<T>{w + c0, 1, ld}, MatView<T>{dy, y_stride, 1}, nc, D,
-                           R);
+    gemm_accumulate_serial(g + c0, ld, MatView<T>{dy, y_stride, 1}, MatView<T>{hv.v_row(k0), 1, hv.stride}, R, nc, D);
+    gemm_accumulate_serial(dhv.v_row(k0), dhv.stride, MatView<T>{w + c0, 1, ld}, MatView<T>{dy, y_stride, 1}, nc, D, R);
   });
   // Per row: h, S, dx, and dσ = λ f dx into g.
   HeadGradSums dhead;
@@ -534,9 +532,9 @@ HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, siz
     const T lambda = static_cast<T>(attn::row_scale(s, i, hc.D, hc.head_scale));
     T S = 0;
     double kr[2] = {0, 0};
-    const double sigma_dx = backward_grad_row(isa, rb.row(qk, r), rb.row(u, r), rb.row(w, r), rb.row(g, r),
-                                              row_args<T>(rb, r, s, hc), s, rows[r], Di[r], lambda * f, f,
-                                              s.learned_scale(), &S, hc.kg1 ? kr : nullptr);
+    const double sigma_dx =
+        backward_grad_row(isa, rb.row(qk, r), rb.row(u, r), rb.row(w, r), rb.row(g, r), row_args<T>(rb, r, s, hc), s,
+                          rows[r], Di[r], lambda * f, f, s.learned_scale(), &S, hc.kg1 ? kr : nullptr);
     dhead.r1 += kr[0];
     dhead.r2 += kr[1];
     std::fill(rb.row(g, r) + n, rb.row(g, r) + ncols, T(0));
@@ -561,8 +559,11 @@ template <typename T>
 HeadConsts<T> head_consts(const AttentionSpec& s, int b, int h, int NH, int D, const HeadParams<T>& hp,
                           const KerpleTables<T>& kt, int Tn, T* dfcum = nullptr, T* dfire = nullptr) {
   const int ph = s.param_head(h);  // the head of the learned parameters
-  HeadConsts<T> hc{attn::score_factor(s, D), hp.scale ? static_cast<double>(hp.scale[ph]) : 1.0,
-                   s.alibi() ? attn::alibi_slope(ph, NH / s.head_group) : 0.0, s.bias, D,
+  HeadConsts<T> hc{attn::score_factor(s, D),
+                   hp.scale ? static_cast<double>(hp.scale[ph]) : 1.0,
+                   s.alibi() ? attn::alibi_slope(ph, NH / s.head_group) : 0.0,
+                   s.bias,
+                   D,
                    attn::sink_logit(s, hp.sink, ph)};
   kt.attach(hc, ph, Tn);
   if (s.forget()) {
@@ -619,13 +620,11 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
       const RowBlock<T> rb(blk * kRowBlock, std::min(Tn, (blk + 1) * kRowBlock), tile_ld(Tn), spec);
       // out (B,T,C) row (b,i0), head h
       T* y = out + (static_cast<size_t>(b) * Tn + rb.i0) * C + static_cast<size_t>(h) * D;
-      block_forward(y, static_cast<size_t>(C), st.data(), diag ? &item_diag[item * kAttentionDiagStats] : nullptr,
-                    tile, ftile, rb, hv, qkv_far ? &fv : nullptr, spec,
-                    head_consts(spec, b, h, NH, D, head, kt, Tn), isa);
+      block_forward(y, static_cast<size_t>(C), st.data(), diag ? &item_diag[item * kAttentionDiagStats] : nullptr, tile,
+                    ftile, rb, hv, qkv_far ? &fv : nullptr, spec, head_consts(spec, b, h, NH, D, head, kt, Tn), isa);
       // stats (B,NH,T,kStats)
       if (stats)
-        std::copy(st.begin(), st.begin() + rb.rows() * kStats,
-                  stats + (static_cast<size_t>(bh) * Tn + rb.i0) * kStats);
+        std::copy(st.begin(), st.begin() + rb.rows() * kStats, stats + (static_cast<size_t>(bh) * Tn + rb.i0) * kStats);
     }
   }
   if (diag)
@@ -685,8 +684,8 @@ void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhp, 
         // dout, out (B,T,C) row (b,i0), head h; stats (B,NH,T,kStats)
         const size_t row = (static_cast<size_t>(b) * Tn + i0) * C + static_cast<size_t>(h) * D;
         const T* st = stats + (static_cast<size_t>(bh) * Tn + i0) * kStats;
-        const HeadGradSums part = block_backward(dhv, dout + row, out + row, static_cast<size_t>(C), st, tiles, rb,
-                                                 hv, qkv_far ? &fv : nullptr, qkv_far ? &dfv : nullptr, spec, hc, isa);
+        const HeadGradSums part = block_backward(dhv, dout + row, out + row, static_cast<size_t>(C), st, tiles, rb, hv,
+                                                 qkv_far ? &fv : nullptr, qkv_far ? &dfv : nullptr, spec, hc, isa);
         dhead[bh].scale += part.scale;
         dhead[bh].sink += part.sink;
         dhead[bh].r1 += part.r1;
@@ -734,8 +733,8 @@ template void attention_forward<double>(double*, double*, const double*, int, in
 template void attention_backward<float>(float*, const HeadGrads<float>&, const float*, const float*, const float*,
                                         const float*, int, int, int, int, const AttentionSpec&,
                                         const HeadParams<float>&, float*, const float*);
-template void attention_backward<double>(double*, const HeadGrads<double>&, const double*, const double*,
-                                         const double*, const double*, int, int, int, int, const AttentionSpec&,
+template void attention_backward<double>(double*, const HeadGrads<double>&, const double*, const double*, const double*,
+                                         const double*, int, int, int, int, const AttentionSpec&,
                                          const HeadParams<double>&, double*, const double*);
 
 }  // namespace gpt::cpu

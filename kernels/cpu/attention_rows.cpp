@@ -163,9 +163,9 @@ void backward_weights_row_scalar(const T* qk, T* u, T* w, const RowArgs<T>& a, c
 }
 
 template <typename T>
-double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const RowArgs<T>& a,
-                                const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f,
-                                bool want_sigma_dx, T* S_out, double* kerple_out) {
+double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const RowArgs<T>& a, const AttentionSpec& s,
+                                const attn::Row<T>& r, T D, T lambda_f, T f, bool want_sigma_dx, T* S_out,
+                                double* kerple_out) {
   const int n = a.n;
   if (attn::stick_breaking(s)) {
     if (S_out) *S_out = 0;
@@ -200,13 +200,12 @@ template void backward_weights_row_scalar<float>(const float*, float*, float*, c
                                                  const AttentionSpec&, const attn::Row<float>&);
 template void backward_weights_row_scalar<double>(const double*, double*, double*, const RowArgs<double>&,
                                                   const AttentionSpec&, const attn::Row<double>&);
-template double backward_grad_row_scalar<float>(const float*, const float*, const float*, float*,
-                                                const RowArgs<float>&, const AttentionSpec&, const attn::Row<float>&,
-                                                float, float, float, bool, float*, double*);
+template double backward_grad_row_scalar<float>(const float*, const float*, const float*, float*, const RowArgs<float>&,
+                                                const AttentionSpec&, const attn::Row<float>&, float, float, float,
+                                                bool, float*, double*);
 template double backward_grad_row_scalar<double>(const double*, const double*, const double*, double*,
-                                                 const RowArgs<double>&, const AttentionSpec&,
-                                                 const attn::Row<double>&, double, double, double, bool, double*,
-                                                 double*);
+                                                 const RowArgs<double>&, const AttentionSpec&, const attn::Row<double>&,
+                                                 double, double, double, bool, double*, double*);
 
 // ---- vector (float) ------------------------------------------------------------------
 namespace {
@@ -295,8 +294,8 @@ struct ColMap<true> {
   const float* b;   // the learned position bias of each column (RowArgs::bias_at), or zeros
   const float* q1;  // KERPLE's derivatives (RowArgs::kg1, kg2), or zeros
   const float* q2;
-  float* dxs;       // the backward's dx of each column (the forget gate's dL/dc)
-  float cap;        // the logit soft-cap (RowArgs::cap), 0 without one
+  float* dxs;  // the backward's dx of each column (the forget gate's dL/dc)
+  float cap;   // the logit soft-cap (RowArgs::cap), 0 without one
   explicit ColMap(const RowArgs<float>& a) : cap(a.cap) {
     static thread_local std::vector<float> dist, keep, bias, bg1, bg2, dxv;
     const int nb = padded_keys(a.n);
@@ -373,8 +372,7 @@ struct ColMap<true> {
 // x of column c: lf·σ + bias − slope·dist, plus the learned bias with KB,
 // capped with kCappedColumns (RowArgs::logit of the scalar rows).
 template <bool M, int KB>
-GPT_ALWAYS_INLINE float col_logit(const ColMap<M>& cm, float lf, float sigma, float bias, float slope, int im1,
-                                  int c) {
+GPT_ALWAYS_INLINE float col_logit(const ColMap<M>& cm, float lf, float sigma, float bias, float slope, int im1, int c) {
   float x = lf * sigma + bias - slope * cm.dist(im1, c);
   if constexpr (KB != kPlainColumns) x += cm.extra(c);
   if constexpr (KB == kCappedColumns) x = softcap_v(cm.cap, x);
@@ -413,7 +411,7 @@ GPT_ALWAYS_INLINE void forward_row_body(float* row, const RowArgs<float>& a, con
       const bool in = cm.in(j0 + l);
       const float u = phi_v<P>(x[l] - shift);
       const float num = u - c > 0.0f ? u - c : 0.0f;  // = u where c = 0
-      x[l] = M && !in ? 0.0f : num;  // masked columns inside the row get weight 0
+      x[l] = M && !in ? 0.0f : num;                   // masked columns inside the row get weight 0
       z[l] += in ? std::fabs(u - c) : 0.0f;
       um[l] = in && num > um[l] ? num : um[l];
     }
@@ -486,8 +484,7 @@ GPT_ALWAYS_INLINE void backward_weights_row_body(const float* qk, float* u, floa
 // the columns' dx (KB), KERPLE's sums and Σ f·σ·dx from the lane sums.
 template <bool M, int KB>
 GPT_ALWAYS_INLINE double finish_grad_row(const ColMap<M>& cm, const RowArgs<float>& a, const float* sd,
-                                         const float* kd1, const float* kd2, bool want_sigma_dx,
-                                         double* kerple_out) {
+                                         const float* kd1, const float* kd2, bool want_sigma_dx, double* kerple_out) {
   const int n = a.n;
   if constexpr (KB) {
     if (a.dfc) {  // the forget gate: dL/dc_{i-1} += Σ dx, dL/dc_key −= dx (each column its own key)
@@ -666,73 +663,72 @@ GPT_ALWAYS_INLINE double sb_grad_row_body(const float* qk, const float* x, const
 
 // One set of entry points per instruction set; each switches to the
 // positivity's instantiation, so the loops carry no per-element branches.
-#define GPT_ATTN_POSITIVITY_SWITCH(CALL)  \
-  switch (s.positivity) {                 \
-    case Positivity::Exp:                 \
-      return CALL(Positivity::Exp);       \
-    case Positivity::Softplus:            \
-      return CALL(Positivity::Softplus);  \
-    case Positivity::Sigmoid:             \
-      return CALL(Positivity::Sigmoid);   \
-    case Positivity::Relu:                \
-      return CALL(Positivity::Relu);      \
+#define GPT_ATTN_POSITIVITY_SWITCH(CALL) \
+  switch (s.positivity) {                \
+    case Positivity::Exp:                \
+      return CALL(Positivity::Exp);      \
+    case Positivity::Softplus:           \
+      return CALL(Positivity::Softplus); \
+    case Positivity::Sigmoid:            \
+      return CALL(Positivity::Sigmoid);  \
+    case Positivity::Relu:               \
+      return CALL(Positivity::Relu);     \
   }
 
-#define GPT_ATTN_ROWS_FOR_ISA(SUFFIX, ATTR)                                                                      \
-  ATTR void forward_row_##SUFFIX(float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st) {      \
-    if (attn::stick_breaking(s)) {                                                                              \
-      st[0] = SB_CALL(sb_weights_body, row, nullptr, row, a);                                                   \
-      st[1] = 1, st[2] = st[3] = 0;                                                                             \
-      return;                                                                                                   \
-    }                                                                                                           \
-    GPT_ATTN_POSITIVITY_SWITCH(FWD_CALL)                                                                        \
-  }                                                                                                             \
-  ATTR void backward_weights_row_##SUFFIX(const float* qk, float* u, float* w, const RowArgs<float>& a,          \
-                                          const AttentionSpec& s, const attn::Row<float>& r) {                  \
-    if (attn::stick_breaking(s)) {                                                                              \
-      SB_CALL(sb_weights_body, qk, u, w, a);                                                                    \
-      std::fill(w + a.n, w + padded_keys(a.n), 0.0f);                                                           \
-      return;                                                                                                   \
-    }                                                                                                           \
-    GPT_ATTN_POSITIVITY_SWITCH(BW_CALL)                                                                         \
-  }                                                                                                             \
-  ATTR double backward_grad_row_##SUFFIX(const float* qk, const float* u, const float* w, float* g,              \
-                                         const RowArgs<float>& a, const AttentionSpec& s,                      \
-                                         const attn::Row<float>& r, float D, float lambda_f, float f,          \
-                                         bool want, float* S_out, double* kerple_out) {                        \
-    if (attn::stick_breaking(s)) {                                                                              \
-      if (S_out) *S_out = 0;                                                                                    \
-      return SB_CALL(sb_grad_row_body, qk, u, w, g, a, lambda_f, f, want, kerple_out);                          \
-    }                                                                                                           \
-    GPT_ATTN_POSITIVITY_SWITCH(BG_CALL)                                                                         \
-    return 0.0;                                                                                                 \
+#define GPT_ATTN_ROWS_FOR_ISA(SUFFIX, ATTR)                                                                       \
+  ATTR void forward_row_##SUFFIX(float* row, const RowArgs<float>& a, const AttentionSpec& s, float* st) {        \
+    if (attn::stick_breaking(s)) {                                                                                \
+      st[0] = SB_CALL(sb_weights_body, row, nullptr, row, a);                                                     \
+      st[1] = 1, st[2] = st[3] = 0;                                                                               \
+      return;                                                                                                     \
+    }                                                                                                             \
+    GPT_ATTN_POSITIVITY_SWITCH(FWD_CALL)                                                                          \
+  }                                                                                                               \
+  ATTR void backward_weights_row_##SUFFIX(const float* qk, float* u, float* w, const RowArgs<float>& a,           \
+                                          const AttentionSpec& s, const attn::Row<float>& r) {                    \
+    if (attn::stick_breaking(s)) {                                                                                \
+      SB_CALL(sb_weights_body, qk, u, w, a);                                                                      \
+      std::fill(w + a.n, w + padded_keys(a.n), 0.0f);                                                             \
+      return;                                                                                                     \
+    }                                                                                                             \
+    GPT_ATTN_POSITIVITY_SWITCH(BW_CALL)                                                                           \
+  }                                                                                                               \
+  ATTR double backward_grad_row_##SUFFIX(                                                                         \
+      const float* qk, const float* u, const float* w, float* g, const RowArgs<float>& a, const AttentionSpec& s, \
+      const attn::Row<float>& r, float D, float lambda_f, float f, bool want, float* S_out, double* kerple_out) { \
+    if (attn::stick_breaking(s)) {                                                                                \
+      if (S_out) *S_out = 0;                                                                                      \
+      return SB_CALL(sb_grad_row_body, qk, u, w, g, a, lambda_f, f, want, kerple_out);                            \
+    }                                                                                                             \
+    GPT_ATTN_POSITIVITY_SWITCH(BG_CALL)                                                                           \
+    return 0.0;                                                                                                   \
   }
 
 // Three column maps: plain, masked (ColMap<true>), and with a learned bias
 // (KERPLE; masked or not, through ColMap<true>'s tables).
-#define FWD_CALL(P)                                                  \
-  a.cap > 0.0f ? forward_row_body<P, true, kCappedColumns>(row, a, s, st) \
-  : a.learned_bias() ? forward_row_body<P, true, kBiasColumns>(row, a, s, st) \
-  : a.masked ? forward_row_body<P, true>(row, a, s, st)              \
-             : forward_row_body<P, false>(row, a, s, st)
-#define BW_CALL(P)                                                   \
-  a.cap > 0.0f ? backward_weights_row_body<P, true, kCappedColumns>(qk, u, w, a, r) \
-  : a.learned_bias() ? backward_weights_row_body<P, true, kBiasColumns>(qk, u, w, a, r) \
-  : a.masked ? backward_weights_row_body<P, true>(qk, u, w, a, r)    \
-             : backward_weights_row_body<P, false>(qk, u, w, a, r)
-#define BG_CALL(P)                                                                                           \
-  a.cap > 0.0f ? backward_grad_row_body<P, true, kCappedColumns>(qk, u, w, g, a, s, r, D, lambda_f, f, want,     \
-                                                                S_out, kerple_out)                             \
-  : a.learned_bias() ? backward_grad_row_body<P, true, kBiasColumns>(qk, u, w, g, a, s, r, D, lambda_f, f, want,  \
-                                                                     S_out, kerple_out)                        \
-  : a.masked ? backward_grad_row_body<P, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out) \
+#define FWD_CALL(P)                                                             \
+  a.cap > 0.0f       ? forward_row_body<P, true, kCappedColumns>(row, a, s, st) \
+  : a.learned_bias() ? forward_row_body<P, true, kBiasColumns>(row, a, s, st)   \
+  : a.masked         ? forward_row_body<P, true>(row, a, s, st)                 \
+                     : forward_row_body<P, false>(row, a, s, st)
+#define BW_CALL(P)                                                                        \
+  a.cap > 0.0f       ? backward_weights_row_body<P, true, kCappedColumns>(qk, u, w, a, r) \
+  : a.learned_bias() ? backward_weights_row_body<P, true, kBiasColumns>(qk, u, w, a, r)   \
+  : a.masked         ? backward_weights_row_body<P, true>(qk, u, w, a, r)                 \
+                     : backward_weights_row_body<P, false>(qk, u, w, a, r)
+#define BG_CALL(P)                                                                                                     \
+  a.cap > 0.0f                                                                                                         \
+      ? backward_grad_row_body<P, true, kCappedColumns>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out) \
+  : a.learned_bias()                                                                                                   \
+      ? backward_grad_row_body<P, true, kBiasColumns>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out)   \
+  : a.masked ? backward_grad_row_body<P, true>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out)          \
              : backward_grad_row_body<P, false>(qk, u, w, g, a, s, r, D, lambda_f, f, want, S_out, kerple_out)
 
 // Stick-breaking's three column maps likewise.
-#define SB_CALL(BODY, ...)                                            \
-  (a.cap > 0.0f        ? BODY<true, kCappedColumns>(__VA_ARGS__)   \
-   : a.learned_bias() ? BODY<true, kBiasColumns>(__VA_ARGS__)     \
-   : a.masked         ? BODY<true, kPlainColumns>(__VA_ARGS__)    \
+#define SB_CALL(BODY, ...)                                      \
+  (a.cap > 0.0f       ? BODY<true, kCappedColumns>(__VA_ARGS__) \
+   : a.learned_bias() ? BODY<true, kBiasColumns>(__VA_ARGS__)   \
+   : a.masked         ? BODY<true, kPlainColumns>(__VA_ARGS__)  \
                       : BODY<false, kPlainColumns>(__VA_ARGS__))
 
 GPT_ATTN_ROWS_FOR_ISA(avx512, __attribute__((target("avx512f"))))

@@ -60,9 +60,7 @@ struct RowArgs {
   // FIRE: kb is the row's own table row (b(i, Δ) depends on the row too),
   // read as KERPLE's, and the backward adds each column's dx to dkb[Δ].
   T* dkb = nullptr;
-  T bias_at(int c) const {
-    return (kb ? kb[i - 1 - key(c)] : T(0)) + (fc ? fc[i - 1] - fc[key(c)] : T(0));
-  }
+  T bias_at(int c) const { return (kb ? kb[i - 1 - key(c)] : T(0)) + (fc ? fc[i - 1] - fc[key(c)] : T(0)); }
   bool learned_bias() const { return kb || fc; }
   bool mapped() const { return learned_bias() || cap > T(0); }  // the vector rows' path with per-column terms
   // x_c of the row from σ_c (the scalar rows), capped.
@@ -98,9 +96,9 @@ void backward_weights_row_vec(GemmKernel isa, const float* qk, float* u, float* 
 // logit's gradient needs it: attn::sink_grad); with a.kg1, kerple_out[0..1]
 // receive Σ_j dx_j·kg1, Σ_j dx_j·kg2 (KERPLE's dL/dr₁, dL/dr₂ of the row).
 template <typename T>
-double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const RowArgs<T>& a,
-                                const AttentionSpec& s, const attn::Row<T>& r, T D, T lambda_f, T f,
-                                bool want_sigma_dx, T* S_out = nullptr, double* kerple_out = nullptr);
+double backward_grad_row_scalar(const T* qk, const T* u, const T* w, T* g, const RowArgs<T>& a, const AttentionSpec& s,
+                                const attn::Row<T>& r, T D, T lambda_f, T f, bool want_sigma_dx, T* S_out = nullptr,
+                                double* kerple_out = nullptr);
 double backward_grad_row_vec(GemmKernel isa, const float* qk, const float* u, const float* w, float* g,
                              const RowArgs<float>& a, const AttentionSpec& s, const attn::Row<float>& r, float D,
                              float lambda_f, float f, bool want_sigma_dx, float* S_out = nullptr,

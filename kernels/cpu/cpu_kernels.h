@@ -24,39 +24,32 @@ namespace gpt::cpu {
 // out (B,T,C) = wte[tokens[b,t]] + (wpe ? wpe[t] : 0).  tokens (B,T); wpe may be
 // null (positions other than learned). Token ids are checked by the model.
 template <typename T>
-void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe,
-                     int B, int Tn, int C);
+void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C);
 // dwte[tokens] += dout; dwpe[t] += dout (if dwpe).
 template <typename T>
-void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens,
-                      int B, int Tn, int C);
+void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C);
 // encoder_forward of bf16 tables into float32 (run.storage "bf16"): only the
 // rows the tokens pick are widened.
-void encoder_forward_bf16(float* out, const int32_t* tokens, const bf16* wte,
-                          const bf16* wpe, int B, int Tn, int C);
+void encoder_forward_bf16(float* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int Tn, int C);
 
 // ---- LayerNorm (eps 1e-5, biased variance) ----------------------------------
 // inp/out (N,C); mean, rstd (N) saved for the backward pass (may be null when
 // no backward follows).
 template <typename T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight,
-                       const T* bias, int N, int C);
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias, int N, int C);
 template <typename T>
-void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout,
-                        const T* inp, const T* weight, const T* mean,
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const T* mean,
                         const T* rstd, int N, int C);
 
 // ---- linear layer -------------------------------------------------------------
 // out (N,OC) = inp (N,C) · weightᵀ (OC,C) + bias (OC, may be null).
 template <typename T>
-void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N,
-                    int C, int OC);
+void matmul_forward(T* out, const T* inp, const T* weight, const T* bias, int N, int C, int OC);
 // dinp (N,C) += dout·W ; dweight (OC,C) += doutᵀ·inp ; dbias (OC) += Σ dout.
 // dbias may be null (no bias); dinp may be null (input needs no gradient);
 // dweight may be null (only dinp wanted).
 template <typename T>
-void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp,
-                     const T* weight, int N, int C, int OC);
+void matmul_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, int N, int C, int OC);
 // The same with bf16 operands (run.storage "bf16") and float32 results: bit
 // for bit the float32 functions on the operands widened, without widening
 // them (the GEMM converts what it packs; kernels/cpu/gemm.h).
@@ -173,9 +166,8 @@ void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const R
 // of qkv, q and k rotated at remap::far_query_pos / far_key_pos (v unused):
 // a pair with m − n >= the remap window is scored with it. Null otherwise.
 template <typename T>
-void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C,
-                       int NH, const AttentionSpec& spec, const HeadParams<std::type_identity_t<T>>& head,
-                       double* diag, const T* qkv_far = nullptr);
+void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                       const HeadParams<std::type_identity_t<T>>& head, double* diag, const T* qkv_far = nullptr);
 // dqkv (B,T,3C) += gradient, dhead.scale (NH) += dL/ds_h (ssmax only),
 // dhead.sink (NH) += dL/dζ_h (sink only), dhead.kerple (2·NH) += dL/dρ
 // (KERPLE only), dhead.fcum (B, NH, T) += dL/dc (forget only) and dhead.fire
@@ -187,29 +179,26 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C,
 // and k parts; v gets none).
 template <typename T>
 void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhead, const T* dout, const T* out,
-                        const T* stats, const T* qkv, int B, int Tn, int C,
-                        int NH, const AttentionSpec& spec, const HeadParams<std::type_identity_t<T>>& head,
-                        T* dqkv_far = nullptr, const T* qkv_far = nullptr);
+                        const T* stats, const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                        const HeadParams<std::type_identity_t<T>>& head, T* dqkv_far = nullptr,
+                        const T* qkv_far = nullptr);
 
 // ---- classifier -------------------------------------------------------------------
 // logits (N,Vp) of which the first V columns are real (the rest is padding and
 // is ignored). losses[n] = logsumexp(logits[n,:V]) - logits[n, targets[n]].
 template <typename T>
-void crossentropy_forward(T* losses, const T* logits, const int32_t* targets,
-                          int N, int V, int Vp);
+void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp);
 // dlogits[n,:V] = (softmax(logits[n,:V]) - onehot(targets[n])) * dloss[n];
 // padding columns are set to 0. Overwrites (does not accumulate): dlogits
 // may alias logits.
 template <typename T>
-void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets,
-                           const T* dloss, int N, int V, int Vp);
+void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const T* dloss, int N, int V, int Vp);
 
 // ---- optimizer ----------------------------------------------------------------------
 // One AdamW step over n parameters (t is the 1-based step for bias correction).
 // Decoupled weight decay: param -= lr * (mhat/(sqrt(vhat)+eps) + wd * param).
 template <typename T>
-void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr,
-                  double beta1, double beta2, double eps, double weight_decay,
-                  long t);
+void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr, double beta1, double beta2, double eps,
+                  double weight_decay, long t);
 
 }  // namespace gpt::cpu

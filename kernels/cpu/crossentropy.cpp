@@ -36,8 +36,7 @@ T logsumexp(const T* x, int V) {
 }  // namespace
 
 template <typename T>
-void crossentropy_forward(T* losses, const T* logits, const int32_t* targets,
-                          int N, int V, int Vp) {
+void crossentropy_forward(T* losses, const T* logits, const int32_t* targets, int N, int V, int Vp) {
   check_targets(targets, N, V);
 #pragma omp parallel for schedule(static) if (size_t(N) * V >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
@@ -48,8 +47,7 @@ void crossentropy_forward(T* losses, const T* logits, const int32_t* targets,
 }
 
 template <typename T>
-void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets,
-                           const T* dloss, int N, int V, int Vp) {
+void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets, const T* dloss, int N, int V, int Vp) {
   check_targets(targets, N, V);
 #pragma omp parallel for schedule(static) if (size_t(N) * V >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
@@ -75,7 +73,6 @@ void crossentropy_backward(T* dlogits, const T* logits, const int32_t* targets,
 template void crossentropy_forward<float>(float*, const float*, const int32_t*, int, int, int);
 template void crossentropy_forward<double>(double*, const double*, const int32_t*, int, int, int);
 template void crossentropy_backward<float>(float*, const float*, const int32_t*, const float*, int, int, int);
-template void crossentropy_backward<double>(double*, const double*, const int32_t*, const double*, int, int,
-                                            int);
+template void crossentropy_backward<double>(double*, const double*, const int32_t*, const double*, int, int, int);
 
 }  // namespace gpt::cpu

@@ -57,8 +57,7 @@ void diff_split_backward(T* dqkv, const T* dqkv2, int N, int C, int NH) {
       for (int m = 0; m < 2; ++m)  // q^m, k^m: read by both value halves
         for (int c = 0; c < d; ++c) {
           out[h * D + m * d + c] += g[split_at(0, s0 + 2 * m, c, C, d)] + g[split_at(0, s0 + 2 * m + 1, c, C, d)];
-          out[C + h * D + m * d + c] +=
-              g[split_at(1, s0 + 2 * m, c, C, d)] + g[split_at(1, s0 + 2 * m + 1, c, C, d)];
+          out[C + h * D + m * d + c] += g[split_at(1, s0 + 2 * m, c, C, d)] + g[split_at(1, s0 + 2 * m + 1, c, C, d)];
         }
       for (int u = 0; u < 2; ++u)  // the value half u: read by both maps
         for (int c = 0; c < d; ++c)
@@ -116,8 +115,7 @@ void diff_combine_backward(T* dy2, T* dlam, T* dgain, const T* dout, const T* y2
         double dot = 0;  // Σ dn·n̂ over the head
         for (int u = 0; u < 2; ++u)
           for (int c = 0; c < d; ++c)
-            z[u * d + c] =
-                static_cast<double>(y[(s0 + u) * d + c]) - l * static_cast<double>(y[(s0 + 2 + u) * d + c]);
+            z[u * d + c] = static_cast<double>(y[(s0 + u) * d + c]) - l * static_cast<double>(y[(s0 + 2 + u) * d + c]);
         for (int c = 0; c < D; ++c) {
           const double go = static_cast<double>(g[h * D + c]), nh = z[c] * r;
           pg[c] += scale * go * nh;
@@ -165,13 +163,13 @@ void head_reduce(T* dst, const T* src, size_t outer, int NH, size_t inner, int g
   }
 }
 
-#define GPT_DIFF_INSTANTIATE(T)                                                                                  \
-  template void diff_split_forward<T>(T*, const T*, int, int, int);                                            \
-  template void diff_split_backward<T>(T*, const T*, int, int, int);                                           \
-  template void diff_combine_forward<T>(T*, T*, const T*, const T*, const T*, int, int, int, double);          \
-  template void diff_combine_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int, \
-                                         int, double);                                                          \
-  template void head_repeat<T>(T*, const T*, size_t, int, size_t, int);                                        \
+#define GPT_DIFF_INSTANTIATE(T)                                                                                       \
+  template void diff_split_forward<T>(T*, const T*, int, int, int);                                                   \
+  template void diff_split_backward<T>(T*, const T*, int, int, int);                                                  \
+  template void diff_combine_forward<T>(T*, T*, const T*, const T*, const T*, int, int, int, double);                 \
+  template void diff_combine_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, int, int, int, \
+                                         double);                                                                     \
+  template void head_repeat<T>(T*, const T*, size_t, int, size_t, int);                                               \
   template void head_reduce<T>(T*, const T*, size_t, int, size_t, int);
 GPT_DIFF_INSTANTIATE(float)
 GPT_DIFF_INSTANTIATE(double)

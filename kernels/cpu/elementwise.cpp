@@ -50,7 +50,7 @@ void scale_inplace(T* x, T s, size_t n) {
 
 template <typename T>
 void forget_forward(T* c, const T* g, int B, int Tn, int NH) {
-#pragma omp parallel for schedule(static) if (static_cast<size_t>(B) * Tn * NH >= kMinParallelWork)
+#pragma omp parallel for schedule(static) if (static_cast <size_t>(B) * Tn * NH >= kMinParallelWork)
   for (int bh = 0; bh < B * NH; ++bh) {
     const int b = bh / NH, h = bh % NH;
     double sum = 0;
@@ -63,7 +63,7 @@ void forget_forward(T* c, const T* g, int B, int Tn, int NH) {
 
 template <typename T>
 void forget_backward(T* dg, const T* dc, const T* g, int B, int Tn, int NH) {
-#pragma omp parallel for schedule(static) if (static_cast<size_t>(B) * Tn * NH >= kMinParallelWork)
+#pragma omp parallel for schedule(static) if (static_cast <size_t>(B) * Tn * NH >= kMinParallelWork)
   for (int bh = 0; bh < B * NH; ++bh) {
     const int b = bh / NH, h = bh % NH;
     double suffix = 0;  // Σ_{t' >= t} dc

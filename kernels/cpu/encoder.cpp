@@ -32,19 +32,16 @@ void forward_impl(T* out, const int32_t* tokens, const S* wte, const S* wpe, int
 }  // namespace
 
 template <typename T>
-void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe,
-                     int B, int Tn, int C) {
+void encoder_forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int B, int Tn, int C) {
   forward_impl(out, tokens, wte, wpe, B, Tn, C);
 }
 
-void encoder_forward_bf16(float* out, const int32_t* tokens, const bf16* wte,
-                          const bf16* wpe, int B, int Tn, int C) {
+void encoder_forward_bf16(float* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int Tn, int C) {
   forward_impl(out, tokens, wte, wpe, B, Tn, C);
 }
 
 template <typename T>
-void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens,
-                      int B, int Tn, int C) {
+void encoder_backward(T* dwte, T* dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C) {
   // Repeated tokens hit the same dwte row, so rows cannot be split across
   // threads. Splitting channels instead keeps every element's sum in the
   // order of bt whatever the thread count.

@@ -110,8 +110,8 @@ struct GenericTile {
 struct Avx2Tile {
   // 12 accumulators + 2 B vectors + 1 broadcast of the 16 ymm registers.
   static constexpr int MR = 6, NR = 16;
-  __attribute__((target("avx2,fma"))) static void run(int kc, const float* ap, size_t rsa, size_t csa,
-                                                       const float* bp, float* c, size_t ldc) {
+  __attribute__((target("avx2,fma"))) static void run(int kc, const float* ap, size_t rsa, size_t csa, const float* bp,
+                                                      float* c, size_t ldc) {
     __m256 c0[MR], c1[MR];
 #pragma GCC unroll 8
     for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm256_setzero_ps();
@@ -139,8 +139,8 @@ struct Avx512Tile {
   // 16 accumulators of the 32 zmm registers; 2 vector loads and 8
   // broadcasts feed 16 FMAs per k.
   static constexpr int MR = 8, NR = 32;
-  __attribute__((target("avx512f"))) static void run(int kc, const float* ap, size_t rsa, size_t csa,
-                                                     const float* bp, float* c, size_t ldc) {
+  __attribute__((target("avx512f"))) static void run(int kc, const float* ap, size_t rsa, size_t csa, const float* bp,
+                                                     float* c, size_t ldc) {
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) c0[i] = c1[i] = _mm512_setzero_ps();

@@ -40,7 +40,7 @@ bool gemm_kernel_available(GemmKernel k);
 // Selects the kernel for later calls (not thread-safe against concurrent
 // GEMMs); throws gpt::Error when the processor lacks the instructions.
 void set_gemm_kernel(GemmKernel k);
-GemmKernel gemm_kernel();                  // the active one (never Auto)
+GemmKernel gemm_kernel();                    // the active one (never Auto)
 const char* gemm_kernel_name(GemmKernel k);  // "generic", "avx2", "avx512"
 
 }  // namespace gpt::cpu

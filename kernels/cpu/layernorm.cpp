@@ -14,8 +14,7 @@ constexpr int kChannelBlock = 32;
 }  // namespace
 
 template <typename T>
-void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight,
-                       const T* bias, int N, int C) {
+void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias, int N, int C) {
 #pragma omp parallel for schedule(static) if (size_t(N) * C >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
     // (N,C) row n
@@ -40,8 +39,8 @@ namespace {
 
 // dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w.
 template <typename T>
-void layernorm_backward_inputs(T* dinp, const T* dout, const T* inp, const T* weight,
-                               const T* mean, const T* rstd, int N, int C) {
+void layernorm_backward_inputs(T* dinp, const T* dout, const T* inp, const T* weight, const T* mean, const T* rstd,
+                               int N, int C) {
 #pragma omp parallel for schedule(static) if (size_t(N) * C >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
     // (N,C) row n
@@ -67,8 +66,8 @@ void layernorm_backward_inputs(T* dinp, const T* dout, const T* inp, const T* we
 // dweight += Σ_n dout * xhat, dbias += Σ_n dout. Parallel over channel
 // blocks so each element is summed over n in order by one thread.
 template <typename T>
-void layernorm_backward_params(T* dweight, T* dbias, const T* dout, const T* inp,
-                               const T* mean, const T* rstd, int N, int C) {
+void layernorm_backward_params(T* dweight, T* dbias, const T* dout, const T* inp, const T* mean, const T* rstd, int N,
+                               int C) {
   const int nblocks = (C + kChannelBlock - 1) / kChannelBlock;
 #pragma omp parallel for schedule(static) if (size_t(N) * C >= kMinParallelWork)
   for (int blk = 0; blk < nblocks; ++blk) {
@@ -90,17 +89,17 @@ void layernorm_backward_params(T* dweight, T* dbias, const T* dout, const T* inp
 }  // namespace
 
 template <typename T>
-void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout,
-                        const T* inp, const T* weight, const T* mean,
+void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const T* mean,
                         const T* rstd, int N, int C) {
   layernorm_backward_inputs(dinp, dout, inp, weight, mean, rstd, N, C);
   layernorm_backward_params(dweight, dbias, dout, inp, mean, rstd, N, C);
 }
 
 template void layernorm_forward<float>(float*, float*, float*, const float*, const float*, const float*, int, int);
-template void layernorm_forward<double>(double*, double*, double*, const double*, const double*, const double*, int, int);
-template void layernorm_backward<float>(float*, float*, float*, const float*, const float*, const float*,
-                                        const float*, const float*, int, int);
+template void layernorm_forward<double>(double*, double*, double*, const double*, const double*, const double*, int,
+                                        int);
+template void layernorm_backward<float>(float*, float*, float*, const float*, const float*, const float*, const float*,
+                                        const float*, int, int);
 template void layernorm_backward<double>(double*, double*, double*, const double*, const double*, const double*,
                                          const double*, const double*, int, int);
 

@@ -31,13 +31,11 @@ void forward_impl(T* out, const S* inp, const S* weight, const T* bias, int N, i
 }
 
 template <typename T, typename S>
-void backward_impl(T* dinp, T* dweight, T* dbias, const S* dout, const S* inp, const S* weight, int N, int C,
-                   int OC) {
+void backward_impl(T* dinp, T* dweight, T* dbias, const S* dout, const S* inp, const S* weight, int N, int C, int OC) {
   // dinp (N,C) += dout (N,OC) · weight (OC,C)
   if (dinp) gemm_accumulate(dinp, C, MatView<S>{dout, size_t(OC), 1}, MatView<S>{weight, size_t(C), 1}, N, C, OC);
   // dweight (OC,C) += doutᵀ (OC,N) · inp (N,C), doutᵀ[o,n] = dout[n*OC + o]
-  if (dweight)
-    gemm_accumulate(dweight, C, MatView<S>{dout, 1, size_t(OC)}, MatView<S>{inp, size_t(C), 1}, OC, C, N);
+  if (dweight) gemm_accumulate(dweight, C, MatView<S>{dout, 1, size_t(OC)}, MatView<S>{inp, size_t(C), 1}, OC, C, N);
   if (!dbias) return;
   // dbias (OC) += Σ_n dout[n,:]; split over channels so each sum runs in n order
   const int nblocks = (OC + kChannelBlock - 1) / kChannelBlock;
@@ -75,9 +73,8 @@ void matmul_backward_bf16(float* dinp, float* dweight, float* dbias, const bf16*
 
 template void matmul_forward<float>(float*, const float*, const float*, const float*, int, int, int);
 template void matmul_forward<double>(double*, const double*, const double*, const double*, int, int, int);
-template void matmul_backward<float>(float*, float*, float*, const float*, const float*, const float*, int, int,
-                                     int);
-template void matmul_backward<double>(double*, double*, double*, const double*, const double*, const double*, int,
-                                      int, int);
+template void matmul_backward<float>(float*, float*, float*, const float*, const float*, const float*, int, int, int);
+template void matmul_backward<double>(double*, double*, double*, const double*, const double*, const double*, int, int,
+                                      int);
 
 }  // namespace gpt::cpu

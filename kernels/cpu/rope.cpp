@@ -21,14 +21,14 @@ constexpr double kMinParallelWork = 1 << 14;
 
 void check_shapes(int B, int Tn, int C, int NH, const RopeSpec& rs) {
   const double theta = rs.theta;
-  GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "rope: B, T, C, NH must be positive, got B=", B, " T=", Tn,
-            " C=", C, " NH=", NH);
+  GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "rope: B, T, C, NH must be positive, got B=", B, " T=", Tn, " C=", C,
+            " NH=", NH);
   GPT_CHECK(C % NH == 0 && (C / NH) % 2 == 0, "rope: the head size C/NH must be an even integer, got C=", C,
             " NH=", NH);
   GPT_CHECK(theta > 0.0, "rope: theta must be positive, got ", theta);
   const int d_r = rope::dims(rs, C / NH);
-  GPT_CHECK(d_r >= 2 && d_r % 2 == 0 && d_r <= C / NH, "rope: the rotated dimensions must be even and within the head (",
-            C / NH, "), got ", d_r);
+  GPT_CHECK(d_r >= 2 && d_r % 2 == 0 && d_r <= C / NH,
+            "rope: the rotated dimensions must be even and within the head (", C / NH, "), got ", d_r);
 }
 
 // θ'_i for i < d_r/2, shared by all positions of windows of L tokens.
@@ -51,8 +51,7 @@ void position_angles(double* cs, double* sn, const std::vector<double>& inv_freq
 // head vector x (D channels, the first 2·half rotated), writing
 // (accumulate = false) or adding into y.
 template <typename T>
-void rotate_head(T* y, const T* x, const double* cs, const double* sn, int half, int D, double sign,
-                 bool accumulate) {
+void rotate_head(T* y, const T* x, const double* cs, const double* sn, int half, int D, double sign, bool accumulate) {
   for (int c = 2 * half; c < D; ++c) y[c] = accumulate ? y[c] + x[c] : x[c];
   for (int i = 0; i < half; ++i) {
     const double x1 = x[i], x2 = x[i + half];
@@ -87,7 +86,7 @@ void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, const RopeSp
   std::vector<double> cs_k(far ? cs.size() : 0), sn_k(cs_k.size());
   // Tiny calls (gradient checks) run on one thread: a parallel region would
   // cost more than the work.
-#pragma omp parallel if (static_cast<double>(B) * Tn * C > kMinParallelWork)
+#pragma omp parallel if (static_cast <double>(B) * Tn * C > kMinParallelWork)
   {
 #pragma omp for schedule(static)
     for (int t = 0; t < Tn; ++t) {

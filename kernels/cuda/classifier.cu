@@ -27,8 +27,7 @@ __device__ float row_logsumexp(const float* x, int V) {
   return mx + static_cast<float>(log(sum));
 }
 
-__global__ void crossentropy_forward_kernel(float* losses, const float* logits, const int32_t* targets, int V,
-                                            int Vp) {
+__global__ void crossentropy_forward_kernel(float* losses, const float* logits, const int32_t* targets, int V, int Vp) {
   const size_t n = blockIdx.x;
   const int target = targets[n];
   if (target == kIgnoreTarget) {  // not scored (the whole block leaves together)

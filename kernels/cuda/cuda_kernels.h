@@ -35,8 +35,8 @@ void encoder_forward(float* out, const int32_t* tokens, const float* wte, const 
                      cudaStream_t stream);
 // The same from bf16 tables (bit patterns; run.storage "bf16"): only the rows
 // the tokens pick are widened.
-void encoder_forward(float* out, const int32_t* tokens, const uint16_t* wte, const uint16_t* wpe, int B, int Tn,
-                     int C, cudaStream_t stream);
+void encoder_forward(float* out, const int32_t* tokens, const uint16_t* wte, const uint16_t* wpe, int B, int Tn, int C,
+                     cudaStream_t stream);
 // dwte rows are scattered with atomicAdd (repeated tokens); dwpe sums over b
 // in a fixed order (no atomics).
 void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int Tn, int C,
@@ -161,9 +161,9 @@ void diff_split_forward(float* qkv2, const float* qkv, int N, int C, int NH, cud
 void diff_split_backward(float* dqkv, const float* dqkv2, int N, int C, int NH, cudaStream_t stream);
 void diff_combine_forward(float* out, float* rstd, const float* y2, const float* lam, const float* gain, int N, int C,
                           int NH, double lambda_init, cudaStream_t stream);
-void diff_combine_backward(float* dy2, float* dlam, float* dgain, const float* dout, const float* y2,
-                           const float* rstd, const float* lam, const float* gain, int N, int C, int NH,
-                           double lambda_init, cudaStream_t stream);
+void diff_combine_backward(float* dy2, float* dlam, float* dgain, const float* dout, const float* y2, const float* rstd,
+                           const float* lam, const float* gain, int N, int C, int NH, double lambda_init,
+                           cudaStream_t stream);
 void head_repeat(float* dst, const float* src, size_t outer, int NH, size_t inner, int group, cudaStream_t stream);
 void head_reduce(float* dst, const float* src, size_t outer, int NH, size_t inner, int group, cudaStream_t stream);
 
@@ -202,7 +202,7 @@ void crossentropy_backward(float* dlogits, const float* logits, const int32_t* t
 // ---- optimizer ------------------------------------------------------------------------------
 // Same formula as kernels/cpu/adamw.cpp (bias corrections computed in double
 // on the host).
-void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, double lr, double beta1,
-                  double beta2, double eps, double weight_decay, long t, cudaStream_t stream);
+void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, double lr, double beta1, double beta2,
+                  double eps, double weight_decay, long t, cudaStream_t stream);
 
 }  // namespace gpt::cuda

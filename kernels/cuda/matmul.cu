@@ -65,7 +65,8 @@ constexpr int kBf16RowMultiple = 8;
 // Contiguous case (cols == ld): one flat grid-stride loop.
 __global__ void bf16_flat_kernel(uint16_t* __restrict__ dst, const float* __restrict__ src, size_t n) {
   const size_t stride = size_t(gridDim.x) * blockDim.x;
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) dst[i] = round_to_bf16_bits(src[i]);
+  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    dst[i] = round_to_bf16_bits(src[i]);
 }
 
 // Padded rows: blocks stride over rows, threads over the columns of a row;
@@ -84,9 +85,12 @@ __global__ void bf16_rows_kernel(uint16_t* __restrict__ dst, const float* __rest
 
 const char* gemm_precision_name(GemmPrecision p) {
   switch (p) {
-    case GemmPrecision::Fp32: return "fp32";
-    case GemmPrecision::Tf32: return "tf32";
-    case GemmPrecision::Bf16: return "bf16";
+    case GemmPrecision::Fp32:
+      return "fp32";
+    case GemmPrecision::Tf32:
+      return "tf32";
+    case GemmPrecision::Bf16:
+      return "bf16";
   }
   return "?";
 }
@@ -188,8 +192,9 @@ void Matmul::gemm(bool trans_a, bool trans_b, int m, int n, int k, Operand A, Op
   int found = 0;
   GPT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(handle_, g.op, g.a, g.b, g.d, g.d, g.pref, 1, &heuristic, &found));
   GPT_CHECK(found > 0, "cuBLASLt found no ", bf16 ? "bf16-operand" : gemm_precision_name(precision_),
-            " GEMM algorithm (A and B ", bf16 ? "bf16" : "float32", ", D float32) for m=", m, " n=", n, " k=", k, " (alignments A ", align_a,
-            ", B ", align_b, ", D ", align_d, " bytes; leading dimensions ", A.ld, ", ", B.ld, ", ", ldd, ")");
+            " GEMM algorithm (A and B ", bf16 ? "bf16" : "float32", ", D float32) for m=", m, " n=", n, " k=", k,
+            " (alignments A ", align_a, ", B ", align_b, ", D ", align_d, " bytes; leading dimensions ", A.ld, ", ",
+            B.ld, ", ", ldd, ")");
   const float alpha = 1.0f;
   GPT_CUBLAS_CHECK(cublasLtMatmul(handle_, g.op, &alpha, A.p, g.a, B.p, g.b, &beta, D, g.d, D, g.d, &heuristic.algo,
                                   workspace_, workspace_bytes_, stream));
@@ -209,8 +214,8 @@ void Matmul::forward_of(float* out, const E* inp, const E* weight, const float* 
 }
 
 template <typename E>
-void Matmul::backward_of(float* dinp, float* dweight, float* dbias, const E* dout, const E* inp, const E* weight,
-                         int N, int C, int OC, cudaStream_t stream) {
+void Matmul::backward_of(float* dinp, float* dweight, float* dbias, const E* dout, const E* inp, const E* weight, int N,
+                         int C, int OC, cudaStream_t stream) {
   if (N > 0 && C > 0 && OC > 0) {
     // dout once, for both GEMMs (slot 0); W (slot 1) only when dinp is wanted,
     // inp (slot 2) only when dweight is (the bf16 adapter asks for them apart).

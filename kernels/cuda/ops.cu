@@ -185,18 +185,14 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
 __global__ void residual_kernel(float* out, const float* a, const float* b, size_t n) {
   GPT_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
 }
-__global__ void add_kernel(float* dst, const float* src, size_t n) {
-  GPT_GRID_STRIDE(i, n) dst[i] += src[i];
-}
+__global__ void add_kernel(float* dst, const float* src, size_t n) { GPT_GRID_STRIDE(i, n) dst[i] += src[i]; }
 __global__ void widen_bf16_kernel(float* dst, const uint16_t* src, size_t n) {
   GPT_GRID_STRIDE(i, n) dst[i] = bf16_bits_to_float(src[i]);
 }
 __global__ void round_bf16_kernel(uint16_t* dst, const float* src, size_t n) {
   GPT_GRID_STRIDE(i, n) dst[i] = round_to_bf16_bits(src[i]);
 }
-__global__ void scale_kernel(float* x, float s, size_t n) {
-  GPT_GRID_STRIDE(i, n) x[i] *= s;
-}
+__global__ void scale_kernel(float* x, float s, size_t n) { GPT_GRID_STRIDE(i, n) x[i] *= s; }
 __global__ void sum_squares_kernel(double* partial, const float* x, size_t n) {
   double s = 0.0;
   GPT_GRID_STRIDE(i, n) s += double(x[i]) * double(x[i]);
@@ -218,13 +214,13 @@ __global__ void rope_kernel(float* dst, const float* src, int Tn, int C, int NH,
     if (col >= 2 * size_t(C) || j >= d_r) {
       y = src[i];  // v and the channels past d_r pass through
     } else {
-      const int k = j < half ? j : j - half;      // pair (k, k + half)
+      const int k = j < half ? j : j - half;       // pair (k, k + half)
       const float* x = src + bt * C3 + (col - j);  // this head's D values
       const int t = pos0 + static_cast<int>(bt % Tn);
       // The far copy of a distance remapping rotates q and k at their own positions.
       const double pos = !rs.far_positions ? double(t)
-                         : col < size_t(C)  ? remap::far_query_pos(rs, t)
-                                            : remap::far_key_pos(rs, t);
+                         : col < size_t(C) ? remap::far_query_pos(rs, t)
+                                           : remap::far_key_pos(rs, t);
       const double a = pos * rope::inv_freq(rs, k, d_r, pos0 + Tn);
       double sn, cs;
       sincos(a, &sn, &cs);
@@ -258,8 +254,8 @@ void encoder_forward_of(float* out, const int32_t* tokens, const E* wte, const E
                         cudaStream_t stream) {
   const size_t total = size_t(B) * Tn * C;
   if (total == 0) return;
-  GPT_LAUNCH(grid_for(total, kThreads), kThreads, stream, encoder_forward_kernel<E>)(out, tokens, wte, wpe, Tn, C,
-                                                                                    total);
+  GPT_LAUNCH(grid_for(total, kThreads), kThreads, stream, encoder_forward_kernel<E>)
+  (out, tokens, wte, wpe, Tn, C, total);
   GPT_CUDA_CHECK_LAUNCH("encoder_forward_kernel");
 }
 
@@ -270,8 +266,8 @@ void encoder_forward(float* out, const int32_t* tokens, const float* wte, const 
   encoder_forward_of(out, tokens, wte, wpe, B, Tn, C, stream);
 }
 
-void encoder_forward(float* out, const int32_t* tokens, const uint16_t* wte, const uint16_t* wpe, int B, int Tn,
-                     int C, cudaStream_t stream) {
+void encoder_forward(float* out, const int32_t* tokens, const uint16_t* wte, const uint16_t* wpe, int B, int Tn, int C,
+                     cudaStream_t stream) {
   encoder_forward_of(out, tokens, wte, wpe, B, Tn, C, stream);
 }
 
@@ -297,8 +293,8 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
   if (N <= 0) return;
-  GPT_LAUNCH(warp_rows_grid(N), kThreads, stream, layernorm_backward_input_kernel)(
-      dinp, dout, inp, weight, mean, rstd, N, C);
+  GPT_LAUNCH(warp_rows_grid(N), kThreads, stream, layernorm_backward_input_kernel)
+  (dinp, dout, inp, weight, mean, rstd, N, C);
   GPT_CUDA_CHECK_LAUNCH("layernorm_backward_input_kernel");
   const dim3 grid((C + 31) / 32, row_blocks(N)), block(32, kColRows);
   GPT_LAUNCH(grid, block, stream, layernorm_backward_params_kernel)(dweight, dbias, dout, inp, mean, rstd, N, C);
@@ -581,15 +577,16 @@ __global__ void diff_combine_backward_kernel(float* dy2, double* dl, const float
 
 // dgain[c] += Σ over (row, head) of (1 − λ_init)·dout·z·rstd: blocks (32
 // columns × kColRows) striding over the rows, as layernorm_backward_params_kernel.
-__global__ void diff_gain_kernel(float* dgain, const float* dout, const float* y2, const float* rstd,
-                                 const float* lam, int N, int C, int NH, double lambda_init) {
+__global__ void diff_gain_kernel(float* dgain, const float* dout, const float* y2, const float* rstd, const float* lam,
+                                 int N, int C, int NH, double lambda_init) {
   GPT_SHARED(double, part, [kColRows][33]);
   const int D = C / NH, d = D / 2, c = blockIdx.x * 32 + threadIdx.x;
   const double l = attn::diff::lambda(lam, d, lambda_init).value, scale = 1.0 - lambda_init;
   double a = 0;
   if (c < D) {
     const int u = c / d, cc = c % d;
-    for (size_t e = blockIdx.y * size_t(kColRows) + threadIdx.y; e < size_t(N) * NH; e += gridDim.y * size_t(kColRows)) {
+    for (size_t e = blockIdx.y * size_t(kColRows) + threadIdx.y; e < size_t(N) * NH;
+         e += gridDim.y * size_t(kColRows)) {
       const size_t n = e / NH;
       const int h = static_cast<int>(e % NH), s0 = attn::diff::kHeads * h;
       const float* y = y2 + n * 2 * C;
@@ -613,7 +610,8 @@ __global__ void diff_lambda_grad_kernel(float* dlam, const double* dl, size_t ro
   for (size_t e = threadIdx.x; e < rows; e += blockDim.x) s += dl[e];
   s = block_sum(s);
   const attn::diff::Lambda L = attn::diff::lambda(lam, d, lambda_init);
-  for (int k = threadIdx.x; k < 4 * d; k += blockDim.x) dlam[k] += static_cast<float>(s * attn::diff::lambda_grad(lam, d, L, k));
+  for (int k = threadIdx.x; k < 4 * d; k += blockDim.x)
+    dlam[k] += static_cast<float>(s * attn::diff::lambda_grad(lam, d, L, k));
 }
 
 __global__ void head_repeat_kernel(float* dst, const float* src, size_t outer_heads, size_t inner, int group) {
@@ -655,17 +653,17 @@ void diff_combine_forward(float* out, float* rstd, const float* y2, const float*
   GPT_CUDA_CHECK_LAUNCH("diff_combine_kernel");
 }
 
-void diff_combine_backward(float* dy2, float* dlam, float* dgain, const float* dout, const float* y2,
-                           const float* rstd, const float* lam, const float* gain, int N, int C, int NH,
-                           double lambda_init, cudaStream_t stream) {
+void diff_combine_backward(float* dy2, float* dlam, float* dgain, const float* dout, const float* y2, const float* rstd,
+                           const float* lam, const float* gain, int N, int C, int NH, double lambda_init,
+                           cudaStream_t stream) {
   const size_t rows = size_t(N) * NH;
   if (rows == 0) return;
   const int D = C / NH;
   GPT_CHECK(D <= kDiffMaxD, "cuda::diff_combine_backward: head size ", D, " exceeds ", kDiffMaxD);
   double* dl = nullptr;
   GPT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&dl), rows * sizeof(double), stream));
-  GPT_LAUNCH(grid_for(rows, 128), 128, stream, diff_combine_backward_kernel)(dy2, dl, dout, y2, rstd, lam, gain, N, C,
-                                                                              NH, lambda_init);
+  GPT_LAUNCH(grid_for(rows, 128), 128, stream, diff_combine_backward_kernel)
+  (dy2, dl, dout, y2, rstd, lam, gain, N, C, NH, lambda_init);
   GPT_CUDA_CHECK_LAUNCH("diff_combine_backward_kernel");
   const dim3 grid((D + 31) / 32, row_blocks(static_cast<int>(std::min<size_t>(rows, 1u << 30)))), block(32, kColRows);
   GPT_LAUNCH(grid, block, stream, diff_gain_kernel)(dgain, dout, y2, rstd, lam, N, C, NH, lambda_init);
@@ -743,17 +741,17 @@ void sum_squares_partials(double* partial, const float* x, size_t n, cudaStream_
 namespace {
 void rope_apply(float* dst, const float* src, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0, double sign,
                 bool accumulate, cudaStream_t stream) {
-  GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "rope: B, T, C, NH must be positive, got B=", B, " T=", Tn,
-            " C=", C, " NH=", NH);
+  GPT_CHECK(B > 0 && Tn > 0 && C > 0 && NH > 0, "rope: B, T, C, NH must be positive, got B=", B, " T=", Tn, " C=", C,
+            " NH=", NH);
   GPT_CHECK(C % NH == 0 && (C / NH) % 2 == 0, "rope: the head size C/NH must be an even integer, got C=", C,
             " NH=", NH);
   GPT_CHECK(rs.theta > 0.0, "rope: theta must be positive, got ", rs.theta);
   const int d_r = rope::dims(rs, C / NH);
-  GPT_CHECK(d_r >= 2 && d_r % 2 == 0 && d_r <= C / NH, "rope: the rotated dimensions must be even and within the head (",
-            C / NH, "), got ", d_r);
+  GPT_CHECK(d_r >= 2 && d_r % 2 == 0 && d_r <= C / NH,
+            "rope: the rotated dimensions must be even and within the head (", C / NH, "), got ", d_r);
   const size_t total = size_t(B) * Tn * 3 * C;
-  GPT_LAUNCH(grid_for(total, kThreads), kThreads, stream, rope_kernel)(
-      dst, src, Tn, C, NH, rs, pos0, sign, accumulate, total);
+  GPT_LAUNCH(grid_for(total, kThreads), kThreads, stream, rope_kernel)
+  (dst, src, Tn, C, NH, rs, pos0, sign, accumulate, total);
   GPT_CUDA_CHECK_LAUNCH("rope_kernel");
 }
 }  // namespace
@@ -768,15 +766,15 @@ void rope_backward(float* dinp, const float* dout, int B, int Tn, int C, int NH,
   rope_apply(dinp, dout, B, Tn, C, NH, rs, pos0, -1.0, true, stream);
 }
 
-void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, double lr, double beta1,
-                  double beta2, double eps, double weight_decay, long t, cudaStream_t stream) {
+void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, double lr, double beta1, double beta2,
+                  double eps, double weight_decay, long t, cudaStream_t stream) {
   GPT_CHECK(t >= 1, "adamw_update: step t must be >= 1 (1-based, for bias correction), got ", t);
   if (n == 0) return;
   const float inv_c1 = float(1.0 / (1.0 - std::pow(beta1, double(t))));
   const float inv_c2 = float(1.0 / (1.0 - std::pow(beta2, double(t))));
-  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, adamw_kernel)(
-      param, grad, m, v, n, float(beta1), float(beta2), float(1.0 - beta1), float(1.0 - beta2), inv_c1, inv_c2,
-      float(lr), float(eps), float(weight_decay));
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, adamw_kernel)
+  (param, grad, m, v, n, float(beta1), float(beta2), float(1.0 - beta1), float(1.0 - beta2), inv_c1, inv_c2, float(lr),
+   float(eps), float(weight_decay));
   GPT_CUDA_CHECK_LAUNCH("adamw_kernel");
 }
 

@@ -92,48 +92,47 @@ class ParamBackend : public Device {
 //   crossentropy_*   a target of kIgnoreTarget (core/tokens.h) has loss 0 and a zero gradient row
 // The ops a backend runs its own way (the embedding, the linear layer,
 // attention) are declared by hand in Backend.
-#define GPT_BACKEND_PLAIN_OPS(X)                                                                                \
-  X(encoder_backward, (Acc * dwte, Acc * dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C),       \
-    (dwte, dwpe, dout, tokens, B, Tn, C))                                                                        \
-  X(layernorm_forward, (T * out, Acc * mean, Acc * rstd, const T* inp, const T* w, const T* b, int N, int C),     \
-    (out, mean, rstd, inp, w, b, N, C))                                                                          \
-  X(layernorm_backward,                                                                                         \
-    (T * dinp, Acc * dw, Acc * db, const T* dout, const T* inp, const T* w, const Acc* mean, const Acc* rstd,    \
-     int N, int C),                                                                                             \
-    (dinp, dw, db, dout, inp, w, mean, rstd, N, C))                                                              \
-  X(gelu_forward, (T * out, const T* inp, size_t n), (out, inp, n))                                              \
-  X(gelu_backward, (T * dinp, const T* inp, const T* dout, size_t n), (dinp, inp, dout, n))                      \
-  X(residual_forward, (T * out, const T* a, const T* b, size_t n), (out, a, b, n))                               \
-  X(add_inplace, (T * dst, const T* src, size_t n), (dst, src, n))                                               \
-  X(rope_forward, (T * out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0),           \
-    (out, inp, B, Tn, C, NH, rs, pos0))                                                                          \
-  X(rope_backward, (T * dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0),        \
-    (dinp, dout, B, Tn, C, NH, rs, pos0))                                                                        \
-  X(sigmoid_gate_forward, (T * out, const T* y, const T* g, size_t n), (out, y, g, n))                           \
-  X(sigmoid_gate_backward, (T * dy, T * dg, const T* dout, const T* y, const T* g, size_t n),                    \
-    (dy, dg, dout, y, g, n))                                                                                     \
-  X(forget_forward, (Acc * c, const T* g, int B, int Tn, int NH), (c, g, B, Tn, NH))                             \
-  X(forget_backward, (T * dg, const Acc* dc, const T* g, int B, int Tn, int NH), (dg, dc, g, B, Tn, NH))         \
-  X(fire_forward, (Acc * table, const T* p, int Tn, int NH, double L0), (table, p, Tn, NH, L0))                   \
-  X(fire_backward, (Acc * dp, const Acc* dtable, const T* p, int B, int Tn, int NH, double L0),                  \
-    (dp, dtable, p, B, Tn, NH, L0))                                                                              \
-  X(diff_split_forward, (T * qkv2, const T* qkv, int N, int C, int NH), (qkv2, qkv, N, C, NH))                   \
-  X(diff_split_backward, (T * dqkv, const T* dqkv2, int N, int C, int NH), (dqkv, dqkv2, N, C, NH))              \
-  X(diff_combine_forward,                                                                                       \
-    (T * out, Acc * rstd, const T* y2, const T* lam, const T* gain, int N, int C, int NH, double lambda_init),   \
-    (out, rstd, y2, lam, gain, N, C, NH, lambda_init))                                                           \
-  X(diff_combine_backward,                                                                                      \
-    (T * dy2, Acc * dlam, Acc * dgain, const T* dout, const T* y2, const Acc* rstd, const T* lam, const T* gain, \
-     int N, int C, int NH, double lambda_init),                                                                 \
-    (dy2, dlam, dgain, dout, y2, rstd, lam, gain, N, C, NH, lambda_init))                                        \
-  X(head_repeat, (Acc * dst, const Acc* src, size_t outer, int NH, size_t inner, int group),                     \
-    (dst, src, outer, NH, inner, group))                                                                         \
-  X(head_reduce, (Acc * dst, const Acc* src, size_t outer, int NH, size_t inner, int group),                     \
-    (dst, src, outer, NH, inner, group))                                                                         \
-  X(crossentropy_forward, (Acc * losses, const T* logits, const int32_t* targets, int N, int V, int Vp),         \
-    (losses, logits, targets, N, V, Vp))                                                                         \
-  X(crossentropy_backward,                                                                                      \
-    (T * dlogits, const T* logits, const int32_t* targets, const Acc* dloss, int N, int V, int Vp),             \
+#define GPT_BACKEND_PLAIN_OPS(X)                                                                                       \
+  X(encoder_backward, (Acc * dwte, Acc * dwpe, const T* dout, const int32_t* tokens, int B, int Tn, int C),            \
+    (dwte, dwpe, dout, tokens, B, Tn, C))                                                                              \
+  X(layernorm_forward, (T * out, Acc * mean, Acc * rstd, const T* inp, const T* w, const T* b, int N, int C),          \
+    (out, mean, rstd, inp, w, b, N, C))                                                                                \
+  X(layernorm_backward,                                                                                                \
+    (T * dinp, Acc * dw, Acc * db, const T* dout, const T* inp, const T* w, const Acc* mean, const Acc* rstd, int N,   \
+     int C),                                                                                                           \
+    (dinp, dw, db, dout, inp, w, mean, rstd, N, C))                                                                    \
+  X(gelu_forward, (T * out, const T* inp, size_t n), (out, inp, n))                                                    \
+  X(gelu_backward, (T * dinp, const T* inp, const T* dout, size_t n), (dinp, inp, dout, n))                            \
+  X(residual_forward, (T * out, const T* a, const T* b, size_t n), (out, a, b, n))                                     \
+  X(add_inplace, (T * dst, const T* src, size_t n), (dst, src, n))                                                     \
+  X(rope_forward, (T * out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0),                 \
+    (out, inp, B, Tn, C, NH, rs, pos0))                                                                                \
+  X(rope_backward, (T * dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0),              \
+    (dinp, dout, B, Tn, C, NH, rs, pos0))                                                                              \
+  X(sigmoid_gate_forward, (T * out, const T* y, const T* g, size_t n), (out, y, g, n))                                 \
+  X(sigmoid_gate_backward, (T * dy, T * dg, const T* dout, const T* y, const T* g, size_t n), (dy, dg, dout, y, g, n)) \
+  X(forget_forward, (Acc * c, const T* g, int B, int Tn, int NH), (c, g, B, Tn, NH))                                   \
+  X(forget_backward, (T * dg, const Acc* dc, const T* g, int B, int Tn, int NH), (dg, dc, g, B, Tn, NH))               \
+  X(fire_forward, (Acc * table, const T* p, int Tn, int NH, double L0), (table, p, Tn, NH, L0))                        \
+  X(fire_backward, (Acc * dp, const Acc* dtable, const T* p, int B, int Tn, int NH, double L0),                        \
+    (dp, dtable, p, B, Tn, NH, L0))                                                                                    \
+  X(diff_split_forward, (T * qkv2, const T* qkv, int N, int C, int NH), (qkv2, qkv, N, C, NH))                         \
+  X(diff_split_backward, (T * dqkv, const T* dqkv2, int N, int C, int NH), (dqkv, dqkv2, N, C, NH))                    \
+  X(diff_combine_forward,                                                                                              \
+    (T * out, Acc * rstd, const T* y2, const T* lam, const T* gain, int N, int C, int NH, double lambda_init),         \
+    (out, rstd, y2, lam, gain, N, C, NH, lambda_init))                                                                 \
+  X(diff_combine_backward,                                                                                             \
+    (T * dy2, Acc * dlam, Acc * dgain, const T* dout, const T* y2, const Acc* rstd, const T* lam, const T* gain,       \
+     int N, int C, int NH, double lambda_init),                                                                        \
+    (dy2, dlam, dgain, dout, y2, rstd, lam, gain, N, C, NH, lambda_init))                                              \
+  X(head_repeat, (Acc * dst, const Acc* src, size_t outer, int NH, size_t inner, int group),                           \
+    (dst, src, outer, NH, inner, group))                                                                               \
+  X(head_reduce, (Acc * dst, const Acc* src, size_t outer, int NH, size_t inner, int group),                           \
+    (dst, src, outer, NH, inner, group))                                                                               \
+  X(crossentropy_forward, (Acc * losses, const T* logits, const int32_t* targets, int N, int V, int Vp),               \
+    (losses, logits, targets, N, V, Vp))                                                                               \
+  X(crossentropy_backward,                                                                                             \
+    (T * dlogits, const T* logits, const int32_t* targets, const Acc* dloss, int N, int V, int Vp),                    \
     (dlogits, logits, targets, dloss, N, V, Vp))
 
 // The layer ops, for storage type T (float, double, or bf16). Activations,
@@ -162,9 +161,9 @@ class Backend : public ParamBackend<accum_t<T>> {
   virtual void attention_forward(T* out, Acc* stats, const T* qkv, int B, int Tn, int C, int NH,
                                  const AttentionSpec& spec, const HeadParams<T, Acc>& head, double* diag,
                                  const T* qkv_far = nullptr) = 0;
-  virtual void attention_backward(T* dqkv, const HeadGrads<Acc>& dhead, const T* dout, const T* out,
-                                  const Acc* stats, const T* qkv, int B, int Tn, int C, int NH,
-                                  const AttentionSpec& spec, const HeadParams<T, Acc>& head, T* dqkv_far = nullptr,
+  virtual void attention_backward(T* dqkv, const HeadGrads<Acc>& dhead, const T* dout, const T* out, const Acc* stats,
+                                  const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                                  const HeadParams<T, Acc>& head, T* dqkv_far = nullptr,
                                   const T* qkv_far = nullptr) = 0;
 
   // Optional, for the bf16-storage adapter (make_bf16_backend): the linear
@@ -174,8 +173,8 @@ class Backend : public ParamBackend<accum_t<T>> {
   // null: not wanted); the embedding reading bf16 tables. false: this
   // backend has no such path for these shapes, nothing was done, and the
   // adapter widens the operands itself.
-  virtual bool encoder_forward_bf16(float* /*out*/, const int32_t* /*tokens*/, const bf16* /*wte*/,
-                                    const bf16* /*wpe*/, int /*B*/, int /*Tn*/, int /*C*/, int /*V*/) {
+  virtual bool encoder_forward_bf16(float* /*out*/, const int32_t* /*tokens*/, const bf16* /*wte*/, const bf16* /*wpe*/,
+                                    int /*B*/, int /*Tn*/, int /*C*/, int /*V*/) {
     return false;
   }
   virtual bool matmul_forward_bf16(float* /*out*/, const bf16* /*inp*/, const bf16* /*w*/, const float* /*bias*/,
@@ -238,7 +237,9 @@ template <typename Elem>
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  DeviceBuffer(Device& dev, size_t n) : dev_(&dev), n_(n) { p_ = static_cast<Elem*>(dev.alloc_bytes(n * sizeof(Elem))); }
+  DeviceBuffer(Device& dev, size_t n) : dev_(&dev), n_(n) {
+    p_ = static_cast<Elem*>(dev.alloc_bytes(n * sizeof(Elem)));
+  }
   DeviceBuffer(DeviceBuffer&& o) noexcept { swap(o); }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {

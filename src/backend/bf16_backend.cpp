@@ -77,8 +77,8 @@ class Bf16Backend final : public Backend<bf16> {
                         int C) override {
     const size_t TC = static_cast<size_t>(Tn) * C;
     by_units(B, TC, [&](int b0, int nb) {
-      wide_->encoder_backward(dwte, dwpe, widen(0, dout + b0 * TC, nb * TC), tokens + static_cast<size_t>(b0) * Tn,
-                              nb, Tn, C);
+      wide_->encoder_backward(dwte, dwpe, widen(0, dout + b0 * TC, nb * TC), tokens + static_cast<size_t>(b0) * Tn, nb,
+                              Tn, C);
     });
   }
   void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w, const bf16* b, int N,
@@ -98,14 +98,13 @@ class Bf16Backend final : public Backend<bf16> {
     by_units(N, C, [&](int r0, int nr) {
       const size_t off = static_cast<size_t>(r0) * C, n = static_cast<size_t>(nr) * C;
       float* di = widen(0, dinp + off, n);
-      wide_->layernorm_backward(di, dw, db, widen(1, dout + off, n), widen(2, inp + off, n), fw, mean + r0,
-                                rstd + r0, nr, C);
+      wide_->layernorm_backward(di, dw, db, widen(1, dout + off, n), widen(2, inp + off, n), fw, mean + r0, rstd + r0,
+                                nr, C);
       narrow(dinp + off, di, n);
     });
   }
   // Rows in chunks of the output's width (the logits' Vp for the LM head).
-  void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C,
-                      int OC) override {
+  void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C, int OC) override {
     const float* fb = widen(3, bias, OC);
     bool native = true;
     const float* fw = nullptr;
@@ -130,8 +129,7 @@ class Bf16Backend final : public Backend<bf16> {
       by_units(N, C, [&](int r0, int nr) {
         const size_t off = static_cast<size_t>(r0) * C, n = static_cast<size_t>(nr) * C;
         float* di = widen(0, dinp + off, n);
-        wide_->matmul_backward_bf16(di, nullptr, nullptr, dout + static_cast<size_t>(r0) * OC, inp + off, w, nr, C,
-                                    OC);
+        wide_->matmul_backward_bf16(di, nullptr, nullptr, dout + static_cast<size_t>(r0) * OC, inp + off, w, nr, C, OC);
         narrow(dinp + off, di, n);
       });
       return;
@@ -182,7 +180,8 @@ class Bf16Backend final : public Backend<bf16> {
       narrow(out + off, o, n);
     });
   }
-  void rope_backward(bf16* dinp, const bf16* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
+  void rope_backward(bf16* dinp, const bf16* dout, int B, int Tn, int C, int NH, const RopeSpec& rs,
+                     int pos0) override {
     const size_t unit = static_cast<size_t>(Tn) * 3 * C;
     by_units(B, unit, [&](int b0, int nb) {
       const size_t off = b0 * unit, n = nb * unit;
@@ -204,8 +203,8 @@ class Bf16Backend final : public Backend<bf16> {
       float* o = scratch(0, nb * TC);
       hs.fcum = at(head.fcum, b0 * fc_unit);
       hs.fire = head.fire;
-      wide_->attention_forward(o, at(stats, b0 * stats_unit), widen(1, qkv + 3 * b0 * TC, 3 * nb * TC), nb, Tn, C,
-                               NH, spec, hs, diag, widen(3, at(qkv_far, 3 * b0 * TC), 3 * nb * TC));
+      wide_->attention_forward(o, at(stats, b0 * stats_unit), widen(1, qkv + 3 * b0 * TC, 3 * nb * TC), nb, Tn, C, NH,
+                               spec, hs, diag, widen(3, at(qkv_far, 3 * b0 * TC), 3 * nb * TC));
       narrow(out + b0 * TC, o, nb * TC);
     });
   }
@@ -219,8 +218,7 @@ class Bf16Backend final : public Backend<bf16> {
     HeadParams<float> hs(widen(4, head.scale, NH), widen(7, head.sink, NH), widen(8, head.kerple, 2 * NH));
     // The learned head parameters' gradients (ssmax, sink, KERPLE) are summed over the whole batch before they
     // are added: one call.
-    const size_t unit =
-        spec.learned_scale() || spec.learned_sink() || spec.kerple() ? static_cast<size_t>(-1) : 3 * TC;
+    const size_t unit = spec.learned_scale() || spec.learned_sink() || spec.kerple() ? static_cast<size_t>(-1) : 3 * TC;
     by_units(B, unit, [&](int b0, int nb) {
       const size_t q0 = 3 * b0 * TC, qn = 3 * nb * TC, o0 = b0 * TC, on = nb * TC;
       float* dq = widen(0, dqkv + q0, qn);
@@ -230,9 +228,8 @@ class Bf16Backend final : public Backend<bf16> {
       dh.fcum = at(dhead_scale.fcum, b0 * fc_unit);
       hs.fire = head.fire;
       dh.fire = at(dhead_scale.fire, b0 * fire_unit);
-      wide_->attention_backward(dq, dh, widen(1, dout + o0, on), widen(2, out + o0, on),
-                                at(stats, b0 * stats_unit), widen(3, qkv + q0, qn), nb, Tn, C, NH, spec, hs, dqf,
-                                widen(6, at(qkv_far, q0), qn));
+      wide_->attention_backward(dq, dh, widen(1, dout + o0, on), widen(2, out + o0, on), at(stats, b0 * stats_unit),
+                                widen(3, qkv + q0, qn), nb, Tn, C, NH, spec, hs, dqf, widen(6, at(qkv_far, q0), qn));
       narrow(dqkv + q0, dq, qn);
       if (dqkv_far) narrow(dqkv_far + q0, dqf, qn);
     });
@@ -244,8 +241,7 @@ class Bf16Backend final : public Backend<bf16> {
       narrow(out + i, o, m);
     });
   }
-  void sigmoid_gate_backward(bf16* dy, bf16* dg, const bf16* dout, const bf16* y, const bf16* g,
-                             size_t n) override {
+  void sigmoid_gate_backward(bf16* dy, bf16* dg, const bf16* dout, const bf16* y, const bf16* g, size_t n) override {
     by_elements(n, [&](size_t i, size_t m) {
       float* a = widen(0, dy + i, m);
       float* b = widen(1, dg + i, m);
@@ -287,9 +283,8 @@ class Bf16Backend final : public Backend<bf16> {
       narrow(out + r0 * unit, o, nr * unit);
     });
   }
-  void diff_combine_backward(bf16* dy2, float* dlam, float* dgain, const bf16* dout, const bf16* y2,
-                             const float* rstd, const bf16* lam, const bf16* gain, int N, int C, int NH,
-                             double lambda_init) override {
+  void diff_combine_backward(bf16* dy2, float* dlam, float* dgain, const bf16* dout, const bf16* y2, const float* rstd,
+                             const bf16* lam, const bf16* gain, int N, int C, int NH, double lambda_init) override {
     const int D = C / NH;
     const float* fl = widen(3, lam, 2 * static_cast<size_t>(D));
     const float* fg = widen(4, gain, D);
@@ -299,8 +294,8 @@ class Bf16Backend final : public Backend<bf16> {
     by_units(N, static_cast<size_t>(-1), [&](int r0, int nr) {
       float* d = scratch(0, nr * 2 * unit);
       wide_->diff_combine_backward(d, dlam, dgain, widen(1, dout + r0 * unit, nr * unit),
-                                   widen(2, y2 + r0 * 2 * unit, nr * 2 * unit), rstd + static_cast<size_t>(r0) * NH,
-                                   fl, fg, nr, C, NH, lambda_init);
+                                   widen(2, y2 + r0 * 2 * unit, nr * 2 * unit), rstd + static_cast<size_t>(r0) * NH, fl,
+                                   fg, nr, C, NH, lambda_init);
       narrow(dy2 + r0 * 2 * unit, d, nr * 2 * unit);
     });
   }
@@ -332,11 +327,10 @@ class Bf16Backend final : public Backend<bf16> {
       narrow(dg + b0 * unit, d, nb * unit);
     });
   }
-  void crossentropy_forward(float* losses, const bf16* logits, const int32_t* targets, int N, int V,
-                            int Vp) override {
+  void crossentropy_forward(float* losses, const bf16* logits, const int32_t* targets, int N, int V, int Vp) override {
     by_units(N, Vp, [&](int r0, int nr) {
-      wide_->crossentropy_forward(losses + r0, widen(0, logits + static_cast<size_t>(r0) * Vp,
-                                                     static_cast<size_t>(nr) * Vp),
+      wide_->crossentropy_forward(losses + r0,
+                                  widen(0, logits + static_cast<size_t>(r0) * Vp, static_cast<size_t>(nr) * Vp),
                                   targets + r0, nr, V, Vp);
     });
   }

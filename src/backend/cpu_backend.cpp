@@ -70,8 +70,8 @@ class CpuBackend final : public Backend<T> {
   }
   // bf16 operands read as they are (float backend only; the double one
   // serves gradient checks and never holds bf16 storage).
-  bool encoder_forward_bf16(float* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int Tn,
-                            int C, int /*V*/) override {
+  bool encoder_forward_bf16(float* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int Tn, int C,
+                            int /*V*/) override {
     if constexpr (!std::is_same_v<T, float>) return false;
     cpu::encoder_forward_bf16(out, tokens, wte, wpe, B, Tn, C);
     return true;
@@ -94,9 +94,9 @@ class CpuBackend final : public Backend<T> {
                          const HeadParams<T>& head, double* diag, const T* qkv_far) override {
     cpu::attention_forward(out, stats, qkv, B, Tn, C, NH, spec, head, diag, qkv_far);
   }
-  void attention_backward(T* dqkv, const HeadGrads<T>& dhead, const T* dout, const T* out, const T* stats,
-                          const T* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                          const HeadParams<T>& head, T* dqkv_far, const T* qkv_far) override {
+  void attention_backward(T* dqkv, const HeadGrads<T>& dhead, const T* dout, const T* out, const T* stats, const T* qkv,
+                          int B, int Tn, int C, int NH, const AttentionSpec& spec, const HeadParams<T>& head,
+                          T* dqkv_far, const T* qkv_far) override {
     cpu::attention_backward(dqkv, dhead, dout, out, stats, qkv, B, Tn, C, NH, spec, head, dqkv_far, qkv_far);
   }
   void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr, double beta1, double beta2, double eps,

@@ -59,9 +59,12 @@ class CudaBackend final : public Backend<float> {
   }
   std::string name() const override {
     switch (matmul_.precision()) {
-      case cuda::GemmPrecision::Tf32: return "cuda (tf32 GEMMs)";
-      case cuda::GemmPrecision::Bf16: return "cuda (bf16 GEMM operands)";
-      case cuda::GemmPrecision::Fp32: break;
+      case cuda::GemmPrecision::Tf32:
+        return "cuda (tf32 GEMMs)";
+      case cuda::GemmPrecision::Bf16:
+        return "cuda (bf16 GEMM operands)";
+      case cuda::GemmPrecision::Fp32:
+        break;
     }
     return "cuda";
   }
@@ -97,19 +100,18 @@ class CudaBackend final : public Backend<float> {
                        int /*V*/) override {
     cuda::encoder_forward(out, tokens, wte, wpe, B, Tn, C, stream_);
   }
-  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int C,
-                      int OC) override {
+  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int C, int OC) override {
     matmul_.forward(out, inp, w, bias, N, C, OC, stream_);
   }
-  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
-                       int N, int C, int OC) override {
+  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w, int N,
+                       int C, int OC) override {
     matmul_.backward(dinp, dw, dbias, dout, inp, w, N, C, OC, stream_);
   }
   // bf16 operands straight into cuBLASLt when every row is a multiple of 16
   // bytes (C and OC multiples of 8), which its bf16 tensor-core kernels want;
   // other shapes go the adapter's widening way.
-  bool encoder_forward_bf16(float* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int Tn,
-                            int C, int /*V*/) override {
+  bool encoder_forward_bf16(float* out, const int32_t* tokens, const bf16* wte, const bf16* wpe, int B, int Tn, int C,
+                            int /*V*/) override {
     cuda::encoder_forward(out, tokens, bits(wte), bits(wpe), B, Tn, C, stream_);
     return true;
   }
@@ -159,9 +161,8 @@ class CudaBackend final : public Backend<float> {
     }
   }
   void attention_backward(float* dqkv, const HeadGrads<float>& dhead_scale, const float* dout, const float* out,
-                          const float* stats, const float* qkv, int B, int Tn, int C, int NH,
-                          const AttentionSpec& spec, const HeadParams<float>& head_scale, float* dqkv_far,
-                          const float* qkv_far) override {
+                          const float* stats, const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                          const HeadParams<float>& head_scale, float* dqkv_far, const float* qkv_far) override {
     cuda::attention_backward(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale, stream_,
                              dqkv_far, qkv_far);
   }
@@ -171,7 +172,6 @@ class CudaBackend final : public Backend<float> {
   }
 
  private:
-
   cudaStream_t stream_ = nullptr;  // the legacy default stream: cudaMemcpy orders with it
   cuda::Matmul matmul_;
   double* sum_partials_ = nullptr;  // kSumSquaresBlocks doubles
@@ -216,9 +216,12 @@ std::string cuda_device_name() {
 // precision: "fp32", "tf32" or "bf16" (make_backend has checked it).
 std::unique_ptr<Backend<float>> make_cuda_backend(const std::string& precision) {
   cuda::GemmPrecision p = cuda::GemmPrecision::Fp32;
-  if (precision == "tf32") p = cuda::GemmPrecision::Tf32;
-  else if (precision == "bf16") p = cuda::GemmPrecision::Bf16;
-  else GPT_CHECK(precision == "fp32", "run.precision \"", precision, "\" is not a precision; valid: fp32, tf32, bf16");
+  if (precision == "tf32")
+    p = cuda::GemmPrecision::Tf32;
+  else if (precision == "bf16")
+    p = cuda::GemmPrecision::Bf16;
+  else
+    GPT_CHECK(precision == "fp32", "run.precision \"", precision, "\" is not a precision; valid: fp32, tf32, bf16");
   std::string why;
   if (!cuda_device_present(&why)) fail("run.device \"cuda\": no CUDA device (", why, "); valid: cpu");
   // On the current device: 0 unless the NCCL communicator, made first, chose

@@ -79,12 +79,14 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--contexts", args->contexts,
                   "Attention contexts (default 256,512,1024,2048,4096; cuda-attention: 1024,2048,4096,8192,16384)")
       ->type_name("T,T,...");
-  cmd->add_option("--presets", args->presets, "Attention presets, PRESET+BIAS with a position bias (e.g. softmax+forget), PRESET+differential or PRESET+softcap (default: every preset, and softmax with kerple_log, kerple_power, forget, fire, differential and softcap)")->type_name("NAME,...");
+  cmd->add_option("--presets", args->presets,
+                  "Attention presets, PRESET+BIAS with a position bias (e.g. softmax+forget), PRESET+differential or "
+                  "PRESET+softcap (default: every preset, and softmax with kerple_log, kerple_power, forget, fire, "
+                  "differential and softcap)")
+      ->type_name("NAME,...");
   cmd->add_option("--gemm-kernel", args->kernel, "GEMM kernel: auto, generic, avx2, avx512 (default auto)");
-  cmd->add_option("--steps", args->steps, "Timed training steps, after one warm-up (default 3)")
-      ->check(positive());
-  cmd->add_option("--square", args->square, "Size n of the square n^3 GEMM (default 2048)")
-      ->check(positive());
+  cmd->add_option("--steps", args->steps, "Timed training steps, after one warm-up (default 3)")->check(positive());
+  cmd->add_option("--square", args->square, "Size n of the square n^3 GEMM (default 2048)")->check(positive());
   args->min_seconds_option =
       cmd->add_option("--min-seconds", args->min_seconds,
                       "Repeat each short measurement for at least this long (default 0.5; cuda-attention: 0.2)")
@@ -123,7 +125,8 @@ void add_bench(CLI::App& app) {
           cpu::set_gemm_kernel(k);
           found = true;
         }
-      GPT_CHECK(found, "bench --gemm-kernel: \"", args->kernel, "\" is not a kernel; valid: auto, generic, avx2, avx512");
+      GPT_CHECK(found, "bench --gemm-kernel: \"", args->kernel,
+                "\" is not a kernel; valid: auto, generic, avx2, avx512");
     }
     opt.steps = args->steps;
     opt.square = args->square;
@@ -132,8 +135,10 @@ void add_bench(CLI::App& app) {
     opt.device = args->device;
     opt.precision = !args->precision.empty() ? args->precision : opt.device == "cuda" ? cfg.run.precision : "fp32";
     opt.peak_tflops = args->peak_tflops;
-    if (args->threads > 0) omp_set_num_threads(args->threads);
-    else if (cfg.train.threads > 0) omp_set_num_threads(cfg.train.threads);
+    if (args->threads > 0)
+      omp_set_num_threads(args->threads);
+    else if (cfg.train.threads > 0)
+      omp_set_num_threads(cfg.train.threads);
     run_bench(cfg, opt, std::cout);
   });
 }

@@ -40,8 +40,8 @@ void run_convert(const ConvertArgs& a) {
     // could not use is reported here rather than later.
     const LoadedModel lm = load_model(a.out);
     std::cout << "wrote " << a.out << ": " << lm.model->num_params() << " parameters, learned positions ("
-              << lm.config.model.position_rows() << "), context " << lm.config.model.context
-              << ", softmax attention" << (a.with_optimizer ? ", zero AdamW moments" : "") << "\n";
+              << lm.config.model.position_rows() << "), context " << lm.config.model.context << ", softmax attention"
+              << (a.with_optimizer ? ", zero AdamW moments" : "") << "\n";
   } else {
     GPT_CHECK(a.context == 0 && !a.with_optimizer, "convert: --context and --with-optimizer apply to --from-llmc");
     const std::string path = resolve_checkpoint(a.to_llmc);
@@ -59,7 +59,8 @@ void run_convert(const ConvertArgs& a) {
 
 void add_convert(CLI::App& app) {
   auto args = std::make_shared<ConvertArgs>();
-  CLI::App* cmd = app.add_subcommand("convert", "Import an llm.c GPT-2 checkpoint, or export a model to llm.c's format");
+  CLI::App* cmd =
+      app.add_subcommand("convert", "Import an llm.c GPT-2 checkpoint, or export a model to llm.c's format");
   cmd->add_option("--from-llmc", args->from_llmc, "llm.c checkpoint (version 3 float32 or 5 bfloat16) to import")
       ->type_name("MODEL.bin");
   cmd->add_option("--to-llmc", args->to_llmc,

@@ -80,8 +80,8 @@ std::vector<uint32_t> read_ids(const std::string& path, const Tokenizer& tok) {
       fail("input '", path, "' line ", line, ": \"", data.substr(i, std::min<size_t>(j - i, 40)),
            "\" is not a token id (expected non-negative integers separated by white space, or a token shard)");
     if (id >= tok.vocab_size())
-      fail("input '", path, "' line ", line, ": token id ", id, " is outside the vocabulary of tokenizer '",
-           tok.spec(), "' (", tok.vocab_size(), " ids)");
+      fail("input '", path, "' line ", line, ": token id ", id, " is outside the vocabulary of tokenizer '", tok.spec(),
+           "' (", tok.vocab_size(), " ids)");
     ids.push_back(static_cast<uint32_t>(id));
     i = j;
   }
@@ -205,7 +205,8 @@ void add_encode_decode(CLI::App& data) {
   });
 
   auto dec = std::make_shared<Args>();
-  CLI::App* d = data.add_subcommand("decode", "Write the bytes of token ids (text or a token shard) to standard output");
+  CLI::App* d =
+      data.add_subcommand("decode", "Write the bytes of token ids (text or a token shard) to standard output");
   d->add_option("input", dec->input, "Ids separated by white space, or a token shard ('-' = standard input)")
       ->required();
   d->add_option("--tokenizer", dec->tokenizer, kTokenizerSpecHelp)->capture_default_str();
@@ -214,7 +215,6 @@ void add_encode_decode(CLI::App& data) {
     write_stdout(tok->decode(read_ids(dec->input, *tok)));
   });
 }
-
 
 void add_synthetic(CLI::App& data) {
   struct Args {
@@ -227,12 +227,12 @@ void add_synthetic(CLI::App& data) {
   std::string tasks, help = "Task: ";
   for (const auto& n : synthetic_task_names()) tasks += (tasks.empty() ? "" : ", ") + n;
   CLI::App* cmd = data.add_subcommand(
-      "synthetic",
-      "Generate a synthetic length-generalisation task (" + tasks +
-          ") as train/val token shards with loss masks on the answers, and task.json beside them");
+      "synthetic", "Generate a synthetic length-generalisation task (" + tasks +
+                       ") as train/val token shards with loss masks on the answers, and task.json beside them");
   cmd->add_option("task", args->task, "Task: " + tasks)->required()->check(CLI::IsMember(synthetic_task_names()));
-  cmd->add_option("out_dir", args->out_dir, "Output directory for TASK_train_000001.bin, TASK_val_000000.bin, "
-                                            "their .mask files and task.json")
+  cmd->add_option("out_dir", args->out_dir,
+                  "Output directory for TASK_train_000001.bin, TASK_val_000000.bin, "
+                  "their .mask files and task.json")
       ->required();
   cmd->add_option("--context", args->opt.context, "Tokens per example: the training context T (model.context)")
       ->required()
@@ -268,8 +268,7 @@ void add_synthetic(CLI::App& data) {
     spdlog::info("{} {}: {} training and {} validation examples of {} tokens in {:.2f} s; scored targets {} and {}",
                  task->name(), task->options().dump(), args->opt.train_examples, args->opt.val_examples,
                  args->opt.context, seconds_since(t0), r.train_scored, r.val_scored);
-    spdlog::info("vocabulary {} (set model.vocab_size to it), model.context {}", task->vocab_size(),
-                 args->opt.context);
+    spdlog::info("vocabulary {} (set model.vocab_size to it), model.context {}", task->vocab_size(), args->opt.context);
     for (const auto& f : r.files) spdlog::info("wrote {}", f);
   });
 }

@@ -105,8 +105,14 @@ void run_shard_loss(const EvalArgs& a, LoadedModel& lm) {
   std::printf("val loss %.6f over %lld tokens\n", r.loss, static_cast<long long>(r.tokens));
   if (!a.out.empty()) {
     if (fs::path(a.out).has_parent_path()) fs::create_directories(fs::path(a.out).parent_path());
-    write_json_file(a.out, {{"checkpoint", lm.path}, {"step", lm.progress.step}, {"data", pattern}, {"context", T},
-                            {"batch", B}, {"batches", r.batches}, {"tokens", r.tokens}, {"loss", r.loss}});
+    write_json_file(a.out, {{"checkpoint", lm.path},
+                            {"step", lm.progress.step},
+                            {"data", pattern},
+                            {"context", T},
+                            {"batch", B},
+                            {"batches", r.batches},
+                            {"tokens", r.tokens},
+                            {"loss", r.loss}});
     spdlog::info("result written to {}", a.out);
   }
 }
@@ -156,8 +162,7 @@ void run_passkey(const EvalArgs& a, LoadedModel& lm) {
   const TokenStream val(pattern, rc.model.vocab_size);
   spdlog::info("passkey retrieval of {} (step {}) on {}: {} digits, {} prompts per cell, tokenizer {}", lm.path,
                lm.progress.step, pattern, pc.digits, pc.samples, tok_spec);
-  spdlog::info("attention: {}{}", attention_summary(rc.attention, lm.model->attention()),
-               override_note(a.attention));
+  spdlog::info("attention: {}{}", attention_summary(rc.attention, lm.model->attention()), override_note(a.attention));
   spdlog::info("context extension: {}", context_summary(lm.model->attention()));
   if (!lm.model->per_layer_attention().front().kind.empty())
     spdlog::info("layer plan: {}", layer_plan_summary(lm.config.model));
@@ -195,8 +200,10 @@ std::unique_ptr<SyntheticTask> synthetic_task_of(const EvalArgs& a, const Config
 void run_synthetic(const EvalArgs& a, LoadedModel& lm, const SyntheticTask& task, const nlohmann::json& tf,
                    const std::string& source) {
   GPT_CHECK(!a.shard_loss_mode(), "eval: --task ", a.task, " does not take --context T, --batch or --batches");
-  GPT_CHECK(a.digits == 0 && a.tokenizer.empty(), "eval: --passkey-digits and --tokenizer belong to the text passkey "
-            "(--task passkey on a run trained on text); a synthetic task's options are in ", source);
+  GPT_CHECK(a.digits == 0 && a.tokenizer.empty(),
+            "eval: --passkey-digits and --tokenizer belong to the text passkey "
+            "(--task passkey on a run trained on text); a synthetic task's options are in ",
+            source);
   const Config& rc = lm.config;
   GPT_CHECK(task.name() == a.task, "eval: --task ", a.task, " but ", source, " describes the task ", task.name(),
             "; give --task ", task.name(), " or another --task-file");
@@ -208,12 +215,11 @@ void run_synthetic(const EvalArgs& a, LoadedModel& lm, const SyntheticTask& task
   check.eval.multiples = tc.multiples;
   check_eval_contexts(check.model, check.eval, rc.model.context);
   if (tf.contains("context") && tf["context"] != rc.model.context)
-    spdlog::warn("{} was generated for context {}, the model was trained with {}; multiples are of the model's",
-                 source, tf["context"].dump(), rc.model.context);
+    spdlog::warn("{} was generated for context {}, the model was trained with {}; multiples are of the model's", source,
+                 tf["context"].dump(), rc.model.context);
   spdlog::info("task {} {} ({}) of {} (step {}): {} examples per cell", task.name(), task.options().dump(), source,
                lm.path, lm.progress.step, tc.samples);
-  spdlog::info("attention: {}{}", attention_summary(rc.attention, lm.model->attention()),
-               override_note(a.attention));
+  spdlog::info("attention: {}{}", attention_summary(rc.attention, lm.model->attention()), override_note(a.attention));
   spdlog::info("context extension: {}", context_summary(lm.model->attention()));
   if (!lm.model->per_layer_attention().front().kind.empty())
     spdlog::info("layer plan: {}", layer_plan_summary(lm.config.model));
@@ -263,7 +269,8 @@ void run_eval(EvalArgs a) {
     std::string source;
     if (const auto task = synthetic_task_of(a, lm.config, &tf, &source)) return run_synthetic(a, lm, *task, tf, source);
     if (a.task == "passkey") return run_passkey(a, lm);
-    fail("eval: --task ", a.task, " needs the task's ", kSyntheticTaskFile, " (gpt data synthetic writes it beside "
+    fail("eval: --task ", a.task, " needs the task's ", kSyntheticTaskFile,
+         " (gpt data synthetic writes it beside "
          "the shards) or a run that mixed it into training (data.mix_task); none is beside the run's data.train (",
          lm.config.data.train, ") and data.mix_task is ", lm.config.data.mix_task, ": give --task-file");
   }
@@ -283,8 +290,10 @@ void run_eval(EvalArgs a) {
   } catch (const Error& e) {
     fail("eval: --multiples / --tokens / --protocol / --stride / --span: ", e.what());
   }
-  GPT_CHECK(a.stride == 0 || cfg.eval.protocol == "sliding", "eval: --stride belongs to --protocol sliding (the "
-            "protocol is ", cfg.eval.protocol, ")");
+  GPT_CHECK(a.stride == 0 || cfg.eval.protocol == "sliding",
+            "eval: --stride belongs to --protocol sliding (the "
+            "protocol is ",
+            cfg.eval.protocol, ")");
   const EvalConfig& ec = cfg.eval;
   const std::string pattern = a.data.empty() ? lm.config.data.val : a.data;
   const int T = lm.config.model.context;
@@ -296,8 +305,8 @@ void run_eval(EvalArgs a) {
   if (!lm.model->per_layer_attention().front().kind.empty())
     spdlog::info("layer plan: {}", layer_plan_summary(lm.config.model));
   const int64_t batch_tokens = static_cast<int64_t>(lm.config.train.batch_size) * T;
-  const std::optional<EvalText> text = load_eval_text(lm.config.data.tokenizer, lm.config.model.vocab_size, ec,
-                                                         lm.config.data.mix_task != "none");
+  const std::optional<EvalText> text =
+      load_eval_text(lm.config.data.tokenizer, lm.config.model.vocab_size, ec, lm.config.data.mix_task != "none");
   const EvalText* text_ptr = text ? &*text : nullptr;
   // --calibrate: the first calibrate_fraction of the validation stream fits
   // the knob, the rest is evaluated (the two never share a token).
@@ -320,8 +329,8 @@ void run_eval(EvalArgs a) {
         a.calibrate_tokens > 0 ? a.calibrate_tokens : std::min<int64_t>(ec.tokens, static_cast<int64_t>(split) - 1);
     spdlog::info("calibrating {} at {}x on validation tokens [0, {}) ({} scored per probe); evaluating on [{}, {})",
                  a.calibrate, m, split, ctokens, split, full.size());
-    before = std::make_unique<ExtrapolationResult>(
-        evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens, text_ptr));
+    before =
+        std::make_unique<ExtrapolationResult>(evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens, text_ptr));
     const CalibrationResult cr =
         calibrate(*lm.model, calib, a.calibrate, m, ctokens, T, batch_tokens, 14, [&](double v, double loss) {
           spdlog::info("calibrate {} = {:.4f}: loss {:.4f} at {}x", a.calibrate, v, loss, m);
@@ -351,13 +360,13 @@ void run_eval(EvalArgs a) {
   // The run's own log gets the event too, so metrics.jsonl tells its whole story.
   const fs::path run = run_dir_of(lm.path);
   if (!run.empty() && fs::exists(run / "metrics.jsonl"))
-    MetricsLog((run / "metrics.jsonl").string()).write({{"event", "eval"}, {"source", "gpt eval"}, {"step", lm.progress.step}, {"results", j}});
+    MetricsLog((run / "metrics.jsonl").string())
+        .write({{"event", "eval"}, {"source", "gpt eval"}, {"step", lm.progress.step}, {"results", j}});
   if (before)
     std::cout << "uncalibrated, on the evaluation split:\n"
               << before->table() << "calibrated (" << a.calibrate << " = " << calibration["fitted"].get<double>()
               << "), on the evaluation split:\n";
-  std::cout << r.table() << "attention diagnostics (mean over heads and rows, per layer):\n"
-            << r.diagnostics_table();
+  std::cout << r.table() << "attention diagnostics (mean over heads and rows, per layer):\n" << r.diagnostics_table();
   spdlog::info("results written to {}", out);
 }
 
@@ -365,7 +374,9 @@ void run_eval(EvalArgs a) {
 
 void add_eval(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
-  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint: loss at multiples of its context, or (--context/--batch) its mean loss on shards");
+  CLI::App* cmd = app.add_subcommand(
+      "eval",
+      "Evaluate a checkpoint: loss at multiples of its context, or (--context/--batch) its mean loss on shards");
   cmd->add_option("checkpoint", args->checkpoint, "Checkpoint file, or a run directory (its latest checkpoint)")
       ->required();
   cmd->add_option("--multiples", args->multiples, "Context multiples to evaluate (default: the run's eval.multiples)")
@@ -396,11 +407,13 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--attention-set", args->attention.sets,
                   "Override one key of the attention section, e.g. scale=infoscale or p=15 (repeatable; applied "
                   "after --attention)");
-  cmd->add_option("--context", args->context_arg,
-                  "METHOD[,METHOD...]: evaluate with these context-extension methods instead of the run's (training-free; "
-                  "replaces its context section): " + context_method_names() +
-                      " (docs: docs/context_extension.md). Or a number T: the mean-loss mode's sequence "
-                      "length (default: the model's context); prints `val loss X over N tokens`");
+  cmd->add_option(
+      "--context", args->context_arg,
+      "METHOD[,METHOD...]: evaluate with these context-extension methods instead of the run's (training-free; "
+      "replaces its context section): " +
+          context_method_names() +
+          " (docs: docs/context_extension.md). Or a number T: the mean-loss mode's sequence "
+          "length (default: the model's context); prints `val loss X over N tokens`");
   cmd->add_option("--calibrate", args->calibrate,
                   "Fit one scalar before evaluating, by a golden-section search on a held-out calibration split: "
                   "temperature (a global logit scale), yarn_attn_factor (YaRN's t; needs --context yarn or yarn_temp) "
@@ -433,8 +446,10 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--task", args->task,
                   "loss: validation loss at each multiple (default); passkey on a run trained on text: exact-match "
                   "retrieval of a key hidden in validation text per multiple and depth (docs/results.md); a "
-                  "synthetic task (" + synthetic + ") on a run trained on gpt data synthetic data or mixing it (data.mix_task): exact match and "
-                  "token accuracy of its answers per multiple (and depth), examples of m*T tokens")
+                  "synthetic task (" +
+                      synthetic +
+                      ") on a run trained on gpt data synthetic data or mixing it (data.mix_task): exact match and "
+                      "token accuracy of its answers per multiple (and depth), examples of m*T tokens")
       ->check(CLI::IsMember(tasks));
   cmd->add_option("--task-file", args->task_file,
                   "Synthetic task: its task.json, or the directory holding it (default: beside the run's data.train)");
@@ -446,11 +461,12 @@ void add_eval(CLI::App& app) {
                   "Passkey: prompts per (multiple, depth) cell (default 20); synthetic tasks: examples per cell "
                   "(default 50)")
       ->check(positive());
-  cmd->add_option("--passkey-digits", args->digits, "Passkey: digits of the key (default: the run's data.passkey_digits)")
+  cmd->add_option("--passkey-digits", args->digits,
+                  "Passkey: digits of the key (default: the run's data.passkey_digits)")
       ->check(between(1, 32));
-  cmd->add_option("--tokenizer", args->tokenizer,
-                  std::string("Passkey: tokenizer of the model (default: the run's data.tokenizer): ") +
-                      kTokenizerSpecHelp);
+  cmd->add_option(
+      "--tokenizer", args->tokenizer,
+      std::string("Passkey: tokenizer of the model (default: the run's data.tokenizer): ") + kTokenizerSpecHelp);
   add_run_options(cmd, args->run);
   cmd->callback([args] { run_eval(*args); });
 }

@@ -21,8 +21,7 @@ void add_info(CLI::App& app) {
       return;
     }
     std::cout << "gpt (C++" << __cplusplus / 100 % 100 << ")\n";
-    std::cout << "cpu: " << omp_get_num_procs() << " processors, " << omp_get_max_threads()
-              << " OpenMP threads\n";
+    std::cout << "cpu: " << omp_get_num_procs() << " processors, " << omp_get_max_threads() << " OpenMP threads\n";
 #ifdef GPT_HAVE_CUDA
     std::cout << "cuda: built in\n" << gpt::cuda::device_report() << "\n";
 #else

@@ -25,7 +25,7 @@ struct SampleArgs {
   uint64_t seed = 42;
   int context = 0;
   int threads = 0;
-  RunOptions run;  // --device, --precision, --storage
+  RunOptions run;         // --device, --precision, --storage
   std::string tokenizer;  // empty: the run's data.tokenizer
 };
 
@@ -59,8 +59,8 @@ void run_sample(const SampleArgs& a) {
   GPT_CHECK(static_cast<int64_t>(tok->vocab_size()) == mc.vocab_size, "sample: the checkpoint has a vocabulary of ",
             mc.vocab_size, " tokens but tokenizer ", tok_spec, " has ", tok->vocab_size(),
             "; pass the tokenizer the model was trained with (--tokenizer)");
-  GPT_CHECK(a.top_k <= mc.vocab_size, "sample --top-k ", a.top_k, " is larger than the vocabulary of ",
-            a.checkpoint, " (", mc.vocab_size, " tokens); give 0 (all tokens) or at most ", mc.vocab_size);
+  GPT_CHECK(a.top_k <= mc.vocab_size, "sample --top-k ", a.top_k, " is larger than the vocabulary of ", a.checkpoint,
+            " (", mc.vocab_size, " tokens); give 0 (all tokens) or at most ", mc.vocab_size);
   int window = a.context > 0 ? a.context : mc.context;
   if (mc.position == "learned") window = std::min(window, mc.position_rows());
   std::vector<int32_t> ids = {static_cast<int32_t>(tok->end_of_text())};
@@ -85,17 +85,20 @@ void add_sample(CLI::App& app) {
   cmd->add_option("checkpoint", args->checkpoint, "Checkpoint file, or a run directory (its latest checkpoint)")
       ->required();
   cmd->add_option("--prompt", args->prompt, "Text to continue (default: empty, start of a document)");
-  cmd->add_option("--tokens", args->tokens, "Number of tokens to generate")->capture_default_str()
+  cmd->add_option("--tokens", args->tokens, "Number of tokens to generate")
+      ->capture_default_str()
       ->check(non_negative());
-  cmd->add_option("--temperature", args->temperature, "Sampling temperature; 0 = greedy")->capture_default_str()
+  cmd->add_option("--temperature", args->temperature, "Sampling temperature; 0 = greedy")
+      ->capture_default_str()
       ->check(non_negative());
-  cmd->add_option("--top-k", args->top_k, "Sample among the K most likely tokens; 0 = all")->capture_default_str()
+  cmd->add_option("--top-k", args->top_k, "Sample among the K most likely tokens; 0 = all")
+      ->capture_default_str()
       ->check(non_negative());
   cmd->add_option("--seed", args->seed, "Random seed")->capture_default_str();
-  cmd->add_option("--context", args->context,
-                  "Tokens of history the model sees (default: the training context)")
+  cmd->add_option("--context", args->context, "Tokens of history the model sees (default: the training context)")
       ->check(non_negative());
-  cmd->add_option("--tokenizer", args->tokenizer, std::string("Tokenizer of the model (default: the run's data.tokenizer): ") + kTokenizerSpecHelp)
+  cmd->add_option("--tokenizer", args->tokenizer,
+                  std::string("Tokenizer of the model (default: the run's data.tokenizer): ") + kTokenizerSpecHelp)
       ->capture_default_str();
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(non_negative());
   add_run_options(cmd, args->run);

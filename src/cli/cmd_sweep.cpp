@@ -42,7 +42,8 @@ void run(const SweepArgs& a) {
 void add_sweep(CLI::App& app) {
   auto args = std::make_shared<SweepArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "sweep", "Train and evaluate every variant of a sweep file, skipping finished jobs, then summarise (table, plots)");
+      "sweep",
+      "Train and evaluate every variant of a sweep file, skipping finished jobs, then summarise (table, plots)");
   cmd->add_option("sweep", args->file, "Sweep file (JSON; format in src/sweep/sweep.h, example configs/sweep/)")
       ->required()
       ->check(existing_file());

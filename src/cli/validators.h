@@ -22,8 +22,10 @@ namespace detail {
 // Whole numbers in full (16777216, not 1.67772e+07), others as streamed.
 inline std::string number_text(double x) {
   std::ostringstream os;
-  if (x == std::floor(x) && std::fabs(x) < 1e15) os << static_cast<long long>(x);
-  else os << x;
+  if (x == std::floor(x) && std::fabs(x) < 1e15)
+    os << static_cast<long long>(x);
+  else
+    os << x;
   return os.str();
 }
 

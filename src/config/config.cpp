@@ -17,9 +17,9 @@
 namespace gpt {
 namespace {
 
-using nlohmann::json;
 using config_schema::Allowed;
 using config_schema::Key;
+using nlohmann::json;
 
 template <typename P>
 using Pointee = std::remove_pointer_t<P>;
@@ -74,40 +74,52 @@ config_schema::FieldRef probe_field(const Key& k) {
 std::string allowed_text(const Key& k) {
   const Allowed& a = k.allowed;
   if (k.is_enum()) return join(a.values);
-  return std::visit([&](auto* p) -> std::string {
-    using T = Pointee<decltype(p)>;
-    if constexpr (std::is_same_v<T, std::string>) {
-      return a.nonempty ? "non-empty" : "any";
-    } else if constexpr (std::is_same_v<T, std::vector<int>>) {
-      std::vector<std::string> parts;
-      if (a.nonempty) parts.push_back("non-empty");
-      if (a.increasing) parts.push_back("strictly increasing");
-      if (has_bounds(a)) parts.push_back("each " + range_text(a));
-      return parts.empty() ? "any" : join(parts);
-    } else if constexpr (std::is_same_v<T, uint64_t>) {
-      return has_bounds(a) ? range_text(a) : "0..2^64-1";
-    } else if constexpr (std::is_same_v<T, json>) {
-      return "a JSON object";
-    } else if constexpr (std::is_same_v<T, std::optional<double>>) {
-      return range_text(a) + ", or null";
-    } else {
-      return range_text(a);
-    }
-  }, probe_field(k));
+  return std::visit(
+      [&](auto* p) -> std::string {
+        using T = Pointee<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return a.nonempty ? "non-empty" : "any";
+        } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+          std::vector<std::string> parts;
+          if (a.nonempty) parts.push_back("non-empty");
+          if (a.increasing) parts.push_back("strictly increasing");
+          if (has_bounds(a)) parts.push_back("each " + range_text(a));
+          return parts.empty() ? "any" : join(parts);
+        } else if constexpr (std::is_same_v<T, uint64_t>) {
+          return has_bounds(a) ? range_text(a) : "0..2^64-1";
+        } else if constexpr (std::is_same_v<T, json>) {
+          return "a JSON object";
+        } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+          return range_text(a) + ", or null";
+        } else {
+          return range_text(a);
+        }
+      },
+      probe_field(k));
 }
 
 const char* type_name(const Key& k) {
-  return std::visit([](auto* p) -> const char* {
-    using T = Pointee<decltype(p)>;
-    if constexpr (std::is_same_v<T, int>) return "int";
-    else if constexpr (std::is_same_v<T, int64_t>) return "int64";
-    else if constexpr (std::is_same_v<T, uint64_t>) return "uint64";
-    else if constexpr (std::is_same_v<T, double>) return "float";
-    else if constexpr (std::is_same_v<T, std::optional<double>>) return "float or null";
-    else if constexpr (std::is_same_v<T, std::string>) return "string";
-    else if constexpr (std::is_same_v<T, json>) return "object";
-    else return "list of int";
-  }, probe_field(k));
+  return std::visit(
+      [](auto* p) -> const char* {
+        using T = Pointee<decltype(p)>;
+        if constexpr (std::is_same_v<T, int>)
+          return "int";
+        else if constexpr (std::is_same_v<T, int64_t>)
+          return "int64";
+        else if constexpr (std::is_same_v<T, uint64_t>)
+          return "uint64";
+        else if constexpr (std::is_same_v<T, double>)
+          return "float";
+        else if constexpr (std::is_same_v<T, std::optional<double>>)
+          return "float or null";
+        else if constexpr (std::is_same_v<T, std::string>)
+          return "string";
+        else if constexpr (std::is_same_v<T, json>)
+          return "object";
+        else
+          return "list of int";
+      },
+      probe_field(k));
 }
 
 [[noreturn]] void wrong_type(const std::string& where, const char* expected, const json& v) {
@@ -154,8 +166,8 @@ T read_integer(const json& v, const std::string& where, const Key& k) {
     double d = v.get<double>();
     if (!std::isfinite(d) || d != std::floor(d)) wrong_type(where, "an integer", v);
     // [min(T), 2^digits) is T's range exactly, and both ends are exact doubles.
-    fits = d >= static_cast<double>(std::numeric_limits<T>::min()) &&
-           d < std::ldexp(1.0, std::numeric_limits<T>::digits);
+    fits =
+        d >= static_cast<double>(std::numeric_limits<T>::min()) && d < std::ldexp(1.0, std::numeric_limits<T>::digits);
     if (fits) out = static_cast<T>(d);
   }
   if (!fits) {
@@ -174,38 +186,47 @@ T read_integer(const json& v, const std::string& where, const Key& k) {
 
 void set_value(const Key& k, Config& c, const json& v) {
   const std::string where = k.path();
-  std::visit([&](auto* p) {
-    using T = Pointee<decltype(p)>;
-    if constexpr (std::is_same_v<T, double>) {
-      if (!v.is_number()) wrong_type(where, "a number", v);
-      *p = v.get<double>();
-    } else if constexpr (std::is_same_v<T, std::optional<double>>) {
-      if (v.is_null()) *p = std::nullopt;
-      else if (v.is_number()) *p = v.get<double>();
-      else wrong_type(where, "a number or null", v);
-    } else if constexpr (std::is_same_v<T, std::string>) {
-      if (!v.is_string()) wrong_type(where, "a string", v);
-      *p = v.get<std::string>();
-    } else if constexpr (std::is_same_v<T, std::vector<int>>) {
-      if (!v.is_array()) wrong_type(where, "a list of integers", v);
-      p->clear();
-      for (size_t i = 0; i < v.size(); ++i)
-        p->push_back(read_integer<int>(v[i], where + "[" + std::to_string(i) + "]", k));
-    } else if constexpr (std::is_same_v<T, json>) {
-      if (!v.is_object()) wrong_type(where, "a JSON object", v);
-      *p = v;
-    } else {
-      *p = read_integer<T>(v, where, k);
-    }
-  }, k.field(c));
+  std::visit(
+      [&](auto* p) {
+        using T = Pointee<decltype(p)>;
+        if constexpr (std::is_same_v<T, double>) {
+          if (!v.is_number()) wrong_type(where, "a number", v);
+          *p = v.get<double>();
+        } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+          if (v.is_null())
+            *p = std::nullopt;
+          else if (v.is_number())
+            *p = v.get<double>();
+          else
+            wrong_type(where, "a number or null", v);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          if (!v.is_string()) wrong_type(where, "a string", v);
+          *p = v.get<std::string>();
+        } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+          if (!v.is_array()) wrong_type(where, "a list of integers", v);
+          p->clear();
+          for (size_t i = 0; i < v.size(); ++i)
+            p->push_back(read_integer<int>(v[i], where + "[" + std::to_string(i) + "]", k));
+        } else if constexpr (std::is_same_v<T, json>) {
+          if (!v.is_object()) wrong_type(where, "a JSON object", v);
+          *p = v;
+        } else {
+          *p = read_integer<T>(v, where, k);
+        }
+      },
+      k.field(c));
 }
 
 json get_value(const Key& k, Config& c) {
-  return std::visit([](auto* p) {
-    using T = Pointee<decltype(p)>;
-    if constexpr (std::is_same_v<T, std::optional<double>>) return p->has_value() ? json(**p) : json(nullptr);
-    else return json(*p);
-  }, k.field(c));
+  return std::visit(
+      [](auto* p) {
+        using T = Pointee<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::optional<double>>)
+          return p->has_value() ? json(**p) : json(nullptr);
+        else
+          return json(*p);
+      },
+      k.field(c));
 }
 
 // ---- validation -----------------------------------------------------------------------
@@ -225,30 +246,32 @@ void check_list(const Key& k, const std::vector<int>& list) {
       out_of_range(where + "[" + std::to_string(i) + "]", std::to_string(list[i]), range_text(a));
   for (size_t i = 1; a.increasing && i < list.size(); ++i)
     if (list[i] <= list[i - 1])
-      fail("config: \"", where, "\" = ", json(list).dump(), " is not strictly increasing; allowed: ",
-           allowed_text(k));
+      fail("config: \"", where, "\" = ", json(list).dump(), " is not strictly increasing; allowed: ", allowed_text(k));
 }
 
 void check_value(const Key& k, Config& c) {
-  std::visit([&](auto* p) {
-    using T = Pointee<decltype(p)>;
-    if constexpr (std::is_same_v<T, std::string>) {
-      if (k.is_enum()) check_enum(k, *p, json(*p).dump());
-      else if (k.allowed.nonempty && p->empty())
-        fail("config: \"", k.path(), "\" = \"\" is empty; allowed: ", allowed_text(k));
-    } else if constexpr (std::is_same_v<T, std::vector<int>>) {
-      check_list(k, *p);
-    } else if constexpr (std::is_same_v<T, json>) {
-      if (!p->is_object()) wrong_type(k.path(), "a JSON object", *p);
-    } else if constexpr (std::is_same_v<T, std::optional<double>>) {
-      if (p->has_value() && !within(k.allowed, **p)) out_of_range(k.path(), json(**p).dump(), allowed_text(k));
-    } else {
-      if constexpr (std::is_integral_v<T>) {
-        if (k.is_enum()) return check_enum(k, std::to_string(*p), std::to_string(*p));
-      }
-      if (!within(k.allowed, static_cast<double>(*p))) out_of_range(k.path(), json(*p).dump(), allowed_text(k));
-    }
-  }, k.field(c));
+  std::visit(
+      [&](auto* p) {
+        using T = Pointee<decltype(p)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          if (k.is_enum())
+            check_enum(k, *p, json(*p).dump());
+          else if (k.allowed.nonempty && p->empty())
+            fail("config: \"", k.path(), "\" = \"\" is empty; allowed: ", allowed_text(k));
+        } else if constexpr (std::is_same_v<T, std::vector<int>>) {
+          check_list(k, *p);
+        } else if constexpr (std::is_same_v<T, json>) {
+          if (!p->is_object()) wrong_type(k.path(), "a JSON object", *p);
+        } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+          if (p->has_value() && !within(k.allowed, **p)) out_of_range(k.path(), json(**p).dump(), allowed_text(k));
+        } else {
+          if constexpr (std::is_integral_v<T>) {
+            if (k.is_enum()) return check_enum(k, std::to_string(*p), std::to_string(*p));
+          }
+          if (!within(k.allowed, static_cast<double>(*p))) out_of_range(k.path(), json(*p).dump(), allowed_text(k));
+        }
+      },
+      k.field(c));
 }
 
 void check_rules(const Config& c) {
@@ -265,7 +288,6 @@ void check_rules(const Config& c) {
 }
 
 // ---- files and overrides --------------------------------------------------------------
-
 
 // A string key takes the text as written (`run.dir=2024` is "2024"), unless
 // it is a quoted JSON string; other keys take the JSON value when it parses.
@@ -315,7 +337,8 @@ void validate_config(const Config& c) {
 void check_config_rules(const Config& c) { check_rules(c); }
 
 AttentionConfig attention_config_from_json(const json& body, const std::string& where) {
-  if (!body.is_object()) fail("config: \"", where, "\" must be an attention section (a JSON object), got ", describe(body));
+  if (!body.is_object())
+    fail("config: \"", where, "\" must be an attention section (a JSON object), got ", describe(body));
   Config c;
   try {
     const json expanded = expand_attention_shorthand(body);
@@ -351,13 +374,11 @@ Config config_from_json(const json& j) {
 
 void apply_override(json& j, const std::string& assignment) {
   auto eq = assignment.find('=');
-  if (eq == std::string::npos)
-    fail("config: override \"", assignment, "\" has no '='; expected section.key=value");
+  if (eq == std::string::npos) fail("config: override \"", assignment, "\" has no '='; expected section.key=value");
   const std::string path = assignment.substr(0, eq);
   auto dot = path.find('.');
   if (dot == std::string::npos || path.find('.', dot + 1) != std::string::npos)
-    fail("config: override path \"", path, "\" is not section.key; valid sections: ",
-         config_schema::section_list());
+    fail("config: override path \"", path, "\" is not section.key; valid sections: ", config_schema::section_list());
   const std::string section = path.substr(0, dot), name = path.substr(dot + 1);
   if (!is_section(section)) unknown_section(section);
   const Key* k = config_schema::find_key(section, name);
@@ -434,8 +455,8 @@ std::string config_reference_markdown() {
   md << "| key | type | default | allowed | description |\n";
   md << "|---|---|---|---|---|\n";
   for (const Key& k : config_schema::keys()) {
-    md << "| `" << k.path() << "` | " << type_name(k) << " | `" << cell(get_value(k, defaults).dump())
-       << "` | " << cell(allowed_text(k)) << " | " << cell(std::string(k.help)) << " |\n";
+    md << "| `" << k.path() << "` | " << type_name(k) << " | `" << cell(get_value(k, defaults).dump()) << "` | "
+       << cell(allowed_text(k)) << " | " << cell(std::string(k.help)) << " |\n";
   }
   md << "\nCross-field rules:\n\n";
   for (const auto& rule : config_schema::rules()) md << "- " << cell(std::string(rule.text)) << "\n";

@@ -17,57 +17,55 @@ struct ModelConfig {
   int n_layer = 4;
   int n_head = 4;
   int n_embd = 128;
-  int vocab_size = 257;          // real vocabulary (byte tokenizer: 256 + end-of-text)
-  int vocab_pad_multiple = 64;   // padded vocabulary Vp = round_up(V, this); 64 or 128
-  int context = 128;             // training context T
-  std::string position = "rope"; // "learned" | "rope" | "none" | "alibi"
+  int vocab_size = 257;           // real vocabulary (byte tokenizer: 256 + end-of-text)
+  int vocab_pad_multiple = 64;    // padded vocabulary Vp = round_up(V, this); 64 or 128
+  int context = 128;              // training context T
+  std::string position = "rope";  // "learned" | "rope" | "none" | "alibi"
   double rope_theta = 10000.0;
-  double rope_fraction = 1.0;    // partial RoPE: share of each head's channels rotated (d_r = even part of f·D)
-  int max_position = 0;          // rows of the learned position table; 0 = context
+  double rope_fraction = 1.0;  // partial RoPE: share of each head's channels rotated (d_r = even part of f·D)
+  int max_position = 0;        // rows of the learned position table; 0 = context
   double init_std = 0.02;
   // Per-layer plans (config/layer_plan.h): the kind of each layer, by one
   // letter per layer repeated over n_layer, and what each kind changes.
-  std::string layer_plan = "none";  // none | swan | irope: a named pattern with its kinds
-  std::string layer_pattern;        // e.g. "LLLG"; "" = the named plan's (or no plan)
+  std::string layer_plan = "none";                        // none | swan | irope: a named pattern with its kinds
+  std::string layer_pattern;                              // e.g. "LLLG"; "" = the named plan's (or no plan)
   nlohmann::json layer_kinds = nlohmann::json::object();  // letter -> {position, window, temperature, attention}
 
-  int padded_vocab() const {
-    return (vocab_size + vocab_pad_multiple - 1) / vocab_pad_multiple * vocab_pad_multiple;
-  }
+  int padded_vocab() const { return (vocab_size + vocab_pad_multiple - 1) / vocab_pad_multiple * vocab_pad_multiple; }
   int position_rows() const { return max_position > 0 ? max_position : context; }
 };
 
 struct DataConfig {
-  std::string train = "data/kjv/kjv_train_*.bin";  // glob pattern of training shards
-  std::string val = "data/kjv/kjv_val_*.bin";      // glob pattern of validation shards
-  std::string order = "shuffle";                   // "sequential" | "shuffle"
-  std::string tokenizer = "byte";                  // tokenizer of the shards (passkey text, sampling)
-  double passkey_fraction = 0.0;                   // share of training sequences made passkey examples
-  int passkey_digits = 5;                          // digits of the passkey (training and eval --task passkey)
-  std::string mix_task = "none";                   // synthetic task mixed into training (data/synthetic.h)
-  double mix_fraction = 0.0;                       // share of training sequences replaced by its examples
+  std::string train = "data/kjv/kjv_train_*.bin";         // glob pattern of training shards
+  std::string val = "data/kjv/kjv_val_*.bin";             // glob pattern of validation shards
+  std::string order = "shuffle";                          // "sequential" | "shuffle"
+  std::string tokenizer = "byte";                         // tokenizer of the shards (passkey text, sampling)
+  double passkey_fraction = 0.0;                          // share of training sequences made passkey examples
+  int passkey_digits = 5;                                 // digits of the passkey (training and eval --task passkey)
+  std::string mix_task = "none";                          // synthetic task mixed into training (data/synthetic.h)
+  double mix_fraction = 0.0;                              // share of training sequences replaced by its examples
   nlohmann::json mix_options = nlohmann::json::object();  // the task's options, as in its task.json
 };
 
 struct TrainConfig {
-  int batch_size = 16;        // B sequences per micro-batch
-  int grad_accum = 1;         // micro-batches per optimizer step
+  int batch_size = 16;  // B sequences per micro-batch
+  int grad_accum = 1;   // micro-batches per optimizer step
   int steps = 1000;
   double lr = 1e-3;
-  double lr_min = 1e-4;       // floor of the cosine decay
+  double lr_min = 1e-4;  // floor of the cosine decay
   int warmup_steps = 50;
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
-  double grad_clip = 1.0;     // max global gradient norm; 0 disables clipping
+  double grad_clip = 1.0;  // max global gradient norm; 0 disables clipping
   uint64_t seed = 1337;
   int log_every = 10;
-  int checkpoint_every = 0;   // 0: only at the end
-  int threads = 0;            // OpenMP threads; 0 = all cores
+  int checkpoint_every = 0;  // 0: only at the end
+  int threads = 0;           // OpenMP threads; 0 = all cores
   std::string init_from;     // checkpoint or run dir whose matching tensors initialise a fresh run
-  int zero = 0;               // 1: ZeRO-1, AdamW moments sharded across ranks
-  int overlap_reduce = 1;     // 1: each layer's gradient all-reduce starts as its backward ends (several ranks)
+  int zero = 0;              // 1: ZeRO-1, AdamW moments sharded across ranks
+  int overlap_reduce = 1;    // 1: each layer's gradient all-reduce starts as its backward ends (several ranks)
 };
 
 struct EvalConfig {
@@ -76,8 +74,8 @@ struct EvalConfig {
   // tokens put the loss within 0.005 nats of the whole KJV validation set (65536:
   // within 0.015).
   int64_t tokens = 131072;
-  int every = 0;              // evaluate every N steps; 0 = only at the end
-  int profile_buckets = 16;   // buckets of the per-position loss profile
+  int every = 0;             // evaluate every N steps; 0 = only at the end
+  int profile_buckets = 16;  // buckets of the per-position loss profile
   // The scored tokens: eval.tokens / span windows of `span` tokens spread over
   // the validation stream (or opening its documents), the same at every
   // multiple and independent of which multiples are asked.
@@ -102,20 +100,21 @@ inline int eval_stride(const EvalConfig& e, int T) { return e.stride > 0 ? e.str
 // preset's choice"; config/attention.h resolves them into an AttentionSpec.
 struct AttentionConfig {
   std::string preset = "softmax";
-  std::string score = "preset";       // dot | cosine
-  std::string scale = "preset";       // none | logn | ssmax | infoscale | lssa | fixed
-  std::string positivity = "preset";  // exp | softplus | sigmoid | relu
-  std::string normalize = "preset";   // l1 | none | fixed | off_by_one | sink | softpick | stick_breaking
-  std::optional<double> p;            // re-weighting exponent; 0 = no re-weighting
-  int offset_rows = 3;                // re-weighting: rows i <= this use offset 0
-  std::optional<double> cosine_scale; // factor of cosine scores
-  double scale_value = 1.0;           // λ of scale "fixed"
-  std::optional<double> bias;         // added to the scores before φ; null: -ln N for sigmoid, else 0
-  std::optional<double> norm_const;   // divisor of normalize "fixed"; null: N (the training context)
-  double softcap = 0;                 // logit soft-cap c: x -> c tanh(x / c) before φ; 0 = none
-  std::string output_gate = "none";   // none | sigmoid (y ⊙ σ(x·W_g + b_g) before the output projection)
-  std::string differential = "none";  // none | on (differential attention: two maps subtracted, attn::diff)
-  std::string position_bias = "none"; // none | alibi | kerple_log | kerple_power | forget (alibi also from model.position)
+  std::string score = "preset";        // dot | cosine
+  std::string scale = "preset";        // none | logn | ssmax | infoscale | lssa | fixed
+  std::string positivity = "preset";   // exp | softplus | sigmoid | relu
+  std::string normalize = "preset";    // l1 | none | fixed | off_by_one | sink | softpick | stick_breaking
+  std::optional<double> p;             // re-weighting exponent; 0 = no re-weighting
+  int offset_rows = 3;                 // re-weighting: rows i <= this use offset 0
+  std::optional<double> cosine_scale;  // factor of cosine scores
+  double scale_value = 1.0;            // λ of scale "fixed"
+  std::optional<double> bias;          // added to the scores before φ; null: -ln N for sigmoid, else 0
+  std::optional<double> norm_const;    // divisor of normalize "fixed"; null: N (the training context)
+  double softcap = 0;                  // logit soft-cap c: x -> c tanh(x / c) before φ; 0 = none
+  std::string output_gate = "none";    // none | sigmoid (y ⊙ σ(x·W_g + b_g) before the output projection)
+  std::string differential = "none";   // none | on (differential attention: two maps subtracted, attn::diff)
+  std::string position_bias =
+      "none";  // none | alibi | kerple_log | kerple_power | forget (alibi also from model.position)
 };
 
 // Context extension (docs/context_extension.md): a RoPE frequency
@@ -123,27 +122,27 @@ struct AttentionConfig {
 // variant; config/attention.h folds them into the AttentionSpec. Used for
 // training, and overridden at evaluation by gpt eval --context.
 struct ContextConfig {
-  std::string rope_scaling = "none";  // none | pi | ntk | dynamic_ntk | yarn | llama3
-  double factor = 0;                  // s; 0 = evaluated length / model.context
-  double beta_fast = 32;              // yarn
-  double beta_slow = 1;               // yarn
-  double low_freq = 1;                // llama3 l_f
-  double high_freq = 4;               // llama3 h_f
-  double dynamic_alpha = 1;           // dynamic_ntk α
-  std::optional<double> attn_factor;  // YaRN's t; null: 0.1 ln s + 1
-  std::string mask = "none";          // none | window | sinks | lambda
-  int window = 0;                     // w; 0: N for window and lambda, N - sinks for sinks
-  int sinks = 0;                      // k_s of mask sinks (0: 4) or n_global of lambda (0: 10)
+  std::string rope_scaling = "none";        // none | pi | ntk | dynamic_ntk | yarn | llama3
+  double factor = 0;                        // s; 0 = evaluated length / model.context
+  double beta_fast = 32;                    // yarn
+  double beta_slow = 1;                     // yarn
+  double low_freq = 1;                      // llama3 l_f
+  double high_freq = 4;                     // llama3 h_f
+  double dynamic_alpha = 1;                 // dynamic_ntk α
+  std::optional<double> attn_factor;        // YaRN's t; null: 0.1 ln s + 1
+  std::string mask = "none";                // none | window | sinks | lambda
+  int window = 0;                           // w; 0: N for window and lambda, N - sinks for sinks
+  int sinks = 0;                            // k_s of mask sinks (0: 4) or n_global of lambda (0: 10)
   std::string sink_positions = "original";  // sinks: original positions, or cache (re-indexed, StreamingLLM)
-  std::string remap = "none";         // none | rerope | self_extend: relative-distance remapping
-  int remap_window = 0;               // rerope w (0: N/2), self_extend w_n (0: N/4)
-  double rerope_kappa = 0;            // rerope: 0 = Δ' = w beyond w; κ > 1: leaky w + (Δ - w)/κ
-  int group = 0;                      // self_extend G; 0 = the smallest G that keeps distances below N
-  std::string row_index = "position"; // position | keys: the i of the scales and of re-weighting
-  std::string temperature = "none";   // none | yarn | llama4
-  double logit_scale = 1;             // a global temperature: every logit × this
-  double temp_beta = 0.1;             // llama4 β
-  int temp_floor = 0;                 // llama4 F; 0 = model.context
+  std::string remap = "none";               // none | rerope | self_extend: relative-distance remapping
+  int remap_window = 0;                     // rerope w (0: N/2), self_extend w_n (0: N/4)
+  double rerope_kappa = 0;                  // rerope: 0 = Δ' = w beyond w; κ > 1: leaky w + (Δ - w)/κ
+  int group = 0;                            // self_extend G; 0 = the smallest G that keeps distances below N
+  std::string row_index = "position";       // position | keys: the i of the scales and of re-weighting
+  std::string temperature = "none";         // none | yarn | llama4
+  double logit_scale = 1;                   // a global temperature: every logit × this
+  double temp_beta = 0.1;                   // llama4 β
+  int temp_floor = 0;                       // llama4 F; 0 = model.context
 };
 
 struct RunConfig {

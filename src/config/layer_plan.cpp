@@ -33,8 +33,8 @@ nlohmann::json named_plan_kinds(const std::string& name, const ModelConfig& m) {
 }
 
 LayerKind parse_kind(const std::string& letter, const nlohmann::json& body, const ModelConfig& m) {
-  GPT_CONFIG_CHECK(body.is_object(), "config: \"", kind_path(letter), "\" must be an object with any of the keys ", kKindKeys,
-            ", got ", body.dump());
+  GPT_CONFIG_CHECK(body.is_object(), "config: \"", kind_path(letter), "\" must be an object with any of the keys ",
+                   kKindKeys, ", got ", body.dump());
   LayerKind k;
   k.name = letter;
   k.source = body;
@@ -42,20 +42,22 @@ LayerKind parse_kind(const std::string& letter, const nlohmann::json& body, cons
     const std::string where = kind_path(letter, key);
     if (key == "position") {
       GPT_CONFIG_CHECK(v.is_string() && (v == "rope" || v == "none"), "config: \"", where, "\" = ", v.dump(),
-                " is not valid; allowed: \"rope\", \"none\"");
-      GPT_CONFIG_CHECK(m.position == "rope" || m.position == "none", "config: \"", where,
-                "\" needs \"model.position\" = \"rope\" or \"none\" (got \"", m.position,
-                "\"): learned positions are added to the embedding once, not per layer, and alibi is an attention "
-                "bias (set it per layer with attention.position_bias)");
+                       " is not valid; allowed: \"rope\", \"none\"");
+      GPT_CONFIG_CHECK(
+          m.position == "rope" || m.position == "none", "config: \"", where,
+          "\" needs \"model.position\" = \"rope\" or \"none\" (got \"", m.position,
+          "\"): learned positions are added to the embedding once, not per layer, and alibi is an attention "
+          "bias (set it per layer with attention.position_bias)");
       k.rope = v == "rope";
       if (*k.rope)
         GPT_CONFIG_CHECK((m.n_embd / m.n_head) % 2 == 0, "config: \"", where,
-                  "\" = \"rope\" needs an even head size model.n_embd / model.n_head (got ", m.n_embd / m.n_head, ")");
+                         "\" = \"rope\" needs an even head size model.n_embd / model.n_head (got ", m.n_embd / m.n_head,
+                         ")");
     } else if (key == "window") {
-      GPT_CONFIG_CHECK(v.is_number() && v.get<double>() >= 0 && v.get<double>() == static_cast<double>(v.get<int64_t>()) &&
-                    v.get<double>() <= (1 << 20),
-                "config: \"", where, "\" = ", v.dump(),
-                " is not valid; allowed: an integer in [0, 1048576]: 0 = full attention, w = the last w keys");
+      GPT_CONFIG_CHECK(v.is_number() && v.get<double>() >= 0 &&
+                           v.get<double>() == static_cast<double>(v.get<int64_t>()) && v.get<double>() <= (1 << 20),
+                       "config: \"", where, "\" = ", v.dump(),
+                       " is not valid; allowed: an integer in [0, 1048576]: 0 = full attention, w = the last w keys");
       k.window = static_cast<int>(v.get<int64_t>());
     } else if (key == "temperature") {
       std::string names;
@@ -84,11 +86,13 @@ LayerPlan resolve_layer_plan(const ModelConfig& m) {
   const bool named = m.layer_plan != "none";
   bool known = false;
   for (const char* n : kPlanNames) known |= m.layer_plan == n;
-  GPT_CONFIG_CHECK(known, "config: \"model.layer_plan\" = \"", m.layer_plan, "\" is not valid; allowed: none, swan, irope");
+  GPT_CONFIG_CHECK(known, "config: \"model.layer_plan\" = \"", m.layer_plan,
+                   "\" is not valid; allowed: none, swan, irope");
   GPT_CONFIG_CHECK(m.layer_kinds.is_object(), "config: \"model.layer_kinds\" must be an object (letter -> kind)");
   if (!named && m.layer_pattern.empty()) {
-    GPT_CONFIG_CHECK(m.layer_kinds.empty(), "config: \"model.layer_kinds\" needs a pattern: set \"model.layer_pattern\" "
-                                     "(one letter per layer) or a named \"model.layer_plan\" (swan, irope)");
+    GPT_CONFIG_CHECK(m.layer_kinds.empty(),
+                     "config: \"model.layer_kinds\" needs a pattern: set \"model.layer_pattern\" "
+                     "(one letter per layer) or a named \"model.layer_plan\" (swan, irope)");
     return plan;
   }
   plan.name = named ? m.layer_plan : "custom";
@@ -96,21 +100,22 @@ LayerPlan resolve_layer_plan(const ModelConfig& m) {
   nlohmann::json kinds = named ? named_plan_kinds(m.layer_plan, m) : nlohmann::json::object();
   for (const auto& [letter, body] : m.layer_kinds.items()) {
     GPT_CONFIG_CHECK(body.is_object(), "config: \"", kind_path(letter), "\" must be an object with any of the keys ",
-              kKindKeys, ", got ", body.dump());
+                     kKindKeys, ", got ", body.dump());
     if (!kinds.contains(letter)) kinds[letter] = nlohmann::json::object();
     for (const auto& [key, v] : body.items()) kinds[letter][key] = v;
   }
-  GPT_CONFIG_CHECK(static_cast<int>(plan.pattern.size()) <= m.n_layer, "config: \"model.layer_pattern\" = \"", plan.pattern,
-            "\" has ", plan.pattern.size(), " letters but the model has ", m.n_layer,
-            " layers (model.n_layer); the pattern repeats over the layers, so it may be shorter, not longer");
+  GPT_CONFIG_CHECK(static_cast<int>(plan.pattern.size()) <= m.n_layer, "config: \"model.layer_pattern\" = \"",
+                   plan.pattern, "\" has ", plan.pattern.size(), " letters but the model has ", m.n_layer,
+                   " layers (model.n_layer); the pattern repeats over the layers, so it may be shorter, not longer");
   for (char ch : plan.pattern)
     GPT_CONFIG_CHECK(std::isalpha(static_cast<unsigned char>(ch)), "config: \"model.layer_pattern\" = \"", plan.pattern,
-              "\": '", std::string(1, ch), "' is not a letter; one letter (a kind of model.layer_kinds) per layer");
+                     "\": '", std::string(1, ch),
+                     "' is not a letter; one letter (a kind of model.layer_kinds) per layer");
   for (const auto& [letter, body] : kinds.items()) {
     GPT_CONFIG_CHECK(letter.size() == 1 && std::isalpha(static_cast<unsigned char>(letter[0])), "config: \"",
-              kind_path(letter), "\": a kind is named by one letter, as in model.layer_pattern");
+                     kind_path(letter), "\": a kind is named by one letter, as in model.layer_pattern");
     GPT_CONFIG_CHECK(plan.pattern.find(letter[0]) != std::string::npos, "config: \"", kind_path(letter),
-              "\" is not used: model.layer_pattern \"", plan.pattern, "\" has no '", letter, "'");
+                     "\" is not used: model.layer_pattern \"", plan.pattern, "\" has no '", letter, "'");
     plan.kinds.push_back(parse_kind(letter, body, m));
   }
   for (int l = 0; l < m.n_layer; ++l) {
@@ -119,7 +124,7 @@ LayerPlan resolve_layer_plan(const ModelConfig& m) {
     for (size_t i = 0; i < plan.kinds.size(); ++i)
       if (plan.kinds[i].name == letter) index = static_cast<int>(i);
     GPT_CONFIG_CHECK(index >= 0, "config: \"model.layer_pattern\" = \"", plan.pattern, "\" uses '", letter,
-              "', which \"model.layer_kinds\" does not define", named ? " (nor does the named plan)" : "");
+                     "', which \"model.layer_kinds\" does not define", named ? " (nor does the named plan)" : "");
     plan.layer_kind.push_back(index);
   }
   return plan;
@@ -198,10 +203,10 @@ LearnedAttention learned_attention(const std::vector<LayerAttention>& layers) {
     out.output_gate |= s.output_gate;
     out.differential |= s.differential;
     if (s.kerple()) {
-      GPT_CONFIG_CHECK(out.kerple_kind == PositionBias::None || out.kerple_kind == s.position_bias,
-                "layer ", l, " has the position bias ", stage_name(s.position_bias), " but an earlier layer ",
-                stage_name(out.kerple_kind),
-                ": one model holds one KERPLE variant (its r1, r2 tensor and initialisation); use one of them");
+      GPT_CONFIG_CHECK(out.kerple_kind == PositionBias::None || out.kerple_kind == s.position_bias, "layer ", l,
+                       " has the position bias ", stage_name(s.position_bias), " but an earlier layer ",
+                       stage_name(out.kerple_kind),
+                       ": one model holds one KERPLE variant (its r1, r2 tensor and initialisation); use one of them");
       out.kerple = true;
       out.kerple_kind = s.position_bias;
     }
@@ -225,16 +230,19 @@ void check_layer_plan(const Config& c) {
     if (k.window && *k.window > 0) {
       const int64_t longest =
           static_cast<int64_t>(c.eval.multiples.empty() ? 1 : std::max(1, c.eval.multiples.back())) * c.model.context;
-      GPT_CONFIG_CHECK(*k.window < std::max<int64_t>(longest, c.model.context), "config: \"", kind_path(k.name, "window"),
-                "\" = ", *k.window, " would never hide a key: it must be smaller than the longest context it runs "
-                "at, max(eval.multiples) * model.context = ", longest, " (0 = full attention)");
+      GPT_CONFIG_CHECK(*k.window < std::max<int64_t>(longest, c.model.context), "config: \"",
+                       kind_path(k.name, "window"), "\" = ", *k.window,
+                       " would never hide a key: it must be smaller than the longest context it runs "
+                       "at, max(eval.multiples) * model.context = ",
+                       longest, " (0 = full attention)");
     }
   }
   const std::vector<LayerAttention> layers = layer_attention(c.model, plan, resolve_attention(c));
   for (const LayerAttention& la : layers) {
-    GPT_CONFIG_CHECK(!(la.spec.rope.scaling == RopeScaling::Yarn && la.spec.temperature == Temperature::Yarn), "config: \"",
-              kind_path(la.kind, "temperature"),
-              "\" = \"yarn\" on a layer whose context.rope_scaling yarn already applies YaRN's attention factor");
+    GPT_CONFIG_CHECK(
+        !(la.spec.rope.scaling == RopeScaling::Yarn && la.spec.temperature == Temperature::Yarn), "config: \"",
+        kind_path(la.kind, "temperature"),
+        "\" = \"yarn\" on a layer whose context.rope_scaling yarn already applies YaRN's attention factor");
   }
   learned_attention(layers);
 }
@@ -243,9 +251,12 @@ nlohmann::json layer_plan_to_json(const std::vector<LayerAttention>& layers) {
   nlohmann::json out = nlohmann::json::array();
   for (size_t l = 0; l < layers.size(); ++l) {
     const AttentionSpec& s = layers[l].spec;
-    nlohmann::json stages = {{"score", stage_name(s.score)},           {"scale", stage_name(s.scale)},
-                             {"positivity", stage_name(s.positivity)}, {"normalize", stage_name(s.normalize)},
-                             {"p", s.p},                               {"position_bias", stage_name(s.position_bias)},
+    nlohmann::json stages = {{"score", stage_name(s.score)},
+                             {"scale", stage_name(s.scale)},
+                             {"positivity", stage_name(s.positivity)},
+                             {"normalize", stage_name(s.normalize)},
+                             {"p", s.p},
+                             {"position_bias", stage_name(s.position_bias)},
                              {"output_gate", s.output_gate ? "sigmoid" : "none"},
                              {"differential", s.differential ? "on" : "none"}};
     out.push_back({{"layer", l},
@@ -266,8 +277,8 @@ std::string layer_plan_summary(const ModelConfig& m) {
   std::ostringstream os;
   os << (plan.name == "custom" ? std::string() : plan.name + " ") << "\"" << plan.pattern << "\" over " << m.n_layer
      << " layers:";
-  for (size_t i = 0; i < plan.kinds.size(); ++i) os << (i ? ";" : "") << " " << plan.kinds[i].name << " = "
-                                                     << plan.kinds[i].source.dump();
+  for (size_t i = 0; i < plan.kinds.size(); ++i)
+    os << (i ? ";" : "") << " " << plan.kinds[i].name << " = " << plan.kinds[i].source.dump();
   return os.str();
 }
 

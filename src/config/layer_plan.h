@@ -37,17 +37,17 @@
 namespace gpt {
 
 struct LayerKind {
-  std::string name;                          // its letter
-  std::optional<bool> rope;                  // position: true rope, false none
-  std::optional<int> window;                 // 0: full attention; w > 0: sliding window of w keys
+  std::string name;           // its letter
+  std::optional<bool> rope;   // position: true rope, false none
+  std::optional<int> window;  // 0: full attention; w > 0: sliding window of w keys
   std::optional<Temperature> temperature;
-  std::optional<AttentionConfig> attention;  // the layer's attention section
+  std::optional<AttentionConfig> attention;          // the layer's attention section
   nlohmann::json source = nlohmann::json::object();  // the kind as resolved, for reports
 };
 
 struct LayerPlan {
-  std::string name = "none";   // none | swan | irope | custom
-  std::string pattern;         // as configured, before the repetition
+  std::string name = "none";  // none | swan | irope | custom
+  std::string pattern;        // as configured, before the repetition
   std::vector<LayerKind> kinds;
   std::vector<int> layer_kind;  // per layer, its index into kinds; empty without a plan
   bool empty() const { return layer_kind.empty(); }

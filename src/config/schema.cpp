@@ -81,7 +81,7 @@ std::vector<std::string_view> names_of(const char* const (&names)[N]) {
 
 // Section, name and accessor from one spelling, so the path can never drift
 // from the struct member it names.
-#define GPT_KEY(sec, member) #sec, #member, [](Config& c) -> FieldRef { return &c.sec.member; }
+#define GPT_KEY(sec, member) #sec, #member, [](Config & c) -> FieldRef { return &c.sec.member; }
 
 std::vector<Key> make_keys() {
   return {
@@ -96,8 +96,7 @@ std::vector<Key> make_keys() {
       {GPT_KEY(model, rope_theta), above(0), "RoPE base frequency"},
       {GPT_KEY(model, rope_fraction), above_up_to(0, 1),
        "partial RoPE: share f of each head's channels rotated (d_r = f·D rounded down to even, >= 2); 1 = all"},
-      {GPT_KEY(model, max_position), between(0, kMaxVocab),
-       "rows of the learned position table; 0 = context"},
+      {GPT_KEY(model, max_position), between(0, kMaxVocab), "rows of the learned position table; 0 = context"},
       {GPT_KEY(model, init_std), above(0), "standard deviation of the weight init"},
       {GPT_KEY(model, layer_plan), one_of({"none", "swan", "irope"}),
        "per-layer plan (config/layer_plan.h): swan = pattern LLLG, L RoPE with a window of context/2, G NoPE with "
@@ -159,8 +158,7 @@ std::vector<Key> make_keys() {
        "chunks: non-overlapping sequences of m * model.context; sliding: windows of m * model.context advanced by "
        "eval.stride, scoring their last eval.stride positions; documents: windows opening documents that hold a "
        "whole span"},
-      {GPT_KEY(eval, stride), between(0, 1 << 24),
-       "sliding protocol: the stride S in tokens; 0 = model.context"},
+      {GPT_KEY(eval, stride), between(0, 1 << 24), "sliding protocol: the stride S in tokens; 0 = model.context"},
 
       {GPT_KEY(attention, preset), one_of(preset_names()), "named attention variant (docs/attention.md)"},
       {GPT_KEY(attention, score), one_of(stage_names(kScoreNames)), "stage 1; \"preset\": the preset's"},
@@ -172,7 +170,8 @@ std::vector<Key> make_keys() {
       {GPT_KEY(attention, offset_rows), between(0, kMaxContext), "re-weighting offset o_i is 0 for rows i <= this"},
       {GPT_KEY(attention, cosine_scale), above(0), "factor s of cosine scores; null: the preset's (cosine 32, else 1)"},
       {GPT_KEY(attention, scale_value), any(), "the factor of scale \"fixed\""},
-      {GPT_KEY(attention, bias), any(), "added to the scores before positivity; null: -ln N for sigmoid (not under stick_breaking), else 0"},
+      {GPT_KEY(attention, bias), any(),
+       "added to the scores before positivity; null: -ln N for sigmoid (not under stick_breaking), else 0"},
       {GPT_KEY(attention, norm_const), above(0), "divisor of normalize \"fixed\"; null: N = model.context"},
       {GPT_KEY(attention, softcap), at_least(0),
        "logit soft-cap c (Gemma 2): every logit x (after scale, bias and position bias) becomes c tanh(x / c) "
@@ -191,7 +190,8 @@ std::vector<Key> make_keys() {
        "1-32-H of ln(c (i-j) + 1) / ln(c max(i, L) + 1), MLP, c and L = m N/4 learned per layer"},
 
       {GPT_KEY(context, rope_scaling), one_of(names_of(kRopeScalingNames)),
-       "RoPE frequency rule past the training context (docs/context_extension.md §1): pi, ntk, dynamic_ntk, yarn, llama3"},
+       "RoPE frequency rule past the training context (docs/context_extension.md §1): pi, ntk, dynamic_ntk, yarn, "
+       "llama3"},
       {GPT_KEY(context, factor), at_least(0),
        "scale factor s of the rope rule: 0 = evaluated length / model.context per window, or a fixed s >= 1"},
       {GPT_KEY(context, beta_fast), above(0), "yarn: pairs rotating more than this often in N keep their frequency"},
@@ -283,16 +283,14 @@ std::vector<Rule> make_rules() {
       {"\"model.max_position\" must be 0 or >= \"model.context\" when \"model.position\" = \"learned\"",
        {"model.max_position", "model.context", "model.position"},
        [](const Config& c) {
-         return c.model.position != "learned" || c.model.max_position == 0 ||
-                c.model.max_position >= c.model.context;
+         return c.model.position != "learned" || c.model.max_position == 0 || c.model.max_position >= c.model.context;
        }},
       {"the attention scales logn, ssmax and infoscale and sigmoid's default bias -ln N need \"model.context\" >= 2",
        {"model.context", "attention.preset", "attention.scale", "attention.positivity"},
        [](const Config& c) {
          const AttentionSpec s = resolve_attention(c);
          const bool uses_ln_n = s.scale == Scale::Logn || s.scale == Scale::Ssmax || s.scale == Scale::Infoscale ||
-                                (s.positivity == Positivity::Sigmoid && !attn::stick_breaking(s) &&
-                                 !c.attention.bias);
+                                (s.positivity == Positivity::Sigmoid && !attn::stick_breaking(s) && !c.attention.bias);
          return c.model.context >= 2 || !uses_ln_n;
        }},
       {"\"model.position\" = \"alibi\" is the alibi bias: \"attention.position_bias\" must then be \"none\" or "
@@ -349,7 +347,8 @@ std::vector<Rule> make_rules() {
        "\"yarn\" is that factor alone (without the frequency change): use one of them",
        {"context.rope_scaling", "context.temperature"},
        [](const Config& c) { return !(c.context.rope_scaling == "yarn" && c.context.temperature == "yarn"); }},
-      {"\"context.window\" and \"context.row_index\" = \"keys\" need a mask: \"context.mask\" = \"window\", \"sinks\" or \"lambda\"",
+      {"\"context.window\" and \"context.row_index\" = \"keys\" need a mask: \"context.mask\" = \"window\", \"sinks\" "
+       "or \"lambda\"",
        {"context.window", "context.row_index", "context.mask"},
        [](const Config& c) {
          return c.context.mask != "none" || (c.context.window == 0 && c.context.row_index == "position");
@@ -398,9 +397,7 @@ std::vector<Rule> make_rules() {
        [](const Config& c) { return c.context.rerope_kappa == 0 || c.context.rerope_kappa > 1; }},
       {"self_extend needs a neighbour window \"context.remap_window\" < \"model.context\"",
        {"context.remap", "context.remap_window", "model.context"},
-       [](const Config& c) {
-         return c.context.remap != "self_extend" || c.context.remap_window < c.model.context;
-       }},
+       [](const Config& c) { return c.context.remap != "self_extend" || c.context.remap_window < c.model.context; }},
       {"the remapping would never act: \"context.remap_window\" must be smaller than the longest context it runs at, "
        "max(\"eval.multiples\") * \"model.context\"",
        {"context.remap", "context.remap_window", "eval.multiples", "model.context"},
@@ -428,8 +425,8 @@ std::vector<Rule> make_rules() {
        "min(\"eval.multiples\") * \"model.context\"",
        {"eval.stride", "eval.multiples", "model.context"},
        [](const Config& c) {
-         return c.eval.multiples.empty() ||
-                eval_stride(c.eval, c.model.context) <= static_cast<int64_t>(c.eval.multiples.front()) * c.model.context;
+         return c.eval.multiples.empty() || eval_stride(c.eval, c.model.context) <=
+                                                static_cast<int64_t>(c.eval.multiples.front()) * c.model.context;
        }},
   };
   // The stages that do not compose: attn::kRefusals, the list the kernels refuse by too.

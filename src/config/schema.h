@@ -26,11 +26,11 @@ using FieldRef = std::variant<int*, int64_t*, uint64_t*, double*, std::optional<
 struct Allowed {
   double lo = -std::numeric_limits<double>::infinity();
   double hi = std::numeric_limits<double>::infinity();
-  bool lo_open = false;                 // lo itself is excluded
-  bool hi_open = false;                 // hi itself is excluded
-  std::vector<std::string_view> values; // non-empty: the key is an enum
-  bool nonempty = false;                // strings and lists
-  bool increasing = false;              // lists: strictly increasing
+  bool lo_open = false;                  // lo itself is excluded
+  bool hi_open = false;                  // hi itself is excluded
+  std::vector<std::string_view> values;  // non-empty: the key is an enum
+  bool nonempty = false;                 // strings and lists
+  bool increasing = false;               // lists: strictly increasing
 };
 
 struct Key {
@@ -51,7 +51,7 @@ struct Rule {
   std::function<bool(const Config&)> holds;
 };
 
-const std::vector<Key>& keys();    // in section order, then declaration order
+const std::vector<Key>& keys();  // in section order, then declaration order
 const std::vector<Rule>& rules();
 const std::vector<std::string_view>& sections();
 

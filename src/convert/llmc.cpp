@@ -45,10 +45,10 @@ struct LlmcTensor {
 // llm.c's 16 tensors in file order, with the shapes of docs/formats.md.
 std::vector<LlmcTensor> llmc_tensors(const LlmcHeader& h) {
   const int64_t Vp = h.padded_vocab, T = h.max_seq_len, L = h.n_layer, C = h.n_embd;
-  return {{"wte", {Vp, C}},          {"wpe", {T, C}},          {"ln1w", {L, C}},          {"ln1b", {L, C}},
-          {"qkvw", {L, 3 * C, C}},   {"qkvb", {L, 3 * C}},     {"attprojw", {L, C, C}},   {"attprojb", {L, C}},
-          {"ln2w", {L, C}},          {"ln2b", {L, C}},         {"fcw", {L, 4 * C, C}},    {"fcb", {L, 4 * C}},
-          {"fcprojw", {L, C, 4 * C}}, {"fcprojb", {L, C}},     {"lnfw", {C}},             {"lnfb", {C}}};
+  return {{"wte", {Vp, C}},           {"wpe", {T, C}},      {"ln1w", {L, C}},        {"ln1b", {L, C}},
+          {"qkvw", {L, 3 * C, C}},    {"qkvb", {L, 3 * C}}, {"attprojw", {L, C, C}}, {"attprojb", {L, C}},
+          {"ln2w", {L, C}},           {"ln2b", {L, C}},     {"fcw", {L, 4 * C, C}},  {"fcb", {L, 4 * C}},
+          {"fcprojw", {L, C, 4 * C}}, {"fcprojb", {L, C}},  {"lnfw", {C}},           {"lnfb", {C}}};
 }
 
 uint64_t numel(const Shape& s) {
@@ -97,10 +97,9 @@ Config config_for(const LlmcHeader& h, int context, const std::string& path) {
 // Our parameter table for cfg must be llm.c's, tensor for tensor.
 void check_same_table(const ParamLayout& layout, const std::vector<LlmcTensor>& llmc, const std::string& what) {
   for (size_t i = 0; i < std::max(layout.specs.size(), llmc.size()); ++i) {
-    const std::string ours = i < layout.specs.size() ? layout.specs[i].name + " " + shape_str(layout.specs[i].shape)
-                                                     : "nothing";
-    const std::string theirs = i < llmc.size() ? std::string(llmc[i].name) + " " + shape_str(llmc[i].shape)
-                                               : "nothing";
+    const std::string ours =
+        i < layout.specs.size() ? layout.specs[i].name + " " + shape_str(layout.specs[i].shape) : "nothing";
+    const std::string theirs = i < llmc.size() ? std::string(llmc[i].name) + " " + shape_str(llmc[i].shape) : "nothing";
     GPT_CHECK(ours == theirs, what, ": tensor ", i, " of the model is ", ours, " but llm.c's format has ", theirs,
               " there; llm.c's format holds exactly the 16 tensors of GPT-2 with learned positions");
   }
@@ -136,15 +135,16 @@ LlmcHeader read_llmc_header(const std::string& path) {
   if (magic != kLlmcMagic) {
     std::string hint;
     if (magic == kShardMagic16 || magic == kShardMagic32) hint = " (this is a token shard, not a model)";
-    if (std::memcmp(hdr, "GPTCKPT", 8) == 0) hint = " (this is one of this project's checkpoints; use --to-llmc to export it)";
+    if (std::memcmp(hdr, "GPTCKPT", 8) == 0)
+      hint = " (this is one of this project's checkpoints; use --to-llmc to export it)";
     fail("llm.c checkpoint '", path, "': magic ", magic, " is not an llm.c GPT-2 checkpoint (expected ", kLlmcMagic,
          ")", hint);
   }
   LlmcHeader h;
   h.version = hdr[1];
-  GPT_CHECK(h.version == kLlmcVersionF32 || h.version == kLlmcVersionBF16, "llm.c checkpoint '", path,
-            "': version ", h.version, " is not supported (expected ", kLlmcVersionF32, " for float32 or ",
-            kLlmcVersionBF16, " for bfloat16 tensors)");
+  GPT_CHECK(h.version == kLlmcVersionF32 || h.version == kLlmcVersionBF16, "llm.c checkpoint '", path, "': version ",
+            h.version, " is not supported (expected ", kLlmcVersionF32, " for float32 or ", kLlmcVersionBF16,
+            " for bfloat16 tensors)");
   h.max_seq_len = hdr[2], h.vocab_size = hdr[3], h.n_layer = hdr[4], h.n_head = hdr[5], h.n_embd = hdr[6];
   h.padded_vocab = hdr[7];
   const std::pair<const char*, int32_t> dims[] = {{"max sequence length T (slot 2)", h.max_seq_len},
@@ -157,8 +157,8 @@ LlmcHeader read_llmc_header(const std::string& path) {
     GPT_CHECK(v > 0, "llm.c checkpoint '", path, "': header ", name, " is ", v, "; it must be > 0");
   GPT_CHECK(h.padded_vocab == round_up(h.vocab_size, 128) || h.padded_vocab == round_up(h.vocab_size, 64),
             "llm.c checkpoint '", path, "': padded vocabulary Vp = ", h.padded_vocab, " is not V = ", h.vocab_size,
-            " rounded up to a multiple of 128 (", round_up(h.vocab_size, 128), ") or 64 (",
-            round_up(h.vocab_size, 64), ")");
+            " rounded up to a multiple of 128 (", round_up(h.vocab_size, 128), ") or 64 (", round_up(h.vocab_size, 64),
+            ")");
   // The config's limits bound every dimension, so the sizes below cannot overflow.
   config_for(h, 0, path);
 
@@ -166,9 +166,9 @@ LlmcHeader read_llmc_header(const std::string& path) {
   const uint64_t params = llmc_param_count(h);
   const uint64_t expected = kHeaderBytes + params * width;
   GPT_CHECK(size == expected, "llm.c checkpoint '", path, "': file is ", size, " bytes but its header (version ",
-            h.version, ", T=", h.max_seq_len, " V=", h.vocab_size, " L=", h.n_layer, " H=", h.n_head,
-            " C=", h.n_embd, " Vp=", h.padded_vocab, ") needs ", kHeaderBytes, " + ", params, " parameters x ",
-            width, " bytes = ", expected, " bytes", size < expected ? " (truncated?)" : " (trailing data?)");
+            h.version, ", T=", h.max_seq_len, " V=", h.vocab_size, " L=", h.n_layer, " H=", h.n_head, " C=", h.n_embd,
+            " Vp=", h.padded_vocab, ") needs ", kHeaderBytes, " + ", params, " parameters x ", width,
+            " bytes = ", expected, " bytes", size < expected ? " (truncated?)" : " (trailing data?)");
   return h;
 }
 
@@ -207,9 +207,10 @@ Checkpoint import_llmc(const std::string& path, const LlmcImportOptions& opt) {
       size_t nonzero = 0;
       for (size_t i = static_cast<size_t>(h.vocab_size) * C; i < ct.data.size(); ++i) nonzero += ct.data[i] != 0.0f;
       if (nonzero > 0)
-        spdlog::warn("llm.c checkpoint '{}': {} values of wte's padding rows {}..{} are not zero (llm.c writes "
-                     "zeros there; is the vocabulary size V = {} right?)",
-                     path, nonzero, h.vocab_size, h.padded_vocab - 1, h.vocab_size);
+        spdlog::warn(
+            "llm.c checkpoint '{}': {} values of wte's padding rows {}..{} are not zero (llm.c writes "
+            "zeros there; is the vocabulary size V = {} right?)",
+            path, nonzero, h.vocab_size, h.padded_vocab - 1, h.vocab_size);
     }
     ckpt.tensors.push_back(std::move(ct));
   }

@@ -56,8 +56,8 @@ LlmcHeader read_llmc_header(const std::string& path);
 uint64_t llmc_param_count(const LlmcHeader& h);
 
 struct LlmcImportOptions {
-  int context = 0;               // model.context of the result; 0 = T. Must be <= T.
-  bool with_optimizer = false;   // add zero AdamW moments so `gpt train --resume` can fine-tune it
+  int context = 0;              // model.context of the result; 0 = T. Must be <= T.
+  bool with_optimizer = false;  // add zero AdamW moments so `gpt train --resume` can fine-tune it
 };
 
 // Reads an llm.c checkpoint into one of ours (parameters as "param/NAME",

@@ -34,8 +34,7 @@ template <typename... Args>
 // CHECK(cond, parts...): if cond is false, throws gpt::Error naming file:line
 // and the streamed parts. Use for internal invariants and user input alike;
 // user-facing messages should name the key, file or flag and what is allowed.
-#define GPT_CHECK(cond, ...)                                                        \
-  do {                                                                              \
-    if (!(cond))                                                                    \
-      ::gpt::fail(__VA_ARGS__, " [", __FILE__, ":", __LINE__, "]");                 \
+#define GPT_CHECK(cond, ...)                                                   \
+  do {                                                                         \
+    if (!(cond)) ::gpt::fail(__VA_ARGS__, " [", __FILE__, ":", __LINE__, "]"); \
   } while (0)

@@ -45,8 +45,7 @@ class BoundedDom : public nlohmann::json_sax<json> {
     if (what.rfind("[json.exception", 0) == 0 && tag_end != std::string::npos) what = what.substr(tag_end + 2);
     const std::string at = path();
     if (e.id == 406)  // a number that does not fit a double: the lexer has no line, the path says where
-      fail(source_, ": ", at.empty() ? "the value" : at, ": number overflow (", token,
-           "); numbers must fit a double");
+      fail(source_, ": ", at.empty() ? "the value" : at, ": number overflow (", token, "); numbers must fit a double");
     fail(source_, " is not valid JSON: ", what, at.empty() ? "" : " (in " + at + ")", " at byte ", position);
   }
 
@@ -125,8 +124,8 @@ class BoundedDom : public nlohmann::json_sax<json> {
 json parse_json(std::string_view text, const std::string& source, const JsonReadOptions& opt) {
   json root;
   BoundedDom dom(root, source, opt.max_depth);
-  const bool ok = json::sax_parse(text.begin(), text.end(), &dom, json::input_format_t::json, /*strict=*/true,
-                                  opt.comments);
+  const bool ok =
+      json::sax_parse(text.begin(), text.end(), &dom, json::input_format_t::json, /*strict=*/true, opt.comments);
   GPT_CHECK(ok, source, " is not valid JSON");
   return root;
 }

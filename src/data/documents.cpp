@@ -93,7 +93,8 @@ class SeparatorRegex {
     for (size_t pos = 0; pos < n;) {
       const int rc = pcre2_match(code_.get(), subject, n, pos, 0, md_.get(), nullptr);
       if (rc == PCRE2_ERROR_NOMATCH) break;
-      if (rc < 0) fail("--doc-sep regex '", re_, "': matching failed in '", file, "' at byte ", pos, " (error ", rc, ")");
+      if (rc < 0)
+        fail("--doc-sep regex '", re_, "': matching failed in '", file, "' at byte ", pos, " (error ", rc, ")");
       const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md_.get());
       if (ov[1] == ov[0])
         fail("--doc-sep regex '", re_, "' matches the empty string (at byte ", ov[0], " of '", file,

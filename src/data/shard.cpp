@@ -20,15 +20,14 @@
 
 namespace gpt {
 
-static_assert(std::endian::native == std::endian::little,
-              "shards are little-endian and read without byte swapping");
+static_assert(std::endian::native == std::endian::little, "shards are little-endian and read without byte swapping");
 
 namespace {
 
 constexpr int kHeaderInts = 256;
 constexpr uint64_t kHeaderBytes = kHeaderInts * sizeof(int32_t);
-constexpr int32_t kMagic16 = 20240520, kVersion16 = 1;  // uint16 tokens
-constexpr int32_t kMagic32 = 20240801, kVersion32 = 7;  // uint32 tokens
+constexpr int32_t kMagic16 = 20240520, kVersion16 = 1;      // uint16 tokens
+constexpr int32_t kMagic32 = 20240801, kVersion32 = 7;      // uint32 tokens
 constexpr int32_t kMaskMagic = 20261202, kMaskVersion = 1;  // loss masks, one byte per token
 
 // Reads exactly len bytes at off; pread may return fewer, and EINTR retries.
@@ -58,8 +57,7 @@ int open_shard(const std::string& path) {
 // keeps a dataset of thousands of shards under the process's file limit.
 class ShardFiles {
  public:
-  explicit ShardFiles(std::vector<std::string> paths)
-      : paths_(std::move(paths)), fds_(paths_.size(), -1) {}
+  explicit ShardFiles(std::vector<std::string> paths) : paths_(std::move(paths)), fds_(paths_.size(), -1) {}
   ~ShardFiles() { close_all(); }
   ShardFiles(const ShardFiles&) = delete;
   ShardFiles& operator=(const ShardFiles&) = delete;
@@ -127,23 +125,23 @@ ShardInfo read_shard_header(const std::string& path) {
   } else if (magic == kMagic32) {
     info.width = 4, want_version = kVersion32;
   } else if (magic == kMaskMagic) {
-    fail("shard '", path, "' is a loss mask, not a token shard: name the token shards (a pattern such as "
+    fail("shard '", path,
+         "' is a loss mask, not a token shard: name the token shards (a pattern such as "
          "'DIR/*.bin'); each one's mask is found beside it");
   } else {
-    fail("shard '", path, "': magic ", magic, " is not a token shard (expected ", kMagic16,
-         " for uint16 tokens or ", kMagic32, " for uint32 tokens)");
+    fail("shard '", path, "': magic ", magic, " is not a token shard (expected ", kMagic16, " for uint16 tokens or ",
+         kMagic32, " for uint32 tokens)");
   }
   if (version != want_version)
-    fail("shard '", path, "': version ", version, " does not match magic ", magic, " (expected version ",
-         want_version, ")");
+    fail("shard '", path, "': version ", version, " does not match magic ", magic, " (expected version ", want_version,
+         ")");
   if (count <= 0) fail("shard '", path, "': token count ", count, " in the header must be > 0");
 
   info.ntokens = static_cast<uint64_t>(count);
   const uint64_t expected = kHeaderBytes + static_cast<uint64_t>(info.width) * info.ntokens;
   if (size != expected)
-    fail("shard '", path, "': file size is ", size, " bytes but the header's ", info.ntokens, " tokens of ",
-         info.width, " bytes need ", kHeaderBytes, " + ", info.width, "*", info.ntokens, " = ", expected,
-         " bytes");
+    fail("shard '", path, "': file size is ", size, " bytes but the header's ", info.ntokens, " tokens of ", info.width,
+         " bytes need ", kHeaderBytes, " + ", info.width, "*", info.ntokens, " = ", expected, " bytes");
   return info;
 }
 
@@ -221,8 +219,8 @@ uint64_t read_mask_header(const std::string& path, uint64_t expected_tokens) {
   if (header[2] <= 0) fail("mask '", path, "': count ", header[2], " in the header must be > 0");
   const uint64_t n = static_cast<uint64_t>(header[2]);
   if (size != kHeaderBytes + n)
-    fail("mask '", path, "': file size is ", size, " bytes but the header's ", n, " entries need ", kHeaderBytes,
-         " + ", n, " = ", kHeaderBytes + n, " bytes");
+    fail("mask '", path, "': file size is ", size, " bytes but the header's ", n, " entries need ", kHeaderBytes, " + ",
+         n, " = ", kHeaderBytes + n, " bytes");
   if (n != expected_tokens)
     fail("mask '", path, "': holds ", n, " entries but its token shard holds ", expected_tokens,
          " tokens (one mask byte per token)");
@@ -240,8 +238,8 @@ void write_mask_shard(const std::string& path, const std::vector<uint8_t>& mask)
   if (!f) fail("write_mask_shard '", path, "': cannot create '", tmp, "' (", std::strerror(errno), ")");
   int32_t header[kHeaderInts] = {};
   header[0] = kMaskMagic, header[1] = kMaskVersion, header[2] = static_cast<int32_t>(mask.size());
-  const bool wrote = std::fwrite(header, sizeof(header), 1, f) == 1 &&
-                     std::fwrite(mask.data(), 1, mask.size(), f) == mask.size();
+  const bool wrote =
+      std::fwrite(header, sizeof(header), 1, f) == 1 && std::fwrite(mask.data(), 1, mask.size(), f) == mask.size();
   const int err = errno;
   const bool closed = std::fclose(f) == 0;
   if (!wrote || !closed) {
@@ -306,8 +304,8 @@ TokenStream TokenStream::slice(uint64_t begin, uint64_t end) const {
 }
 
 void TokenStream::read(uint64_t offset, uint64_t n, int32_t* out) const {
-  GPT_CHECK(offset <= total_ && n <= total_ - offset, "TokenStream::read of tokens [", offset, ", ",
-            offset + n, ") is outside the stream of ", total_, " tokens");
+  GPT_CHECK(offset <= total_ && n <= total_ - offset, "TokenStream::read of tokens [", offset, ", ", offset + n,
+            ") is outside the stream of ", total_, " tokens");
   offset += base_;
   // The shard holding `offset`: the last one starting at or before it.
   size_t s = static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), offset) - starts_.begin()) - 1;
@@ -335,8 +333,8 @@ void TokenStream::read(uint64_t offset, uint64_t n, int32_t* out) const {
 }
 
 void TokenStream::read_mask(uint64_t offset, uint64_t n, uint8_t* out) const {
-  GPT_CHECK(offset <= total_ && n <= total_ - offset, "TokenStream::read_mask of entries [", offset, ", ",
-            offset + n, ") is outside the stream of ", total_, " tokens");
+  GPT_CHECK(offset <= total_ && n <= total_ - offset, "TokenStream::read_mask of entries [", offset, ", ", offset + n,
+            ") is outside the stream of ", total_, " tokens");
   if (!mask_files_) {
     std::fill(out, out + n, uint8_t{1});
     return;
@@ -365,8 +363,10 @@ uint64_t TokenStream::read_example(uint64_t offset, uint64_t n, int32_t* inputs,
   read_mask(offset + 1, n, m.data());
   uint64_t scored = 0;
   for (uint64_t i = 0; i < n; ++i) {
-    if (m[i]) ++scored;
-    else targets[i] = kIgnoreTarget;
+    if (m[i])
+      ++scored;
+    else
+      targets[i] = kIgnoreTarget;
   }
   return scored;
 }

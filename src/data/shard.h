@@ -13,7 +13,7 @@ namespace gpt {
 
 struct ShardInfo {
   std::string path;
-  int width = 2;        // bytes per token: 2 or 4
+  int width = 2;  // bytes per token: 2 or 4
   uint64_t ntokens = 0;
 };
 

@@ -124,8 +124,8 @@ size_t last_of(const std::vector<int32_t>& t, int32_t token) {
 class Mqar final : public SyntheticTask {
  public:
   explicit Mqar(json o) : SyntheticTask("mqar", std::move(o)) {
-    GPT_CHECK(opt("queries") <= opt("pairs"), "synthetic mqar: --queries ", opt("queries"),
-              " exceeds --pairs ", opt("pairs"), " (each query asks a distinct key)");
+    GPT_CHECK(opt("queries") <= opt("pairs"), "synthetic mqar: --queries ", opt("queries"), " exceeds --pairs ",
+              opt("pairs"), " (each query asks a distinct key)");
     GPT_CHECK(opt("keys") >= opt("pairs"), "synthetic mqar: --keys ", opt("keys"), " is below --pairs ", opt("pairs"),
               " (the keys of an example are distinct)");
   }
@@ -155,9 +155,11 @@ class Mqar final : public SyntheticTask {
   int local_vocab() const override { return static_cast<int>(kFirstSymbol + opt("keys") + opt("values")); }
   void build(SyntheticExample& ex, int length, int m, double, SyntheticSplit, Rng& rng) const override {
     const auto [p, q] = counts(m);
-    GPT_CHECK(p <= opt("keys"), "synthetic mqar at ", m, "x the context has ", p, " pairs (--scale pairs) but --keys is ",
-              opt("keys"), ": the keys must number at least pairs x the largest multiple");
-    const std::vector<int32_t> keys = distinct(rng, static_cast<int>(p), id(kFirstSymbol), static_cast<int>(opt("keys")));
+    GPT_CHECK(p <= opt("keys"), "synthetic mqar at ", m, "x the context has ", p,
+              " pairs (--scale pairs) but --keys is ", opt("keys"),
+              ": the keys must number at least pairs x the largest multiple");
+    const std::vector<int32_t> keys =
+        distinct(rng, static_cast<int>(p), id(kFirstSymbol), static_cast<int>(opt("keys")));
     const std::vector<int32_t> vals =
         uniform_ids(rng, static_cast<int>(p), id(kFirstSymbol + static_cast<int32_t>(opt("keys"))),
                     static_cast<int>(opt("values")));
@@ -193,9 +195,7 @@ class Copy final : public SyntheticTask {
 
  private:
   int64_t grow(int m) const { return word("scale") == "length" ? m : 1; }
-  bool is_symbol(int32_t x) const {
-    return local(x) >= kFirstSymbol && local(x) < kFirstSymbol + opt("alphabet");
-  }
+  bool is_symbol(int32_t x) const { return local(x) >= kFirstSymbol && local(x) < kFirstSymbol + opt("alphabet"); }
   int local_vocab() const override { return static_cast<int>(kFirstSymbol + opt("alphabet")); }
   void build(SyntheticExample& ex, int length, int m, double, SyntheticSplit, Rng& rng) const override {
     const int64_t lo = opt("min_length") * grow(m), hi = opt("max_length") * grow(m);
@@ -283,8 +283,8 @@ class Passkey final : public SyntheticTask {
 class NiahMultikey final : public SyntheticTask {
  public:
   explicit NiahMultikey(json o) : SyntheticTask("niah_multikey", std::move(o)) {
-    GPT_CHECK(opt("names") >= opt("needles"), "synthetic niah_multikey: --names ", opt("names"),
-              " is below --needles ", opt("needles"), " (the needles' names are distinct)");
+    GPT_CHECK(opt("names") >= opt("needles"), "synthetic niah_multikey: --names ", opt("names"), " is below --needles ",
+              opt("needles"), " (the needles' names are distinct)");
     open_haystack();
   }
   bool has_depth() const override { return true; }
@@ -299,8 +299,7 @@ class NiahMultikey final : public SyntheticTask {
     for (size_t p = 0; p + 1 < q; ++p)
       if (t[p] == id(kKey) && t[p + 1] == name) {
         const std::vector<int32_t> d = digit_run(t, p + 2, base_);
-        for (size_t i = 0; i < d.size() && q + 2 + i < t.size(); ++i)
-          a.push_back({static_cast<int>(q + 2 + i), d[i]});
+        for (size_t i = 0; i < d.size() && q + 2 + i < t.size(); ++i) a.push_back({static_cast<int>(q + 2 + i), d[i]});
         break;
       }
     return a;
@@ -392,8 +391,7 @@ class VariableTracking final : public SyntheticTask {
     const int h = length - min_length(1) + 1;
     std::vector<int32_t> hay;
     haystack(hay, h, id(kFirstSymbol + static_cast<int32_t>(opt("names"))), split, rng);
-    const std::vector<int32_t> names =
-        distinct(rng, c * (hops + 1), id(kFirstSymbol), static_cast<int>(opt("names")));
+    const std::vector<int32_t> names = distinct(rng, c * (hops + 1), id(kFirstSymbol), static_cast<int>(opt("names")));
     std::vector<std::vector<int32_t>> vals;
     while (static_cast<int>(vals.size()) < c) {
       std::vector<int32_t> v = uniform_ids(rng, k, id(kDigit0), 10);
@@ -459,8 +457,8 @@ void SyntheticTask::haystack(std::vector<int32_t>& out, int n, int32_t noise_fir
     return;
   }
   const TokenStream& s = split == SyntheticSplit::kTrain ? *hay_train_ : *hay_val_;
-  GPT_CHECK(s.size() >= static_cast<uint64_t>(n), "synthetic ", name_, ": the haystack shards of '",
-            word("haystack"), "' hold ", s.size(), " tokens, fewer than the ", n, " a haystack needs");
+  GPT_CHECK(s.size() >= static_cast<uint64_t>(n), "synthetic ", name_, ": the haystack shards of '", word("haystack"),
+            "' hold ", s.size(), " tokens, fewer than the ", n, " a haystack needs");
   if (n > 0) s.read(rng.below(s.size() - n + 1), n, out.data());
 }
 
@@ -484,8 +482,10 @@ void SyntheticTask::place_above(int text_vocab) {
   GPT_CHECK(text_vocab >= 1, "synthetic ", name_, ": a text vocabulary of ", text_vocab, " ids");
   if (hay_train_) {
     GPT_CHECK(base_ == text_vocab, "synthetic ", name_, ": the text haystack's haystack_vocab ", base_,
-              " differs from the text vocabulary of ", text_vocab, " ids the task's ids must sit above; set "
-              "haystack_vocab to ", text_vocab);
+              " differs from the text vocabulary of ", text_vocab,
+              " ids the task's ids must sit above; set "
+              "haystack_vocab to ",
+              text_vocab);
     return;
   }
   base_ = text_vocab;
@@ -529,15 +529,15 @@ std::unique_ptr<SyntheticTask> make_synthetic_task(const std::string& task, cons
       if (!d->choices.empty()) {
         std::string all;
         for (const auto& c : d->choices) all += (all.empty() ? "" : ", ") + c;
-        GPT_CHECK(std::find(d->choices.begin(), d->choices.end(), w) != d->choices.end(), "synthetic ", task,
-                  ": --", flag, " ", w, " is not valid; it takes one of ", all);
+        GPT_CHECK(std::find(d->choices.begin(), d->choices.end(), w) != d->choices.end(), "synthetic ", task, ": --",
+                  flag, " ", w, " is not valid; it takes one of ", all);
       }
       GPT_CHECK(!w.empty(), "synthetic ", task, ": --", flag, " must not be empty");
     } else {
       GPT_CHECK(v.is_number_integer(), "synthetic ", task, ": --", flag, " takes an integer, got ", v.dump());
       const int64_t x = v.get<int64_t>();
-      GPT_CHECK(x >= d->lo && x <= d->hi, "synthetic ", task, ": --", flag, " ", x, " is outside [", d->lo, ", ",
-                d->hi, "] (", d->help, ")");
+      GPT_CHECK(x >= d->lo && x <= d->hi, "synthetic ", task, ": --", flag, " ", x, " is outside [", d->lo, ", ", d->hi,
+                "] (", d->help, ")");
     }
     o[key] = v;
   }
@@ -629,9 +629,10 @@ SyntheticDataResult write_synthetic_data(const SyntheticTask& task, const Synthe
   j["val_examples"] = opt.val_examples;
   j["train_scored_tokens"] = res.train_scored;
   j["val_scored_tokens"] = res.val_scored;
-  j["symbols"] = {{"end_of_text", task.base() + kEot}, {"pad", task.base() + kPad},   {"separator", task.base() + kSep},
-                  {"query", task.base() + kQuery},      {"key", task.base() + kKey},   {"equals", task.base() + kEq},
-                  {"digit_0", task.base() + kDigit0},   {"first_symbol", task.base() + kFirstSymbol}};
+  j["symbols"] = {{"end_of_text", task.base() + kEot}, {"pad", task.base() + kPad},
+                  {"separator", task.base() + kSep},   {"query", task.base() + kQuery},
+                  {"key", task.base() + kKey},         {"equals", task.base() + kEq},
+                  {"digit_0", task.base() + kDigit0},  {"first_symbol", task.base() + kFirstSymbol}};
   const std::string tf = (fs::path(opt.out_dir) / kSyntheticTaskFile).string();
   write_json_file(tf, j);
   res.files.push_back(tf);
@@ -644,7 +645,8 @@ std::unique_ptr<SyntheticTask> load_synthetic_task(const std::string& path, json
   GPT_CHECK(j.is_object() && j.value("format", "") == "gpt synthetic task", p,
             ": not a synthetic task file (gpt data synthetic writes one as ", kSyntheticTaskFile, ")");
   GPT_CHECK(j.value("version", 0) == 1, p, ": version ", j.value("version", 0), " is not 1");
-  GPT_CHECK(j.contains("task") && j["task"].is_string() && j.contains("options"), p, ": needs \"task\" and \"options\"");
+  GPT_CHECK(j.contains("task") && j["task"].is_string() && j.contains("options"), p,
+            ": needs \"task\" and \"options\"");
   auto t = make_synthetic_task(j["task"].get<std::string>(), j["options"]);
   GPT_CHECK(j.value("vocab_size", -1) == t->vocab_size(), p, ": vocab_size ", j.value("vocab_size", -1),
             " disagrees with the task's ", t->vocab_size(), " (written by another version?)");

@@ -193,7 +193,6 @@ class SyntheticMixer {
 
 // The task of data.mix_task with its options, its ids above text_vocab: what
 // the mixer trains on and `gpt eval --task` evaluates on such a run.
-std::unique_ptr<SyntheticTask> make_mixed_task(const std::string& task, const nlohmann::json& options,
-                                               int text_vocab);
+std::unique_ptr<SyntheticTask> make_mixed_task(const std::string& task, const nlohmann::json& options, int text_vocab);
 
 }  // namespace gpt

@@ -61,8 +61,8 @@ std::string shard_path(const std::string& out_dir, const std::string& name, cons
 
 }  // namespace
 
-void split_train_val(const DocumentSet& set, double val_fraction, const std::string& path,
-                     std::vector<TextSpan>& train, std::vector<TextSpan>& val, uint64_t& bytes) {
+void split_train_val(const DocumentSet& set, double val_fraction, const std::string& path, std::vector<TextSpan>& train,
+                     std::vector<TextSpan>& val, uint64_t& bytes) {
   uint64_t n = 0;
   for (const auto& d : set.docs) n += d.end - d.begin;
   bytes = n;
@@ -71,8 +71,7 @@ void split_train_val(const DocumentSet& set, double val_fraction, const std::str
     fail("text file '", path, "': val_fraction ", val_fraction, " of its ", n,
          " bytes leaves the validation part empty; use a larger val_fraction or a longer text");
   if (val_bytes >= n)
-    fail("text file '", path, "': val_fraction ", val_fraction, " of its ", n,
-         " bytes leaves the training part empty");
+    fail("text file '", path, "': val_fraction ", val_fraction, " of its ", n, " bytes leaves the training part empty");
   const uint64_t cut = n - val_bytes;
   uint64_t at = 0;  // document bytes before docs[k]
   size_t k = 0;

@@ -21,9 +21,9 @@ struct ByteTokenizer {
 };
 
 struct TextToShardsOptions {
-  std::string tokenizer = "byte";  // a tokenizer spec: byte, gpt2:DIR or a vocabulary file (tokenizer/tokenizer.h)
-  double val_fraction = 0.1;       // (0, 1): about this much of the text, at its end, is validation
-  std::string name;                // file prefix; empty = basename of out_dir
+  std::string tokenizer = "byte";       // a tokenizer spec: byte, gpt2:DIR or a vocabulary file (tokenizer/tokenizer.h)
+  double val_fraction = 0.1;            // (0, 1): about this much of the text, at its end, is validation
+  std::string name;                     // file prefix; empty = basename of out_dir
   uint64_t shard_tokens = 100'000'000;  // tokens per shard at most
   // How a file splits into documents: "none" (each file is one document),
   // "blank" (blank lines separate documents) or "regex:RE" (each match of the
@@ -34,20 +34,20 @@ struct TextToShardsOptions {
 
 struct TextToShardsResult {
   uint64_t train_tokens = 0, val_tokens = 0;
-  uint64_t bytes = 0;                             // document bytes encoded (separators excluded)
+  uint64_t bytes = 0;  // document bytes encoded (separators excluded)
   uint64_t documents = 0;
   uint64_t train_documents = 0, val_documents = 0;  // a document split by the cut counts in both
   uint32_t vocab_size = 0;
-  int width = 2;               // bytes per token in the shards
-  double encode_seconds = 0;   // time spent encoding
+  int width = 2;              // bytes per token in the shards
+  double encode_seconds = 0;  // time spent encoding
   std::vector<std::string> files;
 };
 
 // The documents as train and val spans of set.text, each opened by
 // end-of-text, cut as text_to_shards describes below; bytes = the documents'
 // total. Throws if either part would be empty (errors name path).
-void split_train_val(const DocumentSet& set, double val_fraction, const std::string& path,
-                     std::vector<TextSpan>& train, std::vector<TextSpan>& val, uint64_t& bytes);
+void split_train_val(const DocumentSet& set, double val_fraction, const std::string& path, std::vector<TextSpan>& train,
+                     std::vector<TextSpan>& val, uint64_t& bytes);
 
 // in_path is a text file, or a folder whose regular files (in name order,
 // hidden ones skipped) are read one after another; no document spans two

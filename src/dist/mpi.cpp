@@ -37,9 +37,13 @@ constexpr size_t kChunk = size_t{1} << 30;
 template <typename T>
 MPI_Datatype mpi_type();
 template <>
-MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
+MPI_Datatype mpi_type<float>() {
+  return MPI_FLOAT;
+}
 template <>
-MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
 
 class MpiCommunicator final : public Communicator {
  public:

@@ -49,9 +49,7 @@ namespace {
 class Deadline {
  public:
   explicit Deadline(double seconds) : seconds_(seconds), start_(std::chrono::steady_clock::now()) {}
-  double waited() const {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  }
+  double waited() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
   bool passed() const { return seconds_ > 0 && waited() >= seconds_; }
   // Yields for the first millisecond (short collectives), then sleeps 100 us
   // between polls: gradient allreduces take milliseconds, and the polling
@@ -71,9 +69,13 @@ class Deadline {
 template <typename T>
 ncclDataType_t nccl_type();
 template <>
-ncclDataType_t nccl_type<float>() { return ncclFloat; }
+ncclDataType_t nccl_type<float>() {
+  return ncclFloat;
+}
 template <>
-ncclDataType_t nccl_type<double>() { return ncclDouble; }
+ncclDataType_t nccl_type<double>() {
+  return ncclDouble;
+}
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -270,8 +272,8 @@ class NcclCommunicator final : public Communicator {
     GPT_CHECK(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged, "NCCL ", what,
               ": the buffer is not CUDA device memory; the NCCL communicator takes tensors of the CUDA backend "
               "(run.device \"cuda\"), host memory goes to the *_host collectives");
-    GPT_CHECK(attr.type == cudaMemoryTypeManaged || attr.device == device_, "NCCL ", what,
-              ": the buffer is on GPU ", attr.device, " but rank ", rank_, " communicates from GPU ", device_);
+    GPT_CHECK(attr.type == cudaMemoryTypeManaged || attr.device == device_, "NCCL ", what, ": the buffer is on GPU ",
+              attr.device, " but rank ", rank_, " communicates from GPU ", device_);
   }
 
   // After an NCCL call that enqueues work: in non-blocking mode it may still

@@ -75,9 +75,14 @@ double golden_section_log(const std::function<double(double)>& f, double lo, dou
 nlohmann::json CalibrationResult::to_json() const {
   nlohmann::json p = nlohmann::json::array();
   for (const auto& [x, y] : probes) p.push_back({{"value", x}, {"loss", y}});
-  return {{"knob", knob},       {"multiple", multiple},         {"tokens", tokens},
-          {"default", default_value}, {"default_loss", default_loss}, {"fitted", fitted},
-          {"fitted_loss", fitted_loss}, {"probes", p}};
+  return {{"knob", knob},
+          {"multiple", multiple},
+          {"tokens", tokens},
+          {"default", default_value},
+          {"default_loss", default_loss},
+          {"fitted", fitted},
+          {"fitted_loss", fitted_loss},
+          {"probes", p}};
 }
 
 CalibrationResult calibrate(Model<float>& model, const TokenStream& calib, const std::string& knob, int multiple,

@@ -40,10 +40,10 @@ double golden_section_log(const std::function<double(double)>& f, double lo, dou
 struct CalibrationResult {
   std::string knob;
   int multiple = 1;
-  int64_t tokens = 0;                                // calibration tokens scored per probe
-  double default_value = 0, default_loss = 0;        // the knob as the run had it
-  double fitted = 0, fitted_loss = 0;                // the best probe (the default included)
-  std::vector<std::pair<double, double>> probes;     // (value, loss) in the order tried
+  int64_t tokens = 0;                             // calibration tokens scored per probe
+  double default_value = 0, default_loss = 0;     // the knob as the run had it
+  double fitted = 0, fitted_loss = 0;             // the best probe (the default included)
+  std::vector<std::pair<double, double>> probes;  // (value, loss) in the order tried
   nlohmann::json to_json() const;
 };
 

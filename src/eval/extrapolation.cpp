@@ -80,8 +80,10 @@ std::optional<EvalText> load_eval_text(const std::string& tokenizer_spec, int vo
   try {
     return eval_text(tokenizer_spec, vocab_size, above_text);
   } catch (const Error& e) {
-    GPT_CHECK(eval.protocol != "documents", "eval.protocol \"documents\" needs the tokenizer of the shards to find "
-              "their document separator: ", e.what());
+    GPT_CHECK(eval.protocol != "documents",
+              "eval.protocol \"documents\" needs the tokenizer of the shards to find "
+              "their document separator: ",
+              e.what());
     spdlog::warn("eval: bits per byte left out: {}", e.what());
     return std::nullopt;
   }
@@ -108,19 +110,21 @@ EvalLayout eval_layout(const TokenStream& val, const EvalConfig& eval, int train
     if (val.has_masks()) stride = stride / T * T;
     for (int64_t k = 0; k < windows; ++k) lay.starts.push_back(static_cast<uint64_t>(k * stride));
     if (windows < wanted)
-      spdlog::warn("eval: the validation data ({} tokens) holds {} windows of eval.span = {} tokens, not the {} "
-                   "eval.tokens = {} asks for; scoring {} tokens per multiple",
-                   val.size(), windows, lay.span, wanted, eval.tokens, windows * lay.span);
+      spdlog::warn(
+          "eval: the validation data ({} tokens) holds {} windows of eval.span = {} tokens, not the {} "
+          "eval.tokens = {} asks for; scoring {} tokens per multiple",
+          val.size(), windows, lay.span, wanted, eval.tokens, windows * lay.span);
     return lay;
   }
-  GPT_CHECK(separator >= 0, "eval.protocol \"documents\" needs the end-of-text id that separates documents: give "
+  GPT_CHECK(separator >= 0,
+            "eval.protocol \"documents\" needs the end-of-text id that separates documents: give "
             "the tokenizer of the shards (data.tokenizer)");
   // Every separator opens a document; one that holds a whole span (span
   // tokens before the next separator or the stream's end) qualifies.
   std::vector<uint64_t> found;
   const uint64_t n = val.size();
   std::vector<int32_t> buf;
-  int64_t open = -1;  // position of the separator opening the current document
+  int64_t open = -1;                // position of the separator opening the current document
   auto close = [&](uint64_t end) {  // the document [open + 1, end)
     if (open >= 0 && static_cast<int64_t>(end) - open - 1 >= lay.span) found.push_back(static_cast<uint64_t>(open));
   };
@@ -139,9 +143,8 @@ EvalLayout eval_layout(const TokenStream& val, const EvalConfig& eval, int train
   lay.documents = static_cast<int64_t>(found.size());
   GPT_CHECK(lay.documents >= wanted, "eval.protocol \"documents\": the validation data (", n, " tokens) has ",
             lay.documents, " document(s) of at least eval.span = ", lay.span, " tokens (each opened by end-of-text id ",
-            separator, "); eval.tokens = ", eval.tokens, " asks for ", wanted,
-            ". Lower eval.tokens to at most ", lay.documents * lay.span,
-            lay.documents > 0 ? "" : " (no document qualifies: lower eval.span)",
+            separator, "); eval.tokens = ", eval.tokens, " asks for ", wanted, ". Lower eval.tokens to at most ",
+            lay.documents * lay.span, lay.documents > 0 ? "" : " (no document qualifies: lower eval.span)",
             ", lower eval.span, or use a corpus of longer documents (scripts/prepare_vimdoc.sh)");
   for (int64_t k = 0; k < wanted; ++k) lay.starts.push_back(found[static_cast<size_t>(k * lay.documents / wanted)]);
   return lay;
@@ -163,8 +166,8 @@ std::vector<EvalPiece> eval_pieces(const EvalLayout& layout, int L) {
       int64_t e = std::min(prev + S, p + W);
       int64_t ws = e - L;
       if (ws < 0) ws = 0, e = L;  // the stream's first tokens: one sequence from 0, scored from prev
-      out.push_back({static_cast<uint64_t>(ws), static_cast<int>(prev - ws), static_cast<int>(e - ws),
-                     static_cast<int>(k)});
+      out.push_back(
+          {static_cast<uint64_t>(ws), static_cast<int>(prev - ws), static_cast<int>(e - ws), static_cast<int>(k)});
       prev = e;
     }
   }
@@ -265,8 +268,10 @@ ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStrea
     r.bits_per_byte = bytes > 0 ? sum / (ln2 * bytes) : nan;
     r.bits_per_byte_se = bytes > 0 ? ratio_standard_error(w_sum, w_bytes) / ln2 : nan;
     for (int q = 0; q < nb; ++q) {
-      const std::vector<double> s(b_sum.begin() + static_cast<size_t>(q) * K, b_sum.begin() + static_cast<size_t>(q + 1) * K);
-      const std::vector<double> c(b_n.begin() + static_cast<size_t>(q) * K, b_n.begin() + static_cast<size_t>(q + 1) * K);
+      const std::vector<double> s(b_sum.begin() + static_cast<size_t>(q) * K,
+                                  b_sum.begin() + static_cast<size_t>(q + 1) * K);
+      const std::vector<double> c(b_n.begin() + static_cast<size_t>(q) * K,
+                                  b_n.begin() + static_cast<size_t>(q + 1) * K);
       double ss = 0, cc = 0;
       for (int k = 0; k < K; ++k) ss += s[k], cc += c[k];
       r.profile.push_back(cc > 0 ? ss / cc : nan);
@@ -275,9 +280,10 @@ ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStrea
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const std::string se = std::isfinite(r.loss_se) ? fmt::format(" ± {:.4f}", r.loss_se) : "";
     if (lay.protocol == "sliding")
-      spdlog::info("eval {:>2}x (context {:>6}): loss {:.4f}{}  [{} sequences, {:.1f}x the scored tokens forward, "
-                   "{:.1f}s]",
-                   m, L, r.loss, se, npieces, static_cast<double>(npieces) * L / n, secs);
+      spdlog::info(
+          "eval {:>2}x (context {:>6}): loss {:.4f}{}  [{} sequences, {:.1f}x the scored tokens forward, "
+          "{:.1f}s]",
+          m, L, r.loss, se, npieces, static_cast<double>(npieces) * L / n, secs);
     else
       spdlog::info("eval {:>2}x (context {:>6}): loss {:.4f}{}  [{} sequences, {:.1f}s]", m, L, r.loss, se, npieces,
                    secs);
@@ -352,19 +358,17 @@ nlohmann::json ExtrapolationResult::to_json() const {
                          {"profile", profile},
                          {"attention_diagnostics", diagnostics_json(r.attention_diag, n_layer, n_head, layer_kinds)}});
   }
-  return {{"trained_context", trained_context},
-          {"tokens_per_multiple", tokens_per_multiple},
-          {"scored", layout.to_json()},
-          {"attention", attention},
-          {"layer_plan", layer_plan},
-          {"multiples", rows_json}};
+  return {{"trained_context", trained_context}, {"tokens_per_multiple", tokens_per_multiple},
+          {"scored", layout.to_json()},         {"attention", attention},
+          {"layer_plan", layer_plan},           {"multiples", rows_json}};
 }
 
 std::string ExtrapolationResult::diagnostics_table() const {
   std::string out;
   char cell[64];
   const char* titles[] = {"entropy (nats)", "sink share", "recent-N share"};
-  const bool planned = std::any_of(layer_kinds.begin(), layer_kinds.end(), [](const std::string& k) { return !k.empty(); });
+  const bool planned =
+      std::any_of(layer_kinds.begin(), layer_kinds.end(), [](const std::string& k) { return !k.empty(); });
   for (int k = 0; k < 3; ++k) {
     out += std::string(titles[k]) + " by layer:\n";
     if (planned) {  // the per-layer plan's kinds above their columns
@@ -411,7 +415,8 @@ std::string ExtrapolationResult::table() const {
     out += "\n";
   }
   char foot[200];
-  std::snprintf(foot, sizeof foot, "(%s protocol, %zu window(s) of %lld tokens%s; ± one standard error over the windows)\n",
+  std::snprintf(foot, sizeof foot,
+                "(%s protocol, %zu window(s) of %lld tokens%s; ± one standard error over the windows)\n",
                 layout.protocol.c_str(), layout.starts.size(), static_cast<long long>(layout.span),
                 layout.protocol == "sliding" ? (", stride " + std::to_string(layout.stride)).c_str() : "");
   out += foot;

@@ -31,10 +31,10 @@ namespace gpt {
 struct EvalLayout {
   std::string protocol = "chunks";
   int64_t span = 0;
-  int stride = 0;                    // sliding only (0 otherwise)
+  int stride = 0;  // sliding only (0 otherwise)
   uint64_t validation_tokens = 0;
   std::vector<uint64_t> starts;
-  int64_t documents = -1;            // documents: how many qualify in the stream (-1 otherwise)
+  int64_t documents = -1;  // documents: how many qualify in the stream (-1 otherwise)
   // Two results scored the same tokens the same way exactly when these agree.
   nlohmann::json to_json() const;
 };
@@ -43,8 +43,8 @@ struct EvalLayout {
 // (end-of-text counts 0: it is no text) for bits per byte, and the
 // end-of-text id that separates documents.
 struct EvalText {
-  std::string tokenizer;             // its spec
-  std::vector<uint32_t> bytes;       // per id; empty: bits per byte unknown
+  std::string tokenizer;        // its spec
+  std::vector<uint32_t> bytes;  // per id; empty: bits per byte unknown
   int32_t separator = -1;
 };
 // From a tokenizer spec (data.tokenizer); throws gpt::Error naming it when it
@@ -102,7 +102,7 @@ struct MultipleResult {
   double bits_per_byte = 0;    // total loss / (ln 2 · bytes) (NaN: unknown)
   double bits_per_byte_se = 0;
   std::vector<double> window_losses;  // mean loss per window of the layout
-  std::vector<double> profile; // mean loss per bucket of positions (NaN: nothing scored there)
+  std::vector<double> profile;        // mean loss per bucket of positions (NaN: nothing scored there)
   std::vector<double> profile_se;
   // Attention diagnostics, sums over rows: (n_layer, n_head, kAttentionDiagStats)
   // as GPT::collect_attention_diagnostics accumulates them.
@@ -114,8 +114,8 @@ struct ExtrapolationResult {
   int64_t tokens_per_multiple = 0;  // span · windows
   EvalLayout layout;
   int n_layer = 0, n_head = 0;
-  nlohmann::json attention;   // the variant evaluated (set by the caller: config/attention.h)
-  nlohmann::json layer_plan;  // every layer's attention as it ran (layer_plan_to_json)
+  nlohmann::json attention;              // the variant evaluated (set by the caller: config/attention.h)
+  nlohmann::json layer_plan;             // every layer's attention as it ran (layer_plan_to_json)
   std::vector<std::string> layer_kinds;  // each layer's kind of the per-layer plan; "" without one
   std::vector<MultipleResult> rows;
   nlohmann::json to_json() const;

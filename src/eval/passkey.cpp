@@ -55,8 +55,8 @@ std::vector<int32_t> PasskeyBuilder::build(const int32_t* filler, int n, const s
   GPT_CHECK(n > overhead(), "passkey: a sequence of ", n, " tokens cannot hold a ", digits_,
             "-digit passkey example (needle, question and answer take up to ", overhead(), " tokens)");
   const std::vector<int32_t> answer = encode_ids(tok_, key);
-  const int fixed = 2 * static_cast<int>(intro_.size()) + static_cast<int>(outro_.size()) +
-                    2 * static_cast<int>(answer.size());
+  const int fixed =
+      2 * static_cast<int>(intro_.size()) + static_cast<int>(outro_.size()) + 2 * static_cast<int>(answer.size());
   const int nfill = n - fixed;
   const int at = static_cast<int>(std::lround(depth * nfill));
   std::vector<int32_t> out;
@@ -174,11 +174,12 @@ nlohmann::json PasskeyResult::to_json() const {
     nlohmann::json cells = nlohmann::json::array();
     for (size_t d = 0; d < config.depths.size(); ++d)
       cells.push_back({{"depth", config.depths[d]}, {"exact", exact[i][d]}, {"token_accuracy", token_accuracy[i][d]}});
-    rows.push_back({{"multiple", config.multiples[i]}, {"context", config.multiples[i] * trained_context},
-                    {"depths", cells}});
+    rows.push_back(
+        {{"multiple", config.multiples[i]}, {"context", config.multiples[i] * trained_context}, {"depths", cells}});
   }
-  return {{"task", "passkey"},       {"trained_context", trained_context}, {"digits", config.digits},
-          {"samples", config.samples}, {"seed", config.seed},               {"multiples", rows}};
+  return {{"task", "passkey"},       {"trained_context", trained_context},
+          {"digits", config.digits}, {"samples", config.samples},
+          {"seed", config.seed},     {"multiples", rows}};
 }
 
 std::string PasskeyResult::table() const {

@@ -77,7 +77,7 @@ class PasskeyMixer {
 struct PasskeyEvalConfig {
   std::vector<int> multiples = {1, 2, 4, 8, 16};
   std::vector<double> depths = {0.0, 0.25, 0.5, 0.75, 1.0};
-  int samples = 20;          // prompts per (multiple, depth) cell
+  int samples = 20;  // prompts per (multiple, depth) cell
   int digits = 5;
   uint64_t seed = 20261130;  // same prompts for every model evaluated
 };

@@ -43,9 +43,10 @@ ShardLossResult shard_loss(Model<float>& model, const TokenStream& data, int T, 
   }
   r.batches = K > 0 ? K : r.available;
   if (r.batches > r.available)
-    spdlog::warn("eval: {} batches asked for but the shards hold {} full batches of {}x{}; like llm.c, the reader "
-                 "wraps around to the first shard, so some batches are scored more than once",
-                 r.batches, r.available, B, T);
+    spdlog::warn(
+        "eval: {} batches asked for but the shards hold {} full batches of {}x{}; like llm.c, the reader "
+        "wraps around to the first shard, so some batches are scored more than once",
+        r.batches, r.available, B, T);
 
   // Stream offset of each shard's first token.
   const std::vector<ShardInfo>& shards = data.shards();

@@ -20,10 +20,10 @@
 namespace gpt {
 
 struct ShardLossResult {
-  double loss = 0;          // mean over every scored position
-  int64_t batches = 0;      // K
-  int64_t tokens = 0;       // positions scored: K·B·T, less those loss masks leave out
-  int64_t available = 0;    // full batches the shards hold (one pass)
+  double loss = 0;        // mean over every scored position
+  int64_t batches = 0;    // K
+  int64_t tokens = 0;     // positions scored: K·B·T, less those loss masks leave out
+  int64_t available = 0;  // full batches the shards hold (one pass)
 };
 
 // Full B×T batches the stream's shards hold, shard by shard as above.

@@ -97,9 +97,13 @@ nlohmann::json TaskEvalResult::to_json() const {
                     {"token_accuracy", mean_token_accuracy[i]},
                     {"cells", cells}});
   }
-  return {{"task", task["task"]},     {"options", task["options"]}, {"vocab_size", task["vocab_size"]},
+  return {{"task", task["task"]},
+          {"options", task["options"]},
+          {"vocab_size", task["vocab_size"]},
           {"base", task["base"]},
-          {"trained_context", trained_context}, {"samples", config.samples}, {"seed", config.seed},
+          {"trained_context", trained_context},
+          {"samples", config.samples},
+          {"seed", config.seed},
           {"scoring", "teacher-forced argmax at every answer token (the task's checker)"},
           {"multiples", rows}};
 }

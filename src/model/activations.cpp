@@ -100,8 +100,8 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
   return a;
 }
 
-#define GPT_INSTANTIATE(T)                                                                                     \
-  template std::unique_ptr<Activations<T>> allocate_activations(Backend<T>&, const ModelConfig&,             \
+#define GPT_INSTANTIATE(T)                                                                       \
+  template std::unique_ptr<Activations<T>> allocate_activations(Backend<T>&, const ModelConfig&, \
                                                                 const std::vector<LayerAttention>&, int, int, bool);
 GPT_INSTANTIATE(float)
 GPT_INSTANTIATE(double)

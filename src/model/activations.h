@@ -15,8 +15,7 @@ namespace gpt {
 
 // Per-layer activations (storage type T): X(name, width per token). Widths
 // use C, C3 = 3C and C4 = 4C.
-#define GPT_LAYER_ACTS(X)                                                                                    \
-  X(ln1, C) X(atty, C) X(res2, C) X(ln2, C) X(fch, C4) X(fch_gelu, C4) X(res3, C)
+#define GPT_LAYER_ACTS(X) X(ln1, C) X(atty, C) X(res2, C) X(ln2, C) X(fch, C4) X(fch_gelu, C4) X(res3, C)
 // Per-layer row statistics (float32 side, Acc): one value per token.
 #define GPT_LAYER_STATS(X) X(ln1_mean) X(ln1_rstd) X(ln2_mean) X(ln2_rstd)
 // Gradient scratch for the backward pass, shared by all layers.
@@ -43,9 +42,9 @@ struct LayerActs {
 template <typename T>
 struct Activations {
   using Acc = accum_t<T>;
-  int B = 0, Tn = 0;      // the pass running on them
-  bool training = false;  // that pass: every layer's slot, attention statistics
-  size_t scored = 0;      // that pass's targets other than kIgnoreTarget (the mean loss's count)
+  int B = 0, Tn = 0;              // the pass running on them
+  bool training = false;          // that pass: every layer's slot, attention statistics
+  size_t scored = 0;              // that pass's targets other than kIgnoreTarget (the mean loss's count)
   int alloc_B = 0, alloc_Tn = 0;  // the shape they were allocated for
   size_t capacity() const { return static_cast<size_t>(alloc_B) * alloc_Tn; }  // tokens each buffer holds
   std::vector<LayerActs<T>> layers;  // n_layer slots when allocated for training, 1 for inference
@@ -54,8 +53,8 @@ struct Activations {
   TokenBuffer tokens, targets;
   GPT_GRAD_SCRATCH(GPT_FIELD)
   Buffer<T> dqkvr, dqkvf;
-  Buffer<T> dfgate;    // the forget gate's dL/dg (B, Tn, NH)
-  Buffer<Acc> dfcum;   // and dL/dc (B, NH, Tn)
+  Buffer<T> dfgate;         // the forget gate's dL/dg (B, Tn, NH)
+  Buffer<Acc> dfcum;        // and dL/dc (B, NH, Tn)
   Buffer<T> dattg, dogate;  // the output gate's dL/d(gated output), dL/d(logits)
   // FIRE's table b (NH, Tn, Tn) of the layer running (made again in the
   // backward) and its dL/db (B, NH, Tn, Tn); grown on first use (fire only).

@@ -122,8 +122,8 @@ void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, c
   // Through the combination to the kernel heads, then back through the split.
   const KernelHeads kh = kernel_heads(spec, C, NH);
   const int g4 = attn::diff::kHeads;
-  be.diff_combine_backward(a.datty2.get(), g.attnlambda, g.attnsubln, a.datty.get(), x.atty2.get(),
-                           x.diff_rstd.get(), w.attnlambda, w.attnsubln, N, C, NH, attn::diff::lambda_init(layer));
+  be.diff_combine_backward(a.datty2.get(), g.attnlambda, g.attnsubln, a.datty.get(), x.atty2.get(), x.diff_rstd.get(),
+                           w.attnlambda, w.attnsubln, N, C, NH, attn::diff::lambda_init(layer));
   const DiffInputs<T> di = split_for_kernels(be, a, x.qkv.get(), qkv_far, fcum, fire, B, Tn, C, NH);
   be.zero(a.dqkv2.get(), NC * 6);
   if (dqkv_far) be.zero(a.dqkvf2.get(), NC * 6);
@@ -138,8 +138,8 @@ void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, c
     dfire2 = grown(a.dfire2, be, n);
     be.zero(dfire2, n);
   }
-  be.attention_backward(a.dqkv2.get(), head_grads(g, dfcum2, dfire2), a.datty2.get(), x.atty2.get(),
-                        x.att_stats.get(), di.qkv, B, Tn, kh.C, kh.NH, spec, head_params(w, di.fcum, di.fire),
+  be.attention_backward(a.dqkv2.get(), head_grads(g, dfcum2, dfire2), a.datty2.get(), x.atty2.get(), x.att_stats.get(),
+                        di.qkv, B, Tn, kh.C, kh.NH, spec, head_params(w, di.fcum, di.fire),
                         dqkv_far ? a.dqkvf2.get() : nullptr, di.qkv_far);
   be.diff_split_backward(dq_att, a.dqkv2.get(), N, C, NH);
   if (dqkv_far) be.diff_split_backward(dqkv_far, a.dqkvf2.get(), N, C, NH);
@@ -239,10 +239,10 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
   }
 }
 
-#define GPT_INSTANTIATE(T)                                                                                      \
-  template void attention_block_forward(Backend<T>&, Activations<T>&, LayerActs<T>&, const LayerViews<T>&,    \
-                                        const LayerAttention&, int, int, int, double*);                      \
-  template void attention_block_backward(Backend<T>&, Activations<T>&, LayerActs<T>&, const LayerViews<T>&,   \
+#define GPT_INSTANTIATE(T)                                                                                  \
+  template void attention_block_forward(Backend<T>&, Activations<T>&, LayerActs<T>&, const LayerViews<T>&,  \
+                                        const LayerAttention&, int, int, int, double*);                     \
+  template void attention_block_backward(Backend<T>&, Activations<T>&, LayerActs<T>&, const LayerViews<T>&, \
                                          const LayerViews<accum_t<T>>&, const LayerAttention&, int, int, int);
 GPT_INSTANTIATE(float)
 GPT_INSTANTIATE(double)

@@ -66,8 +66,7 @@ void GPT<T>::init(uint64_t seed) {
 
 template <typename T>
 void GPT<T>::set_params(const std::vector<Acc>& host) {
-  GPT_CHECK(host.size() == layout_.total, "parameter count mismatch: got ", host.size(), ", model has ",
-            layout_.total);
+  GPT_CHECK(host.size() == layout_.total, "parameter count mismatch: got ", host.size(), ", model has ", layout_.total);
   be_.upload(params_.get(), host.data(), host.size());
 }
 
@@ -243,8 +242,7 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
   std::vector<Acc> dl(N, static_cast<Acc>(loss_scale / scored));
   be_.upload(a.dlosses.get(), dl.data(), N);
   // Classifier: dlogits overwrite the logits in place.
-  be_.crossentropy_backward(a.logits.get(), a.logits.get(), a.targets.get(), a.dlosses.get(), N, cfg_.vocab_size,
-                            Vp);
+  be_.crossentropy_backward(a.logits.get(), a.logits.get(), a.targets.get(), a.dlosses.get(), N, cfg_.vocab_size, Vp);
   be_.zero(a.dln.get(), NC);
   be_.matmul_backward(a.dln.get(), g_.wte, nullptr, a.logits.get(), a.lnf.get(), p_.wte, N, C, Vp);
   const T* res_top = a.layer(cfg_.n_layer - 1).res3.get();
@@ -260,8 +258,8 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
     const T* res_in = l == 0 ? a.encoded.get() : a.layer(l - 1).res3.get();
     // MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
     be_.zero(a.dfch_gelu.get(), NC * 4);
-    be_.matmul_backward(a.dfch_gelu.get(), g.fcprojw, g.fcprojb, a.dres.get(), x.fch_gelu.get(), w.fcprojw, N,
-                        4 * C, C);
+    be_.matmul_backward(a.dfch_gelu.get(), g.fcprojw, g.fcprojb, a.dres.get(), x.fch_gelu.get(), w.fcprojw, N, 4 * C,
+                        C);
     be_.zero(a.dfch.get(), NC * 4);
     be_.gelu_backward(a.dfch.get(), x.fch.get(), a.dfch_gelu.get(), NC * 4);
     be_.zero(a.dln.get(), NC);
@@ -279,8 +277,7 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
 }
 
 template <typename T>
-void GPT<T>::forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn,
-                            std::vector<Acc>& losses) {
+void GPT<T>::forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<Acc>& losses) {
   losses_pass(tokens, targets, B, Tn, false, losses);
 }
 
@@ -363,7 +360,6 @@ std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const Attention
             "\" is not a storage type; valid: fp32, bf16");
   return make_model(cfg, attn, make_backend(device, precision), storage);
 }
-
 
 std::unique_ptr<Model<float>> make_model(const ModelConfig& cfg, const AttentionSpec& attn,
                                          std::unique_ptr<Backend<float>> wide, const std::string& storage,

@@ -75,8 +75,7 @@ class Model {
 
   // Inference: per-position losses (host, B*Tn) without keeping per-layer
   // activations. Used by evaluation at long contexts.
-  virtual void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn,
-                              std::vector<A>& losses) = 0;
+  virtual void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<A>& losses) = 0;
   // Inference: the most likely next token at every position (B*Tn ids; ties
   // go to the lower id), over the real vocabulary.
   virtual void forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax) = 0;
@@ -118,8 +117,7 @@ class GPT : public Model<accum_t<T>> {
   void zero_grad() override;
   double forward(const int32_t* tokens, const int32_t* targets, int B, int Tn) override;
   void backward(double loss_scale = 1.0, const std::function<void(int)>& grads_ready = {}) override;
-  void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn,
-                      std::vector<Acc>& losses) override;
+  void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<Acc>& losses) override;
   void forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax) override;
   std::vector<Acc> next_token_logits(const int32_t* tokens, int Tn) override;
   void collect_attention_diagnostics(std::vector<double>* acc) override;

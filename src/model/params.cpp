@@ -130,13 +130,13 @@ ParamViews<T> make_views(const ParamLayout& layout, T* base, int n_layer) {
   GPT_GLOBAL_TAIL_PARAMS(GPT_SET_GLOBAL)
 #undef GPT_SET_GLOBAL
   // (L, shape...): layer l starts l * (numel / L) into the stacked tensor.
-#define GPT_SET_LAYER(name, shape, init, decay, present, what)                 \
-  {                                                                             \
-    if (layout.has(#name)) {                                                    \
-      const ParamSpec& s = layout.find(#name);                                  \
-      for (int l = 0; l < n_layer; ++l)                                         \
+#define GPT_SET_LAYER(name, shape, init, decay, present, what)                               \
+  {                                                                                          \
+    if (layout.has(#name)) {                                                                 \
+      const ParamSpec& s = layout.find(#name);                                               \
+      for (int l = 0; l < n_layer; ++l)                                                      \
         v.layers[l].name = base + s.offset + static_cast<size_t>(l) * (s.numel() / n_layer); \
-    }                                                                           \
+    }                                                                                        \
   }
   GPT_LAYER_PARAMS(GPT_SET_LAYER)
 #undef GPT_SET_LAYER
@@ -200,8 +200,10 @@ void init_params_in_pieces(const ParamLayout& layout, const ModelConfig& m, uint
           for (size_t i = 0; i < k; ++i) {
             const int e = static_cast<int>((first + i) % static_cast<size_t>(f::count(H)));
             double v;
-            if (e == f::c(H)) v = f::kInitC;
-            else if (e == f::m(H)) v = f::kInitMultiplier;
+            if (e == f::c(H))
+              v = f::kInitC;
+            else if (e == f::m(H))
+              v = f::kInitMultiplier;
             else {
               const double bound = e < f::w2() ? 1.0 : 1.0 / std::sqrt(static_cast<double>(f::kWidth));
               v = bound * (2.0 * rng.uniform() - 1.0);
@@ -221,9 +223,8 @@ template <typename T>
 void init_params(const ParamLayout& layout, const ModelConfig& m, uint64_t seed, T* host) {
   size_t largest = 0;
   for (const auto& s : layout.specs) largest = std::max(largest, s.numel());
-  init_params_in_pieces<T>(layout, m, seed, largest, [host](size_t offset, size_t n, const T* v) {
-    std::copy(v, v + n, host + offset);
-  });
+  init_params_in_pieces<T>(layout, m, seed, largest,
+                           [host](size_t offset, size_t n, const T* v) { std::copy(v, v + n, host + offset); });
 }
 
 template ParamViews<float> make_views(const ParamLayout&, float*, int);

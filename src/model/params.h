@@ -21,11 +21,11 @@ enum class InitKind {
   NormalResidual,  // N(0, init_std / sqrt(2L)): projections into the residual stream
   Ones,
   Zeros,
-  AttnScale,       // ssmax's s_h = 1/ln N (attn::ssmax_init)
-  KerpleLog,       // (ρ₁, ρ₂) per head for r₁ ~ U(0, 2), r₂ ~ U(0, 1), at least 0.01 (attn::kerple_r)
-  KerplePower,     // (ρ₁, ρ₂) per head for r₁ ~ U(0, 1), r₂ ~ U(0, 2) (exponent), 0.01 <= r <= 1.99
-  Fire,            // FIRE's block (attn::fire): MLP weights and biases U(±1/sqrt(fan_in)), c = 0.1, m = 1
-  DiffLambda,      // differential attention's λ_q1, λ_k1, λ_q2, λ_k2: N(0, 0.1) (attn::diff::kInitStd)
+  AttnScale,    // ssmax's s_h = 1/ln N (attn::ssmax_init)
+  KerpleLog,    // (ρ₁, ρ₂) per head for r₁ ~ U(0, 2), r₂ ~ U(0, 1), at least 0.01 (attn::kerple_r)
+  KerplePower,  // (ρ₁, ρ₂) per head for r₁ ~ U(0, 1), r₂ ~ U(0, 2) (exponent), 0.01 <= r <= 1.99
+  Fire,         // FIRE's block (attn::fire): MLP weights and biases U(±1/sqrt(fan_in)), c = 0.1, m = 1
+  DiffLambda,   // differential attention's λ_q1, λ_k1, λ_q2, λ_k2: N(0, 0.1) (attn::diff::kInitStd)
 };
 
 // X(name, shape, init, decay, present, what). Shapes use C (channels), Vp
@@ -45,46 +45,46 @@ enum class InitKind {
 // differential (differential attention's λ vectors, 4 × D/2 values, and the
 // gain of its per-head RMSNorm, D values, starting at 1; attn::diff; no
 // weight decay).
-#define GPT_GLOBAL_HEAD_PARAMS(X)                                                           \
-  X(wte, (Shape{Vp, C}), InitKind::Normal, true, true, "the token embedding")               \
+#define GPT_GLOBAL_HEAD_PARAMS(X)                                             \
+  X(wte, (Shape{Vp, C}), InitKind::Normal, true, true, "the token embedding") \
   X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions, "the learned position table")
 
 // Per-layer tensors, stacked layer-major: (L, shape...).
-#define GPT_LAYER_PARAMS(X)                                                                                       \
-  X(ln1w, (Shape{C}), InitKind::Ones, false, true, "the attention LayerNorm's gain")                              \
-  X(ln1b, (Shape{C}), InitKind::Zeros, false, true, "the attention LayerNorm's bias")                             \
-  X(qkvw, (Shape{3 * C, C}), InitKind::Normal, true, true, "the qkv projection")                                  \
-  X(qkvb, (Shape{3 * C}), InitKind::Zeros, false, true, "the qkv projection's bias")                              \
-  X(attprojw, (Shape{C, C}), InitKind::NormalResidual, true, true, "the attention output projection")             \
-  X(attprojb, (Shape{C}), InitKind::Zeros, false, true, "the attention output projection's bias")                 \
-  X(ln2w, (Shape{C}), InitKind::Ones, false, true, "the MLP LayerNorm's gain")                                    \
-  X(ln2b, (Shape{C}), InitKind::Zeros, false, true, "the MLP LayerNorm's bias")                                   \
-  X(fcw, (Shape{4 * C, C}), InitKind::Normal, true, true, "the MLP's first layer")                                \
-  X(fcb, (Shape{4 * C}), InitKind::Zeros, false, true, "the MLP's first bias")                                    \
-  X(fcprojw, (Shape{C, 4 * C}), InitKind::NormalResidual, true, true, "the MLP's output projection")              \
-  X(fcprojb, (Shape{C}), InitKind::Zeros, false, true, "the MLP's output bias")                                   \
-  X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale, "the learned ssmax scales s_h")        \
-  X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink, "the learned sink logits ζ_h")               \
-  X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple, "KERPLE's learned bias parameters r1, r2")     \
-  X(attnfire, (Shape{attn::fire::count(H)}), InitKind::Fire, false, learned_fire, "FIRE's MLP, c and L")          \
-  X(fgatew, (Shape{H, C}), InitKind::Normal, true, learned_forget, "the forget gate's projection")                \
-  X(fgateb, (Shape{H}), InitKind::Zeros, false, learned_forget, "the forget gate's bias")                         \
-  X(ogatew, (Shape{C, C}), InitKind::Normal, true, output_gate, "the output gate's projection W_g")               \
-  X(ogateb, (Shape{C}), InitKind::Zeros, false, output_gate, "the output gate's bias b_g")                        \
+#define GPT_LAYER_PARAMS(X)                                                                                         \
+  X(ln1w, (Shape{C}), InitKind::Ones, false, true, "the attention LayerNorm's gain")                                \
+  X(ln1b, (Shape{C}), InitKind::Zeros, false, true, "the attention LayerNorm's bias")                               \
+  X(qkvw, (Shape{3 * C, C}), InitKind::Normal, true, true, "the qkv projection")                                    \
+  X(qkvb, (Shape{3 * C}), InitKind::Zeros, false, true, "the qkv projection's bias")                                \
+  X(attprojw, (Shape{C, C}), InitKind::NormalResidual, true, true, "the attention output projection")               \
+  X(attprojb, (Shape{C}), InitKind::Zeros, false, true, "the attention output projection's bias")                   \
+  X(ln2w, (Shape{C}), InitKind::Ones, false, true, "the MLP LayerNorm's gain")                                      \
+  X(ln2b, (Shape{C}), InitKind::Zeros, false, true, "the MLP LayerNorm's bias")                                     \
+  X(fcw, (Shape{4 * C, C}), InitKind::Normal, true, true, "the MLP's first layer")                                  \
+  X(fcb, (Shape{4 * C}), InitKind::Zeros, false, true, "the MLP's first bias")                                      \
+  X(fcprojw, (Shape{C, 4 * C}), InitKind::NormalResidual, true, true, "the MLP's output projection")                \
+  X(fcprojb, (Shape{C}), InitKind::Zeros, false, true, "the MLP's output bias")                                     \
+  X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale, "the learned ssmax scales s_h")          \
+  X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink, "the learned sink logits ζ_h")                 \
+  X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple, "KERPLE's learned bias parameters r1, r2")       \
+  X(attnfire, (Shape{attn::fire::count(H)}), InitKind::Fire, false, learned_fire, "FIRE's MLP, c and L")            \
+  X(fgatew, (Shape{H, C}), InitKind::Normal, true, learned_forget, "the forget gate's projection")                  \
+  X(fgateb, (Shape{H}), InitKind::Zeros, false, learned_forget, "the forget gate's bias")                           \
+  X(ogatew, (Shape{C, C}), InitKind::Normal, true, output_gate, "the output gate's projection W_g")                 \
+  X(ogateb, (Shape{C}), InitKind::Zeros, false, output_gate, "the output gate's bias b_g")                          \
   X(attnlambda, (Shape{2 * (C / H)}), InitKind::DiffLambda, false, differential, "differential attention's lambda") \
   X(attnsubln, (Shape{C / H}), InitKind::Ones, false, differential, "differential attention's head-norm gain")
 
-#define GPT_GLOBAL_TAIL_PARAMS(X)                                                   \
-  X(lnfw, (Shape{C}), InitKind::Ones, false, true, "the final LayerNorm's gain")    \
+#define GPT_GLOBAL_TAIL_PARAMS(X)                                                \
+  X(lnfw, (Shape{C}), InitKind::Ones, false, true, "the final LayerNorm's gain") \
   X(lnfb, (Shape{C}), InitKind::Zeros, false, true, "the final LayerNorm's bias")
 
 using Shape = std::vector<int64_t>;
 
 struct ParamSpec {
   std::string name;
-  Shape shape;        // full shape; per-layer tensors have L as first dimension
+  Shape shape;  // full shape; per-layer tensors have L as first dimension
   InitKind init;
-  bool decay;         // AdamW weight decay applies (weight matrices only)
+  bool decay;  // AdamW weight decay applies (weight matrices only)
   bool per_layer;
   size_t offset = 0;  // into the flat buffer
   std::string what;   // for people: "the learned ssmax scales s_h"

@@ -40,14 +40,14 @@ std::string gnuplot_script(const PlotInputs& p) {
   // Distinct colours for up to 12 variants; evaluations of a trained
   // checkpoint are dashed.
   static const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-                                    "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#aec7e8"};
+                                   "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#000000", "#aec7e8"};
   auto colour = [&](size_t i) { return std::string("lc rgb '") + kColours[i % 12] + "'"; };
   auto style = [&](size_t i) { return colour(i) + (plotted_eval[i] ? " dt 2" : " dt 1"); };
   gp << "set logscale y\nset ytics (1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10)\n";
   for (size_t i = 0; i < plotted.size(); ++i)
     gp << "  " << (i ? "" : "plot ") << "'loss.dat' index " << i
-       << " using 1:5:6 with filledcurves fs transparent solid 0.15 " << colour(i) << " notitle, 'loss.dat' index "
-       << i << " using 1:2 with linespoints lw 2 " << style(i) << " title '" << plotted[i] << "'"
+       << " using 1:5:6 with filledcurves fs transparent solid 0.15 " << colour(i) << " notitle, 'loss.dat' index " << i
+       << " using 1:2 with linespoints lw 2 " << style(i) << " title '" << plotted[i] << "'"
        << (i + 1 < plotted.size() ? ", \\\n" : "\nunset logscale y\nset ytics auto\n");
   gp << "set output 'diagnostics.png'\nset multiplot layout 1,2 title 'Attention diagnostics (mean over layers, "
         "heads and rows)'\nset key off\nset ylabel 'sink share (weight on the first key)'\nset title ''\nplot \\\n";
@@ -63,12 +63,12 @@ std::string gnuplot_script(const PlotInputs& p) {
     gp << "set output 'profile.png'\nunset logscale x\nset autoscale x\nset xtics auto\nset key outside right\n"
        << "set xlabel 'position in the " << mmax * trained_context << "-token window'\n"
        << "set ylabel 'mean loss in the bucket (nats/token)'\nset title 'Loss by position at " << mmax
-       << "x the training context (band: 95% interval as in the loss plot; dashed: T)'\nset arrow 1 from " << trained_context
-       << ", graph 0 to " << trained_context << ", graph 1 nohead dt 2\nplot \\\n";
+       << "x the training context (band: 95% interval as in the loss plot; dashed: T)'\nset arrow 1 from "
+       << trained_context << ", graph 0 to " << trained_context << ", graph 1 nohead dt 2\nplot \\\n";
     for (size_t i = 0; i < profiled.size(); ++i)
-      gp << "  'profile.dat' index " << i << " using 1:3:4 with filledcurves fs transparent solid 0.15 "
-         << colour(i) << " notitle, 'profile.dat' index " << i << " using 1:2 with linespoints lw 2 " << colour(i)
-         << " title '" << profiled[i] << "'" << (i + 1 < profiled.size() ? ", \\\n" : "\n");
+      gp << "  'profile.dat' index " << i << " using 1:3:4 with filledcurves fs transparent solid 0.15 " << colour(i)
+         << " notitle, 'profile.dat' index " << i << " using 1:2 with linespoints lw 2 " << colour(i) << " title '"
+         << profiled[i] << "'" << (i + 1 < profiled.size() ? ", \\\n" : "\n");
     gp << "unset arrow 1\n";
   }
   // Synthetic tasks: a panel per task, a line per variant (band: the seeds'
@@ -91,10 +91,10 @@ std::string gnuplot_script(const PlotInputs& p) {
       gp << "set title '" << t << "'\nplot \\\n";
       for (size_t i = 0; i < runs.size(); ++i) {
         const std::string c = colour(i) + (i >= 12 ? " dt 2" : " dt 1");
-        gp << "  'task_lines_" << t << ".dat' index " << i << " using 1:3:4 with filledcurves fs transparent solid 0.12 "
-           << colour(i) << " notitle, 'task_lines_" << t << ".dat' index " << i << " using 1:2 with linespoints lw 2 "
-           << c << " pt " << (i % 13 + 1) << " title '" << key_of(runs[i]["run"].get<std::string>(), t) << "'"
-           << (i + 1 < runs.size() ? ", \\\n" : "\n");
+        gp << "  'task_lines_" << t << ".dat' index " << i
+           << " using 1:3:4 with filledcurves fs transparent solid 0.12 " << colour(i) << " notitle, 'task_lines_" << t
+           << ".dat' index " << i << " using 1:2 with linespoints lw 2 " << c << " pt " << (i % 13 + 1) << " title '"
+           << key_of(runs[i]["run"].get<std::string>(), t) << "'" << (i + 1 < runs.size() ? ", \\\n" : "\n");
       }
     }
     gp << "unset multiplot\nset autoscale y\nunset logscale x\n";
@@ -108,9 +108,10 @@ std::string gnuplot_script(const PlotInputs& p) {
                         const std::function<size_t(const std::string&)>& rows) {
     if (runs.empty()) return;
     const size_t cols = std::min<size_t>(runs.size(), 5), nrows = (runs.size() + cols - 1) / cols;
-    gp << "set terminal pngcairo size " << std::max<size_t>(1100, 300 * cols) << "," << std::max<size_t>(700, 320 * nrows)
-       << " font ',10' noenhanced\nset output '" << png << "'\nunset logscale x\nset autoscale x\nset multiplot layout "
-       << nrows << "," << cols << " title '" << title << "'\nset cbrange [0:1]\n"
+    gp << "set terminal pngcairo size " << std::max<size_t>(1100, 300 * cols) << ","
+       << std::max<size_t>(700, 320 * nrows) << " font ',10' noenhanced\nset output '" << png
+       << "'\nunset logscale x\nset autoscale x\nset multiplot layout " << nrows << "," << cols << " title '" << title
+       << "'\nset cbrange [0:1]\n"
        << "set palette defined (0 '#b2182b', 0.5 '#f7f7f7', 1 '#2166ac')\nset xlabel 'context'\n"
        << "set ylabel '" << ylabel << "'\nunset key\nset xtics (";
     for (size_t i = 0; i < multiples.size(); ++i) gp << (i ? ", " : "") << "'" << multiples[i] << "x' " << i;
@@ -118,22 +119,25 @@ std::string gnuplot_script(const PlotInputs& p) {
     for (const auto& r : runs) {
       gp << "set title '" << panel(r) << "'\n";
       if (rows(r) > 1)
-        gp << "plot '" << prefix << r << ".dat' using 1:2:3 with image, '' using 1:2:(sprintf('%.2f', $3)) with labels\n";
+        gp << "plot '" << prefix << r
+           << ".dat' using 1:2:3 with image, '' using 1:2:(sprintf('%.2f', $3)) with labels\n";
       else
         gp << "set yrange [0:1]\nplot '" << prefix << r << ".dat' using 1:3 with linespoints\nset autoscale y\n";
     }
     gp << "unset multiplot\n";
   };
   // (The passkey panels stay heat maps whatever their number of depths, as before.)
-  grid_plots("passkey.png", "Passkey retrieval: exact match by depth and context", "depth of the key", "passkey_",
-             passkey_runs, [](const std::string& r) { return r; }, [](const std::string&) { return SIZE_MAX; });
+  grid_plots(
+      "passkey.png", "Passkey retrieval: exact match by depth and context", "depth of the key", "passkey_",
+      passkey_runs, [](const std::string& r) { return r; }, [](const std::string&) { return SIZE_MAX; });
   // Tasks with depths as heat maps (those with one cell are lines of tasks_lines.png).
   std::vector<std::string> depth_grids;
   for (const auto& r : task_grids)
     if (task_rows.at(r) > 1) depth_grids.push_back(r);
-  grid_plots("tasks.png", "Synthetic tasks: exact match by depth and context", "depth of the needle",
-             "task_", depth_grids, [&](const std::string& r) { return r + " (" + p.run_task.at(r) + ")"; },
-             [&](const std::string& r) { return task_rows.at(r); });
+  grid_plots(
+      "tasks.png", "Synthetic tasks: exact match by depth and context", "depth of the needle", "task_", depth_grids,
+      [&](const std::string& r) { return r + " (" + p.run_task.at(r) + ")"; },
+      [&](const std::string& r) { return task_rows.at(r); });
   return gp.str();
 }
 

@@ -88,8 +88,8 @@ double num(const json& j) { return j.is_number() ? j.get<double>() : NAN; }
 struct Variant {
   std::string name, kind, run;
   std::vector<uint64_t> seeds;
-  std::vector<json> results;  // per finished seed
-  std::vector<uint64_t> missing;   // seeds without a result
+  std::vector<json> results;           // per finished seed
+  std::vector<uint64_t> missing;       // seeds without a result
   std::vector<uint64_t> result_seeds;  // the seed of each result
 };
 
@@ -125,9 +125,7 @@ struct Paired {
   stats::PairedTest t;
   size_t windows = 0;
   // The interval excludes 0 (the bootstrap's n counts seeds, so its test is on the interval alone).
-  bool distinguishable() const {
-    return windows ? std::isfinite(t.lo) && (t.lo > 0 || t.hi < 0) : t.distinguishable();
-  }
+  bool distinguishable() const { return windows ? std::isfinite(t.lo) && (t.lo > 0 || t.hi < 0) : t.distinguishable(); }
 };
 
 // One multiple of a run's line as a table cell: "mean" or "mean ± sd".
@@ -181,8 +179,10 @@ Summary::Summary(const SweepPlan& plan_) : plan(plan_) {
     Variant v{r.name, "trained", r.name, r.seeds, {}, {}, {}};
     for (uint64_t s : r.seeds) {
       auto j = read_json_if(fs::path(plan.run_dir(r.name, s)) / "extrapolation.json");
-      if (j) v.results.push_back(*j), v.result_seeds.push_back(s);
-      else v.missing.push_back(s);
+      if (j)
+        v.results.push_back(*j), v.result_seeds.push_back(s);
+      else
+        v.missing.push_back(s);
     }
     vars.push_back(v);
   }
@@ -196,8 +196,10 @@ Summary::Summary(const SweepPlan& plan_) : plan(plan_) {
     Variant v{e.name, "eval of " + e.run + ": " + how, e.run, plan.run(e.run).seeds, {}, {}, {}};
     for (uint64_t s : v.seeds) {
       auto j = read_json_if(fs::path(plan.run_dir(e.run, s)) / "eval" / (e.name + ".json"));
-      if (j) v.results.push_back(*j), v.result_seeds.push_back(s);
-      else v.missing.push_back(s);
+      if (j)
+        v.results.push_back(*j), v.result_seeds.push_back(s);
+      else
+        v.missing.push_back(s);
     }
     vars.push_back(v);
   }
@@ -259,9 +261,9 @@ const json* Summary::row_of(const json& res, int m) const {
 Stat Summary::stat_at(const Variant& v, int m, const char* key) const {
   std::vector<double> xs;
   for (const auto& res : v.results)
-    if (const json* row = row_of(res, m)) xs.push_back(std::string(key) == "sink" || std::string(key) == "entropy"
-                                                           ? layer_mean(*row, key)
-                                                           : num(row->at(key)));
+    if (const json* row = row_of(res, m))
+      xs.push_back(std::string(key) == "sink" || std::string(key) == "entropy" ? layer_mean(*row, key)
+                                                                               : num(row->at(key)));
   return stat_of(xs);
 }
 
@@ -287,7 +289,7 @@ stats::MeanInterval Summary::interval_at(const Variant& v, int m) const {
 // profile entry of the row instead (its "loss" and "se"). NaN where the
 // result has no standard error (one window, or written before it had one).
 stats::MeanInterval Summary::window_interval(const json* row, const char* key, const char* se_key,
-                                           const json* bucket) const {
+                                             const json* bucket) const {
   stats::MeanInterval ci;
   ci.lo = ci.hi = NAN;
   if (!row) return ci;
@@ -345,15 +347,20 @@ void Summary::loss_table() {
     md << "| `" << v.name << "` | " << v.kind << " | " << v.results.size();
     if (!v.missing.empty()) md << " (" << v.missing.size() << " missing)";
     md << " |";
-    json jv = {{"name", v.name}, {"kind", v.kind}, {"seeds", v.results.size()}, {"missing_seeds", v.missing},
+    json jv = {{"name", v.name},
+               {"kind", v.kind},
+               {"seeds", v.results.size()},
+               {"missing_seeds", v.missing},
                {"multiples", json::array()}};
     for (int m : multiples) {
       const Stat s = stat_at(v, m, "loss");
       md << " " << fmt_stat(s) << " |";
       const stats::MeanInterval ci = interval_at(v, m);
-      jv["multiples"].push_back({{"multiple", m}, {"loss_mean", s.n ? json(s.mean) : json(nullptr)},
+      jv["multiples"].push_back({{"multiple", m},
+                                 {"loss_mean", s.n ? json(s.mean) : json(nullptr)},
                                  {"loss_sd", std::isfinite(s.sd) ? json(s.sd) : json(nullptr)},
-                                 {"loss_ci95_lo", number_or_null(ci.lo)}, {"loss_ci95_hi", number_or_null(ci.hi)},
+                                 {"loss_ci95_lo", number_or_null(ci.lo)},
+                                 {"loss_ci95_hi", number_or_null(ci.hi)},
                                  {"loss_min", s.n ? json(s.min) : json(nullptr)},
                                  {"loss_max", s.n ? json(s.max) : json(nullptr)},
                                  {"past_train_mean", json(stat_at(v, m, "loss_past_train").mean)},
@@ -368,11 +375,15 @@ void Summary::loss_table() {
         const Paired pr = paired_at(v, m);
         const stats::PairedTest& t = pr.t;
         paired["multiples"].push_back(
-            {{"multiple", m}, {"seeds", t.n},
+            {{"multiple", m},
+             {"seeds", t.n},
              {"method", pr.windows ? "paired bootstrap over validation windows (one seed)" : "paired t over seeds"},
-             {"windows", pr.windows}, {"diff_mean", number_or_null(t.mean)},
-             {"diff_ci95_lo", number_or_null(t.lo)}, {"diff_ci95_hi", number_or_null(t.hi)},
-             {"t", number_or_null(t.t)}, {"p", number_or_null(t.p)},
+             {"windows", pr.windows},
+             {"diff_mean", number_or_null(t.mean)},
+             {"diff_ci95_lo", number_or_null(t.lo)},
+             {"diff_ci95_hi", number_or_null(t.hi)},
+             {"t", number_or_null(t.t)},
+             {"p", number_or_null(t.p)},
              {"distinguishable", pr.distinguishable()}});
       }
       jv["paired"] = paired;
@@ -393,8 +404,10 @@ void Summary::interval_table() {
     md << "| `" << v.name << "` | " << v.results.size() << " |";
     for (int m : multiples) {
       const stats::MeanInterval ci = interval_at(v, m);
-      if (ci.n >= 2) md << " [" << fmt(ci.lo) << ", " << fmt(ci.hi) << "] |";
-      else md << " – |";
+      if (ci.n >= 2)
+        md << " [" << fmt(ci.lo) << ", " << fmt(ci.hi) << "] |";
+      else
+        md << " – |";
     }
     md << "\n";
   }
@@ -425,8 +438,8 @@ void Summary::paired_table() {
           md << " " << (t.n == 1 ? fmt_signed(t.mean) + " (1 seed, no test)" : std::string("–")) << " |";
           continue;
         }
-        md << " " << fmt_signed(t.mean) << " [" << fmt_signed(t.lo) << ", " << fmt_signed(t.hi) << "], p "
-           << fmt_p(t.p) << (t.distinguishable() ? "" : ", not distinguishable") << " |";
+        md << " " << fmt_signed(t.mean) << " [" << fmt_signed(t.lo) << ", " << fmt_signed(t.hi) << "], p " << fmt_p(t.p)
+           << (t.distinguishable() ? "" : ", not distinguishable") << " |";
       }
       md << "\n";
     }
@@ -469,16 +482,16 @@ void Summary::plot_data() {
     diag_dat << "# " << v.name << ": multiple sink entropy\n";
     for (int m : multiples) {
       const Stat s = stat_at(v, m, "loss");
-      const stats::MeanInterval ci = one_seed ? window_interval(row_of(v.results[0], m), "loss", "loss_se")
-                                              : interval_at(v, m);
+      const stats::MeanInterval ci =
+          one_seed ? window_interval(row_of(v.results[0], m), "loss", "loss_se") : interval_at(v, m);
       loss_dat << m << " " << s.mean << " " << s.min << " " << s.max << " " << ci.lo << " " << ci.hi << "\n";
       diag_dat << m << " " << stat_at(v, m, "sink").mean << " " << stat_at(v, m, "entropy").mean << "\n";
     }
     loss_dat << "\n\n";
     diag_dat << "\n\n";
-    const bool want = plan.profile_variants.empty() ? v.kind == "trained"
-                                                    : std::count(plan.profile_variants.begin(),
-                                                                 plan.profile_variants.end(), v.name) > 0;
+    const bool want = plan.profile_variants.empty()
+                          ? v.kind == "trained"
+                          : std::count(plan.profile_variants.begin(), plan.profile_variants.end(), v.name) > 0;
     if (!want) continue;
     profiled.push_back(v.name);
     prof_dat << "# " << v.name << " at " << mmax << "x: bucket-centre-position mean-loss ci95_lo ci95_hi ("
@@ -491,8 +504,7 @@ void Summary::plot_data() {
       for (const auto& res : v.results)
         if (const json* row = row_of(res, mmax)) xs.push_back(num(row->at("profile")[k].at("loss")));
       const json& b = first->at("profile")[k];
-      const stats::MeanInterval ci =
-          one_seed ? window_interval(first, nullptr, nullptr, &b) : stats::mean_interval(xs);
+      const stats::MeanInterval ci = one_seed ? window_interval(first, nullptr, nullptr, &b) : stats::mean_interval(xs);
       prof_dat << 0.5 * (b.at("start").get<double>() + b.at("end").get<double>()) << " " << stat_of(xs).mean << " "
                << ci.lo << " " << ci.hi << "\n";
     }
@@ -511,8 +523,8 @@ void Summary::plot_data() {
 // cells: the key of a multiple's cells in the result ("depths" or "cells").
 // Returns the run's summary entry, or null when no seed has results.
 json Summary::grid_summary(const SweepRun& r, const std::string& file, const std::string& prefix,
-                         const std::string& cells, const std::string& what,
-                         const std::function<std::string(const json&, size_t)>& header) {
+                           const std::string& cells, const std::string& what,
+                           const std::function<std::string(const json&, size_t)>& header) {
   std::vector<json> res;
   for (uint64_t s : r.seeds)
     if (auto j = read_json_if(fs::path(plan.run_dir(r.name, s)) / "eval" / file)) res.push_back(*j);
@@ -556,8 +568,11 @@ json Summary::grid_summary(const SweepRun& r, const std::string& file, const std
       per_seed.push_back(m);
     }
     const Stat st = stat_of(per_seed);
-    jr["line"].push_back({{"multiple", rows[i].at("multiple")}, {"exact", st.mean},
-                          {"sd", st.n > 1 ? json(st.sd) : json(nullptr)}, {"min", st.min}, {"max", st.max}});
+    jr["line"].push_back({{"multiple", rows[i].at("multiple")},
+                          {"exact", st.mean},
+                          {"sd", st.n > 1 ? json(st.sd) : json(nullptr)},
+                          {"min", st.min},
+                          {"max", st.max}});
   }
   if (nc > 1 || res.size() > 1) {  // the seed band of the cell mean
     md << "| mean, seed sd |";
@@ -579,13 +594,14 @@ json Summary::grid_summary(const SweepRun& r, const std::string& file, const std
 
 void Summary::retrieval_grids() {
   std::vector<std::string>& passkey_runs = plots.passkey_runs;
-  std::vector<std::string>& task_grids = plots.task_grids;  // the runs of the task plots
+  std::vector<std::string>& task_grids = plots.task_grids;     // the runs of the task plots
   std::map<std::string, size_t>& task_rows = plots.task_rows;  // cells (depths) of each task grid
   for (const auto& r : plan.runs) {
     if (!r.passkey) continue;
     json jr = grid_summary(r, "passkey.json", "passkey_", "depths", "passkey", [&](const json& first, size_t n) {
-      return "Passkey retrieval, `" + r.name + "`: exact match (" + std::to_string(n) + " seed(s) × " + std::to_string(first.at("samples").get<int>()) +
-             " prompts per cell, " + std::to_string(first.at("digits").get<int>()) + " digits)";
+      return "Passkey retrieval, `" + r.name + "`: exact match (" + std::to_string(n) + " seed(s) × " +
+             std::to_string(first.at("samples").get<int>()) + " prompts per cell, " +
+             std::to_string(first.at("digits").get<int>()) + " digits)";
     });
     if (jr.is_null()) continue;
     passkey_runs.push_back(r.name);
@@ -593,11 +609,12 @@ void Summary::retrieval_grids() {
   }
   for (const auto& r : plan.runs) {
     if (r.task.empty()) continue;
-    json jr = grid_summary(r, "task_" + r.task + ".json", "task_", "cells", "task " + r.task, [&](const json& first, size_t n) {
-      return "Task `" + r.task + "` " + first.at("options").dump() + ", `" + r.name + "`: exact match (" +
-             std::to_string(n) + " seed(s) × " + std::to_string(first.at("samples").get<int>()) +
-             " examples per cell)";
-    });
+    json jr = grid_summary(r, "task_" + r.task + ".json", "task_", "cells", "task " + r.task,
+                           [&](const json& first, size_t n) {
+                             return "Task `" + r.task + "` " + first.at("options").dump() + ", `" + r.name +
+                                    "`: exact match (" + std::to_string(n) + " seed(s) × " +
+                                    std::to_string(first.at("samples").get<int>()) + " examples per cell)";
+                           });
     if (jr.is_null()) continue;
     jr["task"] = r.task;
     task_grids.push_back(r.name);
@@ -611,7 +628,7 @@ void Summary::task_line_tables() {
   // Per task: every variant's exact match (mean over the cells) against the
   // multiple, mean ± sd over seeds, as one table and one panel of lines with
   // the seeds' range as a band (task_lines_TASK.dat, a block per run).
-  std::vector<std::string>& line_tasks = plots.line_tasks;  // in order of first appearance
+  std::vector<std::string>& line_tasks = plots.line_tasks;                  // in order of first appearance
   std::map<std::string, std::vector<json>>& task_lines = plots.task_lines;  // task -> its runs' summary entries
   if (summary.contains("tasks"))
     for (const auto& jr : summary["tasks"]) {
@@ -649,8 +666,10 @@ std::string Summary::write() {
   write_file_atomic((out / "results.md").string(), md.str());
   const std::string cmd = "cd '" + out.string() + "' && gnuplot plots.gp";
   if (std::system("command -v gnuplot >/dev/null 2>&1") == 0) {
-    if (std::system(cmd.c_str()) == 0) spdlog::info("sweep: plots drawn in {}", out.string());
-    else spdlog::warn("sweep: gnuplot failed on {}/plots.gp", out.string());
+    if (std::system(cmd.c_str()) == 0)
+      spdlog::info("sweep: plots drawn in {}", out.string());
+    else
+      spdlog::warn("sweep: gnuplot failed on {}/plots.gp", out.string());
   } else {
     spdlog::warn("sweep: gnuplot is not installed (apt-get install gnuplot-nox); the plot script is {}/plots.gp",
                  out.string());

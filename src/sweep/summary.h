@@ -13,17 +13,17 @@ namespace gpt {
 // The data files of a sweep's summary folder, block by block, and what each
 // block is.
 struct PlotInputs {
-  std::vector<int> multiples;          // the evaluated context multiples
-  int trained_context = 0;             // T
-  std::vector<std::string> plotted;    // loss.dat and diagnostics.dat: a block per variant with results
-  std::vector<bool> plotted_eval;      // of those, the evaluations without retraining (drawn dashed)
-  std::vector<std::string> profiled;   // profile.dat: a block per profiled variant
-  std::vector<std::string> line_tasks;                              // tasks with line panels, in order
-  std::map<std::string, std::vector<nlohmann::json>> task_lines;    // task -> its runs' summary entries
-  std::vector<std::string> passkey_runs;                            // passkey_RUN.dat grids
-  std::vector<std::string> task_grids;                              // task_RUN.dat grids
-  std::map<std::string, size_t> task_rows;                          // cells (depths) of each task grid
-  std::map<std::string, std::string> run_task;                      // run -> its synthetic task
+  std::vector<int> multiples;           // the evaluated context multiples
+  int trained_context = 0;              // T
+  std::vector<std::string> plotted;     // loss.dat and diagnostics.dat: a block per variant with results
+  std::vector<bool> plotted_eval;       // of those, the evaluations without retraining (drawn dashed)
+  std::vector<std::string> profiled;    // profile.dat: a block per profiled variant
+  std::vector<std::string> line_tasks;  // tasks with line panels, in order
+  std::map<std::string, std::vector<nlohmann::json>> task_lines;  // task -> its runs' summary entries
+  std::vector<std::string> passkey_runs;                          // passkey_RUN.dat grids
+  std::vector<std::string> task_grids;                            // task_RUN.dat grids
+  std::map<std::string, size_t> task_rows;                        // cells (depths) of each task grid
+  std::map<std::string, std::string> run_task;                    // run -> its synthetic task
 };
 
 namespace sweep_detail {

@@ -68,7 +68,9 @@ V get_as(const json& j, const std::string& key, const std::string& where, const 
 constexpr size_t kMaxNameLength = 100;
 
 void check_name(const std::string& name, const std::string& what, const std::string& file) {
-  auto allowed = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '+' || c == '-'; };
+  auto allowed = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '+' || c == '-';
+  };
   const std::string shown = name.size() > 40 ? name.substr(0, 40) + "..." : name;
   GPT_CHECK(!name.empty() && name.size() <= kMaxNameLength, file, ": ", what, " name \"", shown, "\" (", name.size(),
             " characters) must have 1 to ", kMaxNameLength, " characters");
@@ -91,11 +93,11 @@ std::vector<uint64_t> read_seeds(const json& j, const std::string& where, const 
     // (2e4) that fits; never a fraction, a negative or a narrowed value.
     const bool whole_float = v.is_number_float() && std::isfinite(v.get<double>()) && v.get<double>() >= 0 &&
                              v.get<double>() == std::floor(v.get<double>()) && v.get<double>() < 0x1p64;
-    GPT_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0) || whole_float, file,
-              ": \"", where, "seeds\" holds ", v.dump(), "; seeds must be integers from 0 to 2^64-1 (train.seed)");
+    GPT_CHECK(v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0) || whole_float, file, ": \"",
+              where, "seeds\" holds ", v.dump(), "; seeds must be integers from 0 to 2^64-1 (train.seed)");
     const uint64_t s = whole_float ? static_cast<uint64_t>(v.get<double>()) : v.get<uint64_t>();
-    GPT_CHECK(std::find(seeds.begin(), seeds.end(), s) == seeds.end(), file, ": \"", where, "seeds\" lists seed ",
-              s, " twice; each seed is one run directory");
+    GPT_CHECK(std::find(seeds.begin(), seeds.end(), s) == seeds.end(), file, ": \"", where, "seeds\" lists seed ", s,
+              " twice; each seed is one run directory");
     seeds.push_back(s);
   }
   return seeds;
@@ -224,8 +226,7 @@ SweepPlan load_sweep(const std::string& path) {
       std::string protocol_list;
       for (const auto& name : protocols) protocol_list += (protocol_list.empty() ? "" : ", ") + name;
       GPT_CHECK(ev.protocol.empty() || std::find(protocols.begin(), protocols.end(), ev.protocol) != protocols.end(),
-                path, ": eval \"", ev.name, "\": \"protocol\" \"", ev.protocol, "\" is not one of ",
-                protocol_list);
+                path, ": eval \"", ev.name, "\": \"protocol\" \"", ev.protocol, "\" is not one of ", protocol_list);
       GPT_CHECK(ev.stride >= 0 && (ev.stride == 0 || ev.protocol == "sliding"), path, ": eval \"", ev.name,
                 "\": \"stride\" must be a positive number of tokens, with \"protocol\": \"sliding\"");
       GPT_CHECK(!ev.attention.empty() || !ev.set.empty() || !ev.context.empty() || !ev.context_set.empty() ||
@@ -298,7 +299,8 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
   for (const auto& r : plan.runs)
     for (uint64_t seed : r.seeds) {
       const std::string dir = plan.run_dir(r.name, seed);
-      Job job{"train " + r.name + " seed " + std::to_string(seed), {gpt, "train"}, fs::path(dir) / "extrapolation.json"};
+      Job job{
+          "train " + r.name + " seed " + std::to_string(seed), {gpt, "train"}, fs::path(dir) / "extrapolation.json"};
       if (fs::exists(fs::path(dir) / "checkpoints" / "latest")) {
         job.argv.insert(job.argv.end(), {"--resume", dir});
       } else {
@@ -334,8 +336,8 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
         const std::string dir = plan.run_dir(r.name, seed);
         const fs::path out = fs::path(dir) / "eval" / "passkey.json";
         jobs.push_back({"passkey " + r.name + " seed " + std::to_string(seed),
-                        {gpt, "eval", dir, "--threads", threads_of(r), "--task", "passkey", "--passkey-depths", depths, "--passkey-samples",
-                         std::to_string(plan.passkey_samples), "--out", out.string()},
+                        {gpt, "eval", dir, "--threads", threads_of(r), "--task", "passkey", "--passkey-depths", depths,
+                         "--passkey-samples", std::to_string(plan.passkey_samples), "--out", out.string()},
                         out});
       }
   std::string task_depths;
@@ -355,7 +357,8 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
   // `parallel` jobs at once within each phase.
   int failed = 0, skipped = 0;
   bool interrupted = false;
-  struct sigaction ignore {}, old {};
+  struct sigaction ignore {
+  }, old{};
   ignore.sa_handler = SIG_IGN;
   if (!dry_run) sigaction(SIGINT, &ignore, &old);
   std::map<pid_t, size_t> running;
@@ -381,8 +384,7 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
       if ((job.what.rfind("train ", 0) == 0) != (phase == 0)) continue;
       if (fs::exists(job.done)) {
         ++skipped;
-        spdlog::info("sweep [{}/{}] {}: done ({} exists), skipped", i + 1, jobs.size(), job.what,
-                     job.done.string());
+        spdlog::info("sweep [{}/{}] {}: done ({} exists), skipped", i + 1, jobs.size(), job.what, job.done.string());
         continue;
       }
       if (dry_run) {

@@ -41,12 +41,12 @@ struct SweepRun {
 struct SweepEval {
   std::string name;
   std::string run;
-  std::string attention;          // gpt eval --attention (may be empty)
-  std::vector<std::string> set;   // gpt eval --attention-set
-  std::string context;            // gpt eval --context METHOD[,METHOD] (may be empty)
+  std::string attention;                 // gpt eval --attention (may be empty)
+  std::vector<std::string> set;          // gpt eval --attention-set
+  std::string context;                   // gpt eval --context METHOD[,METHOD] (may be empty)
   std::vector<std::string> context_set;  // gpt eval --context-set
-  std::string protocol;           // gpt eval --protocol (may be empty: the run's eval.protocol)
-  int stride = 0;                 // gpt eval --stride (0: the run's)
+  std::string protocol;                  // gpt eval --protocol (may be empty: the run's eval.protocol)
+  int stride = 0;                        // gpt eval --stride (0: the run's)
 };
 
 struct SweepPlan {

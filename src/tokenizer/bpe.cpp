@@ -46,7 +46,8 @@ BpeTokenizer::BpeTokenizer(std::string spec, BpeVocab vocab, const std::string& 
   instance_ = ++instances;
   const auto n = static_cast<uint32_t>(vocab_.tokens.size());
   if (n == 0) fail(source, ": the vocabulary is empty");
-  if (vocab_.end_of_text >= n) fail(source, ": end-of-text id ", vocab_.end_of_text, " is outside the vocabulary of ", n);
+  if (vocab_.end_of_text >= n)
+    fail(source, ": end-of-text id ", vocab_.end_of_text, " is outside the vocabulary of ", n);
   vocab_.tokens[vocab_.end_of_text] = std::string(kEndOfTextText);
 
   // What makes each id: a byte, end-of-text or one merge.
@@ -66,9 +67,9 @@ BpeTokenizer::BpeTokenizer(std::string spec, BpeVocab vocab, const std::string& 
         fail(source, ": merge ", r, " names id ", id, ", which is ",
              id >= n ? "outside the vocabulary" : "end-of-text (it cannot be merged)");
     if (made_by[m.result] != -1)
-      fail(source, ": merge ", r, " makes token ", m.result, " ", printable(vocab_.tokens[m.result]),
-           ", which ", made_by[m.result] >= 0 ? "merge " + std::to_string(made_by[m.result]) + " already makes"
-                                              : std::string("is a single byte"));
+      fail(source, ": merge ", r, " makes token ", m.result, " ", printable(vocab_.tokens[m.result]), ", which ",
+           made_by[m.result] >= 0 ? "merge " + std::to_string(made_by[m.result]) + " already makes"
+                                  : std::string("is a single byte"));
     if (vocab_.tokens[m.result] != vocab_.tokens[m.left] + vocab_.tokens[m.right])
       fail(source, ": merge ", r, " of ", printable(vocab_.tokens[m.left]), " and ", printable(vocab_.tokens[m.right]),
            " makes token ", m.result, " ", printable(vocab_.tokens[m.result]), ", not their concatenation");

@@ -21,7 +21,7 @@ struct BpeMerge {
 };
 
 struct BpeVocab {
-  std::vector<std::string> tokens;  // bytes of each id; the end-of-text id holds "<|endoftext|>"
+  std::vector<std::string> tokens;      // bytes of each id; the end-of-text id holds "<|endoftext|>"
   std::array<uint32_t, 256> byte_id{};  // id of each single byte
   std::vector<BpeMerge> merges;         // highest priority (rank 0) first
   uint32_t end_of_text = 0;

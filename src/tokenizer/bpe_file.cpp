@@ -106,8 +106,8 @@ std::unique_ptr<BpeTokenizer> load_bpe_file(const std::string& path) {
   const uint64_t vocab_size = header[1], n_merges = header[2];
   if (n_merges > (uint64_t{1} << 30)) fail("vocabulary file '", path, "': ", n_merges, " merges is implausibly many");
   if (vocab_size != kBpeFirstMergeId + n_merges)
-    fail("vocabulary file '", path, "': vocab_size ", vocab_size, " must be 257 + merges = ",
-         kBpeFirstMergeId + n_merges);
+    fail("vocabulary file '", path, "': vocab_size ", vocab_size,
+         " must be 257 + merges = ", kBpeFirstMergeId + n_merges);
 
   std::vector<std::pair<uint32_t, uint32_t>> merges;
   merges.reserve(n_merges);
@@ -118,8 +118,7 @@ std::unique_ptr<BpeTokenizer> load_bpe_file(const std::string& path) {
     uint64_t l = 0, r = 0;
     if (sp == std::string_view::npos || !parse_uint(body.substr(0, sp), l) || !parse_uint(trim(body.substr(sp)), r))
       fail(where(), ": expected a merge \"LEFT RIGHT\" (two token ids), got \"", s, "\"");
-    if (merges.size() == n_merges)
-      fail(where(), ": more merges than the ", n_merges, " the header announces");
+    if (merges.size() == n_merges) fail(where(), ": more merges than the ", n_merges, " the header announces");
     const uint64_t id = kBpeFirstMergeId + merges.size();
     for (uint64_t x : {l, r}) {
       if (x == kBpeEndOfText) fail(where(), ": merge of id ", x, ", which is end-of-text (it cannot be merged)");

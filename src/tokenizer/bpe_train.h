@@ -24,10 +24,10 @@ inline constexpr size_t kBpeMaxTokenBytes = 1024;
 
 struct BpeTrainResult {
   std::vector<std::pair<uint32_t, uint32_t>> merges;  // merge i makes id 257 + i
-  uint64_t bytes = 0;           // corpus size
-  uint64_t pieces = 0;          // pre-tokenised pieces in the corpus
+  uint64_t bytes = 0;                                 // corpus size
+  uint64_t pieces = 0;                                // pre-tokenised pieces in the corpus
   uint64_t distinct_pieces = 0;
-  uint64_t tokens = 0;          // the corpus's tokens under the learned merges
+  uint64_t tokens = 0;  // the corpus's tokens under the learned merges
 };
 
 // Learns vocab_size - 257 merges (fewer if the corpus runs out of pairs):

@@ -153,7 +153,8 @@ std::unique_ptr<BpeTokenizer> load_gpt2_tokenizer(const std::string& dir) {
     v.merges.push_back(m);
   }
   if (v.merges.empty()) fail("GPT-2 merges file '", bpe_name, "': holds no merges");
-  return std::make_unique<BpeTokenizer>("gpt2:" + dir, std::move(v), "GPT-2 vocabulary '" + dir + "' (" + bpe_name + ")");
+  return std::make_unique<BpeTokenizer>("gpt2:" + dir, std::move(v),
+                                        "GPT-2 vocabulary '" + dir + "' (" + bpe_name + ")");
 }
 
 }  // namespace gpt

@@ -16,14 +16,17 @@ namespace gpt {
 namespace {
 
 // Unicode's White_Space property: what GPT-2's \s matches.
-#define GPT_WS "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define GPT_WS \
+  "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 
 constexpr const char* kPattern =
     "'(?:[sdmt]|ll|ve|re)"
     "|\\x20?\\p{L}+"
     "|\\x20?\\p{N}+"
-    "|\\x20?[^" GPT_WS "\\p{L}\\p{N}]+"
-    "|[" GPT_WS "]+(?![^" GPT_WS "])"
+    "|\\x20?[^" GPT_WS
+    "\\p{L}\\p{N}]+"
+    "|[" GPT_WS "]+(?![^" GPT_WS
+    "])"
     "|[" GPT_WS "]+";
 
 #undef GPT_WS

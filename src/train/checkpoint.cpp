@@ -150,8 +150,7 @@ nlohmann::json parse_header_json(const std::string& path, const char* data, size
 
 }  // namespace
 
-CheckpointReader::CheckpointReader(const std::string& path, size_t buffer_bytes)
-    : path_(path) {
+CheckpointReader::CheckpointReader(const std::string& path, size_t buffer_bytes) : path_(path) {
   // A regular file that starts like a checkpoint, before anything is read in
   // bulk (so that a wrong path never reads a huge or endless input).
   std::error_code ec;
@@ -271,8 +270,8 @@ const CheckpointReader::Entry& CheckpointReader::entry(const std::string& name) 
 }
 
 void CheckpointReader::read(const Entry& e, uint64_t first, uint64_t n, float* out) {
-  GPT_CHECK(first <= e.numel() && n <= e.numel() - first, "checkpoint ", path_, ": values ", first, "..",
-            first + n, " of tensor ", e.name, " are outside its ", e.numel());
+  GPT_CHECK(first <= e.numel() && n <= e.numel() - first, "checkpoint ", path_, ": values ", first, "..", first + n,
+            " of tensor ", e.name, " are outside its ", e.numel());
   if (n == 0) return;
   const uint64_t at = payload_ + e.offset + first * sizeof(float);
   GPT_CHECK(::fseeko(f_, static_cast<off_t>(at), SEEK_SET) == 0 && std::fread(out, sizeof(float), n, f_) == n,

@@ -38,9 +38,8 @@ size_t first_nonfinite_index(const float* values, size_t n) {
 static void check_finite_piece(const float* values, size_t n, const std::string& path, const std::string& tensor,
                                uint64_t first, uint64_t total) {
   const size_t i = first_nonfinite_index(values, n);
-  GPT_CHECK(i == n, "checkpoint ", path, ": tensor ", tensor, " holds a non-finite value (", values[i],
-            " at index ", first + i, " of ", total,
-            "); a model with NaN or infinite parameters cannot be trained or evaluated");
+  GPT_CHECK(i == n, "checkpoint ", path, ": tensor ", tensor, " holds a non-finite value (", values[i], " at index ",
+            first + i, " of ", total, "); a model with NaN or infinite parameters cannot be trained or evaluated");
 }
 
 void check_finite(const std::vector<float>& values, const std::string& path, const std::string& tensor) {
@@ -83,10 +82,13 @@ CheckpointState checkpoint_state(Model<float>& model, AdamW<float>* opt, const C
       const float* host = opt->sharded() ? (first_moment ? st.gathered_m.data() : st.gathered_v.data()) : nullptr;
       for (const ParamSpec& s : model.layout().specs) {
         const size_t off = s.offset;
-        st.tensors.push_back({which + s.name, s.shape, [&be, device, host, off](uint64_t first, uint64_t n, float* out) {
-                                if (host) std::copy(host + off + first, host + off + first + n, out);
-                                else be.download(out, device + off + first, n);
-                              }});
+        st.tensors.push_back(
+            {which + s.name, s.shape, [&be, device, host, off](uint64_t first, uint64_t n, float* out) {
+               if (host)
+                 std::copy(host + off + first, host + off + first + n, out);
+               else
+                 be.download(out, device + off + first, n);
+             }});
       }
     }
   }
@@ -98,8 +100,8 @@ Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config&
   ckpt.meta = checkpoint_meta(opt, cfg, progress);
   auto add = [&](const std::string& prefix, const std::vector<float>& host) {
     for (const ParamSpec& s : model.layout().specs)
-      ckpt.tensors.push_back({prefix + s.name, s.shape,
-                              std::vector<float>(host.begin() + s.offset, host.begin() + s.offset + s.numel())});
+      ckpt.tensors.push_back(
+          {prefix + s.name, s.shape, std::vector<float>(host.begin() + s.offset, host.begin() + s.offset + s.numel())});
   };
   const std::vector<float> params = model.get_params();
   // Never a checkpoint that cannot be loaded back: a non-finite parameter
@@ -107,8 +109,8 @@ Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config&
   // fires on a path that skipped that check).
   for (const ParamSpec& s : model.layout().specs) {
     const size_t i = first_nonfinite_index(params.data() + s.offset, s.numel());
-    GPT_CHECK(i == s.numel(), "refusing to save a checkpoint: parameter tensor ", s.name,
-              " holds a non-finite value (", params[s.offset + i], ")");
+    GPT_CHECK(i == s.numel(), "refusing to save a checkpoint: parameter tensor ", s.name, " holds a non-finite value (",
+              params[s.offset + i], ")");
   }
   add("param/", params);
   if (opt) {
@@ -182,9 +184,8 @@ static void check_tensor_shapes(const std::function<const std::vector<int64_t>*(
 
 static void check_checkpoint_tensors(const Checkpoint& ckpt, const std::string& path, const ParamLayout& layout,
                                      const std::string& prefix) {
-  check_tensor_shapes(
-      [&](const std::string& name) { return ckpt.has(name) ? &ckpt.tensor(name).shape : nullptr; }, path, layout,
-      prefix);
+  check_tensor_shapes([&](const std::string& name) { return ckpt.has(name) ? &ckpt.tensor(name).shape : nullptr; },
+                      path, layout, prefix);
 }
 
 void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<float>& model, AdamW<float>* opt) {
@@ -209,8 +210,8 @@ void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<f
 }
 
 void check_checkpoint_tensors(const CheckpointReader& r, const ParamLayout& layout, const std::string& prefix) {
-  check_tensor_shapes([&](const std::string& name) { return r.has(name) ? &r.entry(name).shape : nullptr; },
-                      r.path(), layout, prefix);
+  check_tensor_shapes([&](const std::string& name) { return r.has(name) ? &r.entry(name).shape : nullptr; }, r.path(),
+                      layout, prefix);
 }
 
 // Tensor `name` of the reader, whose values sit at flat offsets offset ..
@@ -352,7 +353,9 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
     spec = wanted_spec;
   }
   check_checkpoint_tensors(ckpt, ParamLayout(m.config.model, spec), "param/");
-  const std::string gemm_precision = !precision.empty() ? precision : device == "cuda" ? m.config.run.precision : "fp32";
+  const std::string gemm_precision = !precision.empty() ? precision
+                                     : device == "cuda" ? m.config.run.precision
+                                                        : "fp32";
   m.config.run.device = device;
   m.config.run.precision = gemm_precision;
   m.config.run.storage = !storage.empty() ? storage : m.config.run.storage;

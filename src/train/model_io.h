@@ -12,8 +12,8 @@
 namespace gpt {
 
 struct TrainProgress {
-  int step = 0;          // optimizer steps completed
-  LoaderState loader;    // data position after those steps
+  int step = 0;        // optimizer steps completed
+  LoaderState loader;  // data position after those steps
 };
 
 // Snapshot of model (and optimizer, if given) at a point of training, as

@@ -63,9 +63,12 @@ class SigintGuard {
 std::string format_duration(double seconds) {
   const long s = static_cast<long>(seconds + 0.5);
   char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
-  else if (s >= 60) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%lds", s);
+  if (s >= 3600)
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+  else if (s >= 60)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%lds", s);
   return buf;
 }
 
@@ -122,8 +125,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   auto check_fresh = [&] {
     if (resume_checkpoint.empty())
       GPT_CHECK(!fs::exists(fs::path(run_dir) / "checkpoints" / "latest"), "run directory ", run_dir,
-                " already holds a training run; continue it with --resume ", run_dir,
-                ", or choose another run.dir");
+                " already holds a training run; continue it with --resume ", run_dir, ", or choose another run.dir");
   };
   check_fresh();
   // Data first: bad shards or an infeasible evaluation fail before anything
@@ -133,7 +135,8 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   check_eval_feasible(val.size(), cfg.eval, T);
   // Bits per byte and the documents protocol's separator; a documents layout
   // the validation data cannot hold fails here, not after training.
-  const std::optional<EvalText> eval_text = load_eval_text(cfg.data.tokenizer, mc.vocab_size, cfg.eval, cfg.data.mix_task != "none");
+  const std::optional<EvalText> eval_text =
+      load_eval_text(cfg.data.tokenizer, mc.vocab_size, cfg.eval, cfg.data.mix_task != "none");
   if (cfg.eval.protocol == "documents") eval_layout(val, cfg.eval, T, eval_text->separator);
   // Passkey examples mixed into training (data.passkey_fraction).
   std::unique_ptr<Tokenizer> tokenizer;
@@ -197,8 +200,10 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   spdlog::info("attention: {}", attention_summary(cfg.attention, attn));
   spdlog::info("context extension: {}", context_summary(attn));
   if (mc.layer_plan != "none" || !mc.layer_pattern.empty()) spdlog::info("layer plan: {}", layer_plan_summary(mc));
-  if (cfg.run.device == "cuda") spdlog::info("device: {} on {}", model.backend().name(), cuda_device_name());
-  else if (cfg.run.storage != "fp32") spdlog::info("device: {}", model.backend().name());
+  if (cfg.run.device == "cuda")
+    spdlog::info("device: {} on {}", model.backend().name(), cuda_device_name());
+  else if (cfg.run.storage != "fp32")
+    spdlog::info("device: {}", model.backend().name());
   spdlog::info("data: {} training tokens ({} sequences per epoch), {} validation tokens; {} threads",
                loader.stream().size(), loader.sequences_per_epoch(), val.size(), omp_get_max_threads());
   if (passkey)
@@ -238,8 +243,8 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       if (!final) comm.barrier();
       return;
     }
-    ExtrapolationResult r = evaluate_extrapolation(model, val, cfg.eval, T, static_cast<int64_t>(B) * T,
-                                                   eval_text ? &*eval_text : nullptr);
+    ExtrapolationResult r =
+        evaluate_extrapolation(model, val, cfg.eval, T, static_cast<int64_t>(B) * T, eval_text ? &*eval_text : nullptr);
     r.attention = attention_to_json(cfg.attention, attn);
     nlohmann::json j = r.to_json();
     j["context"] = context_to_json(attn);
@@ -303,14 +308,13 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     }
     double loss = 0;
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
-      const double mean = model.forward(inputs.data() + micro * micro_tokens, targets.data() + micro * micro_tokens,
-                                        Bl, T);
+      const double mean =
+          model.forward(inputs.data() + micro * micro_tokens, targets.data() + micro * micro_tokens, Bl, T);
       loss += masked ? mean * weight[micro] : mean / tc.grad_accum;
       const double scale = weight[micro];
       if (overlap && micro + 1 == tc.grad_accum)
-        model.backward(scale, [&](int layer) {
-          comm.start_allreduce_sum(model.grads(), model.layout().ranges_of_layer(layer));
-        });
+        model.backward(
+            scale, [&](int layer) { comm.start_allreduce_sum(model.grads(), model.layout().ranges_of_layer(layer)); });
       else
         model.backward(scale);
     }
@@ -328,10 +332,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     const double norm = opt.clip(tc.grad_clip);
     if (!std::isfinite(loss) || !std::isfinite(norm)) {
       save(before);
-      fail("non-finite ", std::isfinite(loss) ? "gradient" : "loss", " at step ", progress.step + 1,
-           " (loss ", loss, ", gradient norm ", norm, "; first non-finite gradient in tensor ",
-           first_nonfinite(model, model.grads()), "). Training stopped; the last good state is saved at ",
-           checkpoint_path(run_dir, before.step));
+      fail("non-finite ", std::isfinite(loss) ? "gradient" : "loss", " at step ", progress.step + 1, " (loss ", loss,
+           ", gradient norm ", norm, "; first non-finite gradient in tensor ", first_nonfinite(model, model.grads()),
+           "). Training stopped; the last good state is saved at ", checkpoint_path(run_dir, before.step));
     }
     opt.step(lr);
     // A finite gradient can still make a non-finite update (a tiny train.eps
@@ -352,7 +355,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     const double tok_s = static_cast<double>(B) * T * tc.grad_accum / dt;
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (lead) {
-      nlohmann::json rec = {{"event", "train"}, {"step", progress.step}, {"loss", loss},     {"lr", lr},
+      nlohmann::json rec = {{"event", "train"},  {"step", progress.step}, {"loss", loss},     {"lr", lr},
                             {"grad_norm", norm}, {"tokens_per_s", tok_s}, {"time_s", elapsed}};
       if (masked) rec["scored_tokens"] = static_cast<int64_t>(step_scored);
       metrics->write(rec);
@@ -371,8 +374,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     }
     if (cfg.eval.every > 0 && progress.step % cfg.eval.every == 0 && progress.step < tc.steps)
       evaluate(progress.step, false);
-    if (tc.checkpoint_every > 0 && progress.step % tc.checkpoint_every == 0 && progress.step < tc.steps)
-      save(progress);
+    if (tc.checkpoint_every > 0 && progress.step % tc.checkpoint_every == 0 && progress.step < tc.steps) save(progress);
   }
   if (status != 0) return status;
   // Every rank takes the same decision (the file is rank 0's to check).

@@ -83,8 +83,7 @@ TEST(Bf16Backend, CpuLinearLayerReadsBf16OperandsBitForBit) {
     Buffer<float> di_f = up(start), di_b = up(start), dw_f = up(wstart), dw_b = up(wstart), db_f = up(bstart),
                   db_b = up(bstart);
     be->matmul_backward(di_f.get(), dw_f.get(), db_f.get(), fd.get(), fi.get(), fw.get(), N, C, OC);
-    ASSERT_TRUE(
-        be->matmul_backward_bf16(di_b.get(), dw_b.get(), db_b.get(), bd.get(), bi.get(), bw.get(), N, C, OC));
+    ASSERT_TRUE(be->matmul_backward_bf16(di_b.get(), dw_b.get(), db_b.get(), bd.get(), bi.get(), bw.get(), N, C, OC));
     EXPECT_EQ(down(di_b), down(di_f));
     EXPECT_EQ(down(dw_b), down(dw_f));
     EXPECT_EQ(down(db_b), down(db_f));

@@ -120,7 +120,8 @@ class Bf16OpsCheck {
     r_.download(want.data(), p.r.get(), p.n);
     size_t bad = 0;
     for (size_t i = 0; i < p.n; ++i) {
-      const bool ok = tol_.acc == 0 ? got[i] == want[i] : std::abs(got[i] - want[i]) <= tol_.acc * (std::abs(want[i]) + 1);
+      const bool ok =
+          tol_.acc == 0 ? got[i] == want[i] : std::abs(got[i] - want[i]) <= tol_.acc * (std::abs(want[i]) + 1);
       if (!ok && bad++ < 3) ADD_FAILURE() << what << "[" << i << "]: got " << got[i] << ", want " << want[i];
     }
     EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << p.n << " differ";
@@ -258,20 +259,20 @@ class Bf16OpsCheck {
     if (::testing::Test::HasFailure()) return;
     {  // attention
       auto qkv = pair(values(3 * NC, next())), out = pair(std::vector<float>(NC));
-      auto scale = pair({0.375f, 0.25f});  // NH positive head scales (read when the spec learns them)
-      auto sink = pair({0.5f, -0.75f});    // NH sink logits (read under normalisation sink)
+      auto scale = pair({0.375f, 0.25f});                // NH positive head scales (read when the spec learns them)
+      auto sink = pair({0.5f, -0.75f});                  // NH sink logits (read under normalisation sink)
       auto kerple = pair({-0.5f, 0.25f, 0.75f, -1.0f});  // KERPLE's raw (ρ₁, ρ₂) of the NH heads
-      std::vector<float> fc(N * NH);  // the forget gate's c (B,NH,T): decreasing along t
+      std::vector<float> fc(N * NH);                     // the forget gate's c (B,NH,T): decreasing along t
       for (size_t k = 0; k < fc.size(); ++k) fc[k] = -0.3f * static_cast<float>(k % T) - 0.01f * static_cast<float>(k);
       auto fcum = acc_pair(fc);
       const size_t nstats = N * NH * spec.stats_per_row();
       auto stats = acc_pair(std::vector<float>(nstats));
       std::vector<double> diag_s(static_cast<size_t>(NH) * kAttentionDiagStats),
           diag_r(static_cast<size_t>(NH) * kAttentionDiagStats);
-      s_.attention_forward(out.s.get(), stats.s.get(), qkv.s.get(), B, T, C, NH, spec, {scale.s.get(), sink.s.get(), kerple.s.get(), fcum.s.get()},
-                           diag_s.data());
-      r_.attention_forward(out.r.get(), stats.r.get(), qkv.r.get(), B, T, C, NH, spec, {scale.r.get(), sink.r.get(), kerple.r.get(), fcum.r.get()},
-                           diag_r.data());
+      s_.attention_forward(out.s.get(), stats.s.get(), qkv.s.get(), B, T, C, NH, spec,
+                           {scale.s.get(), sink.s.get(), kerple.s.get(), fcum.s.get()}, diag_s.data());
+      r_.attention_forward(out.r.get(), stats.r.get(), qkv.r.get(), B, T, C, NH, spec,
+                           {scale.r.get(), sink.r.get(), kerple.r.get(), fcum.r.get()}, diag_r.data());
       expect_storage(out, "attention_forward " + label);
       expect_acc(stats, "attention_forward stats " + label);
       for (size_t i = 0; i < diag_s.size(); ++i)
@@ -284,10 +285,12 @@ class Bf16OpsCheck {
       auto outp = pair(o), dout = pair(values(NC, next())), dqkv = pair(values(3 * NC, next()));
       auto dscale = acc_pair(values(NH, next())), dsink = acc_pair(values(NH, next())),
            dkerple = acc_pair(values(2 * NH, next())), dfcum = acc_pair(values(N * NH, next()));
-      s_.attention_backward(dqkv.s.get(), {dscale.s.get(), dsink.s.get(), dkerple.s.get(), dfcum.s.get()}, dout.s.get(), outp.s.get(), stats.s.get(),
-                            qkv.s.get(), B, T, C, NH, spec, {scale.s.get(), sink.s.get(), kerple.s.get(), fcum.s.get()});
-      r_.attention_backward(dqkv.r.get(), {dscale.r.get(), dsink.r.get(), dkerple.r.get(), dfcum.r.get()}, dout.r.get(), outp.r.get(), stats.r.get(),
-                            qkv.r.get(), B, T, C, NH, spec, {scale.r.get(), sink.r.get(), kerple.r.get(), fcum.r.get()});
+      s_.attention_backward(dqkv.s.get(), {dscale.s.get(), dsink.s.get(), dkerple.s.get(), dfcum.s.get()}, dout.s.get(),
+                            outp.s.get(), stats.s.get(), qkv.s.get(), B, T, C, NH, spec,
+                            {scale.s.get(), sink.s.get(), kerple.s.get(), fcum.s.get()});
+      r_.attention_backward(dqkv.r.get(), {dscale.r.get(), dsink.r.get(), dkerple.r.get(), dfcum.r.get()}, dout.r.get(),
+                            outp.r.get(), stats.r.get(), qkv.r.get(), B, T, C, NH, spec,
+                            {scale.r.get(), sink.r.get(), kerple.r.get(), fcum.r.get()});
       expect_storage(dqkv, "attention_backward dqkv " + label);
       if (spec.scale == Scale::Ssmax) expect_acc(dscale, "attention_backward dhead_scale " + label);
       if (spec.learned_sink()) expect_acc(dsink, "attention_backward dsink " + label);

@@ -48,8 +48,8 @@ class Cli : public ::testing::Test {
   std::string config(const std::string& model_extra = "", const std::string& extra = "") {
     const std::string path = (dir_ / ("cfg" + std::to_string(n_++) + ".json")).string();
     std::ofstream(path) << R"({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "context": 16)" << model_extra
-                        << R"(}, "data": {"train": ")" << (dir_ / "data" / "t_train_*.bin").string()
-                        << R"(", "val": ")" << (dir_ / "data" / "t_val_*.bin").string()
+                        << R"(}, "data": {"train": ")" << (dir_ / "data" / "t_train_*.bin").string() << R"(", "val": ")"
+                        << (dir_ / "data" / "t_val_*.bin").string()
                         << R"("}, "train": {"batch_size": 2, "steps": 3, "warmup_steps": 1},
                             "eval": {"multiples": [1, 2], "tokens": 512}, "run": {"dir": ")"
                         << (dir_ / "run").string() << "\"}" << extra << "}";
@@ -57,7 +57,8 @@ class Cli : public ::testing::Test {
   }
   static void expect_error(const Result& r, const std::vector<std::string>& needles) {
     EXPECT_EQ(r.status, 1) << r.output;
-    for (const auto& s : needles) EXPECT_NE(r.output.find(s), std::string::npos) << "missing \"" << s << "\" in:\n" << r.output;
+    for (const auto& s : needles)
+      EXPECT_NE(r.output.find(s), std::string::npos) << "missing \"" << s << "\" in:\n" << r.output;
   }
 
   // Starts a long run, sends `sig` once steps are logged, and checks that it
@@ -97,8 +98,10 @@ TEST_F(Cli, TrainsAndEvaluatesATinyModel) {
   expect_error(run("eval " + (dir_ / "run").string() + " --multiples 1,32"), {"max(\"eval.multiples\")", "eval.span"});
   expect_error(run("eval " + (dir_ / "run").string() + " --stride 8"), {"--stride belongs to --protocol sliding"});
   // A longer span admits longer multiples, with an attention override too.
-  const Result longer = run("eval " + (dir_ / "run").string() + " --multiples 1,32 --span 512 --tokens 512 "
-                            "--attention logn --out " + (dir_ / "long.json").string());
+  const Result longer = run("eval " + (dir_ / "run").string() +
+                            " --multiples 1,32 --span 512 --tokens 512 "
+                            "--attention logn --out " +
+                            (dir_ / "long.json").string());
   EXPECT_EQ(longer.status, 0) << longer.output;
   EXPECT_NE(longer.output.find("32x"), std::string::npos) << longer.output;
   expect_error(run("eval " + (dir_ / "run").string() + " --protocol sliding --stride 17"),
@@ -108,8 +111,7 @@ TEST_F(Cli, TrainsAndEvaluatesATinyModel) {
   EXPECT_EQ(d.status, 0) << d.output;
   EXPECT_NE(d.output.find("(documents protocol, 2 window(s) of 256 tokens"), std::string::npos) << d.output;
   expect_error(run("eval " + (dir_ / "run").string() + " --protocol documents --span 257 --tokens 514"),
-               {"eval.protocol \"documents\"", "has 0 document(s) of at least eval.span = 257 tokens",
-                "asks for 2"});
+               {"eval.protocol \"documents\"", "has 0 document(s) of at least eval.span = 257 tokens", "asks for 2"});
   const Result s = run("sample " + (dir_ / "run").string() + " --prompt abc --tokens 5 --seed 1");
   EXPECT_EQ(s.status, 0) << s.output;
   // The cpu computes in float32 only: --precision bf16 without --device cuda is refused.
@@ -119,9 +121,9 @@ TEST_F(Cli, TrainsAndEvaluatesATinyModel) {
                {"run.precision \"tf32\" with run.device \"cpu\""});
   // A tokenizer whose vocabulary is not the model's is refused.
   const std::string vocab = (dir_ / "v.txt").string();
-  ASSERT_EQ(run("data train-tokenizer " + (dir_ / "run" / "config.json").string() + " " + vocab + " --vocab-size 300")
-                .status,
-            0);
+  ASSERT_EQ(
+      run("data train-tokenizer " + (dir_ / "run" / "config.json").string() + " " + vocab + " --vocab-size 300").status,
+      0);
   expect_error(run("sample " + (dir_ / "run").string() + " --tokenizer " + vocab + " --tokens 2"),
                {"vocabulary of 257", "pass the tokenizer the model was trained with"});
   // A second fresh run into the same directory is refused (nothing overwritten).
@@ -157,8 +159,8 @@ TEST_F(Cli, Bf16StorageTrainsResumesAndEvaluates) {
   // eval: the run's storage by default; --storage fp32 evaluates the same weights in float32.
   auto eval_losses = [&](const std::string& extra, const std::string& name) {
     const fs::path out = dir_ / name;
-    const Result e = run("eval " + (dir_ / "run").string() + " --multiples 1,2 --tokens 256 --out " + out.string() +
-                         extra);
+    const Result e =
+        run("eval " + (dir_ / "run").string() + " --multiples 1,2 --tokens 256 --out " + out.string() + extra);
     EXPECT_EQ(e.status, 0) << e.output;
     std::ifstream in(out);
     const nlohmann::json j = nlohmann::json::parse(in);
@@ -223,7 +225,8 @@ TEST_F(Cli, EvalWithAnotherVariantKeepsTheGates) {
   EXPECT_EQ(j["attention"]["position_bias"], "forget");
   EXPECT_EQ(j["attention"]["output_gate"], "sigmoid");
   expect_error(run("eval " + runs + " --attention-set position_bias=none"), {"forget", "cannot be added, dropped"});
-  expect_error(run("eval " + runs + " --attention-set output_gate=none"), {"would drop the output gate's projection W_g (ogatew)"});
+  expect_error(run("eval " + runs + " --attention-set output_gate=none"),
+               {"would drop the output gate's projection W_g (ogatew)"});
   expect_error(run("eval " + runs + " --attention sink"), {"learned sink logits", "does not have"});
 }
 
@@ -237,7 +240,8 @@ TEST_F(Cli, EvalWithAnotherVariantKeepsDifferentialAttention) {
   const auto j = nlohmann::json::parse(std::ifstream(out));
   EXPECT_EQ(j["attention"]["preset"], "stick_breaking");
   EXPECT_EQ(j["attention"]["differential"], "on");
-  expect_error(run("eval " + runs + " --attention-set differential=none"), {"would drop differential attention's lambda (attnlambda)", "checkpoint"});
+  expect_error(run("eval " + runs + " --attention-set differential=none"),
+               {"would drop differential attention's lambda (attnlambda)", "checkpoint"});
 }
 
 // Training-free evaluation with context-extension methods (gpt eval
@@ -251,8 +255,7 @@ TEST_F(Cli, EvalWithContextExtensionMethods) {
   ASSERT_EQ(plain.status, 0) << plain.output;
   const Result e = run("eval " + runs + " --context yarn,window --context-set window=24 --tokens 256 --out " + out);
   ASSERT_EQ(e.status, 0) << e.output;
-  EXPECT_NE(e.output.find("context extension: yarn s=L/N (t=0.1 ln s + 1), window 24"), std::string::npos)
-      << e.output;
+  EXPECT_NE(e.output.find("context extension: yarn s=L/N (t=0.1 ln s + 1), window 24"), std::string::npos) << e.output;
   const auto j = nlohmann::json::parse(std::ifstream(out));
   const auto p = nlohmann::json::parse(std::ifstream(dir_ / "plain.json"));
   EXPECT_EQ(j["context"]["rope_scaling"], "yarn");
@@ -332,7 +335,8 @@ TEST_F(Cli, ConfigErrors) {
   expect_error(run("train " + config(", \"n_heads\": 2")), {"unknown key", "model.n_heads", "n_head"});
   expect_error(run("train " + config() + " --set train.lr=abc"), {"train.lr", "number"});
   expect_error(run("train " + config() + " --set model.n_layer=0"), {"model.n_layer", "1..256"});
-  expect_error(run("train " + config() + " --set model.position=sinusoidal"), {"model.position", "learned, rope, none, alibi"});
+  expect_error(run("train " + config() + " --set model.position=sinusoidal"),
+               {"model.position", "learned, rope, none, alibi"});
   expect_error(run("train " + config() + " --set nosuch.key=1"), {"nosuch"});
   // GEMM precisions other than fp32 need run.device cuda; refused before anything is written.
   expect_error(run("train " + config() + " --set run.precision=bf16"),

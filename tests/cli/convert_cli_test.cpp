@@ -126,7 +126,9 @@ TEST_F(ConvertCli, FineTunesAnImportedModelWithTrainResume) {
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string data = p("val_*.bin");
   r = run("train --resume " + p("c.ckpt") + " --set run.dir=" + p("ft") + " --set 'data.train=" + data +
-          "' --set 'data.val=" + data + "' --set train.steps=20 --set train.warmup_steps=0 --set train.batch_size=2 --set train.lr=0.003 --set train.lr_min=0.0001" +
+          "' --set 'data.val=" + data +
+          "' --set train.steps=20 --set train.warmup_steps=0 --set train.batch_size=2 --set train.lr=0.003 --set "
+          "train.lr_min=0.0001" +
           " --set eval.tokens=16 --set eval.span=16");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_TRUE(fs::exists(p("ft/checkpoints/step_00000020.bin")));
@@ -156,7 +158,8 @@ TEST_F(ConvertCli, FineTunesAnImportedModelWithRope) {
   const Result r = run("train " + p("rope_ft.json"));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("initialised 15 parameter tensors from"), std::string::npos) << r.output;
-  const Checkpoint imported = load_checkpoint(p("c.ckpt")), tuned = load_checkpoint(p("rope_ft/checkpoints/step_00000001.bin"));
+  const Checkpoint imported = load_checkpoint(p("c.ckpt")),
+                   tuned = load_checkpoint(p("rope_ft/checkpoints/step_00000001.bin"));
   EXPECT_FALSE(tuned.has("param/wpe")) << "rope has no position table";
   for (const char* name : {"param/wte", "param/qkvw", "param/fcprojb", "param/lnfw"}) {
     const auto& a = imported.tensor(name).data;
@@ -187,7 +190,8 @@ TEST_F(ConvertCli, BadInputExitsWithAClearError) {
   std::ofstream(p("short.bin"), std::ios::binary) << bytes.substr(0, bytes.size() - 10);
   expect_error(run("convert --from-llmc " + p("short.bin") + " " + p("o.ckpt")), {"short.bin", "truncated"});
   EXPECT_FALSE(fs::exists(p("o.ckpt")));
-  expect_error(run("convert --from-llmc " + p("val_000000.bin") + " " + p("o.ckpt")), {"val_000000.bin", "token shard"});
+  expect_error(run("convert --from-llmc " + p("val_000000.bin") + " " + p("o.ckpt")),
+               {"val_000000.bin", "token shard"});
   expect_error(run("convert " + p("o.ckpt")), {"exactly one of --from-llmc"});
   expect_error(run("convert --from-llmc " + p("m.bin") + " --to-llmc " + p("m.bin") + " " + p("o.ckpt")),
                {"exactly one of"});

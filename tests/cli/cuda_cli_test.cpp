@@ -132,8 +132,7 @@ TEST_F(CudaCli, Bf16StorageOnTheDeviceFollowsTheCpu) {
   const Result gpu = train("cuda", "cuda", "", bf16);
   ASSERT_EQ(gpu.status, 0) << gpu.output;
   EXPECT_NE(gpu.output.find("bf16 storage"), std::string::npos) << gpu.output;
-  ASSERT_NO_FATAL_FAILURE(
-      expect_losses_follow(dir_ / "cpu", dir_ / "cuda", 1e-2, "bf16-storage train loss at step"));
+  ASSERT_NO_FATAL_FAILURE(expect_losses_follow(dir_ / "cpu", dir_ / "cuda", 1e-2, "bf16-storage train loss at step"));
   const auto lg = test::train_losses(dir_ / "cuda");
   const auto after = resume_from_step_3(dir_ / "cuda");
   for (int step = 4; step <= 6; ++step)
@@ -150,8 +149,7 @@ TEST_F(CudaCli, OneRankThroughNcclTrainsAsThePlainRun) {
   const Result nccl = train("nccl", "cuda", "GPT_DIST_NCCL=1 ");
   ASSERT_EQ(nccl.status, 0) << nccl.output;
   EXPECT_NE(nccl.output.find("NCCL"), std::string::npos) << nccl.output;
-  ASSERT_NO_FATAL_FAILURE(
-      expect_losses_follow(dir_ / "plain", dir_ / "nccl", 1e-5, "train loss through NCCL at step"));
+  ASSERT_NO_FATAL_FAILURE(expect_losses_follow(dir_ / "plain", dir_ / "nccl", 1e-5, "train loss through NCCL at step"));
 }
 
 // eval and sample read a checkpoint onto the device; eval agrees with the CPU.
@@ -170,8 +168,9 @@ TEST_F(CudaCli, EvalAndSampleOnTheDevice) {
   for (size_t i = 0; i < ec.size(); ++i) expect_close(eg[i], ec[i], 1e-4, "eval loss, multiple index", i);
   // Context extension on the device: frequency rules, masks, temperatures and
   // the distance remappings (the far copy of q and k) agree with the CPU.
-  for (const std::string methods : {"yarn,sinks,llama4_temp --context-set window=20 --context-set sinks=2",
-                                    "rerope,yarn --context-set remap_window=5", "streaming_llm --context-set window=9"}) {
+  for (const std::string methods :
+       {"yarn,sinks,llama4_temp --context-set window=20 --context-set sinks=2",
+        "rerope,yarn --context-set remap_window=5", "streaming_llm --context-set window=9"}) {
     for (const std::string device : {"cpu", "cuda"}) {
       const Result e = run("eval " + run_dir + " --device " + device + " --context " + methods +
                            " --multiples 1,2,4 --tokens 256 --out " + (dir_ / ("ctx_" + device + ".json")).string());

@@ -61,7 +61,8 @@ class DataCli : public ::testing::Test {
   }
   static void expect_error(const Result& r, const std::vector<std::string>& needles) {
     EXPECT_EQ(r.status, 1) << r.err;
-    for (const auto& s : needles) EXPECT_NE(r.err.find(s), std::string::npos) << "missing \"" << s << "\" in:\n" << r.err;
+    for (const auto& s : needles)
+      EXPECT_NE(r.err.find(s), std::string::npos) << "missing \"" << s << "\" in:\n" << r.err;
   }
 
   fs::path dir_;
@@ -95,8 +96,8 @@ TEST_F(DataCli, TrainedVocabularyEndToEnd) {
   const Result t = run("data train-tokenizer " + corpus + " " + vocab + " --vocab-size 300 --val-fraction 0.1");
   ASSERT_EQ(t.status, 0) << t.out << t.err;
   EXPECT_NE(t.out.find("vocabulary 300"), std::string::npos) << t.out;
-  const Result s = run("data text " + corpus + " " + (dir_ / "ds").string() + " --tokenizer " + vocab +
-                       " --val-fraction 0.1");
+  const Result s =
+      run("data text " + corpus + " " + (dir_ / "ds").string() + " --tokenizer " + vocab + " --val-fraction 0.1");
   ASSERT_EQ(s.status, 0) << s.out << s.err;
   EXPECT_NE(s.out.find("vocabulary 300"), std::string::npos) << s.out;
   // Decoding the shards gives the text back: end-of-text shows as "<|endoftext|>".
@@ -115,8 +116,7 @@ TEST_F(DataCli, BadInput) {
   const std::string missing = (dir_ / "missing.bpe").string();
   expect_error(run("data encode --tokenizer " + missing + " " + text), {missing, "gpt2:DIR"});
   const std::string cut = write("cut.bpe", "gpt-bpe 1\npattern gpt2\nvocab_size 260\nmerges 3\n97 98\n");
-  expect_error(run("data text " + text + " " + (dir_ / "o").string() + " --tokenizer " + cut),
-               {cut, "truncated"});
+  expect_error(run("data text " + text + " " + (dir_ / "o").string() + " --tokenizer " + cut), {cut, "truncated"});
   const std::string unknown = write("unknown.bpe", "gpt-bpe 1\npattern gpt2\nvocab_size 258\nmerges 1\n97 400\n");
   expect_error(run("data encode --tokenizer " + unknown + " " + text), {unknown, "400", "unknown token"});
   expect_error(run("data encode --tokenizer gpt2:" + (dir_ / "nope").string() + " " + text), {"nope", "not a folder"});
@@ -144,18 +144,22 @@ namespace {
 // gpt data synthetic -> gpt train -> gpt eval --task, and the refusals.
 TEST_F(DataCli, SyntheticTaskTrainsAndEvaluates) {
   const std::string data = (dir_ / "copy").string();
-  Result r = run("data synthetic copy " + data + " --context 32 --train-examples 200 --val-examples 20 --seed 4 "
+  Result r = run("data synthetic copy " + data +
+                 " --context 32 --train-examples 200 --val-examples 20 --seed 4 "
                  "--max-length 8");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE((r.out + r.err).find("vocabulary 58"), std::string::npos) << r.out << r.err;
-  for (const char* f : {"copy_train_000001.bin", "copy_train_000001.mask", "copy_val_000000.bin",
-                        "copy_val_000000.mask", "task.json"})
+  for (const char* f :
+       {"copy_train_000001.bin", "copy_train_000001.mask", "copy_val_000000.bin", "copy_val_000000.mask", "task.json"})
     EXPECT_TRUE(fs::exists(fs::path(data) / f)) << f;
   const std::string run_dir = (dir_ / "run").string();
-  const std::string cfg = write("copy.json", R"({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "vocab_size": 58,
-    "context": 32}, "data": {"train": ")" + data + R"(/copy_train_*.bin", "val": ")" + data +
-                                                   R"(/copy_val_*.bin"}, "train": {"batch_size": 4, "steps": 3, "warmup_steps": 1},
-    "eval": {"multiples": [1, 2], "tokens": 512}, "run": {"dir": ")" + run_dir + R"("}})");
+  const std::string cfg =
+      write("copy.json", R"({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "vocab_size": 58,
+    "context": 32}, "data": {"train": ")" +
+                             data + R"(/copy_train_*.bin", "val": ")" + data +
+                             R"(/copy_val_*.bin"}, "train": {"batch_size": 4, "steps": 3, "warmup_steps": 1},
+    "eval": {"multiples": [1, 2], "tokens": 512}, "run": {"dir": ")" +
+                             run_dir + R"("}})");
   r = run("train " + cfg + " --set train.threads=1");
   ASSERT_EQ(r.status, 0) << r.err;
   r = run("eval " + run_dir + " --task copy --multiples 1,2 --samples 4 --threads 1");
@@ -184,7 +188,6 @@ TEST_F(DataCli, SyntheticTaskTrainsAndEvaluates) {
   EXPECT_NE(r.err.find("--pairs is not an option of this task"), std::string::npos) << r.err;
 }
 
-
 // data.mix_task on byte text: training logs the mix and scores fewer targets
 // than it reads; `gpt eval --task` finds the task in the run's config (ids
 // above the 257 text ids) and the loss evaluation keeps bits per byte.
@@ -196,10 +199,12 @@ TEST_F(DataCli, MixedTaskTrainsOnTextAndEvaluatesFromTheRunsConfig) {
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string run_dir = (dir_ / "run").string();
   const std::string cfg = write("mix.json", R"({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "vocab_size": 299,
-    "context": 32}, "data": {"train": ")" + data + R"(/*_train_*.bin", "val": ")" + data +
-                                R"(/*_val_*.bin", "mix_task": "induction", "mix_fraction": 0.5,
+    "context": 32}, "data": {"train": ")" + data +
+                                                R"(/*_train_*.bin", "val": ")" + data +
+                                                R"(/*_val_*.bin", "mix_task": "induction", "mix_fraction": 0.5,
     "mix_options": {"alphabet": 16}}, "train": {"batch_size": 4, "steps": 3, "warmup_steps": 1},
-    "eval": {"multiples": [1, 2], "tokens": 512}, "run": {"dir": ")" + run_dir + R"("}})");
+    "eval": {"multiples": [1, 2], "tokens": 512}, "run": {"dir": ")" +
+                                                run_dir + R"("}})");
   r = run("train " + cfg + " --set train.threads=1");
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string log = r.out + r.err;

@@ -36,8 +36,8 @@ class Hardening : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("gpt_hardening_test_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) +
-            "_" + std::to_string(::getpid()));
+           ("gpt_hardening_test_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+            std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_ / "data");
     std::vector<uint32_t> tokens(6000);
@@ -97,7 +97,8 @@ TEST_F(Hardening, CommandLineErrorsUseTheProjectFormat) {
   expect_error(tokens, {"--tokens: must be a number > 0, got 0"});
   EXPECT_EQ(tokens.output.find("1797693134862315708"), std::string::npos) << tokens.output;
   expect_error(run("eval " + dir_.string() + " --context 0"), {"--context 0", "1..16777216"});
-  expect_error(run("sample " + dir_.string() + " --temperature inf"), {"--temperature: must be a number >= 0, got inf"});
+  expect_error(run("sample " + dir_.string() + " --temperature inf"),
+               {"--temperature: must be a number >= 0, got inf"});
   expect_error(run("sample " + dir_.string() + " --temperature nan"), {"--temperature", "got nan"});
   expect_error(run("train --no-such-option"), {"--no-such-option", "gpt train --help"});
   // --help still succeeds.
@@ -215,8 +216,8 @@ TEST_F(Hardening, CheckpointTablesWithOverlappingOrRepeatedEntriesAreRefused) {
   // must not allocate 5,000 copies.
   nlohmann::json table = nlohmann::json::array();
   for (int i = 0; i < 5000; ++i)
-    table.push_back({{"name", "param/t" + std::to_string(i)}, {"dtype", "f32"}, {"shape", {1024}}, {"offset", 0},
-                     {"bytes", 4096}});
+    table.push_back(
+        {{"name", "param/t" + std::to_string(i)}, {"dtype", "f32"}, {"shape", {1024}}, {"offset", 0}, {"bytes", 4096}});
   const std::string alias =
       write("alias.bin", raw_checkpoint({{"config", cfg}, {"step", 3}, {"tensors", table}}, 4096));
   expect_error(run("eval " + alias), {"alias.bin", "overlap"});

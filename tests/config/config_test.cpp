@@ -38,7 +38,8 @@ std::string parse_error(const char* text) {
 }
 
 void expect_contains(const std::string& message, std::initializer_list<std::string> parts) {
-  for (const auto& part : parts) EXPECT_NE(message.find(part), std::string::npos) << "missing [" << part << "] in: " << message;
+  for (const auto& part : parts)
+    EXPECT_NE(message.find(part), std::string::npos) << "missing [" << part << "] in: " << message;
 }
 
 gpt::Config parse(const char* text) { return gpt::config_from_json(json::parse(text)); }
@@ -54,7 +55,8 @@ struct TempFile {
 };
 
 const std::string kModelKeys =
-    "n_layer, n_head, n_embd, vocab_size, vocab_pad_multiple, context, position, rope_theta, rope_fraction, max_position, init_std";
+    "n_layer, n_head, n_embd, vocab_size, vocab_pad_multiple, context, position, rope_theta, rope_fraction, "
+    "max_position, init_std";
 const std::string kSections = "model, data, train, eval, attention, context, run";
 
 // ---- defaults and round trip ---------------------------------------------------------
@@ -143,17 +145,20 @@ TEST(ConfigErrors, SectionAndTopLevelMustBeObjects) {
 
 TEST(ConfigErrors, WrongTypeNamesKeyExpectedAndGot) {
   expect_contains(parse_error(R"({"train": {"lr": "abc"}})"), {"\"train.lr\" must be a number, got string \"abc\""});
-  expect_contains(parse_error(R"({"train": {"steps": true}})"), {"\"train.steps\" must be an integer, got boolean true"});
+  expect_contains(parse_error(R"({"train": {"steps": true}})"),
+                  {"\"train.steps\" must be an integer, got boolean true"});
   expect_contains(parse_error(R"({"train": {"lr": false}})"), {"\"train.lr\" must be a number, got boolean false"});
   expect_contains(parse_error(R"({"model": {"position": 1}})"), {"\"model.position\" must be a string, got number 1"});
   expect_contains(parse_error(R"({"run": {"dir": null}})"), {"\"run.dir\" must be a string, got null"});
-  expect_contains(parse_error(R"({"eval": {"multiples": 4}})"), {"\"eval.multiples\" must be a list of integers, got number 4"});
+  expect_contains(parse_error(R"({"eval": {"multiples": 4}})"),
+                  {"\"eval.multiples\" must be a list of integers, got number 4"});
   expect_contains(parse_error(R"({"eval": {"multiples": [1, "x"]}})"),
                   {"\"eval.multiples[1]\" must be an integer, got string \"x\""});
 }
 
 TEST(ConfigErrors, IntegerKeysRejectFractionsButTakeWholeFloats) {
-  expect_contains(parse_error(R"({"model": {"n_layer": 3.5}})"), {"\"model.n_layer\" must be an integer, got number 3.5"});
+  expect_contains(parse_error(R"({"model": {"n_layer": 3.5}})"),
+                  {"\"model.n_layer\" must be an integer, got number 3.5"});
   expect_contains(parse_error(R"({"eval": {"multiples": [1, 2.5]}})"), {"\"eval.multiples[1]\" must be an integer"});
   gpt::Config c = parse(R"({"model": {"n_layer": 3.0}, "train": {"steps": 2e4}, "eval": {"tokens": 1e6}})");
   EXPECT_EQ(c.model.n_layer, 3);
@@ -164,7 +169,8 @@ TEST(ConfigErrors, IntegerKeysRejectFractionsButTakeWholeFloats) {
 // ---- range errors, one per kind of range --------------------------------------------------
 
 TEST(ConfigErrors, ClosedIntegerRange) {
-  expect_contains(parse_error(R"({"model": {"n_layer": 0}})"), {"\"model.n_layer\" = 0 is out of range; allowed: 1..256"});
+  expect_contains(parse_error(R"({"model": {"n_layer": 0}})"),
+                  {"\"model.n_layer\" = 0 is out of range; allowed: 1..256"});
   expect_contains(parse_error(R"({"model": {"n_layer": 257}})"), {"\"model.n_layer\" = 257", "1..256"});
   expect_contains(parse_error(R"({"model": {"vocab_size": 16777217}})"), {"\"model.vocab_size\"", "2..16777216"});
   expect_contains(parse_error(R"({"eval": {"profile_buckets": 4097}})"), {"\"eval.profile_buckets\"", "1..4096"});
@@ -172,8 +178,10 @@ TEST(ConfigErrors, ClosedIntegerRange) {
 }
 
 TEST(ConfigErrors, LowerBoundedIntegers) {
-  expect_contains(parse_error(R"({"train": {"batch_size": 0}})"), {"\"train.batch_size\" = 0 is out of range; allowed: >= 1"});
-  expect_contains(parse_error(R"({"train": {"checkpoint_every": -1}})"), {"\"train.checkpoint_every\" = -1", "allowed: >= 0"});
+  expect_contains(parse_error(R"({"train": {"batch_size": 0}})"),
+                  {"\"train.batch_size\" = 0 is out of range; allowed: >= 1"});
+  expect_contains(parse_error(R"({"train": {"checkpoint_every": -1}})"),
+                  {"\"train.checkpoint_every\" = -1", "allowed: >= 0"});
   expect_contains(parse_error(R"({"train": {"threads": 1025}})"), {"\"train.threads\" = 1025", "allowed: 0..1024"});
   expect_contains(parse_error(R"({"eval": {"tokens": 0}})"), {"\"eval.tokens\" = 0", ">= 1"});
   // Beyond the C++ type even though the declared bound is open.
@@ -191,7 +199,8 @@ TEST(ConfigErrors, FloatBounds) {
 }
 
 TEST(ConfigErrors, Uint64Seed) {
-  expect_contains(parse_error(R"({"train": {"seed": -1}})"), {"\"train.seed\" = -1 is out of range; allowed: 0..2^64-1"});
+  expect_contains(parse_error(R"({"train": {"seed": -1}})"),
+                  {"\"train.seed\" = -1 is out of range; allowed: 0..2^64-1"});
   EXPECT_EQ(parse(R"({"train": {"seed": 18446744073709551615}})").train.seed, std::numeric_limits<uint64_t>::max());
 }
 
@@ -213,7 +222,8 @@ TEST(ConfigErrors, EmptyStrings) {
 
 TEST(ConfigErrors, MultiplesList) {
   expect_contains(parse_error(R"({"eval": {"multiples": []}})"), {"\"eval.multiples\" = [] is empty", "non-empty"});
-  expect_contains(parse_error(R"({"eval": {"multiples": [1, 0]}})"), {"\"eval.multiples[1]\" = 0 is out of range; allowed: >= 1"});
+  expect_contains(parse_error(R"({"eval": {"multiples": [1, 0]}})"),
+                  {"\"eval.multiples[1]\" = 0 is out of range; allowed: >= 1"});
   expect_contains(parse_error(R"({"eval": {"multiples": [1, 4, 4]}})"),
                   {"\"eval.multiples\" = [1,4,4] is not strictly increasing"});
   expect_contains(parse_error(R"({"eval": {"multiples": [2, 1]}})"), {"not strictly increasing"});
@@ -254,7 +264,8 @@ TEST(ConfigCrossField, EvalTokensCoverOneSpanAndTheSpanTheLongestSequence) {
   EXPECT_NO_THROW(parse(R"({"model": {"context": 128}, "eval": {"multiples": [1, 32], "span": 4096}})"));
   expect_contains(parse_error(R"({"model": {"context": 128}, "eval": {"multiples": [2, 4], "stride": 257}})"),
                   {"\"eval.stride\" of the sliding protocol", "eval.stride = 257"});
-  expect_contains(parse_error(R"({"eval": {"protocol": "windows"}})"), {"eval.protocol", "chunks", "sliding", "documents"});
+  expect_contains(parse_error(R"({"eval": {"protocol": "windows"}})"),
+                  {"eval.protocol", "chunks", "sliding", "documents"});
 }
 
 TEST(ConfigCrossField, LrMinAtMostLr) {
@@ -336,8 +347,11 @@ TEST(ConfigCrossField, LogitSoftcapParsesComposesAndIsReported) {
   EXPECT_EQ(gpt::resolve_attention(parse("{}")).softcap, 0.0);
   EXPECT_FALSE(gpt::attention_to_json(parse("{}").attention, gpt::resolve_attention(parse("{}"))).contains("softcap"));
   for (const char* preset : {"softmax", "sink", "softpick", "stick_breaking", "sigmoid", "relu", "cosine"})
-    EXPECT_EQ(gpt::resolve_attention(parse((std::string(R"({"attention": {"softcap": 30, "preset": ")") + preset +
-                                            "\"}}").c_str())).softcap, 30.0) << preset;
+    EXPECT_EQ(gpt::resolve_attention(
+                  parse((std::string(R"({"attention": {"softcap": 30, "preset": ")") + preset + "\"}}").c_str()))
+                  .softcap,
+              30.0)
+        << preset;
   expect_contains(parse_error(R"({"attention": {"softcap": -1}})"), {"\"attention.softcap\" = -1", ">= 0"});
 }
 
@@ -377,8 +391,8 @@ TEST(ConfigOverrides, NumbersStringsAndLists) {
 }
 
 TEST(ConfigOverrides, ObjectKeysTakeJsonObjects) {
-  const gpt::Config c = with_overrides({"data.mix_task=copy", "data.mix_fraction=0.5",
-                                        R"(data.mix_options={"min_length": 2, "scale": "gap"})"});
+  const gpt::Config c = with_overrides(
+      {"data.mix_task=copy", "data.mix_fraction=0.5", R"(data.mix_options={"min_length": 2, "scale": "gap"})"});
   EXPECT_EQ(c.data.mix_options, json({{"min_length", 2}, {"scale", "gap"}}));
   expect_contains(override_error("data.mix_options=pairs"), {"\"data.mix_options\" must be a JSON object", "string"});
 }
@@ -403,7 +417,8 @@ TEST(ConfigOverrides, ValueOfTheWrongTypeIsATypeError) {
 }
 
 TEST(ConfigOverrides, BadPaths) {
-  expect_contains(override_error("model.n_heads=4"), {"unknown key \"model.n_heads\"", "valid keys in \"model\": " + kModelKeys});
+  expect_contains(override_error("model.n_heads=4"),
+                  {"unknown key \"model.n_heads\"", "valid keys in \"model\": " + kModelKeys});
   expect_contains(override_error("model.n_head.x=4"), {"\"model.n_head.x\" is not section.key", kSections});
   expect_contains(override_error("n_head=4"), {"\"n_head\" is not section.key", kSections});
   expect_contains(override_error("modle.n_head=4"), {"unknown section \"modle\"", kSections});
@@ -412,13 +427,16 @@ TEST(ConfigOverrides, BadPaths) {
 
 TEST(ConfigOverrides, SectionThatIsNotAnObject) {
   json j = json::parse(R"({"model": 5})");
-  expect_contains(error_of([&] { gpt::apply_override(j, "model.n_layer=2"); }), {"section \"model\" must be an object"});
+  expect_contains(error_of([&] { gpt::apply_override(j, "model.n_layer=2"); }),
+                  {"section \"model\" must be an object"});
 }
 
 // ---- files ----------------------------------------------------------------------------------
 
 TEST(ConfigFiles, LoadsFileWithCommentsThenOverrides) {
-  TempFile f("ok.json", "// a small model\n{\"model\": {\"n_layer\": 2, \"n_embd\": 64}, \"train\": {\"steps\": 5, \"warmup_steps\": 1}}\n");
+  TempFile f("ok.json",
+             "// a small model\n{\"model\": {\"n_layer\": 2, \"n_embd\": 64}, \"train\": {\"steps\": 5, "
+             "\"warmup_steps\": 1}}\n");
   gpt::Config c = gpt::load_config(f.path.string(), {"model.n_layer=3"});
   EXPECT_EQ(c.model.n_layer, 3);
   EXPECT_EQ(c.model.n_embd, 64);
@@ -435,8 +453,8 @@ TEST(ConfigFiles, ExtendsLaysAFileOverItsBase) {
                                R"(", "attention": {"p": 3}, "model": {"n_embd": 32}})");
   TempFile top("top.json", R"({"extends": ")" + mid.path.filename().string() + R"(", "run": {"dir": "runs/x"}})");
   const gpt::Config c = gpt::load_config(top.path.string(), {"model.n_layer=3"});
-  EXPECT_EQ(c.model.n_layer, 3);     // the override, last
-  EXPECT_EQ(c.model.n_embd, 32);     // mid over base, key by key
+  EXPECT_EQ(c.model.n_layer, 3);  // the override, last
+  EXPECT_EQ(c.model.n_embd, 32);  // mid over base, key by key
   EXPECT_EQ(c.attention.preset, "lssar");
   EXPECT_EQ(c.attention.p, 3.0);
   EXPECT_EQ(c.train.steps, 5);
@@ -522,13 +540,12 @@ TEST(ConfigPrecision, CpuWithReducedPrecisionIsAClearError) {
 
 TEST(ConfigReference, MarkdownTableHasARowPerKey) {
   std::string md = gpt::config_reference_markdown();
-  expect_contains(md, {"| key | type | default | allowed | description |",
-                       "| `model.n_layer` | int | `4` | 1..256 |",
-                       "| `model.position` | string | `\"rope\"` | learned, rope, none, alibi |",
-                       "| `train.beta2` | float | `0.95` | >= 0 and < 1 |",
-                       "| `train.seed` | uint64 | `1337` | 0..2^64-1 |",
-                       "| `eval.multiples` | list of int | `[1,2,4,8,16]` | non-empty, strictly increasing, each >= 1 |",
-                       "must be divisible by"});
+  expect_contains(
+      md, {"| key | type | default | allowed | description |", "| `model.n_layer` | int | `4` | 1..256 |",
+           "| `model.position` | string | `\"rope\"` | learned, rope, none, alibi |",
+           "| `train.beta2` | float | `0.95` | >= 0 and < 1 |", "| `train.seed` | uint64 | `1337` | 0..2^64-1 |",
+           "| `eval.multiples` | list of int | `[1,2,4,8,16]` | non-empty, strictly increasing, each >= 1 |",
+           "must be divisible by"});
   size_t rows = 0;
   for (size_t pos = md.find("\n| `"); pos != std::string::npos; pos = md.find("\n| `", pos + 1)) ++rows;
   EXPECT_EQ(rows, gpt::config_schema::keys().size());

@@ -67,7 +67,8 @@ TEST(ContextConfig, ResolvesEveryKey) {
   const AttentionSpec k = spec_of(R"({"context": {"mask": "sinks"}})");
   EXPECT_EQ(k.sinks, 4);
   EXPECT_EQ(k.window, 124);  // default w = N - k_s
-  const AttentionSpec keys = spec_of(R"({"context": {"mask": "sinks", "sinks": 2, "window": 60, "row_index": "keys"}})");
+  const AttentionSpec keys =
+      spec_of(R"({"context": {"mask": "sinks", "sinks": 2, "window": 60, "row_index": "keys"}})");
   EXPECT_EQ(keys.window, 60);
   EXPECT_EQ(keys.row_index, RowIndex::Keys);
   EXPECT_EQ(attn::kept_keys(keys, 50), 50);
@@ -128,8 +129,7 @@ TEST(ContextConfig, RefusedCombinationsNameBothParts) {
   // A window that never hides a key at the longest evaluated context.
   expect_contains(error_of(R"({"eval": {"multiples": [1, 2]}, "context": {"mask": "window", "window": 256}})"),
                   {"never hide", "context.window", "eval.multiples"});
-  expect_contains(error_of(R"({"eval": {"multiples": [1]}, "context": {"mask": "window"}})"),
-                  {"never hide", "= 128"});
+  expect_contains(error_of(R"({"eval": {"multiples": [1]}, "context": {"mask": "window"}})"), {"never hide", "= 128"});
   expect_contains(error_of(R"({"model": {"position": "alibi", "rope_fraction": 0.5}})"),
                   {"model.rope_fraction", "rope"});
   expect_contains(error_of(R"({"model": {"rope_fraction": 0.01}})"), {"model.rope_fraction", ">= 2"});

@@ -185,8 +185,9 @@ TEST(LayerPlan, RefusesBadInputNamingTheKey) {
                   {"model.layer_kinds.L.window", "never hide a key", "2048"});
   expect_contains(error_of(R"({"model": {"layer_plan": "swan", "layer_kinds": {"G": {"temperature": "hot"}}}})"),
                   {"model.layer_kinds.G.temperature", "llama4"});
-  expect_contains(error_of(R"({"model": {"layer_plan": "swan", "layer_kinds": {"G": {"attention": {"preset": "x"}}}}})"),
-                  {"model.layer_kinds.G.attention", "attention.preset", "softmax"});
+  expect_contains(
+      error_of(R"({"model": {"layer_plan": "swan", "layer_kinds": {"G": {"attention": {"preset": "x"}}}}})"),
+      {"model.layer_kinds.G.attention", "attention.preset", "softmax"});
   expect_contains(error_of(R"({"model": {"layer_plan": "swan", "layer_kinds": {"G": {"attention": {"colour": 1}}}}})"),
                   {"model.layer_kinds.G.attention", "unknown key \"colour\"", "position_bias"});
   // The schema's cross-field rules hold for a kind's attention too.

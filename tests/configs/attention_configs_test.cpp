@@ -72,11 +72,11 @@ Config train_a_few_steps(const fs::path& config, const std::string& tag) {
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<uint32_t>(((i % 97) * 7919) % 250);
   write_shard((dir / "p_train_000001.bin").string(), tokens, 2);
   write_shard((dir / "p_val_000000.bin").string(), tokens, 2);
-  const Config cfg = load_config(config.string(),
-                                 {"data.train=" + (dir / "p_train_*.bin").string(),
-                                  "data.val=" + (dir / "p_val_*.bin").string(), "run.dir=" + (dir / "run").string(),
-                                  "train.steps=12", "train.batch_size=4", "train.warmup_steps=3",
-                                  "train.log_every=1", "eval.multiples=[1,2]", "eval.tokens=512", "eval.span=256"});
+  const Config cfg =
+      load_config(config.string(),
+                  {"data.train=" + (dir / "p_train_*.bin").string(), "data.val=" + (dir / "p_val_*.bin").string(),
+                   "run.dir=" + (dir / "run").string(), "train.steps=12", "train.batch_size=4", "train.warmup_steps=3",
+                   "train.log_every=1", "eval.multiples=[1,2]", "eval.tokens=512", "eval.span=256"});
   EXPECT_EQ(run_training(cfg, ""), 0) << config;
   std::map<int, double> losses = test::train_losses(dir / "run");
   EXPECT_EQ(losses.size(), 12u) << config;

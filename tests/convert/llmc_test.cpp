@@ -22,8 +22,8 @@ namespace fs = std::filesystem;
 namespace gpt {
 namespace {
 
-const char* const kNames[16] = {"wte",  "wpe",  "ln1w", "ln1b", "qkvw", "qkvb",    "attprojw", "attprojb",
-                                "ln2w", "ln2b", "fcw",  "fcb",  "fcprojw", "fcprojb", "lnfw",  "lnfb"};
+const char* const kNames[16] = {"wte",  "wpe",  "ln1w", "ln1b", "qkvw",    "qkvb",    "attprojw", "attprojb",
+                                "ln2w", "ln2b", "fcw",  "fcb",  "fcprojw", "fcprojb", "lnfw",     "lnfb"};
 
 std::string error_of(const std::function<void()>& f) {
   try {
@@ -199,8 +199,7 @@ TEST_F(Llmc, ExportThenImportIsBitExact) {
   for (size_t k = 0; k < ours.tensors.size(); ++k) {
     EXPECT_EQ(back.tensors[k].name, ours.tensors[k].name);
     EXPECT_EQ(back.tensors[k].shape, ours.tensors[k].shape);
-    EXPECT_EQ(std::memcmp(back.tensors[k].data.data(), ours.tensors[k].data.data(), ours.tensors[k].data.size() * 4),
-              0)
+    EXPECT_EQ(std::memcmp(back.tensors[k].data.data(), ours.tensors[k].data.data(), ours.tensors[k].data.size() * 4), 0)
         << ours.tensors[k].name;
   }
   // And the round trip through our format again writes the same llm.c bytes.

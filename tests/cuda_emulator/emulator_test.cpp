@@ -232,12 +232,14 @@ TEST_F(CudaEmulator, ShuffleWithALaneThatReturnedFails) {
 }
 
 TEST_F(CudaEmulator, DivergentBarrierIsADeadlock) {
-  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, divergent_kernel)(d); },
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, divergent_kernel)
+                                       (d); },
                         "deadlock.*16 threads wait at __syncthreads, 16 at a warp shuffle");
 }
 
 TEST_F(CudaEmulator, ThreadsAtDifferentBarriersFail) {
-  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 64, nullptr, two_barriers_kernel)(d); },
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 64, nullptr, two_barriers_kernel)
+                                       (d); },
                         "threads wait at different __syncthreads: .*emulator_test.cpp");
 }
 
@@ -251,7 +253,8 @@ TEST_F(CudaEmulator, HostPointerAsKernelArgumentFails) {
 }
 
 TEST_F(CudaEmulator, MoreThan48KiBOfSharedMemoryFails) {
-  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, too_much_shared_kernel)(d); },
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, too_much_shared_kernel)
+                                       (d); },
                         "65536 bytes of shared memory");
 }
 

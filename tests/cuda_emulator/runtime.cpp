@@ -65,7 +65,7 @@ constexpr unsigned char kFill = 0xff;
 std::recursive_mutex g_mutex;
 std::map<uintptr_t, Allocation> g_allocs;  // by the user pointer
 size_t g_in_use = 0;
-int g_open_depth = 0;  // > 0 while device code runs: buffers accessible
+int g_open_depth = 0;       // > 0 while device code runs: buffers accessible
 bool g_check_fill = false;  // device code ran since buffers were opened: check_fill on closing
 cudaError_t g_last = cudaSuccess, g_sticky = cudaSuccess;
 

@@ -23,9 +23,8 @@ constexpr uint64_t kSeqs = 37;  // not a multiple of B, so batches straddle epoc
 class LoaderTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("gpt_loader_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("gpt_loader_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -109,8 +108,7 @@ TEST_F(LoaderTest, ShuffleCoversEachSequenceOncePerEpoch) {
 
 TEST_F(LoaderTest, ShuffleDependsOnlyOnSeed) {
   const std::string pattern = write_stream(kSeqs * kT + 1);
-  gpt::DataLoader a(pattern, 1000, 4, kT, true, 7), b(pattern, 1000, 4, kT, true, 7),
-      c(pattern, 1000, 4, kT, true, 8);
+  gpt::DataLoader a(pattern, 1000, 4, kT, true, 7), b(pattern, 1000, 4, kT, true, 7), c(pattern, 1000, 4, kT, true, 8);
   EXPECT_EQ(take(a, 4, kT, 12), take(b, 4, kT, 12));
   EXPECT_EQ(a.epoch_order(0), b.epoch_order(0));
   EXPECT_NE(a.epoch_order(0), c.epoch_order(0));

@@ -60,9 +60,8 @@ std::vector<int32_t> read_all(const gpt::TokenStream& s) {
 class ShardTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("gpt_shard_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("gpt_shard_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -162,8 +161,7 @@ TEST_F(ShardTest, SizeMismatch) {
 
 TEST_F(ShardTest, Width2RejectsLargeIds) {
   const std::string p = path("big.bin");
-  expect_contains(error_of([&] { gpt::write_shard(p, {1, 65536, 3}, 2); }),
-                  {p, "65536", "position 1", "width 4"});
+  expect_contains(error_of([&] { gpt::write_shard(p, {1, 65536, 3}, 2); }), {p, "65536", "position 1", "width 4"});
   EXPECT_FALSE(fs::exists(p));
   EXPECT_FALSE(any_tmp_left());
 }

@@ -87,14 +87,10 @@ struct Case {
 };
 
 std::vector<Case> every_task() {
-  return {{"mqar", json::object()},
-          {"mqar", {{"scale", "pairs"}, {"keys", 200}, {"queries", 3}}},
-          {"copy", json::object()},
-          {"copy", {{"scale", "gap"}, {"min_length", 2}, {"max_length", 5}}},
-          {"induction", json::object()},
-          {"passkey", json::object()},
-          {"niah_multikey", json::object()},
-          {"variable_tracking", {{"chains", 3}, {"hops", 2}}}};
+  return {{"mqar", json::object()},          {"mqar", {{"scale", "pairs"}, {"keys", 200}, {"queries", 3}}},
+          {"copy", json::object()},          {"copy", {{"scale", "gap"}, {"min_length", 2}, {"max_length", 5}}},
+          {"induction", json::object()},     {"passkey", json::object()},
+          {"niah_multikey", json::object()}, {"variable_tracking", {{"chains", 3}, {"hops", 2}}}};
 }
 
 TEST(Synthetic, EveryTaskIsDeterministicExactlyLongAndMasksItsAnswers) {
@@ -185,17 +181,16 @@ TEST(Synthetic, CheckersAgainstSequencesWrittenByHand) {
   }
   {  // niah_multikey: the needle whose name the query asks
     const auto t = make_synthetic_task("niah_multikey", {{"digits", 2}, {"needles", 2}});
-    const std::vector<int32_t> x = {kEot, kKey, S + 1, D + 1, D + 2, S + 20, kKey,  S + 4,
-                                    D + 7, D + 8, kQuery, S + 4, D + 7, D + 8};
+    const std::vector<int32_t> x = {kEot,  kKey,  S + 1, D + 1,  D + 2, S + 20, kKey,
+                                    S + 4, D + 7, D + 8, kQuery, S + 4, D + 7,  D + 8};
     const std::vector<SyntheticAnswer> want = {{12, D + 7}, {13, D + 8}};
     EXPECT_EQ(t->answers(x), want);
   }
   {  // variable_tracking: a = 12, b = 34, c = a, d = c; query 12 = a c d
     const auto t = make_synthetic_task("variable_tracking", {{"digits", 2}});
     const int a = S, b = S + 1, c = S + 2, d = S + 3;
-    const std::vector<int32_t> x = {kEot, a,      kEq,    D + 1, D + 2, kSep, b, kEq,   D + 3, D + 4, kSep,
-                                    c,    kEq,    a,      kSep,  S + 40, d,   kEq, c,   kSep,  kQuery, D + 1,
-                                    D + 2, kEq, a,      c,     d};
+    const std::vector<int32_t> x = {kEot, a,      kEq, D + 1, D + 2, kSep, b,      kEq,   D + 3, D + 4, kSep, c, kEq, a,
+                                    kSep, S + 40, d,   kEq,   c,     kSep, kQuery, D + 1, D + 2, kEq,   a,    c, d};
     const std::vector<SyntheticAnswer> want = {{24, a}, {25, c}, {26, d}};
     EXPECT_EQ(t->answers(x), want);
   }
@@ -300,12 +295,18 @@ TEST(Synthetic, BadOptionsAreRefusedByName) {
   expect_error([] { make_synthetic_task("mqar", {{"queries", 9}}); }, {"--queries 9", "exceeds --pairs 8"});
   expect_error([] { make_synthetic_task("mqar", {{"scale", "length"}}); }, {"--scale length", "gap, pairs"});
   expect_error([] { make_synthetic_task("mqar", {{"pairs", "8"}}); }, {"--pairs", "integer"});
-  expect_error([] { make_synthetic_task("copy", {{"min_length", 9}, {"max_length", 3}}); },
-               {"--min-length 9", "--max-length 3"});
+  expect_error(
+      [] {
+        make_synthetic_task("copy", {{"min_length", 9}, {"max_length", 3}});
+      },
+      {"--min-length 9", "--max-length 3"});
   expect_error([] { make_synthetic_task("niah_multikey", {{"names", 3}}); }, {"--names 3", "--needles 4"});
   expect_error([] { make_synthetic_task("variable_tracking", {{"names", 9}}); }, {"--names 9", "= 10"});
-  expect_error([] { make_synthetic_task("passkey", {{"haystack", "/no/such/dir"}}); },
-               {"--haystack '/no/such/dir'", "random"});
+  expect_error(
+      [] {
+        make_synthetic_task("passkey", {{"haystack", "/no/such/dir"}});
+      },
+      {"--haystack '/no/such/dir'", "random"});
   expect_error([] { synthetic_options_from_words("mqar", {{"pairs", "eight"}}); }, {"--pairs 'eight'", "integer"});
   // Lengths: too short for the options, and --scale pairs past --keys.
   const auto pairs = make_synthetic_task("mqar", {{"scale", "pairs"}});
@@ -319,7 +320,6 @@ TEST(Synthetic, BadOptionsAreRefusedByName) {
   expect_error([&] { write_synthetic_data(*copy, o); }, {"--context 20", "at least 34"});
   fs::remove_all(o.out_dir);
 }
-
 
 // ---------------------------------------------------------------- data.mix_task
 
@@ -415,14 +415,20 @@ TEST(SyntheticMix, TextHaystackSitsBelowTheTasksIds) {
       EXPECT_LT(x, 100) << "training split";
     }
   EXPECT_EQ(text, 4 * (64 - 13));
-  expect_error([&] { SyntheticMixer("passkey", {{"haystack", dir}, {"haystack_vocab", 300}}, 0.5, 257, 3); },
-               {"data.mix_task", "haystack_vocab 300", "257"});
+  expect_error(
+      [&] {
+        SyntheticMixer("passkey", {{"haystack", dir}, {"haystack_vocab", 300}}, 0.5, 257, 3);
+      },
+      {"data.mix_task", "haystack_vocab 300", "257"});
   fs::remove_all(dir);
 }
 
 TEST(SyntheticMix, BadSettingsAreRefusedByName) {
-  expect_error([] { SyntheticMixer("mqar", {{"bogus", 1}}, 0.5, 257, 1); },
-               {"data.mix_task / data.mix_options", "--bogus", "--pairs"});
+  expect_error(
+      [] {
+        SyntheticMixer("mqar", {{"bogus", 1}}, 0.5, 257, 1);
+      },
+      {"data.mix_task / data.mix_options", "--bogus", "--pairs"});
   expect_error([] { SyntheticMixer("sorting", json::object(), 0.5, 257, 1); }, {"'sorting'", "mqar"});
   expect_error([] { SyntheticMixer("mqar", json::object(), 0.0, 257, 1); }, {"data.mix_fraction", "(0, 1]"});
   const SyntheticMixer m("induction", json::object(), 0.5, 257, 1);  // ids 257..346

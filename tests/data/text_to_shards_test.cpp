@@ -48,9 +48,8 @@ std::vector<int32_t> shard_tokens(const std::string& path) {
 class TextToShardsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("gpt_tts_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("gpt_tts_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -116,10 +115,10 @@ TEST_F(TextToShardsTest, RoundTrip) {
 
 TEST_F(TextToShardsTest, ValCutMovesToNextLine) {
   const std::string text = "aaaa\nbbbb\ncccc\ndddd\n";  // 20 bytes
-  EXPECT_EQ(val_part(text, 0.3), "dddd\n");        // 6 bytes start mid-line "c\n": moved past it
-  EXPECT_EQ(val_part(text, 0.25), "dddd\n");       // 5 bytes already start a line
-  EXPECT_EQ(val_part(text, 0.5), "cccc\ndddd\n");  // 10 bytes already start a line
-  EXPECT_EQ(val_part(text, 0.6), "cccc\ndddd\n");  // 12 bytes start "b\n": moved past it
+  EXPECT_EQ(val_part(text, 0.3), "dddd\n");             // 6 bytes start mid-line "c\n": moved past it
+  EXPECT_EQ(val_part(text, 0.25), "dddd\n");            // 5 bytes already start a line
+  EXPECT_EQ(val_part(text, 0.5), "cccc\ndddd\n");       // 10 bytes already start a line
+  EXPECT_EQ(val_part(text, 0.6), "cccc\ndddd\n");       // 12 bytes start "b\n": moved past it
 }
 
 TEST_F(TextToShardsTest, ValCutWithoutUsableNewline) {
@@ -185,8 +184,7 @@ TEST_F(TextToShardsTest, PartsMustNotBeEmpty) {
   gpt::TextToShardsOptions opt;
   opt.val_fraction = 0.1;
   const std::string in = write_text("abc");  // 10% of 3 bytes is no byte
-  expect_error_with([&] { gpt::text_to_shards(in, (dir_ / "out").string(), opt); },
-                    {in, "validation part empty"});
+  expect_error_with([&] { gpt::text_to_shards(in, (dir_ / "out").string(), opt); }, {in, "validation part empty"});
 }
 
 TEST_F(TextToShardsTest, ValidationIsWholeDocumentsWhenTheCutAllowsIt) {

@@ -50,7 +50,6 @@ using test::Result;
 using test::run_command;
 using test::train_losses;
 
-
 size_t count_events(const fs::path& run_dir, const std::string& event) {
   std::ifstream in(run_dir / "metrics.jsonl");
   std::string line;
@@ -119,8 +118,8 @@ class DataParallel : public ::testing::Test {
     write_shard((dir_ / "data" / "t_val_000000.bin").string(), tokens, 2);
     std::ofstream(dir_ / "cfg.json")
         << R"({"model": {"n_layer": 2, "n_head": 2, "n_embd": 32, "context": 16},
-               "data": {"train": ")" << (dir_ / "data" / "t_train_*.bin").string()
-        << R"(", "val": ")" << (dir_ / "data" / "t_val_*.bin").string()
+               "data": {"train": ")"
+        << (dir_ / "data" / "t_train_*.bin").string() << R"(", "val": ")" << (dir_ / "data" / "t_val_*.bin").string()
         << R"("}, "train": {"batch_size": 8, "steps": 20, "warmup_steps": 2, "log_every": 100, "threads": 1},
                "eval": {"multiples": [1], "tokens": 256}})";
   }
@@ -135,13 +134,23 @@ class DataParallel : public ::testing::Test {
   Result train(int ranks, const std::string& run, const std::string& sets = "") const {
     const std::string gpt = ranks == 0 ? std::string(GPT_BINARY) : mpi(ranks);
     return run_command(gpt + " train " + (dir_ / "cfg.json").string() + " --set run.dir=" + (dir_ / run).string() +
-                      " " + sets);
+                       " " + sets);
   }
   // Starts `gpt train` on 2 ranks for a long run in the background; returns mpirun's pid.
   pid_t start_long_run(const std::vector<std::string>& env = {}) {
-    std::vector<std::string> args = {mpirun_, "--oversubscribe", "--bind-to", "none", "-np", "2", GPT_BINARY,
-                                      "train", (dir_ / "cfg.json").string(), "--set", "run.dir=" + (dir_ / "long").string(),
-                                      "--set", "train.steps=1000000"};
+    std::vector<std::string> args = {mpirun_,
+                                     "--oversubscribe",
+                                     "--bind-to",
+                                     "none",
+                                     "-np",
+                                     "2",
+                                     GPT_BINARY,
+                                     "train",
+                                     (dir_ / "cfg.json").string(),
+                                     "--set",
+                                     "run.dir=" + (dir_ / "long").string(),
+                                     "--set",
+                                     "train.steps=1000000"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -211,8 +220,7 @@ class DataParallel : public ::testing::Test {
       std::printf("[%s] step %2d: %.9f %.9f rel %.1e\n", what, step, la, lb, rel);
       EXPECT_LE(rel, kRelTol) << what << " step " << step;
     }
-    std::printf("[%s] max relative difference over %zu steps: %.2e (tolerance %.0e)\n", what, a.size(), worst,
-                kRelTol);
+    std::printf("[%s] max relative difference over %zu steps: %.2e (tolerance %.0e)\n", what, a.size(), worst, kRelTol);
   }
 
   // 1 rank, 2 ranks and 2 ranks x 2 micro-batches of half the batch, with the
@@ -271,9 +279,10 @@ TEST_F(DataParallel, TwoRanksWithLossMasksFollowOneRank) {
 // so 2 ranks (and 2 ranks x 2 micro-batches) see the same examples, count the
 // same scored targets and follow 1 rank.
 TEST_F(DataParallel, TwoRanksWithAMixedTaskFollowOneRank) {
-  const std::string sets = "--set data.mix_task=mqar --set data.mix_fraction=0.5 "
-                           "--set model.vocab_size=299 --set 'data.mix_options={\"pairs\": 3, \"keys\": 8, "
-                           "\"values\": 8}'";
+  const std::string sets =
+      "--set data.mix_task=mqar --set data.mix_fraction=0.5 "
+      "--set model.vocab_size=299 --set 'data.mix_options={\"pairs\": 3, \"keys\": 8, "
+      "\"values\": 8}'";
   const std::string out = expect_ranks_follow_one(sets, "mix");
   EXPECT_NE(out.find("50% of training sequences become mqar examples"), std::string::npos) << out;
 }
@@ -350,7 +359,8 @@ TEST_F(DataParallel, OverlappedReductionEqualsOneReductionAfterBackward) {
   const Checkpoint co = load_checkpoint((dir_ / "overlap" / "checkpoints" / "step_00000020.bin").string());
   const Checkpoint ca = load_checkpoint((dir_ / "after" / "checkpoints" / "step_00000020.bin").string());
   ASSERT_EQ(co.tensors.size(), ca.tensors.size());
-  for (size_t i = 0; i < co.tensors.size(); ++i) EXPECT_EQ(co.tensors[i].data, ca.tensors[i].data) << co.tensors[i].name;
+  for (size_t i = 0; i < co.tensors.size(); ++i)
+    EXPECT_EQ(co.tensors[i].data, ca.tensors[i].data) << co.tensors[i].name;
 }
 
 // A 2-rank ZeRO-1 run resumed from its step-10 checkpoint under 2 ranks ends

@@ -189,9 +189,8 @@ TEST(Nccl, OneRankUnderMpirun) {
   ::setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
   const std::string self = fs::read_symlink("/proc/self/exe").string();
   // mpirun hands the child a terminal, so gtest would colour "[  PASSED  ]".
-  const test::Result r = test::run_command(std::string(kChildEnv) + "=1 " + mpirun + " --bind-to none -x " +
-                                           kChildEnv + " -np 1 " + self +
-                                           " --gtest_color=no --gtest_filter=NcclChild.UnderMpirun");
+  const test::Result r = test::run_command(std::string(kChildEnv) + "=1 " + mpirun + " --bind-to none -x " + kChildEnv +
+                                           " -np 1 " + self + " --gtest_color=no --gtest_filter=NcclChild.UnderMpirun");
   EXPECT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("[  PASSED  ] 1 test"), std::string::npos) << r.output;
   EXPECT_EQ(r.output.find("SKIPPED"), std::string::npos) << r.output;

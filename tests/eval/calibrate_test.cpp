@@ -96,24 +96,27 @@ TEST(Calibrate, CliFitsOnHeldOutTokensAndRecordsTheFit) {
                      << (dir / "run").string() << "\"}}";
   ASSERT_EQ(test::run("train " + cfg).status, 0);
   const std::string out = (dir / "cal.json").string();
-  const test::Result r = test::run("eval " + (dir / "run").string() + " --calibrate temperature --calibrate-on 2 "
-                                   "--tokens 256 --out " + out);
+  const test::Result r = test::run("eval " + (dir / "run").string() +
+                                   " --calibrate temperature --calibrate-on 2 "
+                                   "--tokens 256 --out " +
+                                   out);
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("uncalibrated, on the evaluation split"), std::string::npos) << r.output;
   const auto j = nlohmann::json::parse(std::ifstream(out));
   const auto& c = j["calibration"];
   EXPECT_EQ(c["knob"], "temperature");
   EXPECT_EQ(c["multiple"], 2);
-  EXPECT_EQ(c["probes"].size(), 17u);  // the default, two interior points, 14 steps
+  EXPECT_EQ(c["probes"].size(), 17u);                                // the default, two interior points, 14 steps
   EXPECT_EQ(c["calibration_tokens"][1], c["evaluation_tokens"][0]);  // adjacent, disjoint
-  EXPECT_EQ(c["calibration_tokens"][1], 2000);                        // 0.25 of 8000
+  EXPECT_EQ(c["calibration_tokens"][1], 2000);                       // 0.25 of 8000
   EXPECT_LE(c["fitted_loss"].get<double>(), c["default_loss"].get<double>());
   EXPECT_EQ(j["context"]["logit_scale"], c["fitted"]);
   EXPECT_EQ(j["uncalibrated"].size(), 2u);
   const test::Result bad = test::run("eval " + (dir / "run").string() + " --calibrate ntk_factor");
   EXPECT_EQ(bad.status, 1) << bad.output;
   EXPECT_NE(bad.output.find("needs --context ntk"), std::string::npos) << bad.output;
-  const test::Result big = test::run("eval " + (dir / "run").string() + " --calibrate temperature "
+  const test::Result big = test::run("eval " + (dir / "run").string() +
+                                     " --calibrate temperature "
                                      "--calibrate-fraction 0.001");
   EXPECT_EQ(big.status, 1) << big.output;
   EXPECT_NE(big.output.find("cannot hold one sequence"), std::string::npos) << big.output;

@@ -95,8 +95,10 @@ TEST_F(Extrapolation, MatchesBruteForceOnContiguousWindows) {
       }
     }
     EXPECT_NEAR(row.loss, sum / 64, 1e-5) << row.multiple;
-    if (row.multiple == 1) EXPECT_TRUE(std::isnan(row.loss_past_train));
-    else EXPECT_NEAR(row.loss_past_train, past / n_past, 1e-5) << row.multiple;
+    if (row.multiple == 1)
+      EXPECT_TRUE(std::isnan(row.loss_past_train));
+    else
+      EXPECT_NEAR(row.loss_past_train, past / n_past, 1e-5) << row.multiple;
     ASSERT_EQ(row.profile.size(), 2u);
     EXPECT_NEAR(row.profile[0], first_half / 32, 1e-5) << row.multiple;
     EXPECT_NEAR((row.profile[0] + row.profile[1]) / 2, row.loss, 1e-5) << row.multiple;

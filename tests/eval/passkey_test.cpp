@@ -105,8 +105,8 @@ TEST(Passkey, MixerIsTheSameSplitAcrossRanksAndKeepsTargetsShifted) {
   const std::vector<int32_t> orig = in1;
   const int n = mixer.apply(in1.data(), tg1.data(), rows, T, 0, 7);
   // Two "ranks" of 8 rows each make the same choices.
-  const int n2 = mixer.apply(in2.data(), tg2.data(), 8, T, 0, 7) +
-                 mixer.apply(in2.data() + 8 * T, tg2.data() + 8 * T, 8, T, 8, 7);
+  const int n2 =
+      mixer.apply(in2.data(), tg2.data(), 8, T, 0, 7) + mixer.apply(in2.data() + 8 * T, tg2.data() + 8 * T, 8, T, 8, 7);
   EXPECT_EQ(n, n2);
   EXPECT_EQ(in1, in2);
   EXPECT_EQ(tg1, tg2);
@@ -198,7 +198,7 @@ TEST(Passkey, EvaluationGridHasEveryCell) {
   EXPECT_EQ(j["multiples"].size(), 2u);
   EXPECT_EQ(j["multiples"][1]["context"], 80);
   EXPECT_NE(r.table().find("1.00"), std::string::npos);  // the depth row label
-  pc.digits = 30;  // does not fit in 40 tokens
+  pc.digits = 30;                                        // does not fit in 40 tokens
   EXPECT_THROW(evaluate_passkey(model, val, *tok, pc, 40, 160), Error);
   std::filesystem::remove_all(dir);
 }

@@ -44,7 +44,8 @@ class ShardLoss : public ::testing::Test {
   // Sum of per-position losses of row r (tokens r·T … r·T+T) of a shard.
   double row_loss(const std::vector<uint32_t>& toks, size_t r, int T) {
     std::vector<int32_t> in(T), tg(T);
-    for (int t = 0; t < T; ++t) in[t] = static_cast<int32_t>(toks[r * T + t]), tg[t] = static_cast<int32_t>(toks[r * T + t + 1]);
+    for (int t = 0; t < T; ++t)
+      in[t] = static_cast<int32_t>(toks[r * T + t]), tg[t] = static_cast<int32_t>(toks[r * T + t + 1]);
     std::vector<float> l;
     model_->forward_losses(in.data(), tg.data(), 1, T, l);
     double s = 0;
@@ -66,7 +67,8 @@ TEST_F(ShardLoss, BatchesShardByShardAsLlmcDoes) {
   const TokenStream data((dir_ / "x_*.bin").string(), cfg_.vocab_size);
   EXPECT_EQ(shard_batches(data, T, B), 5);
   // Batches in llm.c's order: a0 a1 a2 c0 c1, then a0 again.
-  std::vector<std::pair<const std::vector<uint32_t>*, int>> order = {{&a, 0}, {&a, 1}, {&a, 2}, {&c, 0}, {&c, 1}, {&a, 0}};
+  std::vector<std::pair<const std::vector<uint32_t>*, int>> order = {{&a, 0}, {&a, 1}, {&a, 2},
+                                                                     {&c, 0}, {&c, 1}, {&a, 0}};
   auto expected = [&](int K) {
     double s = 0;
     for (int k = 0; k < K; ++k)
@@ -110,7 +112,8 @@ TEST_F(ShardLoss, MatchesLlmcsMathOnAnLlmcModel) {
   double sum = 0;
   for (int row = 0; row < 8; ++row) {
     std::vector<int32_t> in(m.T), tg(m.T);
-    for (int t = 0; t < m.T; ++t) in[t] = static_cast<int32_t>(toks[row * m.T + t]), tg[t] = static_cast<int32_t>(toks[row * m.T + t + 1]);
+    for (int t = 0; t < m.T; ++t)
+      in[t] = static_cast<int32_t>(toks[row * m.T + t]), tg[t] = static_cast<int32_t>(toks[row * m.T + t + 1]);
     for (double l : m.losses(in, tg)) sum += l;
   }
   EXPECT_NEAR(r.loss, sum / (8.0 * m.T), 1e-5);

@@ -140,7 +140,6 @@ TEST(TaskEval, TinyModelLearnsInductionFarAboveChance) {
   fs::remove_all(dir);
 }
 
-
 // data.mix_task end to end: half the training sequences are induction
 // examples above 257-id text (the rest text-like bytes, every target scored);
 // the model learns the task far above chance, evaluated on the run's mixed
@@ -173,8 +172,8 @@ TEST(TaskEval, TinyModelLearnsAMixedInductionTaskBesideText) {
   cfg.multiples = {1};
   cfg.samples = 40;
   const TaskEvalResult r = evaluate_task(*lm.model, *task, cfg, 32, 1024);
-  std::printf("[mixed induction] 1x: exact match %.3f, token accuracy %.3f (chance 1/16 per token)\n",
-              r.mean_exact[0], r.mean_token_accuracy[0]);
+  std::printf("[mixed induction] 1x: exact match %.3f, token accuracy %.3f (chance 1/16 per token)\n", r.mean_exact[0],
+              r.mean_token_accuracy[0]);
   EXPECT_GT(r.mean_token_accuracy[0], 0.5);  // chance is 0.0625
   fs::remove_all(dir);
 }

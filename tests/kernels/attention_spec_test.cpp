@@ -85,7 +85,7 @@ TEST(AttentionStages, NormalisationAndReweightingDerivatives) {
     s.p = p;
     const int n = 12, i = n;
     std::vector<double> x = random_vector(n, 70, 0.1, 2.0);  // u = relu(x) = x > 0
-    x[3] = 9.0;                                               // one key well above its share
+    x[3] = 9.0;                                              // one key well above its share
     const std::vector<double> g = random_vector(n, 71);
     auto weights = [&](const std::vector<double>& xs) {
       double z = 0;
@@ -95,8 +95,8 @@ TEST(AttentionStages, NormalisationAndReweightingDerivatives) {
       attn::Row<double> r = attn::row_from_stats(s, i, st);
       double rs = 0;
       std::vector<double> w(n);
-      for (int j = 0; j < n; ++j) rs += (w[j] = r.sharpen ? attn::sharpen_value(i * xs[j] / z - r.offset, r.t_max, r.p)
-                                                          : xs[j] / z);
+      for (int j = 0; j < n; ++j)
+        rs += (w[j] = r.sharpen ? attn::sharpen_value(i * xs[j] / z - r.offset, r.t_max, r.p) : xs[j] / z);
       if (r.sharpen)
         for (double& v : w) v /= rs;
       return std::make_pair(w, std::make_pair(r, rs));

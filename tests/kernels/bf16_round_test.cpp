@@ -42,7 +42,7 @@ TEST(Bf16Round, ExactValuesAreUnchanged) {
     ASSERT_EQ(round_to_bf16_bits(f), b) << std::hex << b;
     ASSERT_EQ(to_bits(round_to_bf16(f)), b << 16) << std::hex << b;
   }
-  EXPECT_EQ(nans, 2 * 127);  // exponent all ones, mantissa non-zero, both signs
+  EXPECT_EQ(nans, 2 * 127);            // exponent all ones, mantissa non-zero, both signs
   EXPECT_EQ(rb(0x3f800000u), 0x3f80);  // 1
   EXPECT_EQ(rb(0xc0000000u), 0xc000);  // -2
 }
@@ -94,8 +94,8 @@ TEST(Bf16Round, NanStaysNan) {
     ASSERT_TRUE(std::isnan(from_bits(u)));
     const uint16_t b = rb(u);
     EXPECT_TRUE(std::isnan(bf16_bits_to_float(b))) << std::hex << u << " -> " << b;
-    EXPECT_EQ(b & 0x7f80u, 0x7f80u) << std::hex << u;        // exponent all ones
-    EXPECT_NE(b & 0x0040u, 0u) << std::hex << u;             // quiet bit set
+    EXPECT_EQ(b & 0x7f80u, 0x7f80u) << std::hex << u;              // exponent all ones
+    EXPECT_NE(b & 0x0040u, 0u) << std::hex << u;                   // quiet bit set
     EXPECT_EQ(b & 0x8000u, (u >> 16) & 0x8000u) << std::hex << u;  // sign kept
     EXPECT_EQ(b & 0x003fu, (u >> 16) & 0x003fu) << std::hex << u;  // upper payload bits kept
   }
@@ -145,8 +145,8 @@ TEST(Bf16Round, NearestNeighbourOnRandomFloats) {
     const double dx = x, dlo = bf16_bits_to_float(lo), dhi = bf16_bits_to_float(hi);  // hi may be ±inf
     const uint16_t r = round_to_bf16_bits(x);
     ASSERT_TRUE(r == lo || r == hi) << std::hex << u;
-    const double e_lo = std::fabs(dx - dlo), e_hi = std::isinf(dhi) ? std::ldexp(1.0, 128) - std::fabs(dx)
-                                                                   : std::fabs(dhi - dx);
+    const double e_lo = std::fabs(dx - dlo),
+                 e_hi = std::isinf(dhi) ? std::ldexp(1.0, 128) - std::fabs(dx) : std::fabs(dhi - dx);
     if (e_lo < e_hi) {
       ASSERT_EQ(r, lo) << std::hex << u;
     } else if (e_hi < e_lo) {

@@ -60,9 +60,8 @@ const T* ptr(const std::vector<T>& v) {
 // k^m likewise (score factor 1/sqrt(d)), each with the head's parameters;
 // z_i = Σ_j (A_1[i][j] − λ·A_2[i][j])·v_h,j; out = (1 − λ_init)·g ⊙ z / rms(z),
 // rms over D with ε = 1e-5.
-std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,
-                              const Heads& hp, const std::vector<double>& lam, const std::vector<double>& gain,
-                              double lambda_init) {
+std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp, const Heads& hp,
+                              const std::vector<double>& lam, const std::vector<double>& gain, double lambda_init) {
   const int D = s.D(), d = s.d(), T = s.T, C = s.C;
   double dot1 = 0, dot2 = 0;
   for (int i = 0; i < d; ++i) dot1 += lam[i] * lam[d + i], dot2 += lam[2 * d + i] * lam[3 * d + i];
@@ -70,7 +69,9 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, co
   std::vector<double> out(s.N() * C, 0.0);
   for (int b = 0; b < s.B; ++b)
     for (int h = 0; h < s.NH; ++h) {
-      auto at = [&](int t, int part, int c) { return qkv[(static_cast<size_t>(b) * T + t) * 3 * C + part * C + h * D + c]; };
+      auto at = [&](int t, int part, int c) {
+        return qkv[(static_cast<size_t>(b) * T + t) * 3 * C + part * C + h * D + c];
+      };
       // ALiBi's slope of head h of NH (a power of two here)
       const double slope = sp.alibi() ? std::pow(2.0, -8.0 * (h + 1) / s.NH) : 0.0;
       for (int i = 1; i <= T; ++i) {
@@ -85,10 +86,10 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, co
           for (int j = 1; j <= i; ++j) {
             double qk = 0;
             for (int c = 0; c < d; ++c) qk += at(i - 1, 0, m * d + c) * at(j - 1, 1, m * d + c);
-            const double score = sp.score == Score::Dot ? qk / std::sqrt(d)
-                                                        : sp.cosine_scale * qk / (norm(i - 1, 0) * norm(j - 1, 1));
-            double x = test::ref_lambda(sp, i, d, hp.scale.empty() ? 0 : hp.scale[h]) * score + sp.bias -
-                       slope * (i - j);
+            const double score =
+                sp.score == Score::Dot ? qk / std::sqrt(d) : sp.cosine_scale * qk / (norm(i - 1, 0) * norm(j - 1, 1));
+            double x =
+                test::ref_lambda(sp, i, d, hp.scale.empty() ? 0 : hp.scale[h]) * score + sp.bias - slope * (i - j);
             if (sp.kerple()) {  // −r₁ ln(1 + r₂Δ), r = softplus(ρ)
               const double r1 = std::log1p(std::exp(hp.kerple[2 * h])), r2 = std::log1p(std::exp(hp.kerple[2 * h + 1]));
               x -= r1 * std::log(1 + r2 * (i - j));
@@ -127,10 +128,10 @@ std::vector<T> kernel_path(const std::vector<T>& qkv, const Shape& s, const Atte
   std::vector<T> qkv2(N * 6 * s.C), y2(N * 2 * s.C), out(N * s.C), rstd(N * s.NH);
   cpu::diff_split_forward(qkv2.data(), qkv.data(), static_cast<int>(N), s.C, s.NH);
   const std::vector<T> sc = test::cast<T>(hp.scale), sk = test::cast<T>(hp.sink), kp = test::cast<T>(hp.kerple);
-  cpu::attention_forward(y2.data(), static_cast<T*>(nullptr), qkv2.data(), s.B, s.T, 2 * s.C,
-                         attn::diff::kHeads * s.NH, sp, {ptr(sc), ptr(sk), ptr(kp)}, nullptr);
-  cpu::diff_combine_forward(out.data(), rstd.data(), y2.data(), lam.data(), gain.data(), static_cast<int>(N), s.C,
-                            s.NH, lambda_init);
+  cpu::attention_forward(y2.data(), static_cast<T*>(nullptr), qkv2.data(), s.B, s.T, 2 * s.C, attn::diff::kHeads * s.NH,
+                         sp, {ptr(sc), ptr(sk), ptr(kp)}, nullptr);
+  cpu::diff_combine_forward(out.data(), rstd.data(), y2.data(), lam.data(), gain.data(), static_cast<int>(N), s.C, s.NH,
+                            lambda_init);
   return out;
 }
 
@@ -154,7 +155,8 @@ std::vector<Case> cases() {
   v.push_back({"sink", diff_spec("sink", 16)});
   v.push_back({"ssmax", diff_spec("ssmax", 16)});
   v.push_back({"stick_breaking", diff_spec("stick_breaking", 16)});
-  v.push_back({"softmax+kerple_log", diff_spec("softmax", 16, [](AttentionConfig& a) { a.position_bias = "kerple_log"; })});
+  v.push_back(
+      {"softmax+kerple_log", diff_spec("softmax", 16, [](AttentionConfig& a) { a.position_bias = "kerple_log"; })});
   v.push_back({"lssar", diff_spec("lssar", 16)});
   AttentionSpec alibi = diff_spec("softmax", 16);
   alibi.position_bias = PositionBias::Alibi;
@@ -172,9 +174,8 @@ TEST(Differential, KernelPathMatchesReference) {
     for (double li : {attn::diff::lambda_init(0), attn::diff::lambda_init(5)}) {
       const std::vector<double> ref = reference(qkv, s, c.spec, hp, lam, gain, li);
       const double e = test::max_abs_diff(kernel_path(qkv, s, c.spec, hp, lam, gain, li), ref);
-      const double ef = test::max_abs_diff(kernel_path(test::cast<float>(qkv), s, c.spec, hp, test::cast<float>(lam),
-                                                       test::cast<float>(gain), li),
-                                           ref);
+      const double ef = test::max_abs_diff(
+          kernel_path(test::cast<float>(qkv), s, c.spec, hp, test::cast<float>(lam), test::cast<float>(gain), li), ref);
       double scale = 1;
       for (double x : ref) scale = std::max(scale, std::abs(x));
       std::printf("[diff reference] %-20s lambda_init %.3f: double %.2e  float %.2e (largest %.2f)\n", c.name.c_str(),
@@ -246,7 +247,8 @@ TEST(Differential, HeadGroupsAreRepeatedParameters) {
     for (int h = 0; h < NH; ++h) {
       if (!hp.scale.empty()) rep.scale.push_back(hp.scale[h / G]);
       if (!hp.sink.empty()) rep.sink.push_back(hp.sink[h / G]);
-      if (!hp.kerple.empty()) rep.kerple.push_back(hp.kerple[2 * (h / G)]), rep.kerple.push_back(hp.kerple[2 * (h / G) + 1]);
+      if (!hp.kerple.empty())
+        rep.kerple.push_back(hp.kerple[2 * (h / G)]), rep.kerple.push_back(hp.kerple[2 * (h / G) + 1]);
     }
     auto run = [&](const AttentionSpec& sp, const Heads& h, std::vector<double>& out, std::vector<double>& dqkv,
                    Heads& dh) {

@@ -155,8 +155,7 @@ TEST(ModelGradcheck, FireWithoutPositionEncoding) {
   auto be = make_cpu_backend<double>();
   GPT<double> probe(cfg, resolve_attention(ac, cfg), *be);
   ASSERT_TRUE(probe.layout().has("attnfire"));
-  EXPECT_EQ(probe.layout().find("attnfire").numel(),
-            static_cast<size_t>(cfg.n_layer) * attn::fire::count(cfg.n_head));
+  EXPECT_EQ(probe.layout().find("attnfire").numel(), static_cast<size_t>(cfg.n_layer) * attn::fire::count(cfg.n_head));
   // Keep every hidden unit's w1·u + b1 at least 0.02 from its ReLU kink at
   // every (i0, Δ) of the T = 5 table, so that the stencil never crosses it.
   auto off_kinks = [&](std::vector<double>& p, const ParamLayout& layout) {
@@ -206,9 +205,9 @@ TEST(ModelGradcheck, Differential) {
   struct Variant {
     const char *position, *preset, *bias;
   };
-  for (const Variant& v : {Variant{"rope", "softmax", "none"}, Variant{"none", "sink", "kerple_log"},
-                           Variant{"alibi", "ssmax", "none"}, Variant{"none", "softmax", "forget"},
-                           Variant{"none", "stick_breaking", "fire"}}) {
+  for (const Variant& v :
+       {Variant{"rope", "softmax", "none"}, Variant{"none", "sink", "kerple_log"}, Variant{"alibi", "ssmax", "none"},
+        Variant{"none", "softmax", "forget"}, Variant{"none", "stick_breaking", "fire"}}) {
     AttentionConfig ac;
     ac.preset = v.preset;
     ac.position_bias = v.bias;
@@ -268,7 +267,8 @@ TEST(ModelGradcheck, LogitSoftcap) {
     std::printf("[softcap] %s: loss %.6f capped at 0.5, %.6f without\n", v.preset, capped, plain);
     EXPECT_GT(std::abs(capped - plain), 1e-3) << v.preset << ": the cap should act at this scale";
     ac.softcap = 0.5;
-    check_model_gradient(cfg, ac, ContextConfig{}, std::string(v.position) + "," + v.preset + "+" + v.bias + "+softcap");
+    check_model_gradient(cfg, ac, ContextConfig{},
+                         std::string(v.position) + "," + v.preset + "+" + v.bias + "+softcap");
   }
 }
 
@@ -356,8 +356,8 @@ TEST(Model, PlanOfOneKindIsThePlainModel) {
                     "window kind");
   AttentionConfig lssar;
   lssar.preset = "lssar";
-  expect_same_model(with_kind(R"({"attention": {"preset": "lssar"}})"), softmax, plain,
-                    resolve_attention(lssar, plain), "attention kind");
+  expect_same_model(with_kind(R"({"attention": {"preset": "lssar"}})"), softmax, plain, resolve_attention(lssar, plain),
+                    "attention kind");
 }
 
 // set_attention (evaluation-time variants) changes the run's attention and
@@ -373,7 +373,7 @@ TEST(Model, SetAttentionReappliesThePlan) {
   model.set_attention(resolve_attention(AttentionConfig{}, cfg, yarn));
   const auto& layers = model.per_layer_attention();
   EXPECT_EQ(layers[0].spec.rope.scaling, RopeScaling::Yarn);
-  EXPECT_EQ(layers[0].spec.window, 2);  // the kind's window stays
+  EXPECT_EQ(layers[0].spec.window, 2);                        // the kind's window stays
   EXPECT_EQ(layers[3].spec.rope.scaling, RopeScaling::None);  // NoPE layer: nothing to rescale
   AttentionConfig ssmax;
   ssmax.preset = "ssmax";
@@ -410,8 +410,9 @@ std::vector<ContextGradCase> context_grad_cases() {
       // The distance remappings: the far copy of q and k and its RoPE backward.
       {"rope,rerope w=3", "rope", "softmax", 1.0, [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 3; }},
       {"rope f=0.5,rerope leaky+yarn", "rope", "softmax", 0.5,
-       [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 2, c.rerope_kappa = 3, c.rope_scaling = "yarn",
-                              c.factor = 2; }},
+       [](ContextConfig& c) {
+         c.remap = "rerope", c.remap_window = 2, c.rerope_kappa = 3, c.rope_scaling = "yarn", c.factor = 2;
+       }},
       {"rope,self_extend", "rope", "softmax", 1.0,
        [](ContextConfig& c) { c.remap = "self_extend", c.remap_window = 2, c.group = 2; }},
       {"rope,lambda", "rope", "softmax", 1.0, [](ContextConfig& c) { c.mask = "lambda", c.sinks = 1, c.window = 3; }},
@@ -916,9 +917,9 @@ TEST(Model, AttentionChangesAreJudgedByTheirParameterTensors) {
   EXPECT_NE(error(softmax, spec([](AttentionConfig& a) { a.preset = "lssa"; })).find("score type cannot change"),
             std::string::npos);
   const ParamDifference d = param_difference(ParamLayout(m, softmax), ParamLayout(m, spec([](AttentionConfig& a) {
-                                                                           a.position_bias = "forget";
-                                                                           a.output_gate = "sigmoid";
-                                                                         })));
+                                                                                    a.position_bias = "forget";
+                                                                                    a.output_gate = "sigmoid";
+                                                                                  })));
   ASSERT_EQ(d.added.size(), 4u);
   EXPECT_TRUE(d.dropped.empty() && d.changed.empty());
   for (auto edit : {+[](AttentionConfig& a) { a.softcap = 30; }, +[](AttentionConfig& a) { a.p = 15; },

@@ -40,7 +40,7 @@ double ref_t_cdf(double t, double df) {
 
 TEST(Stats, TQuantilesMatchPublishedTables) {
   // Two-sided 95% (q = 0.975) and one-sided 95% (q = 0.95) critical values.
-  const std::pair<double, double> q975[] = {{1, 12.7062}, {2, 4.3027}, {3, 3.1824}, {4, 2.7764},
+  const std::pair<double, double> q975[] = {{1, 12.7062}, {2, 4.3027},  {3, 3.1824},  {4, 2.7764},
                                             {9, 2.2622},  {30, 2.0423}, {120, 1.9799}};
   for (auto [df, v] : q975) EXPECT_NEAR(stats::t_quantile(0.975, df), v, 1e-4) << "df " << df;
   EXPECT_NEAR(stats::t_quantile(0.95, 5), 2.0150, 1e-4);
@@ -184,11 +184,13 @@ TEST(Stats, SweepSummaryBootstrapsOneSeedAndRefusesDifferentSpans) {
                                     << (dir / "base.json").string() << R"(", "seeds": [1], "runs": [
       {"name": "softmax"}, {"name": "same"}, {"name": "better"}]})";
   const SweepPlan plan = load_sweep((dir / "sweep.json").string());
-  const nlohmann::json scored = {{"protocol", "chunks"}, {"span", 16}, {"windows", 4}, {"validation_tokens", 1000},
+  const nlohmann::json scored = {{"protocol", "chunks"},
+                                 {"span", 16},
+                                 {"windows", 4},
+                                 {"validation_tokens", 1000},
                                  {"starts", {0, 250, 500, 750}}};
-  const std::map<std::string, std::vector<double>> windows = {{"softmax", {2.0, 2.2, 1.8, 2.1}},
-                                                              {"same", {2.1, 2.1, 1.9, 2.0}},
-                                                              {"better", {1.8, 2.0, 1.6, 1.9}}};
+  const std::map<std::string, std::vector<double>> windows = {
+      {"softmax", {2.0, 2.2, 1.8, 2.1}}, {"same", {2.1, 2.1, 1.9, 2.0}}, {"better", {1.8, 2.0, 1.6, 1.9}}};
   auto write = [&](const std::string& name, const nlohmann::json& sc) {
     const auto& w = windows.at(name);
     const fs::path run = fs::path(plan.run_dir(name, 1));

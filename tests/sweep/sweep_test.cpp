@@ -91,14 +91,16 @@ TEST_F(Sweep, SyntheticTaskRunsAreEvaluatedAndGridded) {
       // --max-length is copy's: refused by name, then generated without it.
       ASSERT_EQ(g.status, 1) << g.output;
       ASSERT_EQ(test::run("data synthetic passkey " + (dir_ / t).string() +
-                          " --context 40 --train-examples 50 --val-examples 10 --noise 8").status, 0);
+                          " --context 40 --train-examples 50 --val-examples 10 --noise 8")
+                    .status,
+                0);
     } else {
       ASSERT_EQ(g.status, 0) << g.output;
     }
   }
   auto data_set = [&](const std::string& t) {
-    return "[\"data.train=" + (dir_ / t / (t + "_train_*.bin")).string() + "\", \"data.val=" +
-           (dir_ / t / (t + "_val_*.bin")).string() + "\", \"data.passkey_fraction=0\"]";
+    return "[\"data.train=" + (dir_ / t / (t + "_train_*.bin")).string() +
+           "\", \"data.val=" + (dir_ / t / (t + "_val_*.bin")).string() + "\", \"data.passkey_fraction=0\"]";
   };
   const std::string file = sweep_file(R"("runs": [{"name": "pk", "task": "passkey", "seeds": [1, 2], "set": )" +
                                       data_set("passkey") + R"(}, {"name": "cp", "task": "copy", "set": )" +
@@ -176,7 +178,8 @@ TEST_F(Sweep, TrainsEvaluatesSummarisesAndSkipsFinishedJobs) {
   EXPECT_EQ(j["variants"][0]["seeds"], 2);
   EXPECT_EQ(j["variants"][2]["name"], "softmax+logn");
   EXPECT_EQ(j["variants"][3]["name"], "softmax+yarn");
-  const auto yarn = nlohmann::json::parse(std::ifstream(dir_ / "out" / "softmax" / "seed1" / "eval" / "softmax+yarn.json"));
+  const auto yarn =
+      nlohmann::json::parse(std::ifstream(dir_ / "out" / "softmax" / "seed1" / "eval" / "softmax+yarn.json"));
   EXPECT_EQ(yarn["context"]["rope_scaling"], "yarn");
   EXPECT_EQ(yarn["context"]["factor"], 2.0);
   EXPECT_TRUE(j["variants"][0]["multiples"][1]["loss_mean"].is_number());

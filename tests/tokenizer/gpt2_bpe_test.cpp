@@ -130,8 +130,8 @@ TEST(Gpt2Tokenizer, MergesMatchEncoderPyOnRandomPieces) {
       tok.encode_piece(p, ids);
       std::vector<std::string> got;
       for (uint32_t id : ids) got.emplace_back(tok.token_bytes(id));
-      EXPECT_EQ(got, reference_bpe(std::string(p), ranks)) << nlohmann::json(std::string(p)).dump(-1, ' ', false,
-                                                                                                nlohmann::json::error_handler_t::replace);
+      EXPECT_EQ(got, reference_bpe(std::string(p), ranks))
+          << nlohmann::json(std::string(p)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       ++pieces;
     });
   }

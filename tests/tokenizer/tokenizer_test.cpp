@@ -62,8 +62,8 @@ TEST(ParallelEncode, SameIdsForAnyThreadCount) {
   std::mt19937 rng(2);
   std::string text;
   while (text.size() < (size_t{3} << 20)) text += test::random_text(rng, 10) + (rng() % 4 ? "x\n" : "\n\n  ");
-  const std::vector<TextSpan> spans = {{0, 1000, true}, {1000, 1000, true}, {1000, 2'500'000, false},
-                                       {2'500'000, text.size(), true}};
+  const std::vector<TextSpan> spans = {
+      {0, 1000, true}, {1000, 1000, true}, {1000, 2'500'000, false}, {2'500'000, text.size(), true}};
   std::vector<uint32_t> serial;
   for (const TextSpan& s : spans) {
     if (s.end_of_text_before) serial.push_back(tok->end_of_text());

@@ -24,9 +24,10 @@ inline bool have_gpt2_dir() {
 // Random text mixing ASCII words, whitespace runs, punctuation, multi-byte
 // UTF-8 (valid) and arbitrary bytes (mostly invalid UTF-8).
 inline std::string random_text(std::mt19937& rng, size_t pieces) {
-  static const char* kParts[] = {"the", " the", "and", " of", "'s", "'ll", "'T", "  ", "\n", "\n\n", " \n ", "\t",
-                                 "\r\n", "123", " 4567", "!!", " ...", "é", "日本", "👋", "\xc2\xa0", "\xe2\x80\x8d",
-                                 "<|endoftext|>", "Ab*do\"men\\"};
+  static const char* kParts[] = {
+      "the",      " the",         "and",           " of",         "'s",    "'ll", "'T",   "  ", "\n",   "\n\n",
+      " \n ",     "\t",           "\r\n",          "123",         " 4567", "!!",  " ...", "é",  "日本", "👋",
+      "\xc2\xa0", "\xe2\x80\x8d", "<|endoftext|>", "Ab*do\"men\\"};
   std::string s;
   for (size_t i = 0; i < pieces; ++i) {
     switch (rng() % 4) {

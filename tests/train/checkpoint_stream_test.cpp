@@ -195,9 +195,10 @@ TEST(CheckpointStream, WriterAndReaderHoldOnlyTheirBuffer) {
   }
   g_counting = false;
   const size_t read = g_allocated.load();
-  std::printf("[checkpoint stream] %zu parameters, file %ju bytes, buffer %zu: allocated %zu bytes writing, %zu "
-              "reading\n",
-              n, static_cast<uintmax_t>(fs::file_size(path)), buffer, written, read);
+  std::printf(
+      "[checkpoint stream] %zu parameters, file %ju bytes, buffer %zu: allocated %zu bytes writing, %zu "
+      "reading\n",
+      n, static_cast<uintmax_t>(fs::file_size(path)), buffer, written, read);
   EXPECT_LT(read, size_t{1} << 20) << "bytes allocated while reading";
   EXPECT_EQ(std::memcmp(fresh.model->params(), t->model->params(), n * sizeof(float)), 0);
   EXPECT_EQ(std::memcmp(fresh.opt->m(), t->opt->m(), n * sizeof(float)), 0);

@@ -172,16 +172,17 @@ TEST(Checkpoint, CraftedTensorTablesAreRejectedCleanly) {
     return error_of([&] { load_checkpoint(path); });
   };
   // An offset that would wrap around 2^64 when added to the payload start.
-  EXPECT_NE(load_error(R"({"tensors":[{"name":"a","dtype":"f32","shape":[1],"offset":18446744073709551552,"bytes":4}]})")
-                .find("does not fit"),
-            std::string::npos);
+  EXPECT_NE(
+      load_error(R"({"tensors":[{"name":"a","dtype":"f32","shape":[1],"offset":18446744073709551552,"bytes":4}]})")
+          .find("does not fit"),
+      std::string::npos);
   // A shape whose element count overflows, zero or negative dimensions.
   EXPECT_NE(load_error(R"({"tensors":[{"name":"a","dtype":"f32","shape":[4611686018427387905],"offset":0,"bytes":4}]})")
                 .find("invalid shape"),
             std::string::npos);
-  EXPECT_NE(load_error(R"({"tensors":[{"name":"a","dtype":"f32","shape":[-1],"offset":0,"bytes":4}]})")
-                .find("invalid shape"),
-            std::string::npos);
+  EXPECT_NE(
+      load_error(R"({"tensors":[{"name":"a","dtype":"f32","shape":[-1],"offset":0,"bytes":4}]})").find("invalid shape"),
+      std::string::npos);
   // Wrong JSON types in the table.
   EXPECT_NE(load_error(R"({"tensors":[{"name":"a","dtype":"f32","shape":"big","offset":0,"bytes":4}]})")
                 .find("malformed tensor table"),

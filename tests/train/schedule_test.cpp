@@ -11,10 +11,10 @@ TEST(Schedule, WarmupThenCosineToFloor) {
   t.lr_min = 1e-4;
   t.warmup_steps = 10;
   t.steps = 110;
-  EXPECT_DOUBLE_EQ(learning_rate(t, 0), 1e-4);       // 1/10 of lr
-  EXPECT_DOUBLE_EQ(learning_rate(t, 4), 5e-4);       // 5/10
-  EXPECT_DOUBLE_EQ(learning_rate(t, 9), 1e-3);       // end of warmup: lr
-  EXPECT_DOUBLE_EQ(learning_rate(t, 10), 1e-3);      // start of the cosine: lr
+  EXPECT_DOUBLE_EQ(learning_rate(t, 0), 1e-4);   // 1/10 of lr
+  EXPECT_DOUBLE_EQ(learning_rate(t, 4), 5e-4);   // 5/10
+  EXPECT_DOUBLE_EQ(learning_rate(t, 9), 1e-3);   // end of warmup: lr
+  EXPECT_DOUBLE_EQ(learning_rate(t, 10), 1e-3);  // start of the cosine: lr
   // Decay spans steps 10..109 (99 intervals); halfway the cosine is 0.
   TrainConfig h = t;
   h.steps = 111;                                     // 100 intervals: step 60 is the midpoint

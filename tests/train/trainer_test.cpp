@@ -67,7 +67,6 @@ Config tiny_run(const fs::path& dir, const std::string& text) {
   return c;
 }
 
-
 // A model's learned attention parameters beyond the plain ones (edit: what
 // the test sets; empty: the plain model) resume with the rest.
 // tensors: parameters the checkpoint must hold.
@@ -103,7 +102,8 @@ void expect_resume_bit_identical(const std::string& name, void (*edit)(Config&),
   const Checkpoint fa = load_checkpoint(checkpoint_path(cfg.run.dir, 2 * n));
   const Checkpoint fb = load_checkpoint(checkpoint_path(b_dir, 2 * n));
   ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
-  for (size_t i = 0; i < fa.tensors.size(); ++i) EXPECT_EQ(fa.tensors[i].data, fb.tensors[i].data) << fa.tensors[i].name;
+  for (size_t i = 0; i < fa.tensors.size(); ++i)
+    EXPECT_EQ(fa.tensors[i].data, fb.tensors[i].data) << fa.tensors[i].name;
   for (const std::string& t : tensors) {
     bool found = false;
     for (const auto& ct : fa.tensors) found = found || ct.name == "param/" + t;
@@ -118,48 +118,43 @@ TEST(Trainer, ResumeIsBitIdenticalToAnUninterruptedRun) { expect_resume_bit_iden
 // output gate, FIRE's block, differential attention's λ vectors and gain) in
 // the checkpoint, resumed bit for bit.
 TEST(Trainer, ContendersParametersResumeBitIdentically) {
-  expect_resume_bit_identical(
-      "kerple",
-      [](Config& c) {
-        c.model.position = "none";
-        c.attention.position_bias = "kerple_power";
-      },
-      {"attnkerple"});
-  expect_resume_bit_identical(
-      "forget_gate",
-      [](Config& c) {
-        c.attention.position_bias = "forget";
-        c.attention.output_gate = "sigmoid";
-        c.attention.preset = "sink";
-      },
-      {"fgatew", "fgateb", "ogatew", "ogateb", "attnsink"});
-  expect_resume_bit_identical(
-      "fire",
-      [](Config& c) {
-        c.model.position = "none";
-        c.attention.position_bias = "fire";
-      },
-      {"attnfire"});
-  expect_resume_bit_identical(
-      "differential",
-      [](Config& c) {
-        c.attention.preset = "stick_breaking";
-        c.attention.differential = "on";
-      },
-      {"attnlambda", "attnsubln"});
+  expect_resume_bit_identical("kerple",
+                              [](Config& c) {
+                                c.model.position = "none";
+                                c.attention.position_bias = "kerple_power";
+                              },
+                              {"attnkerple"});
+  expect_resume_bit_identical("forget_gate",
+                              [](Config& c) {
+                                c.attention.position_bias = "forget";
+                                c.attention.output_gate = "sigmoid";
+                                c.attention.preset = "sink";
+                              },
+                              {"fgatew", "fgateb", "ogatew", "ogateb", "attnsink"});
+  expect_resume_bit_identical("fire",
+                              [](Config& c) {
+                                c.model.position = "none";
+                                c.attention.position_bias = "fire";
+                              },
+                              {"attnfire"});
+  expect_resume_bit_identical("differential",
+                              [](Config& c) {
+                                c.attention.preset = "stick_breaking";
+                                c.attention.differential = "on";
+                              },
+                              {"attnlambda", "attnsubln"});
 }
 
 // A per-layer plan (a windowed RoPE layer, then a NoPE layer with the sink
 // and the output gate) resumes bit for bit, its layers' parameters with it.
 TEST(Trainer, LayerPlanResumesBitIdentically) {
-  expect_resume_bit_identical(
-      "layer_plan",
-      [](Config& c) {
-        c.model.layer_pattern = "LG";
-        c.model.layer_kinds = nlohmann::json::parse(R"({"L": {"window": 16},
+  expect_resume_bit_identical("layer_plan",
+                              [](Config& c) {
+                                c.model.layer_pattern = "LG";
+                                c.model.layer_kinds = nlohmann::json::parse(R"({"L": {"window": 16},
             "G": {"position": "none", "attention": {"preset": "sink", "output_gate": "sigmoid"}}})");
-      },
-      {"attnsink", "ogatew", "ogateb"});
+                              },
+                              {"attnsink", "ogatew", "ogateb"});
 }
 
 TEST(Trainer, SameSeedGivesIdenticalLosses) {

@@ -20,9 +20,9 @@ struct LlmcModel {
 
   std::vector<size_t> sizes() const {
     const size_t C_ = C, L_ = L;
-    return {size_t(Vp) * C_, size_t(T) * C_, L_ * C_,          L_ * C_,     L_ * 3 * C_ * C_, L_ * 3 * C_,
-            L_ * C_ * C_,    L_ * C_,        L_ * C_,          L_ * C_,     L_ * 4 * C_ * C_, L_ * 4 * C_,
-            L_ * C_ * 4 * C_, L_ * C_,       size_t(C),        size_t(C)};
+    return {size_t(Vp) * C_,  size_t(T) * C_, L_ * C_,   L_ * C_,  L_ * 3 * C_ * C_, L_ * 3 * C_,
+            L_ * C_ * C_,     L_ * C_,        L_ * C_,   L_ * C_,  L_ * 4 * C_ * C_, L_ * 4 * C_,
+            L_ * C_ * 4 * C_, L_ * C_,        size_t(C), size_t(C)};
   }
 
   // Random weights: LayerNorm weights near 1, everything else ~U(-a, a); wte
@@ -105,13 +105,15 @@ struct LlmcModel {
           double mx = -1e300, z = 0;
           for (int q = 0; q <= p; ++q) {
             double d = 0;
-            for (int i = 0; i < D; ++i) d += qkv[size_t(p) * 3 * C + hh * D + i] * qkv[size_t(q) * 3 * C + C + hh * D + i];
+            for (int i = 0; i < D; ++i)
+              d += qkv[size_t(p) * 3 * C + hh * D + i] * qkv[size_t(q) * 3 * C + C + hh * D + i];
             s[q] = d / std::sqrt(double(D));
             mx = std::max(mx, s[q]);
           }
           for (int q = 0; q <= p; ++q) z += s[q] = std::exp(s[q] - mx);
           for (int q = 0; q <= p; ++q)
-            for (int i = 0; i < D; ++i) y[size_t(p) * C + hh * D + i] += s[q] / z * qkv[size_t(q) * 3 * C + 2 * C + hh * D + i];
+            for (int i = 0; i < D; ++i)
+              y[size_t(p) * C + hh * D + i] += s[q] / z * qkv[size_t(q) * 3 * C + 2 * C + hh * D + i];
         }
       auto proj = linear(y, C, &t[6][lc * C], &t[7][lc], C);
       for (size_t i = 0; i < x.size(); ++i) x[i] += proj[i];

@@ -87,9 +87,9 @@ TEST(AdamW, FloatMatchesDouble) {
 
 TEST(AdamW, RejectsStepZero) {
   std::vector<double> p = kStart, m(3, 0.0), v(3, 0.0);
-  EXPECT_THROW(gpt::cpu::adamw_update(p.data(), kGrad1.data(), m.data(), v.data(), 3, kLr, kBeta1, kBeta2, kEps, 0.0,
-                                      0),
-               gpt::Error);
+  EXPECT_THROW(
+      gpt::cpu::adamw_update(p.data(), kGrad1.data(), m.data(), v.data(), 3, kLr, kBeta1, kBeta2, kEps, 0.0, 0),
+      gpt::Error);
 }
 
 }  // namespace

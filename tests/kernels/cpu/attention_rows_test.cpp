@@ -78,8 +78,8 @@ TEST(AttentionRows, VectorRowsMatchScalarRowsOnEveryInstructionSet) {
       backward_weights_row_scalar(qk.data(), us.data(), wbs.data(), a, s, rs);
       float D = 0;
       for (int j = 0; j < n; ++j) D += wbs[j] * g0[j];
-      const double sds = backward_grad_row_scalar(qk.data(), us.data(), wbs.data(), gs.data(), a, s, rs, D, 0.7f,
-                                                  0.5f, true);
+      const double sds =
+          backward_grad_row_scalar(qk.data(), us.data(), wbs.data(), gs.data(), a, s, rs, D, 0.7f, 0.5f, true);
       double w_scale = 0, g_scale = 0;
       for (int j = 0; j < n; ++j) w_scale = std::max(w_scale, double(std::abs(ws[j])));
       for (int j = 0; j < n; ++j) g_scale = std::max(g_scale, double(std::abs(gs[j])));
@@ -96,8 +96,8 @@ TEST(AttentionRows, VectorRowsMatchScalarRowsOnEveryInstructionSet) {
         backward_weights_row_vec(isa, qk.data(), uv.data(), wbv.data(), a, s, rv);
         EXPECT_LT(rel_diff(wbv, wbs, n, 1e-6 * w_scale + 1e-30), 2e-5) << what;
         for (int j = n; j < cap; ++j) EXPECT_EQ(wbv[j], 0.0f) << what << " padding";
-        const double sdv = backward_grad_row_vec(isa, qk.data(), uv.data(), wbv.data(), gv.data(), a, s, rv, D,
-                                                 0.7f, 0.5f, true);
+        const double sdv =
+            backward_grad_row_vec(isa, qk.data(), uv.data(), wbv.data(), gv.data(), a, s, rv, D, 0.7f, 0.5f, true);
         EXPECT_LT(rel_diff(gv, gs, n, 1e-4 * g_scale + 1e-30), 1e-3) << what;
         for (int j = n; j < cap; ++j) EXPECT_EQ(gv[j], 0.0f) << what << " padding";
         EXPECT_NEAR(sdv, sds, 1e-3 * std::max(1.0, std::abs(sds))) << what;

@@ -33,7 +33,6 @@ struct Shape {
 
 const AttentionSpec kSoftmax{};
 
-
 template <typename T>
 std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, std::vector<T>* stats = nullptr) {
   std::vector<T> out(s.out_size());
@@ -73,7 +72,9 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, st
   std::vector<double> P(static_cast<size_t>(s.T) * s.T);
   for (int b = 0; b < s.B; ++b) {
     for (int h = 0; h < s.NH; ++h) {
-      auto at = [&](int t, int part, int d) { return qkv[(static_cast<size_t>(b) * s.T + t) * C3 + part * s.C + h * D + d]; };
+      auto at = [&](int t, int part, int d) {
+        return qkv[(static_cast<size_t>(b) * s.T + t) * C3 + part * s.C + h * D + d];
+      };
       for (int i = 0; i < s.T; ++i) {
         double m = -std::numeric_limits<double>::infinity();
         for (int j = 0; j < s.T; ++j) {
@@ -102,7 +103,6 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, st
   return out;
 }
 
-
 TEST(Attention, GradcheckAllOfQkv) {
   const Shape s{2, 7, 12, 3};
   std::vector<double> qkv = random_vector(s.qkv_size(), 1);
@@ -111,8 +111,8 @@ TEST(Attention, GradcheckAllOfQkv) {
   // eps 1e-4, not the helper's 1e-6: at 1e-6 the loss's rounding (~1e-16·|L|
   // over 2·eps) already gives ~1e-6 relative error on the smallest entries
   // (~1e-5); at 1e-4 rounding and truncation both stay near 1e-8 relative.
-  const std::vector<double> numeric =
-      numeric_gradient(qkv, [&] { return weighted_sum(forward(qkv, s), w); }, 1e-4);
+  const std::vector<double> numeric = numeric_gradient(
+      qkv, [&] { return weighted_sum(forward(qkv, s), w); }, 1e-4);
   const double err = max_rel_error(analytic, numeric);
   std::printf("[gradcheck] attention dqkv max_rel_err=%.3e\n", err);
   EXPECT_LT(err, 1e-6);
@@ -125,8 +125,8 @@ TEST(Attention, GradcheckAcrossRowBlocks) {
   std::vector<double> qkv = random_vector(s.qkv_size(), 15);
   const std::vector<double> w = random_vector(s.out_size(), 16);
   const std::vector<double> analytic = backward(qkv, w, s);
-  const std::vector<double> numeric =
-      numeric_gradient(qkv, [&] { return weighted_sum(forward(qkv, s), w); }, 1e-4);
+  const std::vector<double> numeric = numeric_gradient(
+      qkv, [&] { return weighted_sum(forward(qkv, s), w); }, 1e-4);
   EXPECT_LT(max_rel_error(analytic, numeric), 1e-6);
 }
 

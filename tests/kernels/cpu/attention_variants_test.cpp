@@ -27,13 +27,13 @@ namespace gpt::cpu {
 namespace {
 
 using gpt::test::cast;
-using gpt::test::ref_lambda;
-using gpt::test::ref_normalize;
-using gpt::test::ref_phi;
 using gpt::test::max_abs_diff;
 using gpt::test::max_rel_error;
 using gpt::test::numeric_gradient;
 using gpt::test::random_vector;
+using gpt::test::ref_lambda;
+using gpt::test::ref_normalize;
+using gpt::test::ref_phi;
 using gpt::test::weighted_sum;
 
 constexpr int kStats = AttentionSpec::kStatsPerRow;
@@ -68,63 +68,100 @@ Variant preset(const std::string& name, int N, void (*edit)(AttentionConfig&) = 
 std::vector<Variant> all_variants(int N) {
   std::vector<Variant> v;
   for (const auto& p : kAttentionPresets) v.push_back(preset(p.name, N));
-  v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.p = 15; }, "softmax+reweight15"));
-  v.push_back(preset("sigmoid", N, [](AttentionConfig& a) { a.normalize = "l1", a.p = 15; }, "sigmoid+l1+reweight"));
-  v.push_back(preset("relu", N, [](AttentionConfig& a) { a.normalize = "l1"; }, "relu+l1"));
-  v.push_back(preset("lssa", N, [](AttentionConfig& a) { a.normalize = "none"; }, "lssa-no-l1"));
-  v.push_back(preset("lssar", N, [](AttentionConfig& a) { a.p = 3; }, "lssar-p3"));
-  v.push_back(preset("cosine", N, [](AttentionConfig& a) { a.scale = "infoscale"; }, "cosine+infoscale"));
-  v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.scale = "fixed", a.scale_value = 0.7; }, "fixed-scale"));
-  v.push_back(preset("lssa", N, [](AttentionConfig& a) { a.positivity = "exp"; }, "cosine+lssa+exp"));
-  v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.positivity = "softplus", a.p = 4; },
-                     "ssmax+softplus+reweight4"));
+  v.push_back(preset(
+      "softmax", N, [](AttentionConfig& a) { a.p = 15; }, "softmax+reweight15"));
+  v.push_back(preset(
+      "sigmoid", N, [](AttentionConfig& a) { a.normalize = "l1", a.p = 15; }, "sigmoid+l1+reweight"));
+  v.push_back(preset(
+      "relu", N, [](AttentionConfig& a) { a.normalize = "l1"; }, "relu+l1"));
+  v.push_back(preset(
+      "lssa", N, [](AttentionConfig& a) { a.normalize = "none"; }, "lssa-no-l1"));
+  v.push_back(preset(
+      "lssar", N, [](AttentionConfig& a) { a.p = 3; }, "lssar-p3"));
+  v.push_back(preset(
+      "cosine", N, [](AttentionConfig& a) { a.scale = "infoscale"; }, "cosine+infoscale"));
+  v.push_back(preset(
+      "softmax", N, [](AttentionConfig& a) { a.scale = "fixed", a.scale_value = 0.7; }, "fixed-scale"));
+  v.push_back(preset(
+      "lssa", N, [](AttentionConfig& a) { a.positivity = "exp"; }, "cosine+lssa+exp"));
+  v.push_back(preset(
+      "ssmax", N, [](AttentionConfig& a) { a.positivity = "softplus", a.p = 4; }, "ssmax+softplus+reweight4"));
   // The sink normalisations and softpick (docs/contenders.md) with the other stages.
-  v.push_back(preset("sink", N, [](AttentionConfig& a) { a.positivity = "softplus"; }, "sink+softplus"));
-  v.push_back(preset("softpick", N, [](AttentionConfig& a) { a.scale = "logn"; }, "softpick+logn"));
-  v.push_back(preset("softpick", N, [](AttentionConfig& a) { a.positivity = "sigmoid", a.bias = 0.0; }, "softpick+sigmoid"));
-  v.push_back(preset("cosine", N, [](AttentionConfig& a) { a.normalize = "sink"; }, "cosine+sink"));
-  v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.normalize = "off_by_one"; }, "ssmax+off_by_one"));
+  v.push_back(preset(
+      "sink", N, [](AttentionConfig& a) { a.positivity = "softplus"; }, "sink+softplus"));
+  v.push_back(preset(
+      "softpick", N, [](AttentionConfig& a) { a.scale = "logn"; }, "softpick+logn"));
+  v.push_back(preset(
+      "softpick", N, [](AttentionConfig& a) { a.positivity = "sigmoid", a.bias = 0.0; }, "softpick+sigmoid"));
+  v.push_back(preset(
+      "cosine", N, [](AttentionConfig& a) { a.normalize = "sink"; }, "cosine+sink"));
+  v.push_back(preset(
+      "ssmax", N, [](AttentionConfig& a) { a.normalize = "off_by_one"; }, "ssmax+off_by_one"));
   // KERPLE's learned position biases (docs/contenders.md), with NoPE-style dot scores.
-  v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "softmax+kerple_log"));
-  v.push_back(
-      preset("softmax", N, [](AttentionConfig& a) { a.position_bias = "kerple_power"; }, "softmax+kerple_power"));
-  v.push_back(preset("lssar", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "lssar+kerple_log"));
-  v.push_back(preset("sink", N, [](AttentionConfig& a) { a.position_bias = "kerple_power"; }, "sink+kerple_power"));
-  v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "ssmax+kerple_log"));
+  v.push_back(preset(
+      "softmax", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "softmax+kerple_log"));
+  v.push_back(preset(
+      "softmax", N, [](AttentionConfig& a) { a.position_bias = "kerple_power"; }, "softmax+kerple_power"));
+  v.push_back(preset(
+      "lssar", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "lssar+kerple_log"));
+  v.push_back(preset(
+      "sink", N, [](AttentionConfig& a) { a.position_bias = "kerple_power"; }, "sink+kerple_power"));
+  v.push_back(preset(
+      "ssmax", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "ssmax+kerple_log"));
   // The forget gate's bias c_i − c_j (its c given here; the gate itself is tested with the model).
-  v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "softmax+forget"));
-  v.push_back(preset("lssa", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "lssa+forget"));
-  v.push_back(preset("sigmoid", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "sigmoid+forget"));
-  v.push_back(preset("sink", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "sink+forget"));
+  v.push_back(preset(
+      "softmax", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "softmax+forget"));
+  v.push_back(preset(
+      "lssa", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "lssa+forget"));
+  v.push_back(preset(
+      "sigmoid", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "sigmoid+forget"));
+  v.push_back(preset(
+      "sink", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "sink+forget"));
   // FIRE's table b_h(i, Δ) (given here; its MLP is tested in fire_test.cpp).
-  v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "softmax+fire"));
-  v.push_back(preset("lssar", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "lssar+fire"));
-  v.push_back(preset("sink", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "sink+fire"));
+  v.push_back(preset(
+      "softmax", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "softmax+fire"));
+  v.push_back(preset(
+      "lssar", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "lssar+fire"));
+  v.push_back(preset(
+      "sink", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "sink+fire"));
   // Stick-breaking (its own normalisation) with the other stages.
-  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.scale = "logn"; }, "stick_breaking+logn"));
-  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.score = "cosine", a.cosine_scale = 8.0; },
-                     "stick_breaking+cosine"));
-  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.bias = -1.0; }, "stick_breaking+bias"));
-  v.push_back(
-      preset("stick_breaking", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "stick_breaking+kerple_log"));
-  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "stick_breaking+forget"));
-  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "stick_breaking+fire"));
-  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.scale = "ssmax"; }, "stick_breaking+ssmax"));
+  v.push_back(preset(
+      "stick_breaking", N, [](AttentionConfig& a) { a.scale = "logn"; }, "stick_breaking+logn"));
+  v.push_back(preset(
+      "stick_breaking", N, [](AttentionConfig& a) { a.score = "cosine", a.cosine_scale = 8.0; },
+      "stick_breaking+cosine"));
+  v.push_back(preset(
+      "stick_breaking", N, [](AttentionConfig& a) { a.bias = -1.0; }, "stick_breaking+bias"));
+  v.push_back(preset(
+      "stick_breaking", N, [](AttentionConfig& a) { a.position_bias = "kerple_log"; }, "stick_breaking+kerple_log"));
+  v.push_back(preset(
+      "stick_breaking", N, [](AttentionConfig& a) { a.position_bias = "forget"; }, "stick_breaking+forget"));
+  v.push_back(preset(
+      "stick_breaking", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "stick_breaking+fire"));
+  v.push_back(preset(
+      "stick_breaking", N, [](AttentionConfig& a) { a.scale = "ssmax"; }, "stick_breaking+ssmax"));
   // The logit soft-cap (Gemma 2), at c = 2 so that it bends the logits of
   // these scores, with every kind of stage: each normalisation family, a
   // learned scale, the position biases, re-weighting and stick-breaking.
-  v.push_back(preset("softmax", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "softmax+softcap"));
-  v.push_back(preset("lssar", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "lssar+softcap"));
-  v.push_back(preset("ssmax", N, [](AttentionConfig& a) { a.softcap = 1.5, a.position_bias = "kerple_log"; },
-                     "ssmax+kerple_log+softcap"));
-  v.push_back(preset("sink", N, [](AttentionConfig& a) { a.softcap = 2.0, a.position_bias = "fire"; },
-                     "sink+fire+softcap"));
-  v.push_back(preset("sigmoid", N, [](AttentionConfig& a) { a.softcap = 2.0, a.position_bias = "forget"; },
-                     "sigmoid+forget+softcap"));
-  v.push_back(preset("softpick", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "softpick+softcap"));
-  v.push_back(preset("relu", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "relu+softcap"));
-  v.push_back(preset("stick_breaking", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "stick_breaking+softcap"));
-  Variant alibi_c = preset("softmax", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "softmax+alibi+softcap");
+  v.push_back(preset(
+      "softmax", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "softmax+softcap"));
+  v.push_back(preset(
+      "lssar", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "lssar+softcap"));
+  v.push_back(preset(
+      "ssmax", N, [](AttentionConfig& a) { a.softcap = 1.5, a.position_bias = "kerple_log"; },
+      "ssmax+kerple_log+softcap"));
+  v.push_back(preset(
+      "sink", N, [](AttentionConfig& a) { a.softcap = 2.0, a.position_bias = "fire"; }, "sink+fire+softcap"));
+  v.push_back(preset(
+      "sigmoid", N, [](AttentionConfig& a) { a.softcap = 2.0, a.position_bias = "forget"; }, "sigmoid+forget+softcap"));
+  v.push_back(preset(
+      "softpick", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "softpick+softcap"));
+  v.push_back(preset(
+      "relu", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "relu+softcap"));
+  v.push_back(preset(
+      "stick_breaking", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "stick_breaking+softcap"));
+  Variant alibi_c = preset(
+      "softmax", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "softmax+alibi+softcap");
   alibi_c.spec.position_bias = PositionBias::Alibi;
   v.push_back(alibi_c);
   Variant alibi = preset("softmax", N);
@@ -176,7 +213,8 @@ std::vector<double> kerple_for(const AttentionSpec& s, int NH) {
 double ref_kerple(const AttentionSpec& s, const std::vector<double>& raw, int h, double dist) {
   if (!s.kerple()) return 0;
   const double r1 = std::log1p(std::exp(raw[2 * h]));
-  if (s.position_bias == PositionBias::KerpleLog) return -r1 * std::log(1 + std::log1p(std::exp(raw[2 * h + 1])) * dist);
+  if (s.position_bias == PositionBias::KerpleLog)
+    return -r1 * std::log(1 + std::log1p(std::exp(raw[2 * h + 1])) * dist);
   const double r2 = 2 / (1 + std::exp(-raw[2 * h + 1]));
   return -r1 * std::pow(dist, r2);
 }
@@ -212,14 +250,12 @@ const T* ptr(const std::vector<T>& v) {
   return v.empty() ? nullptr : v.data();
 }
 
-
 // The forward with the variant's ssmax scales (head_scale) and sink logits
 // (sinks, default sinks_for).
 template <typename T>
 std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, const AttentionSpec& spec,
                        const std::vector<T>& head_scale, std::type_identity_t<std::vector<T>>* stats = nullptr,
-                       std::vector<double>* diag = nullptr,
-                       const std::type_identity_t<std::vector<T>>* sinks = nullptr,
+                       std::vector<double>* diag = nullptr, const std::type_identity_t<std::vector<T>>* sinks = nullptr,
                        const std::type_identity_t<std::vector<T>>* kerple = nullptr,
                        const std::type_identity_t<std::vector<T>>* fcum = nullptr,
                        const std::type_identity_t<std::vector<T>>* fire = nullptr) {
@@ -250,8 +286,8 @@ std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, cons
   std::vector<T> stats;
   const std::vector<T> out = forward(qkv, s, spec, head_scale, &stats, nullptr, sinks, kerple, fcum, fire);
   std::vector<T> dqkv(s.qkv_size(), T(0));
-  std::vector<T> dh(s.NH, T(0)), dz(s.NH, T(0)), dk(2 * s.NH, T(0)),
-      dc(static_cast<size_t>(s.B) * s.NH * s.T, T(0)), db(static_cast<size_t>(s.B) * s.NH * s.T * s.T, T(0));
+  std::vector<T> dh(s.NH, T(0)), dz(s.NH, T(0)), dk(2 * s.NH, T(0)), dc(static_cast<size_t>(s.B) * s.NH * s.T, T(0)),
+      db(static_cast<size_t>(s.B) * s.NH * s.T * s.T, T(0));
   const std::vector<T> own = cast<T>(sinks_for(spec, s.NH)), own_k = cast<T>(kerple_for(spec, s.NH)),
                        own_f = cast<T>(fcum_for(spec, s.B, s.NH, s.T)), own_b = cast<T>(fire_for(spec, s.NH, s.T));
   attention_backward(dqkv.data(), {dh.data(), dz.data(), dk.data(), dc.data(), db.data()}, w.data(), out.data(),
@@ -270,8 +306,7 @@ std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, cons
 
 // Full weight matrix W (T×T, zero above the diagonal) of head (b,h).
 std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,
-                                const std::vector<double>& head_scale, int b, int h,
-                                const std::vector<double>& sinks) {
+                                const std::vector<double>& head_scale, int b, int h, const std::vector<double>& sinks) {
   const int T = s.T, d = s.D();
   auto at = [&](int t, int part, int c) {
     return qkv[(static_cast<size_t>(b) * T + t) * 3 * s.C + part * s.C + h * d + c];
@@ -291,13 +326,14 @@ std::vector<double> ref_weights(const std::vector<double>& qkv, const Shape& s, 
     for (int j = 1; j <= i; ++j) {
       double qk = 0;
       for (int c = 0; c < d; ++c) qk += at(i - 1, 0, c) * at(j - 1, 1, c);
-      const double score = sp.score == Score::Dot ? qk / std::sqrt(d)
-                                                  : sp.cosine_scale * qk / (norm(i - 1, 0) * norm(j - 1, 1));
+      const double score =
+          sp.score == Score::Dot ? qk / std::sqrt(d) : sp.cosine_scale * qk / (norm(i - 1, 0) * norm(j - 1, 1));
       const double x_raw = ref_lambda(sp, i, d, head_scale.empty() ? 0 : head_scale[h]) * score + sp.bias -
-                       slope * (i - j) + ref_kerple(sp, kerple_for(sp, s.NH), h, i - j) +
-                       (fc.empty() ? 0.0 : fc[(static_cast<size_t>(b) * s.NH + h) * T + i - 1] -
-                                               fc[(static_cast<size_t>(b) * s.NH + h) * T + j - 1]) +
-                       (fb.empty() ? 0.0 : fb[(static_cast<size_t>(h) * T + i - 1) * T + (i - j)]);
+                           slope * (i - j) + ref_kerple(sp, kerple_for(sp, s.NH), h, i - j) +
+                           (fc.empty() ? 0.0
+                                       : fc[(static_cast<size_t>(b) * s.NH + h) * T + i - 1] -
+                                             fc[(static_cast<size_t>(b) * s.NH + h) * T + j - 1]) +
+                           (fb.empty() ? 0.0 : fb[(static_cast<size_t>(h) * T + i - 1) * T + (i - j)]);
       // Gemma 2's logit soft-cap (arXiv 2408.00118, §2): logits ← c·tanh(logits / c).
       const double x = sp.softcap > 0 ? sp.softcap * std::tanh(x_raw / sp.softcap) : x_raw;
       a[j - 1] = ref_phi(sp.positivity, x);
@@ -328,14 +364,13 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, co
         for (int c = 0; c < d; ++c) {
           double acc = 0;
           for (int j = 0; j <= i; ++j)
-            acc += W[static_cast<size_t>(i) * s.T + j] * qkv[(static_cast<size_t>(b) * s.T + j) * 3 * s.C + 2 * s.C +
-                                                           h * d + c];
+            acc += W[static_cast<size_t>(i) * s.T + j] *
+                   qkv[(static_cast<size_t>(b) * s.T + j) * 3 * s.C + 2 * s.C + h * d + c];
           out[(static_cast<size_t>(b) * s.T + i) * s.C + h * d + c] = acc;
         }
     }
   return out;
 }
-
 
 std::vector<double> scales_for(const AttentionSpec& s, int NH, uint64_t seed) {
   if (!s.learned_scale()) return {};
@@ -586,7 +621,8 @@ TEST(AttentionVariants, StickBreakingClosedFormWithEqualLogits) {
       }
       ASSERT_LE(taken, 1.0) << x;
       EXPECT_NEAR(taken, 1 - std::pow(1 - beta, i - 1), 1e-12) << x;
-      for (int c = 0; c < s.C; ++c) ASSERT_NEAR(out[static_cast<size_t>(i - 1) * s.C + c], y, 1e-10 * i) << x << " row " << i;
+      for (int c = 0; c < s.C; ++c)
+        ASSERT_NEAR(out[static_cast<size_t>(i - 1) * s.C + c], y, 1e-10 * i) << x << " row " << i;
       EXPECT_NEAR(stats[static_cast<size_t>(i - 1) * kStats], (i - 1) * std::log1p(std::exp(x)), 1e-10 * i) << x;
     }
   }
@@ -647,13 +683,13 @@ TEST(AttentionVariants, KerpleWithZeroR1IsThePlainStage) {
       EXPECT_EQ(forward(qkv, s, k.spec, {}, nullptr, nullptr, nullptr, &zero), forward(qkv, s, plain.spec, {}))
           << kind << " " << name;
       const std::vector<float> qf = cast<float>(qkv), zf = cast<float>(zero);
-      EXPECT_LT(max_abs_diff(forward(qf, s, k.spec, {}, nullptr, nullptr, nullptr, &zf),
-                             forward(qkv, s, plain.spec, {})),
-                1e-5)
+      EXPECT_LT(
+          max_abs_diff(forward(qf, s, k.spec, {}, nullptr, nullptr, nullptr, &zf), forward(qkv, s, plain.spec, {})),
+          1e-5)
           << kind << " " << name;
-      EXPECT_GT(max_abs_diff(forward(qkv, s, k.spec, {}, nullptr, nullptr, nullptr, &some),
-                             forward(qkv, s, plain.spec, {})),
-                1e-3)
+      EXPECT_GT(
+          max_abs_diff(forward(qkv, s, k.spec, {}, nullptr, nullptr, nullptr, &some), forward(qkv, s, plain.spec, {})),
+          1e-3)
           << kind << " " << name;
     }
   }
@@ -669,8 +705,7 @@ TEST(AttentionVariants, ForgetWithEveryGateOneIsThePlainStage) {
   for (const char* name : {"softmax", "lssar", "sigmoid"}) {
     Variant plain = preset(name, 16), f = plain;
     f.spec.position_bias = PositionBias::Forget;
-    EXPECT_EQ(forward(qkv, s, f.spec, {}, nullptr, nullptr, nullptr, nullptr, &zeros),
-              forward(qkv, s, plain.spec, {}))
+    EXPECT_EQ(forward(qkv, s, f.spec, {}, nullptr, nullptr, nullptr, nullptr, &zeros), forward(qkv, s, plain.spec, {}))
         << name;
     const std::vector<float> qf = cast<float>(qkv), zf = cast<float>(zeros);
     EXPECT_LT(max_abs_diff(forward(qf, s, f.spec, {}, nullptr, nullptr, nullptr, nullptr, &zf),
@@ -689,8 +724,8 @@ TEST(AttentionVariants, SoftpickRowsWithoutPositiveScoresAreZero) {
   for (int t = 0; t < s.T; ++t)
     for (int c = 0; c < s.C; ++c) {
       double* row = &qkv[static_cast<size_t>(t) * 3 * s.C];
-      row[s.C + c] = std::abs(row[s.C + c]) + 0.05;                  // k > 0
-      if (t % 2 == 0) row[c] = -std::abs(row[c]) - 0.05;             // q < 0: every score of the row < 0
+      row[s.C + c] = std::abs(row[s.C + c]) + 0.05;       // k > 0
+      if (t % 2 == 0) row[c] = -std::abs(row[c]) - 0.05;  // q < 0: every score of the row < 0
     }
   const AttentionSpec spec = preset("softpick", 16).spec;
   const std::vector<double> out = forward(qkv, s, spec, {});
@@ -724,8 +759,10 @@ TEST(AttentionVariants, LognAndInfoscaleEqualSoftmaxUpToN) {
     for (int t = 0; t < s.T; ++t)
       for (int c = 0; c < s.C; ++c) {
         const size_t k = static_cast<size_t>(t) * s.C + c;
-        if (t < N) ASSERT_EQ(out[k], soft[k]) << name << " row " << t + 1;
-        else past = std::max(past, std::abs(out[k] - soft[k]));
+        if (t < N)
+          ASSERT_EQ(out[k], soft[k]) << name << " row " << t + 1;
+        else
+          past = std::max(past, std::abs(out[k] - soft[k]));
       }
     EXPECT_GT(past, 1e-6) << name << " must differ from softmax past N";
   }
@@ -769,8 +806,10 @@ TEST(AttentionVariants, MaskedKeysGetZeroWeightAndGradient) {
     for (int t = 0; t < s.T; ++t)
       for (int c = 0; c < 3 * s.C; ++c) {
         const double x = g[static_cast<size_t>(t) * 3 * s.C + c];
-        if (t > last) ASSERT_EQ(x, 0.0) << v.name << " row " << t;
-        else before = std::max(before, std::abs(x));
+        if (t > last)
+          ASSERT_EQ(x, 0.0) << v.name << " row " << t;
+        else
+          before = std::max(before, std::abs(x));
       }
     EXPECT_GT(before, 1e-6) << v.name;
   }
@@ -810,7 +849,7 @@ TEST(AttentionVariants, LssarSixteenThousandKeysDoNotOverflow) {
   for (int t = 0; t < T; ++t) {
     float* row = &qkv[static_cast<size_t>(t) * 3 * s.C];
     for (int c = 0; c < s.C; ++c) {
-      row[c] = c == 0 ? 1.0f : 0.0f;                       // q: the first axis
+      row[c] = c == 0 ? 1.0f : 0.0f;                        // q: the first axis
       row[s.C + c] = c == 0 ? (t == 0 ? 1.0f : -1.0f) : 0;  // k: key 1 aligned, the rest opposite
       row[2 * s.C + c] = t == 0 ? 2.0f : -1.0f;             // v: key 1 stands out
     }

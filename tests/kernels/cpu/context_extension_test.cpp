@@ -26,11 +26,11 @@ namespace gpt::cpu {
 namespace {
 
 using gpt::test::cast;
-using gpt::test::ref_lambda;
-using gpt::test::ref_phi;
 using gpt::test::max_abs_diff;
 using gpt::test::numeric_gradient;
 using gpt::test::random_vector;
+using gpt::test::ref_lambda;
+using gpt::test::ref_phi;
 using gpt::test::weighted_sum;
 
 constexpr double kPi = 3.14159265358979323846;
@@ -60,8 +60,8 @@ TEST(ContextExtension, RopeFrequenciesMatchKnownValues) {
   const Row rows[] = {
       {RopeScaling::None, {1.0, 0.1, 0.01, 0.001, 0.0001333521432163324}},
       {RopeScaling::Pi, {0.125, 0.0125, 0.00125, 0.000125, 1.666901790204155e-05}},
-      {RopeScaling::Ntk, {1.0, 0.05847153827988435, 0.003418920788815981, 0.00019990955777914602,
-                          1.6669017902041553e-05}},
+      {RopeScaling::Ntk,
+       {1.0, 0.05847153827988435, 0.003418920788815981, 0.00019990955777914602, 1.6669017902041553e-05}},
       {RopeScaling::Yarn, {1.0, 0.07980769230769232, 0.002596153846153846, 0.000125, 1.666901790204155e-05}},
       {RopeScaling::Llama3, {1.0, 0.1, 0.003086760967011274, 0.000125, 1.666901790204155e-05}},
   };
@@ -253,8 +253,8 @@ std::vector<Case> mask_cases(int N) {
 }
 
 template <typename T>
-std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, const AttentionSpec& spec,
-                       const std::vector<T>& hs, std::vector<T>* stats = nullptr, std::vector<double>* diag = nullptr) {
+std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, const AttentionSpec& spec, const std::vector<T>& hs,
+                       std::vector<T>* stats = nullptr, std::vector<double>* diag = nullptr) {
   std::vector<T> out(s.out_size());
   if (stats) stats->assign(s.stats_size(), T(0));
   if (diag) diag->assign(static_cast<size_t>(s.NH) * kAttentionDiagStats, 0.0);
@@ -485,12 +485,11 @@ TEST(ContextExtension, MaskedKernelDoesNotDependOnThreadCount) {
   const std::vector<float> far = cast<float>(random_vector(s.qkv_size(), 63));
   auto run = [&](std::vector<float>& dq, std::vector<float>& df) {
     std::vector<float> out(s.out_size()), st(s.stats_size());
-    attention_forward<float>(out.data(), st.data(), qkv.data(), s.B, s.T, s.C, s.NH, lam, nullptr, nullptr,
-                             far.data());
+    attention_forward<float>(out.data(), st.data(), qkv.data(), s.B, s.T, s.C, s.NH, lam, nullptr, nullptr, far.data());
     dq.assign(qkv.size(), 0.f);
     df.assign(qkv.size(), 0.f);
-    attention_backward<float>(dq.data(), nullptr, w.data(), out.data(), st.data(), qkv.data(), s.B, s.T, s.C,
-                              s.NH, lam, nullptr, df.data(), far.data());
+    attention_backward<float>(dq.data(), nullptr, w.data(), out.data(), st.data(), qkv.data(), s.B, s.T, s.C, s.NH, lam,
+                              nullptr, df.data(), far.data());
     return out;
   };
   std::vector<float> dq1, df1, dq2, df2;

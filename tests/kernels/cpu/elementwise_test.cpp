@@ -99,7 +99,8 @@ TEST(ForgetGate, PrefixSumsOfLogGatesMatchTheFormula) {
     for (int h = 0; h < NH; ++h)
       for (int t = 0; t < T; ++t) {
         double ref = 0;
-        for (int l = 0; l <= t; ++l) ref += std::log(1.0 / (1.0 + std::exp(-g[(static_cast<size_t>(b) * T + l) * NH + h])));
+        for (int l = 0; l <= t; ++l)
+          ref += std::log(1.0 / (1.0 + std::exp(-g[(static_cast<size_t>(b) * T + l) * NH + h])));
         EXPECT_NEAR(c[(static_cast<size_t>(b) * NH + h) * T + t], ref, 1e-13) << b << " " << h << " " << t;
       }
   // Far positive logits: gates of 1, c = 0 up to e^{−g}; far negative: ln f = g.

@@ -66,8 +66,7 @@ Block make_block(int NH, int T, double L0, double c, double m, uint64_t seed) {
     for (int tries = 0; tries < 200; ++tries) {
       double closest = 1e9;
       for (int i0 = 0; i0 < T; ++i0)
-        for (int d = 0; d <= i0; ++d)
-          closest = std::min(closest, std::abs(p.w1[k] * ref_u(c, m, L0, i0, d) + p.b1[k]));
+        for (int d = 0; d <= i0; ++d) closest = std::min(closest, std::abs(p.w1[k] * ref_u(c, m, L0, i0, d) + p.b1[k]));
       if (closest >= 0.02) break;
       p.b1[k] += 0.013;
     }
@@ -102,8 +101,7 @@ TEST(Fire, TableMatchesTheFormula) {
             err_f = std::max(err_f, std::abs(tf[k] - ref));
             scale = std::max(scale, std::abs(ref));
           }
-      std::printf("[fire table] c=%5.2f m=%4.2f  double %.2e  float %.2e  (max |b| %.2f)\n", c, m, err, err_f,
-                  scale);
+      std::printf("[fire table] c=%5.2f m=%4.2f  double %.2e  float %.2e  (max |b| %.2f)\n", c, m, err, err_f, scale);
       EXPECT_LT(err, 1e-12 * std::max(1.0, scale));
       EXPECT_LT(err_f, 2e-6 * std::max(1.0, scale));
     }
@@ -182,8 +180,8 @@ TEST(Fire, ParameterGradientsMatchFiniteDifferences) {
     double largest = 0;
     for (double x : numeric) largest = std::max(largest, std::abs(x));
     for (const auto& q : parts) {
-      const double err = test::max_rel_error(part(analytic, q.lo, q.hi), part(numeric, q.lo, q.hi),
-                                             std::max(1e-5 * largest, 1e-12));
+      const double err =
+          test::max_rel_error(part(analytic, q.lo, q.hi), part(numeric, q.lo, q.hi), std::max(1e-5 * largest, 1e-12));
       std::printf("[gradcheck] fire %s+fire %s max_rel_err=%.3g\n", preset, q.name, err);
       EXPECT_LT(err, 1e-6) << preset << " " << q.name;
     }

@@ -52,7 +52,8 @@ TEST(LayerNorm, ForwardAppliesWeightAndBiasAndAllowsNullStats) {
 struct LayerNormCase {
   // The finite-difference step is absolute while LayerNorm only sees x/std:
   // a spread of ±3 keeps the step small next to each row's std.
-  std::vector<double> inp = random_vector(N * C, 5, -3.0, 3.0), weight = random_vector(C, 6), bias = random_vector(C, 7);
+  std::vector<double> inp = random_vector(N * C, 5, -3.0, 3.0), weight = random_vector(C, 6),
+                      bias = random_vector(C, 7);
   std::vector<double> w = random_vector(N * C, 8);  // dL/dout
   std::vector<double> out = std::vector<double>(N * C), mean = std::vector<double>(N), rstd = std::vector<double>(N);
 

@@ -29,8 +29,8 @@ std::vector<T> to(const std::vector<double>& v) {
 
 // out (N,OC) = inp (N,C) · weightᵀ + bias, in double whatever the input type.
 template <typename T>
-std::vector<double> naive_forward(const std::vector<T>& inp, const std::vector<T>& weight,
-                                  const std::vector<T>& bias, int N, int C, int OC) {
+std::vector<double> naive_forward(const std::vector<T>& inp, const std::vector<T>& weight, const std::vector<T>& bias,
+                                  int N, int C, int OC) {
   std::vector<double> out(static_cast<size_t>(N) * OC);
   for (int n = 0; n < N; ++n)
     for (int o = 0; o < OC; ++o) {
@@ -67,8 +67,14 @@ struct MatmulCase {
   int N, C, OC;
   std::vector<double> inp, weight, bias, w, out;
   MatmulCase(int n, int c, int oc)
-      : N(n), C(c), OC(oc), inp(random_vector(n * c, 6)), weight(random_vector(oc * c, 7)),
-        bias(random_vector(oc, 8)), w(random_vector(n * oc, 9)), out(n * oc) {}
+      : N(n),
+        C(c),
+        OC(oc),
+        inp(random_vector(n * c, 6)),
+        weight(random_vector(oc * c, 7)),
+        bias(random_vector(oc, 8)),
+        w(random_vector(n * oc, 9)),
+        out(n * oc) {}
   double loss() {
     gpt::cpu::matmul_forward(out.data(), inp.data(), weight.data(), bias.data(), N, C, OC);
     return weighted_sum(out, w);  // dL/dout = w
@@ -78,8 +84,8 @@ struct MatmulCase {
 TEST(Matmul, GradientMatchesFiniteDifferences) {
   MatmulCase k(5, 7, 3);
   std::vector<double> dinp(5 * 7, 0.0), dweight(3 * 7, 0.0), dbias(3, 0.0);
-  gpt::cpu::matmul_backward(dinp.data(), dweight.data(), dbias.data(), k.w.data(), k.inp.data(), k.weight.data(),
-                            k.N, k.C, k.OC);
+  gpt::cpu::matmul_backward(dinp.data(), dweight.data(), dbias.data(), k.w.data(), k.inp.data(), k.weight.data(), k.N,
+                            k.C, k.OC);
   auto loss = [&] { return k.loss(); };
   expect_gradient("dinp", dinp, numeric_gradient(k.inp, loss));
   expect_gradient("dweight", dweight, numeric_gradient(k.weight, loss));
@@ -128,8 +134,7 @@ TEST(Matmul, FloatAgreesWithDoubleBeyondCacheBlocks) {
   const auto inpf = to<float>(inp), weightf = to<float>(weight), biasf = to<float>(bias), doutf = to<float>(dout);
   std::vector<float> outf(N * OC), dinpf(N * C, 0.0f), dwf(OC * C, 0.0f), dbf(OC, 0.0f);
   gpt::cpu::matmul_forward(outf.data(), inpf.data(), weightf.data(), biasf.data(), N, C, OC);
-  gpt::cpu::matmul_backward(dinpf.data(), dwf.data(), dbf.data(), doutf.data(), inpf.data(), weightf.data(), N, C,
-                            OC);
+  gpt::cpu::matmul_backward(dinpf.data(), dwf.data(), dbf.data(), doutf.data(), inpf.data(), weightf.data(), N, C, OC);
   // Sums of 263..517 products of magnitude <= 1 have magnitude ~10; float
   // rounding of the inputs and of the sums stays well below 1e-3 absolute.
   auto expect_close = [](const char* name, const std::vector<float>& f, const std::vector<double>& d) {
@@ -193,8 +198,7 @@ TEST(Matmul, EveryFloatKernelIsCorrectAndThreadCountIndependent) {
       omp_set_num_threads(threads);
       std::vector<float> o(N * OC), dx(N * C, 0.0f), dwf(OC * C, 0.0f), dbf(OC, 0.0f);
       gpt::cpu::matmul_forward(o.data(), inpf.data(), weightf.data(), biasf.data(), N, C, OC);
-      gpt::cpu::matmul_backward(dx.data(), dwf.data(), dbf.data(), doutf.data(), inpf.data(), weightf.data(), N, C,
-                                OC);
+      gpt::cpu::matmul_backward(dx.data(), dwf.data(), dbf.data(), doutf.data(), inpf.data(), weightf.data(), N, C, OC);
       return std::vector<std::vector<float>>{o, dx, dwf, dbf};
     };
     const auto one = run(1), two = run(2), three = run(3);
@@ -204,8 +208,7 @@ TEST(Matmul, EveryFloatKernelIsCorrectAndThreadCountIndependent) {
     const std::vector<double>* ref[] = {&out, &dinp, &dw, &db};
     for (int t = 0; t < 4; ++t) {
       double worst = 0;
-      for (size_t i = 0; i < ref[t]->size(); ++i)
-        worst = std::max(worst, std::abs(double(one[t][i]) - (*ref[t])[i]));
+      for (size_t i = 0; i < ref[t]->size(); ++i) worst = std::max(worst, std::abs(double(one[t][i]) - (*ref[t])[i]));
       EXPECT_LT(worst, 1e-3) << name << " tensor " << t;
     }
   }
@@ -240,10 +243,10 @@ TEST(Gemm, SerialProductMatchesPlainLoopOnEveryKernel) {
       const auto af = to<T>(a), bf = to<T>(b), atf = to<T>(at), btf = to<T>(bt);
       for (int transposed = 0; transposed < 2; ++transposed) {
         std::vector<T> c = to<T>(c0);
-        const gpt::cpu::MatView<T> va = transposed ? gpt::cpu::MatView<T>{atf.data(), 1, size_t(d.M)}
-                                                   : gpt::cpu::MatView<T>{af.data(), lda, 1};
-        const gpt::cpu::MatView<T> vb = transposed ? gpt::cpu::MatView<T>{btf.data(), 1, size_t(d.K)}
-                                                   : gpt::cpu::MatView<T>{bf.data(), ldb, 1};
+        const gpt::cpu::MatView<T> va =
+            transposed ? gpt::cpu::MatView<T>{atf.data(), 1, size_t(d.M)} : gpt::cpu::MatView<T>{af.data(), lda, 1};
+        const gpt::cpu::MatView<T> vb =
+            transposed ? gpt::cpu::MatView<T>{btf.data(), 1, size_t(d.K)} : gpt::cpu::MatView<T>{bf.data(), ldb, 1};
         gpt::cpu::gemm_accumulate_serial(c.data(), ldc, va, vb, d.M, d.N, d.K);
         double worst = 0;
         for (int i = 0; i < d.M; ++i)

@@ -73,8 +73,8 @@ TEST(Rope, Gradcheck) {
   std::vector<double> analytic(s.size(), 0.0);
   rope_backward(analytic.data(), w.data(), s.B, s.T, s.C, s.NH, RopeSpec{100.0}, pos0);
   // RoPE is linear, so a larger eps has no truncation error and less rounding.
-  const std::vector<double> numeric =
-      numeric_gradient(x, [&] { return weighted_sum(rope(x, s, pos0, 100.0), w); }, 1e-3);
+  const std::vector<double> numeric = numeric_gradient(
+      x, [&] { return weighted_sum(rope(x, s, pos0, 100.0), w); }, 1e-3);
   const double err = max_rel_error(analytic, numeric);
   std::printf("[gradcheck] rope dinp max_rel_err=%.3e\n", err);
   EXPECT_LT(err, 1e-6);

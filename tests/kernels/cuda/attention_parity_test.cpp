@@ -102,8 +102,8 @@ std::vector<float> make_qkv(const Case& c, uint64_t seed) {
     for (int x = 0; x < c.C; ++x) {
       q[x] *= static_cast<float>(c.q_scale);
       if (c.negative) {
-        q[c.C + x] = std::fabs(q[c.C + x]) + 0.05f;                   // k > 0
-        if (t % 2 == 0) q[x] = -std::fabs(q[x]) - 0.05f;             // q < 0: every score < 0
+        q[c.C + x] = std::fabs(q[c.C + x]) + 0.05f;       // k > 0
+        if (t % 2 == 0) q[x] = -std::fabs(q[x]) - 0.05f;  // q < 0: every score < 0
       }
       if (c.zero_q && t % 3 == 1) q[x] = 0.f;
     }
@@ -130,7 +130,8 @@ void run_case(const Case& c) {
   SCOPED_TRACE(c.name + " B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " C=" + std::to_string(c.C) +
                " NH=" + std::to_string(c.NH));
   const size_t n3 = static_cast<size_t>(c.B) * c.T * 3 * c.C, n1 = static_cast<size_t>(c.B) * c.T * c.C;
-  const size_t ns = static_cast<size_t>(c.B) * c.NH * c.T * kStats, nd = static_cast<size_t>(c.NH) * kAttentionDiagStats;
+  const size_t ns = static_cast<size_t>(c.B) * c.NH * c.T * kStats,
+               nd = static_cast<size_t>(c.NH) * kAttentionDiagStats;
   const std::vector<float> qkv = make_qkv(c, 1), dout = uniform(n1, 2, -1, 1);
   // Start values of the accumulated outputs: the kernels must add to them.
   const std::vector<float> dqkv0 = uniform(n3, 3, -1e-3, 1e-3);
@@ -165,12 +166,12 @@ void run_case(const Case& c) {
   const std::vector<float> dfar0 = far ? uniform(n3, 8, -1e-3, 1e-3) : std::vector<float>{};
 
   // CPU
-  std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0, dsink_c = dsink0,
-      dkerple_c = dkerple0, dfar_c = dfar0, dfcum_c = dfcum0, dfire_c = dfire0;
+  std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0, dsink_c = dsink0, dkerple_c = dkerple0,
+                                             dfar_c = dfar0, dfcum_c = dfcum0, dfire_c = dfire0;
   std::vector<double> diag_c = diag0;
   cpu::attention_forward(out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec,
-                         {head_scale.data(), sink.data(), kerple.data(), fcum.data(), fire_tab.data()},
-                         diag_c.data(), far ? qkv_far.data() : nullptr);
+                         {head_scale.data(), sink.data(), kerple.data(), fcum.data(), fire_tab.data()}, diag_c.data(),
+                         far ? qkv_far.data() : nullptr);
   cpu::attention_backward(dqkv_c.data(),
                           {dhead_c.data(), dsink_c.data(), dkerple_c.data(), dfcum_c.data(), dfire_c.data()},
                           dout.data(), out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec,
@@ -306,25 +307,23 @@ TEST_F(CudaAttention, HeadSizes16And128) {
 }
 
 TEST_F(CudaAttention, StageCombinations) {
-  run_case({"cosine+infoscale", preset_spec("cosine", kN, [](AttentionConfig& a) { a.scale = "infoscale"; }), 2, 70,
-            64, 2, kTol});
-  run_case({"lssa p=15 offset_rows=5",
-            preset_spec("lssa", kN, [](AttentionConfig& a) { a.p = 15, a.offset_rows = 5; }), 2, 70, 64, 2,
-            kTolSharp});
+  run_case({"cosine+infoscale", preset_spec("cosine", kN, [](AttentionConfig& a) { a.scale = "infoscale"; }), 2, 70, 64,
+            2, kTol});
+  run_case({"lssa p=15 offset_rows=5", preset_spec("lssa", kN, [](AttentionConfig& a) { a.p = 15, a.offset_rows = 5; }),
+            2, 70, 64, 2, kTolSharp});
   run_case({"softmax+reweight15", preset_spec("softmax", kN, [](AttentionConfig& a) { a.p = 15; }), 1, 90, 64, 2,
             kTolSharp});
-  run_case({"sigmoid+l1+reweight",
-            preset_spec("sigmoid", kN, [](AttentionConfig& a) { a.normalize = "l1", a.p = 15; }), 1, 90, 64, 2,
-            kTolSharp});
+  run_case({"sigmoid+l1+reweight", preset_spec("sigmoid", kN, [](AttentionConfig& a) { a.normalize = "l1", a.p = 15; }),
+            1, 90, 64, 2, kTolSharp});
   run_case({"ssmax+softplus+reweight4",
             preset_spec("ssmax", kN, [](AttentionConfig& a) { a.positivity = "softplus", a.p = 4; }), 1, 90, 64, 2,
             kTolSharp});
-  run_case({"lssa-no-l1", preset_spec("lssa", kN, [](AttentionConfig& a) { a.normalize = "none"; }), 1, 90, 64, 2,
-            kTol});
-  run_case({"fixed scale", preset_spec("softmax", kN, [](AttentionConfig& a) { a.scale = "fixed", a.scale_value = 0.7; }),
-            1, 90, 64, 2, kTol});
-  run_case({"lssa+exp", preset_spec("lssa", kN, [](AttentionConfig& a) { a.positivity = "exp"; }), 1, 90, 64, 2,
-            kTol});
+  run_case(
+      {"lssa-no-l1", preset_spec("lssa", kN, [](AttentionConfig& a) { a.normalize = "none"; }), 1, 90, 64, 2, kTol});
+  run_case({"fixed scale",
+            preset_spec("softmax", kN, [](AttentionConfig& a) { a.scale = "fixed", a.scale_value = 0.7; }), 1, 90, 64,
+            2, kTol});
+  run_case({"lssa+exp", preset_spec("lssa", kN, [](AttentionConfig& a) { a.positivity = "exp"; }), 1, 90, 64, 2, kTol});
   run_case({"logn sharp scores", preset_spec("logn", kN), 1, 90, 64, 2, kTol, 4.0});
 }
 
@@ -448,12 +447,11 @@ TEST_F(CudaAttention, StickBreaking) {
   run_case({"stick_breaking D=128", sb, 1, 100, 256, 2, kTol});
   run_case({"stick_breaking+logn", with([](AttentionConfig& a) { a.scale = "logn"; }), 1, 150, 64, 2, kTol});
   run_case({"stick_breaking+ssmax", with([](AttentionConfig& a) { a.scale = "ssmax"; }), 1, 150, 64, 2, kTol});
-  run_case({"stick_breaking+cosine", with([](AttentionConfig& a) { a.score = "cosine", a.cosine_scale = 8.0; }), 2,
-            70, 64, 2, kTol});
+  run_case({"stick_breaking+cosine", with([](AttentionConfig& a) { a.score = "cosine", a.cosine_scale = 8.0; }), 2, 70,
+            64, 2, kTol});
   run_case({"stick_breaking+kerple_log", with([](AttentionConfig& a) { a.position_bias = "kerple_log"; }), 1, 150, 64,
             2, kTol});
-  run_case({"stick_breaking+forget", with([](AttentionConfig& a) { a.position_bias = "forget"; }), 2, 77, 64, 2,
-            kTol});
+  run_case({"stick_breaking+forget", with([](AttentionConfig& a) { a.position_bias = "forget"; }), 2, 77, 64, 2, kTol});
   AttentionSpec alibi = sb;
   alibi.position_bias = PositionBias::Alibi;
   run_case({"stick_breaking+alibi", alibi, 1, 66, 96, 3, kTol});
@@ -537,13 +535,15 @@ TEST_F(CudaAttention, LogitSoftcap) {
   run_case({"softpick+softcap", capped("softpick"), 1, 90, 64, 2, kTol});
   run_case({"stick_breaking+softcap", capped("stick_breaking"), 2, 77, 64, 2, kTol});
   run_case({"stick_breaking+fire+softcap", capped("stick_breaking", "fire"), 1, 90, 64, 2, kTol});
-  AttentionSpec sinks = context_spec("softmax", kN, [](ContextConfig& c) { c.mask = "sinks", c.sinks = 4, c.window = 29; });
+  AttentionSpec sinks =
+      context_spec("softmax", kN, [](ContextConfig& c) { c.mask = "sinks", c.sinks = 4, c.window = 29; });
   sinks.softcap = 2.0;
   run_case({"softmax+sinks4+29+softcap", sinks, 1, 300, 64, 2, kTol});
   AttentionSpec rerope = context_spec("softmax", kN, [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 40; });
   rerope.softcap = 2.0;
   run_case({"softmax+rerope+softcap", rerope, 1, 200, 64, 2, kTol});
-  AttentionSpec sb_rerope = context_spec("stick_breaking", kN, [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 40; });
+  AttentionSpec sb_rerope =
+      context_spec("stick_breaking", kN, [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 40; });
   sb_rerope.softcap = 2.0;
   sb_rerope.bias = -4.0;
   run_case({"stick_breaking+rerope+softcap", sb_rerope, 1, 200, 64, 2, kTol});
@@ -699,9 +699,9 @@ TEST(CudaAttentionArgs, UnsupportedHeadSizeNamesTheSupportedOnes) {
     EXPECT_NE(msg.find("head size"), std::string::npos) << msg;
     EXPECT_NE(msg.find("16, 32, 64, 128"), std::string::npos) << msg;
   }
-  EXPECT_THROW(attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 48, 2, s, nullptr,
-                                  nullptr),
-               gpt::Error);
+  EXPECT_THROW(
+      attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 48, 2, s, nullptr, nullptr),
+      gpt::Error);
 }
 
 TEST(CudaAttentionArgs, BadShapesAndSpecs) {
@@ -710,19 +710,20 @@ TEST(CudaAttentionArgs, BadShapesAndSpecs) {
                gpt::Error);
   EXPECT_THROW(attention_forward(nullptr, nullptr, nullptr, 1, 8, 64, 3, softmax, nullptr, nullptr, nullptr),
                gpt::Error);  // C % NH != 0
-  EXPECT_THROW(attention_forward(nullptr, nullptr, nullptr, 1, 8, 64, 2, preset_spec("ssmax", kN), nullptr, nullptr,
-                                 nullptr),
-               gpt::Error);  // ssmax without s_h
+  EXPECT_THROW(
+      attention_forward(nullptr, nullptr, nullptr, 1, 8, 64, 2, preset_spec("ssmax", kN), nullptr, nullptr, nullptr),
+      gpt::Error);  // ssmax without s_h
   AttentionSpec neg_p = softmax;
   neg_p.p = -1;
   EXPECT_THROW(attention_forward(nullptr, nullptr, nullptr, 1, 8, 64, 2, neg_p, nullptr, nullptr, nullptr), gpt::Error);
   AttentionSpec zero_c = preset_spec("relu", kN);
   zero_c.norm_const = 0;
-  EXPECT_THROW(attention_forward(nullptr, nullptr, nullptr, 1, 8, 64, 2, zero_c, nullptr, nullptr, nullptr), gpt::Error);
-  // The backward needs the forward's statistics.
-  EXPECT_THROW(attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 64, 2, softmax, nullptr,
-                                  nullptr),
+  EXPECT_THROW(attention_forward(nullptr, nullptr, nullptr, 1, 8, 64, 2, zero_c, nullptr, nullptr, nullptr),
                gpt::Error);
+  // The backward needs the forward's statistics.
+  EXPECT_THROW(
+      attention_backward(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 1, 8, 64, 2, softmax, nullptr, nullptr),
+      gpt::Error);
 }
 
 }  // namespace

@@ -180,9 +180,10 @@ TEST_F(CudaBf16Storage, ChunkedScratchAndSharedActivationsOnTheDevice) {
   double l_whole = 0, l_chunk = 0;
   const size_t whole = step_in_use(0, &l_whole), chunked = step_in_use(1024, &l_chunk);
   const size_t logits_f32 = size_t(B) * T * 1024 * sizeof(float);
-  std::printf("device memory after a bf16 step: whole-tensor widening %zu bytes, chunks of 1024 floats %zu bytes "
-              "(logits in float32: %zu)\n",
-              whole, chunked, logits_f32);
+  std::printf(
+      "device memory after a bf16 step: whole-tensor widening %zu bytes, chunks of 1024 floats %zu bytes "
+      "(logits in float32: %zu)\n",
+      whole, chunked, logits_f32);
   EXPECT_LT(chunked + logits_f32 / 2, whole);
   EXPECT_NEAR(l_chunk, l_whole, 1e-3 * l_whole);
 

@@ -717,8 +717,8 @@ Ref product(int rows, int cols, int K, A a, B b, bool rounded) {
 // out (N,OC) = inp (N,C) · Wᵀ (W: OC×C).
 Ref forward(const std::vector<float>& inp, const std::vector<float>& w, int N, int C, int OC, bool rounded) {
   return product(
-      N, OC, C, [&](int n, int c) { return inp[size_t(n) * C + c]; }, [&](int o, int c) { return w[size_t(o) * C + c]; },
-      rounded);
+      N, OC, C, [&](int n, int c) { return inp[size_t(n) * C + c]; },
+      [&](int o, int c) { return w[size_t(o) * C + c]; }, rounded);
 }
 
 // dinp (N,C) = dout (N,OC) · W (OC×C).
@@ -806,8 +806,8 @@ TEST_F(CudaBf16, MatmulMatchesTheRoundedReference) {
       const auto dinp0 = random_floats(size_t(N) * C, 15), dw0 = random_floats(size_t(OC) * C, 16),
                  db0 = random_floats(OC, 17);
       auto g_dinp = up(dinp0), g_dw = up(dw0), g_db = up(db0);
-      bf16_->matmul_backward(with_dinp ? g_dinp.get() : nullptr, g_dw.get(), g_db.get(), g_dout.get(), g_inp.get(),
-                             g_w, N, C, OC);
+      bf16_->matmul_backward(with_dinp ? g_dinp.get() : nullptr, g_dw.get(), g_db.get(), g_dout.get(), g_inp.get(), g_w,
+                             N, C, OC);
       if (with_dinp) {
         bf16ref::expect_within(down(g_dinp, dinp0.size()), di, dinp0, "bf16 matmul_backward dinp" + shape);
       } else {
@@ -852,8 +852,11 @@ TEST_F(CudaBf16, DiffersFromFp32ByTheOperandRoundingOnly) {
   }
   {
     Case di{"backward dinp", bf16ref::dinp(dout, w, N, C, OC, false), bf16ref::dinp(dout, w, N, C, OC, true), {}, {}};
-    Case dw{"backward dweight", bf16ref::dweight(dout, inp, N, C, OC, false),
-            bf16ref::dweight(dout, inp, N, C, OC, true), {}, {}};
+    Case dw{"backward dweight",
+            bf16ref::dweight(dout, inp, N, C, OC, false),
+            bf16ref::dweight(dout, inp, N, C, OC, true),
+            {},
+            {}};
     for (Backend<float>* be : {gpu_.get(), bf16_.get()}) {
       auto g_dinp = up(std::vector<float>(size_t(N) * C)), g_dw = up(std::vector<float>(size_t(OC) * C));
       be->matmul_backward(g_dinp.get(), g_dw.get(), nullptr, g_dout.get(), g_inp.get(), g_w.get(), N, C, OC);
@@ -912,7 +915,8 @@ TEST_F(CudaBf16, DeviceRoundingIsTheHostRoundingBitForBit) {
   std::vector<float> x;
   for (uint32_t b = 0; b < 65536; ++b) x.push_back(std::bit_cast<float>(b << 16));
   for (uint32_t b = 0; b < 65536; b += 7) {
-    for (uint32_t low : {0x8000u, 0x7fffu, 0x8001u, 0x0001u, 0xffffu}) x.push_back(std::bit_cast<float>((b << 16) | low));
+    for (uint32_t low : {0x8000u, 0x7fffu, 0x8001u, 0x0001u, 0xffffu})
+      x.push_back(std::bit_cast<float>((b << 16) | low));
   }
   std::mt19937 rng(41);
   for (int i = 0; i < 100000; ++i) x.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
@@ -942,8 +946,8 @@ TEST_F(CudaBf16, DeviceRoundingIsTheHostRoundingBitForBit) {
       if (bad++ == 0) first_bad = i;
     }
   }
-  EXPECT_EQ(bad, 0u) << "first mismatch: float bits " << std::hex << std::bit_cast<uint32_t>(x[first_bad])
-                     << " host " << round_to_bf16_bits(x[first_bad]) << " device " << flat[first_bad] << " / padded "
+  EXPECT_EQ(bad, 0u) << "first mismatch: float bits " << std::hex << std::bit_cast<uint32_t>(x[first_bad]) << " host "
+                     << round_to_bf16_bits(x[first_bad]) << " device " << flat[first_bad] << " / padded "
                      << pad[first_bad / cols * ld + first_bad % cols];
   for (int r = 0; r < rows; ++r)
     for (int c = cols; c < ld; ++c) ASSERT_EQ(pad[size_t(r) * ld + c], 0) << "padding of row " << r;
