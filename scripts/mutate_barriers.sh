@@ -5,7 +5,7 @@
 # removed barrier. Every barrier should make some test fail ("NONE" means
 # the tests, or the emulator's scheduling, cannot see that barrier's race).
 #   scripts/mutate_barriers.sh                       every barrier (about 30 s each on 2 cores, after a full build)
-#   scripts/mutate_barriers.sh kernels/cuda/ops.cu:117 ...   only these lines
+#   scripts/mutate_barriers.sh kernels/cuda/layernorm.cu:77 ...   only these lines
 # WORK_DIR (default /tmp/gpt_mutate_barriers) holds the copy and its build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,7 @@ base=$(tests | grep -E '^\[  (PASSED|FAILED)  \] [0-9]+ test' | tr '\n' ' ' || t
 echo "mutate: unmutated: $base"
 case "$base" in *PASSED*) ;; *) echo "mutate: the unmutated tree does not pass the CUDA tests; nothing to compare" >&2; exit 1 ;; esac
 case "$base" in *FAILED*) echo "mutate: the unmutated tree does not pass the CUDA tests; nothing to compare" >&2; exit 1 ;; esac
-if (($#)); then sites=("$@"); else mapfile -t sites < <(grep -n '__syncthreads();' kernels/cuda/*.cu kernels/cuda/*.cuh | cut -d: -f1,2); fi
+if (($#)); then sites=("$@"); else mapfile -t sites < <(grep -n '__syncthreads();' kernels/cuda/*.cu kernels/cuda/*.cuh kernels/cuda/attention/*.cuh | cut -d: -f1,2); fi
 for site in "${sites[@]}"; do
   file=${site%%:*} line=${site##*:}
   cp "$file" "$work/original"

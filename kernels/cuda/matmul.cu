@@ -18,7 +18,7 @@
 // The bf16 copies keep this layout with rows padded to a multiple of 8
 // elements (16 bytes, what the tensor-core kernels want), so the leading
 // dimension of a bf16 operand may exceed the float32 one.
-// The bias is added and reduced by small float32 kernels (kernels/cuda/ops.cu).
+// The bias is added and reduced by small float32 kernels (kernels/cuda/bias.cu).
 // Descriptors are made per call: simple, and cheap next to the GEMMs of a
 // GPT-2 step.
 #include <algorithm>

@@ -1,0 +1,110 @@
+// LayerNorm, one warp per row, and its backward (the input; the gain and
+// bias summed over rows in column blocks).
+// Contracts: kernels/cuda/cuda_kernels.h.
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "kernels/attention_spec.h"
+#include "kernels/bf16_round.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_syntax.h"
+#include "kernels/cuda/ops_common.cuh"
+#include "kernels/cuda/reduce.cuh"
+
+namespace gpt::cuda {
+
+namespace {
+
+constexpr float kLayerNormEps = 1e-5f;  // as kernels/cpu/layernorm.cpp
+
+// ---- LayerNorm: one warp per row ----------------------------------------------------
+__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                                         const float* b, int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;  // the whole warp leaves together
+  const float* x = inp + size_t(row) * C;
+  float* y = out + size_t(row) * C;
+  float s = 0.f;
+  for (int c = lane; c < C; c += 32) s += x[c];
+  const float m = warp_sum(s) / C;
+  float v = 0.f;  // two passes, as the CPU kernel: no E[x²] - E[x]² cancellation
+  for (int c = lane; c < C; c += 32) v += (x[c] - m) * (x[c] - m);
+  const float r = 1.0f / sqrtf(warp_sum(v) / C + kLayerNormEps);
+  for (int c = lane; c < C; c += 32) y[c] = (x[c] - m) * r * w[c] + b[c];
+  if (lane == 0) {
+    if (mean) mean[row] = m;
+    if (rstd) rstd[row] = r;
+  }
+}
+
+// dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w.
+__global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, const float* inp, const float* w,
+                                                const float* mean, const float* rstd, int N, int C) {
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (row >= N) return;
+  const float* x = inp + size_t(row) * C;
+  const float* dy = dout + size_t(row) * C;
+  float* dx = dinp + size_t(row) * C;
+  const float m = mean[row], r = rstd[row];
+  float g_sum = 0.f, gx_sum = 0.f;
+  for (int c = lane; c < C; c += 32) {
+    const float g = dy[c] * w[c];
+    g_sum += g;
+    gx_sum += g * (x[c] - m) * r;
+  }
+  const float g_mean = warp_sum(g_sum) / C, gx_mean = warp_sum(gx_sum) / C;
+  for (int c = lane; c < C; c += 32) {
+    const float xhat = (x[c] - m) * r;
+    dx[c] += r * (dy[c] * w[c] - g_mean - xhat * gx_mean);
+  }
+}
+
+__global__ void layernorm_backward_params_kernel(float* dw, float* db, const float* dout, const float* inp,
+                                                 const float* mean, const float* rstd, int N, int C) {
+  GPT_SHARED(float, sw, [kColRows][33]);
+  GPT_SHARED(float, sb, [kColRows][33]);
+  const int c = blockIdx.x * 32 + threadIdx.x;
+  float aw = 0.f, ab = 0.f;
+  if (c < C)
+    for (int n = blockIdx.y * kColRows + threadIdx.y; n < N; n += gridDim.y * kColRows) {
+      const float dy = dout[size_t(n) * C + c];
+      aw += dy * (inp[size_t(n) * C + c] - mean[n]) * rstd[n];
+      ab += dy;
+    }
+  sw[threadIdx.y][threadIdx.x] = aw;
+  sb[threadIdx.y][threadIdx.x] = ab;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < C) {
+    for (int k = 1; k < kColRows; ++k) {
+      aw += sw[k][threadIdx.x];
+      ab += sb[k][threadIdx.x];
+    }
+    atomicAdd(dw + c, aw);
+    atomicAdd(db + c, ab);
+  }
+}
+
+unsigned warp_rows_grid(int N) { return static_cast<unsigned>((N + kThreads / 32 - 1) / (kThreads / 32)); }
+
+}  // namespace
+
+void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight, const float* bias,
+                       int N, int C, cudaStream_t stream) {
+  if (N <= 0) return;
+  GPT_LAUNCH(warp_rows_grid(N), kThreads, stream, layernorm_forward_kernel)(out, mean, rstd, inp, weight, bias, N, C);
+  GPT_CUDA_CHECK_LAUNCH("layernorm_forward_kernel");
+}
+
+void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                        const float* weight, const float* mean, const float* rstd, int N, int C, cudaStream_t stream) {
+  if (N <= 0) return;
+  GPT_LAUNCH(warp_rows_grid(N), kThreads, stream, layernorm_backward_input_kernel)
+  (dinp, dout, inp, weight, mean, rstd, N, C);
+  GPT_CUDA_CHECK_LAUNCH("layernorm_backward_input_kernel");
+  const dim3 grid((C + 31) / 32, row_blocks(N)), block(32, kColRows);
+  GPT_LAUNCH(grid, block, stream, layernorm_backward_params_kernel)(dweight, dbias, dout, inp, mean, rstd, N, C);
+  GPT_CUDA_CHECK_LAUNCH("layernorm_backward_params_kernel");
+}
+
+}  // namespace gpt::cuda
