@@ -140,13 +140,11 @@ std::vector<Variant> all_variants(int N) {
       "stick_breaking", N, [](AttentionConfig& a) { a.position_bias = "fire"; }, "stick_breaking+fire"));
   v.push_back(preset(
       "stick_breaking", N, [](AttentionConfig& a) { a.scale = "ssmax"; }, "stick_breaking+ssmax"));
-  // The logit soft-cap (Gemma 2), at c = 2 so that it bends the logits of
-  // these scores, with every kind of stage: each normalisation family, a
-  // learned scale, the position biases, re-weighting and stick-breaking.
-  v.push_back(preset(
-      "softmax", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "softmax+softcap"));
-  v.push_back(preset(
-      "lssar", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "lssar+softcap"));
+  // The logit soft-cap (Gemma 2) at c = 2, where it bends these scores, with every kind of stage: each
+  // normalisation family, a learned scale, the position biases, re-weighting and stick-breaking.
+  for (const char* p : {"softmax", "lssar", "softpick", "relu", "stick_breaking"})
+    v.push_back(preset(
+        p, N, [](AttentionConfig& a) { a.softcap = 2.0; }, std::string(p) + "+softcap"));
   v.push_back(preset(
       "ssmax", N, [](AttentionConfig& a) { a.softcap = 1.5, a.position_bias = "kerple_log"; },
       "ssmax+kerple_log+softcap"));
@@ -154,12 +152,6 @@ std::vector<Variant> all_variants(int N) {
       "sink", N, [](AttentionConfig& a) { a.softcap = 2.0, a.position_bias = "fire"; }, "sink+fire+softcap"));
   v.push_back(preset(
       "sigmoid", N, [](AttentionConfig& a) { a.softcap = 2.0, a.position_bias = "forget"; }, "sigmoid+forget+softcap"));
-  v.push_back(preset(
-      "softpick", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "softpick+softcap"));
-  v.push_back(preset(
-      "relu", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "relu+softcap"));
-  v.push_back(preset(
-      "stick_breaking", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "stick_breaking+softcap"));
   Variant alibi_c = preset(
       "softmax", N, [](AttentionConfig& a) { a.softcap = 2.0; }, "softmax+alibi+softcap");
   alibi_c.spec.position_bias = PositionBias::Alibi;
