@@ -9,7 +9,9 @@
 # difference. Used to show that a refactoring changes no number.
 #   scripts/compare_binaries.sh OLD_GPT NEW_GPT [CONFIG...]
 #   STEPS=20 THREADS=1 OUT=/tmp/gpt_compare   (defaults)
-# Needs the KJV shards (scripts/prepare_kjv.sh).
+# Needs the KJV shards (scripts/prepare_kjv.sh). Both binaries must read the
+# configs: a binary older than config "extends" (8c4d640) needs the configs of
+# its own checkout (git archive OLD configs | tar -x -C DIR; pass DIR/configs/...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=$(realpath "${1:?usage: compare_binaries.sh OLD_GPT NEW_GPT [CONFIG...]}")
@@ -62,12 +64,12 @@ for cfg in "${configs[@]}"; do
     fi
   fi
   steps_seen=$(jq -s '[.[] | select(.loss != null)] | length' "$out/$name/new/metrics.jsonl")
-  loss16=$(jq -r '[.. | objects | select(has("multiple") and has("loss"))][0].loss' "$out/$name/eval_new.json" 2>/dev/null || echo "?")
+  loss_1x=$(jq -r '[.. | objects | select(has("multiple") and has("loss"))][0].loss' "$out/$name/eval_new.json" 2>/dev/null || echo "?")
   if ((${#diffs[@]})); then
     echo "$name: DIFFERENT (${diffs[*]})"
     failed=1
   else
-    echo "$name: identical ($steps_seen training steps, eval 1x loss $loss16$([ -f "$out/$name/ctx_new.json" ] && echo ', yarn+window too'))"
+    echo "$name: identical ($steps_seen training steps, eval 1x loss $loss_1x$([ -f "$out/$name/ctx_new.json" ] && echo ', yarn+window too'))"
   fi
 done
 exit $failed
