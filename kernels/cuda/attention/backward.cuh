@@ -42,9 +42,6 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
   const RowConsts rc = row_consts(s, i, D, h, b, in);
-  const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
-  const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
-  const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
   Slice<D> q, dy, acc;
   q.load(in.q + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
   dy.load(gr.dout + row_offset(b, i0, T, C, h, D), lane, row_ok);
@@ -61,21 +58,15 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   if (row_ok)
     for (int k = 0; k < kStats; ++k) st[k] = gr.stats[(static_cast<size_t>(bh) * T + i0) * kStats + k];
   const attn::Row<float> row = attn::row_from_stats(s, i, st);
-  const int n_keys = min(T, q0 + kRowsPerBlock);
-  const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = key_parts(in);
   PartQuery<D> pq;
 
   float S = Di;
   if (s.sharpened()) {  // S_i = Σ_j a_ij h_ij needs a pass of its own
     float sum = 0.f;
-    for (int it = 0; it < parts * n_tiles; ++it) {
-      const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
-      if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-      pq.select(q, in, part, b, i0, h, row_ok);
-      __syncthreads();
-      load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
-      load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
-      __syncthreads();
+    for (KeyWalk<D> w(s, in, b, h, q0); w.next();) {
+      const int part = w.part, j0 = w.j0;
+      pq.select(q, w, i0, row_ok);
+      w.load(ks, vs);
 #pragma unroll 4
       for (int jj = 0; jj < kKeyTile; ++jj) {
         const float qk = q.dot(ks + jj * G::D4, lane), g = dy.dot(vs + jj * G::D4, lane);
@@ -93,17 +84,13 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   double sigma_dx = 0, k1 = 0, k2 = 0;
   float row_dx = 0.f;  // Σ_j dx_ij: the forget gate's dL/dc_i from this row
   acc.zero();
-  for (int it = 0; it < parts * n_tiles; ++it) {
-    const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
-    if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-    if (pq.select(q, in, part, b, i0, h, row_ok)) {  // the far part begins: dq_i is complete
+  for (KeyWalk<D> w(s, in, b, h, q0); w.next();) {
+    const int part = w.part, j0 = w.j0;
+    if (pq.select(q, w, i0, row_ok)) {  // the far part begins: dq_i is complete
       if (row_ok) acc.add_to(gr.dq + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
       acc.zero();
     }
-    __syncthreads();
-    load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
-    load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
-    __syncthreads();
+    w.load(ks, vs);
 #pragma unroll 4
     for (int jj = 0; jj < kKeyTile; ++jj) {
       const float qk = q.dot(ks + jj * G::D4, lane), g = dy.dot(vs + jj * G::D4, lane);

@@ -1,6 +1,7 @@
 // The attention kernels' shared parts: the tile geometry, the Slice<D> row
-// type, the kernels' arguments (Inputs, RowConsts), the logit of a pair and
-// the query of a near or far part.
+// type, the kernels' arguments (Inputs, RowConsts), the logit of a pair, the
+// walk of a block of query rows over its key tiles (KeyWalk) and the query of
+// a near or far part.
 // Included once, by kernels/cuda/attention.cu (one translation unit: the
 // kernels and their launches are instantiated together).
 #pragma once
@@ -255,18 +256,87 @@ __device__ __forceinline__ bool part_tile_seen(const AttentionSpec& s, int part,
 
 __device__ __forceinline__ int key_parts(const Inputs& in) { return in.qf ? 2 : 1; }
 
-// The query row a thread holds across the parts of its key loop: q in part 0,
-// q̃ in part 1 (reloaded when the part changes).
+// The walk of a block of kRowsPerBlock query rows (q0, q0+1, ...) over the keys
+// of its head, tile by tile: written once for every row kernel (forward, diag,
+// dq, stick-breaking). Part 0 walks the near keys k, then, under a distance
+// remapping, part 1 walks the far copy k̃; within a part the tiles of kKeyTile
+// keys go from the first key on, or from the last back for stick-breaking.
+// Keys past the block's last row are never visited (causal).
+//
+//   for (KeyWalk<D> w(s, in, b, h, q0); w.next();) {  // tiles some row sees
+//     pq.select(q, w, i0, row_ok);                    // q or q̃ for w.part
+//     w.load(ks, vs);                                 // keys w.j0 .. w.j0 + kKeyTile − 1
+//     ...
+//   }
+//
+// next() skips a tile no row of the block sees; step() visits every tile and
+// seen() says whether the block sees it. Both are uniform across the block,
+// so the barriers inside load() are reached by every thread or by none.
+template <int D>
+struct KeyWalk {
+  const AttentionSpec& s;
+  const Inputs& in;
+  const float *k, *kf, *v;  // this head's rows: keys, far keys, values
+  int b, h, q0, n_tiles, parts;
+  bool from_last;
+  int it = -1, part = 0, j0 = 0;  // the tile: its part and its first key
+
+  __device__ __forceinline__ KeyWalk(const AttentionSpec& spec, const Inputs& inputs, int b_, int h_, int q0_,
+                                     bool from_last_ = false)
+      : s(spec),
+        in(inputs),
+        k(inputs.k + row_offset(b_, 0, inputs.T, inputs.qk_stride, h_, D)),
+        kf(inputs.kf ? inputs.kf + row_offset(b_, 0, inputs.T, inputs.qk_stride, h_, D) : k),
+        v(inputs.v + row_offset(b_, 0, inputs.T, inputs.v_stride, h_, D)),
+        b(b_),
+        h(h_),
+        q0(q0_),
+        n_tiles(ceil_div(min(inputs.T, q0_ + kRowsPerBlock), kKeyTile)),
+        parts(key_parts(inputs)),
+        from_last(from_last_) {}
+
+  // To the next tile, seen or not; false after the last.
+  __device__ __forceinline__ bool step() {
+    if (++it >= parts * n_tiles) return false;
+    part = it / n_tiles;
+    const int t = it % n_tiles;
+    j0 = (from_last ? n_tiles - 1 - t : t) * kKeyTile;
+    return true;
+  }
+  // Whether some row of the block has a pair of this part among the tile's keys.
+  __device__ __forceinline__ bool seen() const {
+    return part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1);
+  }
+  // To the next tile the block sees; false after the last.
+  __device__ __forceinline__ bool next() {
+    while (step())
+      if (seen()) return true;
+    return false;
+  }
+  // Waits until every thread is done with the previous tile, loads this
+  // tile's keys (of its part) into ks and, unless vs is null, its values, and
+  // waits for the loads.
+  __device__ __forceinline__ void load(float4* ks, float4* vs) const {
+    __syncthreads();
+    load_tile<D>(ks, part ? kf : k, in.qk_stride, j0, kKeyTile, in.T);
+    if (vs) load_tile<D>(vs, v, in.v_stride, j0, kKeyTile, in.T);
+    __syncthreads();
+  }
+};
+
+// The query row a thread holds across the parts of its key walks: q in part
+// 0, q̃ in part 1 (reloaded when the part changes; it outlives one walk).
 template <int D>
 struct PartQuery {
   int part = 0;  // the part q holds
-  // Loads the part's query row into q if it is not there yet; true when that
-  // starts the far part (part 1).
-  __device__ bool select(Slice<D>& q, const Inputs& in, int want, int b, int i0, int h, bool row_ok) {
-    if (want == part) return false;
-    part = want;
-    q.load((want ? in.qf : in.q) + row_offset(b, i0, in.T, in.qk_stride, h, D), threadIdx.x % Geom<D>::L, row_ok);
-    return want == 1;
+  // Loads the query row of the walk's part into q if it is not there yet;
+  // true when that starts the far part (part 1).
+  __device__ bool select(Slice<D>& q, const KeyWalk<D>& w, int i0, bool row_ok) {
+    if (w.part == part) return false;
+    part = w.part;
+    const Inputs& in = w.in;
+    q.load((part ? in.qf : in.q) + row_offset(w.b, i0, in.T, in.qk_stride, w.h, D), threadIdx.x % Geom<D>::L, row_ok);
+    return part == 1;
   }
 };
 

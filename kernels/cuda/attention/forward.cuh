@@ -23,16 +23,11 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
   const RowConsts rc = row_consts(s, i, D, h, b, in);
-  const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
-  const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
-  const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
   Slice<D> q, acc;
   q.load(in.q + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
   acc.zero();
 
   const bool shifted = attn::shifted(s), two_pass = s.sharpened();
-  const int n_keys = min(T, q0 + kRowsPerBlock);  // keys seen by any row of the block
-  const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = key_parts(in);
   PartQuery<D> pq;
   // Pass 1: shift (running maximum when shifted, from the sink's logit or
   // softpick's 0 up), Z and max u; without sharpening also Σ u v, rescaled
@@ -40,14 +35,10 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
   // c = e^(−m), which the rescaling by e^(m_old − m_new) keeps exact.
   float m = shifted ? static_cast<float>(attn::shift_floor(s, rc.zeta)) : 0.f, z = 0.f, umax = 0.f;
   float c = attn::zero_level(s, m);
-  for (int it = 0; it < parts * n_tiles; ++it) {
-    const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
-    if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-    pq.select(q, in, part, b, i0, h, row_ok);
-    __syncthreads();
-    load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
-    if (!two_pass) load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
-    __syncthreads();
+  for (KeyWalk<D> w(s, in, b, h, q0); w.next();) {
+    const int part = w.part, j0 = w.j0;
+    pq.select(q, w, i0, row_ok);
+    w.load(ks, two_pass ? nullptr : vs);
     float x[kKeyTile];
     float tmax = -INFINITY;
 #pragma unroll
@@ -82,14 +73,10 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
     // t_max), w = a for a row where no t is positive.
     const attn::Row<float> row = attn::row_from_stats(s, i, st);
     float R = 0.f;
-    for (int it = 0; it < parts * n_tiles; ++it) {
-      const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
-      if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-      pq.select(q, in, part, b, i0, h, row_ok);
-      __syncthreads();
-      load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
-      load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
-      __syncthreads();
+    for (KeyWalk<D> w(s, in, b, h, q0); w.next();) {
+      const int part = w.part, j0 = w.j0;
+      pq.select(q, w, i0, row_ok);
+      w.load(ks, vs);
 #pragma unroll 4
       for (int jj = 0; jj < kKeyTile; ++jj) {
         const float x = logit(s, rc, rc.lf, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
@@ -126,8 +113,6 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) diag_kernel(Inputs in, c
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L, i = i0 + 1;
   const bool row_ok = i0 < T;
   const RowConsts rc = row_consts(s, i, D, h, b, in);
-  const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
-  const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
   Slice<D> q;
   q.load(in.q + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
   float st[kStats] = {0.f, 1.f, 0.f, 0.f};
@@ -138,16 +123,11 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) diag_kernel(Inputs in, c
   const int first_recent = N > 0 ? max(0, i - N) : 0;  // the row has i keys
 
   double mass = 0, wlogw = 0, recent = 0, w0 = 0;
-  const int n_keys = min(T, q0 + kRowsPerBlock);
-  const int n_tiles = (n_keys + kKeyTile - 1) / kKeyTile, parts = key_parts(in);
   PartQuery<D> pq;
-  for (int it = 0; it < parts * n_tiles; ++it) {
-    const int part = it / n_tiles, j0 = (it % n_tiles) * kKeyTile;
-    if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-    pq.select(q, in, part, b, i0, h, row_ok);
-    __syncthreads();
-    load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
-    __syncthreads();
+  for (KeyWalk<D> w(s, in, b, h, q0); w.next();) {
+    const int part = w.part, j0 = w.j0;
+    pq.select(q, w, i0, row_ok);
+    w.load(ks, nullptr);
 #pragma unroll 4
     for (int jj = 0; jj < kKeyTile; ++jj) {
       const int j = j0 + jj;

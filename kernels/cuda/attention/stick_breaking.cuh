@@ -44,13 +44,9 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   const int lane = threadIdx.x % G::L, i0 = q0 + threadIdx.x / G::L;
   const bool row_ok = i0 < T;
   const RowConsts rc = row_consts(s, i0 + 1, D, h, b, in);
-  const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
-  const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
-  const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
   Slice<D> q, acc;
   q.load(in.q + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
   acc.zero();
-  const int n_tiles = ceil_div(min(T, q0 + kRowsPerBlock), kKeyTile), parts = key_parts(in);
   const int N = s.trained_context, first_recent = N > 0 ? max(0, i0 + 1 - N) : 0;
   double mass = 0, wlogw = 0, recent = 0, w0 = 0;  // diagnostics (row_diagnostics of the CPU kernel)
   auto note = [&](double w, int j) {
@@ -61,14 +57,10 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   };
   PartQuery<D> pq;
   float taken = 0.f;
-  for (int it = 0; it < parts * n_tiles; ++it) {
-    const int part = it / n_tiles, j0 = (n_tiles - 1 - it % n_tiles) * kKeyTile;
-    if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-    pq.select(q, in, part, b, i0, h, row_ok);
-    __syncthreads();
-    load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
-    load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
-    __syncthreads();
+  for (KeyWalk<D> w(s, in, b, h, q0, /*from_last=*/true); w.next();) {
+    const int part = w.part, j0 = w.j0;
+    pq.select(q, w, i0, row_ok);
+    w.load(ks, vs);
     float x[kKeyTile];
 #pragma unroll
     for (int jj = 0; jj < kKeyTile; ++jj) x[jj] = logit(s, rc, rc.lf, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
@@ -125,9 +117,6 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
   const bool row_ok = i0 < T;
   const size_t row = static_cast<size_t>(bh) * T + i0;
   const RowConsts rc = row_consts(s, i, D, h, b, in);
-  const float* kbase = in.k + row_offset(b, 0, T, in.qk_stride, h, D);
-  const float* kfbase = in.kf ? in.kf + row_offset(b, 0, T, in.qk_stride, h, D) : kbase;
-  const float* vbase = in.v + row_offset(b, 0, T, in.v_stride, h, D);
   Slice<D> q, dy, acc;
   q.load(in.q + row_offset(b, i0, T, in.qk_stride, h, D), lane, row_ok);
   dy.load(gr.dout + row_offset(b, i0, T, C, h, D), lane, row_ok);
@@ -138,15 +127,11 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
     g_own = dy.dot(v);
   }
   const float w_own = attn::sb_rest(row_ok ? gr.stats[row * kStats] : 0.f);
-  const int n_tiles = ceil_div(min(T, q0 + kRowsPerBlock), kKeyTile), parts = key_parts(in);
   PartQuery<D> pq;
   // One tile of the walk: σ = q·k and g = dy·v of its keys.
   float qk[kKeyTile], g[kKeyTile];
-  auto load_keys = [&](int part, int j0) {
-    __syncthreads();
-    load_tile<D>(ks, part ? kfbase : kbase, in.qk_stride, j0, kKeyTile, T);
-    load_tile<D>(vs, vbase, in.v_stride, j0, kKeyTile, T);
-    __syncthreads();
+  auto load_keys = [&](const KeyWalk<D>& w) {
+    w.load(ks, vs);
 #pragma unroll
     for (int jj = 0; jj < kKeyTile; ++jj) {
       qk[jj] = q.dot(ks + jj * G::D4, lane);
@@ -156,11 +141,10 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
 
   double gsum = 0;  // pass 1
   float taken = 0.f;
-  for (int it = 0; it < parts * n_tiles; ++it) {
-    const int part = it / n_tiles, j0 = (n_tiles - 1 - it % n_tiles) * kKeyTile;
-    if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-    pq.select(q, in, part, b, i0, h, row_ok);
-    load_keys(part, j0);
+  for (KeyWalk<D> w(s, in, b, h, q0, /*from_last=*/true); w.next();) {
+    const int part = w.part, j0 = w.j0;
+    pq.select(q, w, i0, row_ok);
+    load_keys(w);
     for (int jj = kKeyTile - 1; jj >= 0; --jj) {
       const int j = j0 + jj;
       if (!(row_ok && j < i0 && pair_in(s, part, i0, j))) continue;
@@ -176,8 +160,8 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
   float row_dx = 0.f;
   taken = 0.f;
   acc.zero();
-  for (int it = 0; it < parts * n_tiles; ++it) {
-    const int part = it / n_tiles, j0 = (n_tiles - 1 - it % n_tiles) * kKeyTile;
+  for (KeyWalk<D> w(s, in, b, h, q0, /*from_last=*/true); w.step();) {  // every tile: the record below
+    const int part = w.part, j0 = w.j0;
     // The sums after a key block's last key, recorded in the part that key
     // belongs to for this row (skipped tiles hold no kept key: nothing changes).
     const int last = j0 + kKeyTile - 1;
@@ -187,12 +171,12 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
       sb.taken[at] = taken;
       sb.gw[at] = after;
     }
-    if (!part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1)) continue;  // uniform
-    if (pq.select(q, in, part, b, i0, h, row_ok)) {  // the far part begins: dq_i is complete
+    if (!w.seen()) continue;            // uniform
+    if (pq.select(q, w, i0, row_ok)) {  // the far part begins: dq_i is complete
       if (row_ok) acc.add_to(gr.dq + row_offset(b, i0, T, gr.dqk_stride, h, D), lane);
       acc.zero();
     }
-    load_keys(part, j0);
+    load_keys(w);
     for (int jj = kKeyTile - 1; jj >= 0; --jj) {
       const int j = j0 + jj;
       if (!(row_ok && j < i0 && pair_in(s, part, i0, j))) continue;
