@@ -142,9 +142,10 @@ void write_retrieval(const EvalArgs& a, const LoadedModel& lm, nlohmann::json j,
   spdlog::info("results written to {}", out);
 }
 
-// `gpt eval CKPT --task passkey`: exact-match retrieval per multiple and depth.
+// `gpt eval CKPT --task text_passkey` (or `--task passkey` on a run without
+// a synthetic task): exact-match retrieval per multiple and depth.
 void run_passkey(const EvalArgs& a, LoadedModel& lm) {
-  GPT_CHECK(!a.shard_loss_mode(), "eval: --task passkey does not take --context, --batch or --batches");
+  GPT_CHECK(!a.shard_loss_mode(), "eval: --task ", a.task, " does not take --context, --batch or --batches");
   const Config& rc = lm.config;
   PasskeyEvalConfig pc;
   pc.multiples = a.multiples.empty() ? rc.eval.multiples : a.multiples;
@@ -202,7 +203,7 @@ void run_synthetic(const EvalArgs& a, LoadedModel& lm, const SyntheticTask& task
   GPT_CHECK(!a.shard_loss_mode(), "eval: --task ", a.task, " does not take --context T, --batch or --batches");
   GPT_CHECK(a.digits == 0 && a.tokenizer.empty(),
             "eval: --passkey-digits and --tokenizer belong to the text passkey "
-            "(--task passkey on a run trained on text); a synthetic task's options are in ",
+            "(--task text_passkey); a synthetic task's options are in ",
             source);
   const Config& rc = lm.config;
   GPT_CHECK(task.name() == a.task, "eval: --task ", a.task, " but ", source, " describes the task ", task.name(),
@@ -263,12 +264,23 @@ void run_eval(EvalArgs a) {
   if (!a.multiples.empty()) a.attention.multiples = a.multiples;
   LoadedModel lm = load_model(a.checkpoint, a.attention, a.run.device, a.run.precision, a.run.storage);
   if (a.task != "loss") {
-    // A synthetic task from its task.json; passkey without one is the text
-    // passkey (the run's tokenizer and validation text).
+    // text_passkey: the key in the run's validation text. A synthetic task
+    // from its task.json or data.mix_task; passkey on a run with neither
+    // falls back to the text passkey.
+    if (a.task == kTextPasskey) {
+      GPT_CHECK(a.task_file.empty(), "eval: --task-file belongs to a synthetic task, not --task ", kTextPasskey);
+      return run_passkey(a, lm);
+    }
     nlohmann::json tf;
     std::string source;
     if (const auto task = synthetic_task_of(a, lm.config, &tf, &source)) return run_synthetic(a, lm, *task, tf, source);
-    if (a.task == "passkey") return run_passkey(a, lm);
+    if (a.task == "passkey") {
+      spdlog::info(
+          "--task passkey: the run has no synthetic passkey (no {}, data.mix_task {}): the text passkey, "
+          "as --task {}",
+          kSyntheticTaskFile, lm.config.data.mix_task, kTextPasskey);
+      return run_passkey(a, lm);
+    }
     fail("eval: --task ", a.task, " needs the task's ", kSyntheticTaskFile,
          " (gpt data synthetic writes it beside "
          "the shards) or a run that mixed it into training (data.mix_task); none is beside the run's data.train (",
@@ -437,19 +449,20 @@ void add_eval(CLI::App& app) {
                   "Mean-loss mode: batches K (default: every full batch of the shards; more wraps around as in llm.c)")
       ->check(positive());
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(non_negative());
-  std::vector<std::string> tasks = {"loss"};
+  std::vector<std::string> tasks = {"loss", kTextPasskey};
   std::string synthetic;
   for (const auto& t : synthetic_task_names()) {
     tasks.push_back(t);
     synthetic += (synthetic.empty() ? "" : ", ") + t;
   }
   cmd->add_option("--task", args->task,
-                  "loss: validation loss at each multiple (default); passkey on a run trained on text: exact-match "
-                  "retrieval of a key hidden in validation text per multiple and depth (docs/results.md); a "
-                  "synthetic task (" +
+                  "loss: validation loss at each multiple (default); text_passkey: exact-match retrieval of a key "
+                  "hidden in the run's validation text per multiple and depth (docs/evaluation.md); a synthetic "
+                  "task (" +
                       synthetic +
                       ") on a run trained on gpt data synthetic data or mixing it (data.mix_task): exact match and "
-                      "token accuracy of its answers per multiple (and depth), examples of m*T tokens")
+                      "token accuracy of its answers per multiple (and depth), examples of m*T tokens; passkey on a "
+                      "run with no synthetic passkey is text_passkey")
       ->check(CLI::IsMember(tasks));
   cmd->add_option("--task-file", args->task_file,
                   "Synthetic task: its task.json, or the directory holding it (default: beside the run's data.train)");

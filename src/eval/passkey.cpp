@@ -9,6 +9,7 @@
 
 #include "core/check.h"
 #include "data/rng.h"
+#include "eval/task_eval.h"
 
 namespace gpt {
 namespace {
@@ -122,48 +123,26 @@ PasskeyResult evaluate_passkey(Model<float>& model, const TokenStream& val, cons
     const int L = m * trained_context;
     GPT_CHECK(static_cast<int64_t>(val.size()) > L, "passkey: the validation data has ", val.size(),
               " tokens, too few for prompts of ", L, " tokens (", m, "x the context)");
-    // Prompts of this multiple: every (depth, sample), from seeded offsets.
-    std::vector<std::vector<int32_t>> prompts;
-    std::vector<int> answer_at, cell;
+    // Prompts of this multiple: every (depth, sample), from seeded offsets
+    // drawn in order from one stream.
     std::vector<int32_t> filler(L);
     Rng rng(mix(cfg.seed, static_cast<uint64_t>(m), 0));
-    for (int d = 0; d < nd; ++d)
-      for (int s = 0; s < cfg.samples; ++s) {
-        val.read(rng.below(val.size() - L), L, filler.data());
-        int a = 0;
-        prompts.push_back(builder.build(filler.data(), L, builder.random_key(rng), cfg.depths[d], &a));
-        answer_at.push_back(a);
-        cell.push_back(d);
-      }
-    std::vector<double> exact(nd, 0.0), tokacc(nd, 0.0);
-    const int B = static_cast<int>(std::clamp<int64_t>(batch_tokens / L, 1, static_cast<int64_t>(prompts.size())));
-    std::vector<int32_t> batch, pred;
-    for (size_t first = 0; first < prompts.size(); first += B) {
-      const int nb = static_cast<int>(std::min<size_t>(B, prompts.size() - first));
-      batch.clear();
-      for (int i = 0; i < nb; ++i) batch.insert(batch.end(), prompts[first + i].begin(), prompts[first + i].end());
-      model.forward_argmax(batch.data(), nb, L, pred);
-      for (int i = 0; i < nb; ++i) {
-        const auto& p = prompts[first + i];
-        const int a = answer_at[first + i];
-        int right = 0;
-        // Position t predicts token t+1.
-        for (int t = a; t < L; ++t) right += pred[static_cast<size_t>(i) * L + t - 1] == p[t];
-        exact[cell[first + i]] += right == L - a;
-        tokacc[cell[first + i]] += static_cast<double>(right) / (L - a);
-      }
-    }
-    for (int d = 0; d < nd; ++d) {
-      exact[d] /= cfg.samples;
-      tokacc[d] /= cfg.samples;
-    }
+    RetrievalScores sc = score_retrieval(model, L, nd, cfg.samples, batch_tokens, [&](int k) {
+      val.read(rng.below(val.size() - L), L, filler.data());
+      int a = 0;
+      RetrievalExample ex;
+      ex.tokens = builder.build(filler.data(), L, builder.random_key(rng), cfg.depths[k / cfg.samples], &a);
+      for (int t = a; t < L; ++t) ex.answers.push_back({t, ex.tokens[t]});
+      return ex;
+    });
+    const std::vector<double>&exact = sc.exact, &tokacc = sc.token_accuracy;
     res.exact.push_back(exact);
     res.token_accuracy.push_back(tokacc);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double mean = 0;
     for (double e : exact) mean += e / nd;
     spdlog::info("passkey {:>2}x ({} tokens): exact match {:.3f} over {} prompts ({:.1f} s)", m, L, mean,
-                 prompts.size(), secs);
+                 nd * cfg.samples, secs);
   }
   return res;
 }

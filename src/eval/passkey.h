@@ -25,6 +25,10 @@ namespace gpt {
 
 struct Rng;
 
+// The task name of `gpt eval --task` for this passkey (the synthetic tasks
+// have a `passkey` of their own: data/synthetic.h).
+inline constexpr const char* kTextPasskey = "text_passkey";
+
 // The fixed text around the key.
 inline constexpr const char* kPasskeyIntro = " pass key: ";
 inline constexpr const char* kPasskeyOutro = ". ";

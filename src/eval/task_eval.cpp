@@ -11,6 +11,42 @@
 
 namespace gpt {
 
+RetrievalScores score_retrieval(Model<float>& model, int L, int cells, int samples, int64_t batch_tokens,
+                                const std::function<RetrievalExample(int)>& make) {
+  RetrievalScores sc{std::vector<double>(cells, 0.0), std::vector<double>(cells, 0.0)};
+  const int n = cells * samples;
+  const int B = static_cast<int>(std::clamp<int64_t>(batch_tokens / L, 1, std::max(n, 1)));
+  std::vector<int32_t> batch, pred;
+  std::vector<std::vector<SyntheticAnswer>> answers;
+  for (int first = 0; first < n; first += B) {
+    const int nb = std::min(B, n - first);
+    batch.clear();
+    answers.clear();
+    for (int k = first; k < first + nb; ++k) {
+      RetrievalExample ex = make(k);
+      GPT_CHECK(static_cast<int>(ex.tokens.size()) == L, "retrieval: example ", k, " has ", ex.tokens.size(),
+                " tokens, not ", L);
+      batch.insert(batch.end(), ex.tokens.begin(), ex.tokens.end());
+      answers.push_back(std::move(ex.answers));
+    }
+    model.forward_argmax(batch.data(), nb, L, pred);
+    for (int b = 0; b < nb; ++b) {
+      const auto& a = answers[b];
+      int right = 0;
+      // Position t predicts token t + 1.
+      for (const SyntheticAnswer& x : a) right += pred[static_cast<size_t>(b) * L + x.position - 1] == x.token;
+      const int c = (first + b) / samples;
+      sc.exact[c] += !a.empty() && right == static_cast<int>(a.size());
+      sc.token_accuracy[c] += a.empty() ? 0.0 : static_cast<double>(right) / a.size();
+    }
+  }
+  for (int c = 0; c < cells; ++c) {
+    sc.exact[c] /= samples;
+    sc.token_accuracy[c] /= samples;
+  }
+  return sc;
+}
+
 TaskEvalResult evaluate_task(Model<float>& model, const SyntheticTask& task, const TaskEvalConfig& cfg,
                              int trained_context, int64_t batch_tokens) {
   GPT_CHECK(!cfg.multiples.empty(), "eval --task ", task.name(), ": need at least one multiple");
@@ -36,38 +72,18 @@ TaskEvalResult evaluate_task(Model<float>& model, const SyntheticTask& task, con
     const int L = m * trained_context;
     GPT_CHECK(L >= task.min_length(m), "eval --task ", task.name(), ": examples of ", L, " tokens at ", m,
               "x are shorter than the ", task.min_length(m), " the task's options ", task.options().dump(), " need");
-    std::vector<double> exact(nc, 0.0), tokacc(nc, 0.0);
+    // Example (cell, sample) of this multiple: its own seed, so a cell's
+    // examples do not depend on the batch size or the other cells.
+    RetrievalScores sc = score_retrieval(model, L, nc, cfg.samples, batch_tokens, [&](int k) {
+      Rng rng(synthetic_seed(cfg.seed, static_cast<uint64_t>(m), static_cast<uint64_t>(k)));
+      SyntheticExample ex = task.make(L, m, cells[k / cfg.samples], SyntheticSplit::kVal, rng);
+      std::vector<SyntheticAnswer> answers = task.answers(ex.tokens);  // the checker, not the generator's mask
+      return RetrievalExample{std::move(ex.tokens), std::move(answers)};
+    });
+    std::vector<double>&exact = sc.exact, &tokacc = sc.token_accuracy;
     const int n = nc * cfg.samples;
-    const int B = static_cast<int>(std::clamp<int64_t>(batch_tokens / L, 1, n));
-    std::vector<int32_t> batch, pred;
-    std::vector<std::vector<SyntheticAnswer>> answers;
-    for (int first = 0; first < n; first += B) {
-      const int nb = std::min(B, n - first);
-      batch.clear();
-      answers.clear();
-      for (int i = first; i < first + nb; ++i) {
-        // Example (cell, sample) of this multiple: its own seed, so a cell's
-        // examples do not depend on the batch size or the other cells.
-        Rng rng(synthetic_seed(cfg.seed, static_cast<uint64_t>(m), static_cast<uint64_t>(i)));
-        const SyntheticExample ex = task.make(L, m, cells[i / cfg.samples], SyntheticSplit::kVal, rng);
-        batch.insert(batch.end(), ex.tokens.begin(), ex.tokens.end());
-        answers.push_back(task.answers(ex.tokens));  // the checker, not the generator's mask
-      }
-      model.forward_argmax(batch.data(), nb, L, pred);
-      for (int b = 0; b < nb; ++b) {
-        const auto& a = answers[b];
-        int right = 0;
-        // Position t predicts token t + 1.
-        for (const SyntheticAnswer& x : a) right += pred[static_cast<size_t>(b) * L + x.position - 1] == x.token;
-        const int c = (first + b) / cfg.samples;
-        exact[c] += !a.empty() && right == static_cast<int>(a.size());
-        tokacc[c] += a.empty() ? 0.0 : static_cast<double>(right) / a.size();
-      }
-    }
     double me = 0, mt = 0;
     for (int c = 0; c < nc; ++c) {
-      exact[c] /= cfg.samples;
-      tokacc[c] /= cfg.samples;
       me += exact[c] / nc;
       mt += tokacc[c] / nc;
     }

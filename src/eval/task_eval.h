@@ -1,12 +1,16 @@
+// Retrieval scoring, written once for every retrieval evaluation (the
+// synthetic tasks here, the text passkey in eval/passkey.h): an example is an
+// exact match when the model's top prediction is right at every answer token
+// (teacher forcing: each answer predicted from the true tokens before it), and
+// token accuracy is the share of answer tokens right.
+//
 // Evaluation on a synthetic task (data/synthetic.h): at each multiple m of
 // the training context, examples of m·T tokens built by the task's generator
 // from an evaluation seed (validation haystacks), scored by the task's
-// checker: an example is an exact match when the model's top prediction is
-// right at every answer token (teacher forcing: each answer predicted from
-// the true tokens before it), and token accuracy is the share of answer
-// tokens right. Tasks with a depth are scored on a multiple × depth grid.
+// checker. Tasks with a depth are scored on a multiple × depth grid.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -16,6 +20,24 @@
 #include "model/gpt.h"
 
 namespace gpt {
+
+// One example to score: its tokens and the answer tokens at their positions.
+struct RetrievalExample {
+  std::vector<int32_t> tokens;
+  std::vector<SyntheticAnswer> answers;
+};
+
+// Per cell: the share of exact matches and the mean token accuracy.
+struct RetrievalScores {
+  std::vector<double> exact, token_accuracy;
+};
+
+// Scores cells × samples examples of L tokens; make(k) builds example k =
+// cell · samples + sample, called once for each k in increasing order (a
+// generator may draw from one sequential stream). batch_tokens bounds the
+// tokens of one forward pass. An example without answers scores 0.
+RetrievalScores score_retrieval(Model<float>& model, int L, int cells, int samples, int64_t batch_tokens,
+                                const std::function<RetrievalExample(int)>& make);
 
 struct TaskEvalConfig {
   std::vector<int> multiples = {1, 2, 4, 8, 16};

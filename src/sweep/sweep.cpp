@@ -336,8 +336,8 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
         const std::string dir = plan.run_dir(r.name, seed);
         const fs::path out = fs::path(dir) / "eval" / "passkey.json";
         jobs.push_back({"passkey " + r.name + " seed " + std::to_string(seed),
-                        {gpt, "eval", dir, "--threads", threads_of(r), "--task", "passkey", "--passkey-depths", depths,
-                         "--passkey-samples", std::to_string(plan.passkey_samples), "--out", out.string()},
+                        {gpt, "eval", dir, "--threads", threads_of(r), "--task", "text_passkey", "--passkey-depths",
+                         depths, "--passkey-samples", std::to_string(plan.passkey_samples), "--out", out.string()},
                         out});
       }
   std::string task_depths;

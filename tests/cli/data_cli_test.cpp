@@ -223,6 +223,18 @@ TEST_F(DataCli, MixedTaskTrainsOnTextAndEvaluatesFromTheRunsConfig) {
   EXPECT_NE(out.find("\"task_file\": \"data.mix_task\""), std::string::npos) << out;
   // Another task than the mixed one has no task file to come from.
   expect_error(run("eval " + run_dir + " --task copy --threads 1"), {"data.mix_task is induction", "--task-file"});
+  // The text passkey by its own name, and `passkey` falling back to it on a
+  // run whose synthetic task is not a passkey (both write passkey_*.json).
+  for (const char* task : {"text_passkey", "passkey"}) {
+    r = run("eval " + run_dir + " --task " + task + " --passkey-digits 1 --multiples 1 --samples 2 --threads 1");
+    ASSERT_EQ(r.status, 0) << task << r.err;
+    EXPECT_NE(r.out.find("passkey exact match"), std::string::npos) << task << r.out;
+    const bool fell_back = (r.out + r.err).find("no synthetic passkey") != std::string::npos;
+    EXPECT_EQ(fell_back, std::string(task) == "passkey") << task << r.out << r.err;
+  }
+  EXPECT_TRUE(fs::exists(run_dir + "/eval/passkey_step_00000003.json"));
+  expect_error(run("eval " + run_dir + " --task text_passkey --task-file x --threads 1"),
+               {"--task-file belongs to a synthetic task"});
   // Too small a vocabulary for the task's ids, before anything is written.
   expect_error(run("train " + cfg + " --set model.vocab_size=280 --set run.dir=" + (dir_ / "run2").string()),
                {"model.vocab_size must be at least 299"});

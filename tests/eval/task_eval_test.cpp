@@ -80,6 +80,52 @@ TEST(TaskEval, GridMatchesTheModelsArgmaxScoredByHand) {
   EXPECT_THROW(evaluate_task(model, *task, cfg, 8, 48), Error);
 }
 
+// The scorer every retrieval evaluation shares: examples built once each in
+// index order (whatever the batch), cells of `samples` consecutive examples,
+// an example without answers scoring 0, one of the wrong length refused.
+TEST(TaskEval, ScoreRetrievalCellsOrderAndRefusals) {
+  ModelConfig mc;
+  mc.n_layer = 1;
+  mc.n_head = 2;
+  mc.n_embd = 16;
+  mc.context = 8;
+  mc.vocab_size = 12;
+  auto be = make_cpu_backend<float>();
+  GPT<float> model(mc, resolve_attention(AttentionConfig{}, mc), *be);
+  model.init(3);
+  const int L = 8, cells = 2, samples = 3;
+  auto tokens_of = [](int k) {
+    std::vector<int32_t> t(8);
+    for (int p = 0; p < 8; ++p) t[p] = (k * 5 + p * 3) % 12;
+    return t;
+  };
+  // The answers: every position from 4 on, with the model's own argmax at
+  // even k (all right) and that argmax + 1 at odd k (all wrong); k = 5 none.
+  std::vector<std::vector<int32_t>> argmax(cells * samples);
+  for (int k = 0; k < cells * samples; ++k) model.forward_argmax(tokens_of(k).data(), 1, L, argmax[k]);
+  for (int64_t batch_tokens : {8, 16, 64}) {
+    std::vector<int> calls;
+    const RetrievalScores sc = score_retrieval(model, L, cells, samples, batch_tokens, [&](int k) {
+      calls.push_back(k);
+      RetrievalExample ex{tokens_of(k), {}};
+      if (k != 5)
+        for (int p = 4; p < L; ++p) ex.answers.push_back({p, (argmax[k][p - 1] + (k % 2)) % 12});
+      return ex;
+    });
+    EXPECT_EQ(calls, (std::vector<int>{0, 1, 2, 3, 4, 5})) << batch_tokens;
+    // Cell 0: k = 0 right, 1 wrong, 2 right; cell 1: k = 3 wrong, 4 right, 5 no answers.
+    EXPECT_DOUBLE_EQ(sc.exact[0], 2.0 / 3) << batch_tokens;
+    EXPECT_DOUBLE_EQ(sc.exact[1], 1.0 / 3) << batch_tokens;
+    EXPECT_DOUBLE_EQ(sc.token_accuracy[0], 2.0 / 3) << batch_tokens;
+    EXPECT_DOUBLE_EQ(sc.token_accuracy[1], 1.0 / 3) << batch_tokens;
+  }
+  EXPECT_THROW(score_retrieval(model, L, 1, 1, 64,
+                               [](int) {
+                                 return RetrievalExample{std::vector<int32_t>(7, 0), {}};
+                               }),
+               Error);
+}
+
 // 2 layers at T = 32, batch 16, lr 3e-3 -> 3e-4, run directory dir/run.
 Config tiny_task_run(const fs::path& dir, int heads, int channels, int vocab, int steps) {
   Config c;
