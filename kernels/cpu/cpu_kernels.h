@@ -41,6 +41,15 @@ template <typename T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const T* mean,
                         const T* rstd, int N, int C);
 
+// ---- RMSNorm (docs/blocks.md) ------------------------------------------------------
+// out (N,C) = inp · rstd · weight, rstd (N) = 1/sqrt(mean(inp²) + eps), saved
+// for the backward pass (may be null when none follows).
+template <typename T>
+void rmsnorm_forward(T* out, T* rstd, const T* inp, const T* weight, int N, int C, double eps);
+// dinp += rstd·(g − x̂·mean(g·x̂)), g = dout·weight, x̂ = inp·rstd; dweight += Σ_n dout·x̂.
+template <typename T>
+void rmsnorm_backward(T* dinp, T* dweight, const T* dout, const T* inp, const T* weight, const T* rstd, int N, int C);
+
 // ---- linear layer -------------------------------------------------------------
 // out (N,OC) = inp (N,C) · weightᵀ (OC,C) + bias (OC, may be null).
 template <typename T>
@@ -63,6 +72,29 @@ void gelu_forward(T* out, const T* inp, size_t n);
 // dinp += gelu'(inp) * dout
 template <typename T>
 void gelu_backward(T* dinp, const T* inp, const T* dout, size_t n);
+
+// ---- grouped-query attention (docs/blocks.md) ----------------------------------------
+// qkv (N, 3C) from grouped (N, C + 2·NKV·D), C = NH·D: q copied, key/value head
+// k repeated for the query heads h with h / (NH/NKV) = k. NKV divides NH.
+template <typename T>
+void gqa_expand(T* qkv, const T* grouped, int N, int NH, int NKV, int D);
+// dgrouped += the adjoint: dq copied, each key/value head's gradient the sum
+// of its group's.
+template <typename T>
+void gqa_reduce(T* dgrouped, const T* dqkv, int N, int NH, int NKV, int D);
+
+// ---- the MLP activations of the modern blocks (docs/blocks.md) ---------------------
+// SwiGLU: out (N,F) = silu(gate)·up, inp (N,2F) = [gate | up] per row.
+template <typename T>
+void swiglu_forward(T* out, const T* inp, int N, int F);
+// dinp (N,2F) += [dout·up·silu'(gate) | dout·silu(gate)].
+template <typename T>
+void swiglu_backward(T* dinp, const T* inp, const T* dout, int N, int F);
+// ReLU²: out = relu(inp)²; dinp += 2·relu(inp)·dout.
+template <typename T>
+void relu2_forward(T* out, const T* inp, size_t n);
+template <typename T>
+void relu2_backward(T* dinp, const T* inp, const T* dout, size_t n);
 
 // ---- the forget gate (the Forgetting Transformer; docs/contenders.md) -----------------
 // c (B,NH,T) = the prefix sums over t of ln σ(g) for the gate logits g

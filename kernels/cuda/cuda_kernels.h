@@ -48,6 +48,12 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int N, int C, cudaStream_t stream);
 
+// ---- RMSNorm (as cpu::rmsnorm_forward / backward) -----------------------------------
+void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, double eps,
+                     cudaStream_t stream);
+void rmsnorm_backward(float* dinp, float* dweight, const float* dout, const float* inp, const float* weight,
+                      const float* rstd, int N, int C, cudaStream_t stream);
+
 // ---- linear layer through cuBLASLt ----------------------------------------------------
 // How the GEMMs of the linear layer compute (run.precision):
 //   Fp32  strict float32 (CUBLAS_COMPUTE_32F on float32 matrices; for parity);
@@ -137,6 +143,16 @@ void bias_backward(float* dbias, const uint16_t* dout, int N, int OC, cudaStream
 // ---- GELU (tanh approximation) -----------------------------------------------------------
 void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream);
+
+// ---- grouped-query attention (as cpu::gqa_expand / gqa_reduce) --------------------------
+void gqa_expand(float* qkv, const float* grouped, int N, int NH, int NKV, int D, cudaStream_t stream);
+void gqa_reduce(float* dgrouped, const float* dqkv, int N, int NH, int NKV, int D, cudaStream_t stream);
+
+// ---- SwiGLU and ReLU² (as cpu::swiglu_* / relu2_*) ----------------------------------------
+void swiglu_forward(float* out, const float* inp, int N, int F, cudaStream_t stream);
+void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F, cudaStream_t stream);
+void relu2_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
+void relu2_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream);
 
 // ---- the sigmoid output gate (as cpu::sigmoid_gate_forward / backward) --------------------
 void sigmoid_gate_forward(float* out, const float* y, const float* g, size_t n, cudaStream_t stream);

@@ -101,6 +101,16 @@ class ParamBackend : public Device {
     (T * dinp, Acc * dw, Acc * db, const T* dout, const T* inp, const T* w, const Acc* mean, const Acc* rstd, int N,   \
      int C),                                                                                                           \
     (dinp, dw, db, dout, inp, w, mean, rstd, N, C))                                                                    \
+  X(rmsnorm_forward, (T * out, Acc * rstd, const T* inp, const T* w, int N, int C, double eps),                        \
+    (out, rstd, inp, w, N, C, eps))                                                                                    \
+  X(rmsnorm_backward, (T * dinp, Acc * dw, const T* dout, const T* inp, const T* w, const Acc* rstd, int N, int C),    \
+    (dinp, dw, dout, inp, w, rstd, N, C))                                                                              \
+  X(swiglu_forward, (T * out, const T* inp, int N, int F), (out, inp, N, F))                                           \
+  X(swiglu_backward, (T * dinp, const T* inp, const T* dout, int N, int F), (dinp, inp, dout, N, F))                   \
+  X(relu2_forward, (T * out, const T* inp, size_t n), (out, inp, n))                                                   \
+  X(relu2_backward, (T * dinp, const T* inp, const T* dout, size_t n), (dinp, inp, dout, n))                           \
+  X(gqa_expand, (T * qkv, const T* grouped, int N, int NH, int NKV, int D), (qkv, grouped, N, NH, NKV, D))             \
+  X(gqa_reduce, (T * dgrouped, const T* dqkv, int N, int NH, int NKV, int D), (dgrouped, dqkv, N, NH, NKV, D))         \
   X(gelu_forward, (T * out, const T* inp, size_t n), (out, inp, n))                                                    \
   X(gelu_backward, (T * dinp, const T* inp, const T* dout, size_t n), (dinp, inp, dout, n))                            \
   X(residual_forward, (T * out, const T* a, const T* b, size_t n), (out, a, b, n))                                     \

@@ -103,6 +103,74 @@ class Bf16Backend final : public Backend<bf16> {
       narrow(dinp + off, di, n);
     });
   }
+  void rmsnorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* w, int N, int C, double eps) override {
+    const float* fw = widen(2, w, C);
+    by_units(N, C, [&](int r0, int nr) {
+      const size_t off = static_cast<size_t>(r0) * C, n = static_cast<size_t>(nr) * C;
+      float* o = scratch(0, n);
+      wide_->rmsnorm_forward(o, at(rstd, r0), widen(1, inp + off, n), fw, nr, C, eps);
+      narrow(out + off, o, n);
+    });
+  }
+  void rmsnorm_backward(bf16* dinp, float* dw, const bf16* dout, const bf16* inp, const bf16* w, const float* rstd,
+                        int N, int C) override {
+    const float* fw = widen(3, w, C);
+    by_units(N, C, [&](int r0, int nr) {
+      const size_t off = static_cast<size_t>(r0) * C, n = static_cast<size_t>(nr) * C;
+      float* di = widen(0, dinp + off, n);
+      wide_->rmsnorm_backward(di, dw, widen(1, dout + off, n), widen(2, inp + off, n), fw, rstd + r0, nr, C);
+      narrow(dinp + off, di, n);
+    });
+  }
+  // Rows: C + 2·NKV·D grouped values, 3C expanded.
+  void gqa_expand(bf16* qkv, const bf16* grouped, int N, int NH, int NKV, int D) override {
+    const size_t W3 = 3 * static_cast<size_t>(NH) * D, WG = (static_cast<size_t>(NH) + 2 * NKV) * D;
+    by_units(N, W3, [&](int r0, int nr) {
+      float* o = scratch(0, nr * W3);
+      wide_->gqa_expand(o, widen(1, grouped + r0 * WG, nr * WG), nr, NH, NKV, D);
+      narrow(qkv + r0 * W3, o, nr * W3);
+    });
+  }
+  void gqa_reduce(bf16* dgrouped, const bf16* dqkv, int N, int NH, int NKV, int D) override {
+    const size_t W3 = 3 * static_cast<size_t>(NH) * D, WG = (static_cast<size_t>(NH) + 2 * NKV) * D;
+    by_units(N, W3, [&](int r0, int nr) {
+      float* dg = widen(0, dgrouped + r0 * WG, nr * WG);
+      wide_->gqa_reduce(dg, widen(1, dqkv + r0 * W3, nr * W3), nr, NH, NKV, D);
+      narrow(dgrouped + r0 * WG, dg, nr * WG);
+    });
+  }
+  // Rows of (2F) inputs and F outputs.
+  void swiglu_forward(bf16* out, const bf16* inp, int N, int F) override {
+    const size_t F2 = 2 * static_cast<size_t>(F);
+    by_units(N, F2, [&](int r0, int nr) {
+      float* o = scratch(0, static_cast<size_t>(nr) * F);
+      wide_->swiglu_forward(o, widen(1, inp + r0 * F2, nr * F2), nr, F);
+      narrow(out + static_cast<size_t>(r0) * F, o, static_cast<size_t>(nr) * F);
+    });
+  }
+  void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int N, int F) override {
+    const size_t F2 = 2 * static_cast<size_t>(F);
+    by_units(N, F2, [&](int r0, int nr) {
+      float* di = widen(0, dinp + r0 * F2, nr * F2);
+      wide_->swiglu_backward(di, widen(1, inp + r0 * F2, nr * F2),
+                             widen(2, dout + static_cast<size_t>(r0) * F, static_cast<size_t>(nr) * F), nr, F);
+      narrow(dinp + r0 * F2, di, nr * F2);
+    });
+  }
+  void relu2_forward(bf16* out, const bf16* inp, size_t n) override {
+    by_elements(n, [&](size_t i, size_t m) {
+      float* o = scratch(0, m);
+      wide_->relu2_forward(o, widen(1, inp + i, m), m);
+      narrow(out + i, o, m);
+    });
+  }
+  void relu2_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) override {
+    by_elements(n, [&](size_t i, size_t m) {
+      float* di = widen(0, dinp + i, m);
+      wide_->relu2_backward(di, widen(1, inp + i, m), widen(2, dout + i, m), m);
+      narrow(dinp + i, di, m);
+    });
+  }
   // Rows in chunks of the output's width (the logits' Vp for the LM head).
   void matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int N, int C, int OC) override {
     const float* fb = widen(3, bias, OC);

@@ -129,7 +129,7 @@ class Bf16OpsCheck {
   }
   int checked() const { return checked_; }
   static int expected_checks(const AttentionSpec& spec) {
-    return 42 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0) +
+    return 52 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0) +
            (spec.forget() ? 1 : 0);
   }
 
@@ -201,6 +201,58 @@ class Bf16OpsCheck {
       expect_acc(dw, "matmul_backward dw" + tag);
       if (with_dinp) expect_storage(dinp, "matmul_backward dinp" + tag);
       if (bias) expect_acc(db, "matmul_backward dbias" + tag);
+    }
+    if (::testing::Test::HasFailure()) return;
+    {  // RMSNorm
+      auto inp = pair(values(NC, next(), 3.0f)), w = pair(values(C, next()));
+      auto out = pair(std::vector<float>(NC));
+      auto rstd = acc_pair(std::vector<float>(N));
+      s_.rmsnorm_forward(out.s.get(), rstd.s.get(), inp.s.get(), w.s.get(), N, C, 1e-6);
+      r_.rmsnorm_forward(out.r.get(), rstd.r.get(), inp.r.get(), w.r.get(), N, C, 1e-6);
+      expect_storage(out, "rmsnorm_forward");
+      expect_acc(rstd, "rmsnorm_forward rstd");
+      auto dinp = pair(values(NC, next())), dout = pair(values(NC, next()));
+      auto dw = acc_pair(values(C, next()));
+      s_.rmsnorm_backward(dinp.s.get(), dw.s.get(), dout.s.get(), inp.s.get(), w.s.get(), rstd.s.get(), N, C);
+      r_.rmsnorm_backward(dinp.r.get(), dw.r.get(), dout.r.get(), inp.r.get(), w.r.get(), rstd.r.get(), N, C);
+      expect_storage(dinp, "rmsnorm_backward dinp");
+      expect_acc(dw, "rmsnorm_backward dw");
+    }
+    if (::testing::Test::HasFailure()) return;
+    {  // grouped-query attention: NH = 2 query heads of D = C/2 over one key/value head
+      const int D = C / 2, W = C + 2 * D;
+      auto g = pair(values(N * W, next())), dqkv = pair(values(NC * 3, next()));
+      auto qkv = pair(std::vector<float>(NC * 3)), dg = pair(values(N * W, next()));
+      s_.gqa_expand(qkv.s.get(), g.s.get(), N, 2, 1, D);
+      r_.gqa_expand(qkv.r.get(), g.r.get(), N, 2, 1, D);
+      expect_storage(qkv, "gqa_expand");
+      s_.gqa_reduce(dg.s.get(), dqkv.s.get(), N, 2, 1, D);
+      r_.gqa_reduce(dg.r.get(), dqkv.r.get(), N, 2, 1, D);
+      expect_storage(dg, "gqa_reduce");
+    }
+    if (::testing::Test::HasFailure()) return;
+    {  // SwiGLU: rows of 2F = C inputs, F outputs
+      const int F = C / 2;
+      auto inp = pair(values(NC, next(), 3.0f)), dout = pair(values(N * F, next()));
+      auto out = pair(std::vector<float>(N * F)), dinp = pair(values(NC, next()));
+      s_.swiglu_forward(out.s.get(), inp.s.get(), N, F);
+      r_.swiglu_forward(out.r.get(), inp.r.get(), N, F);
+      expect_storage(out, "swiglu_forward");
+      s_.swiglu_backward(dinp.s.get(), inp.s.get(), dout.s.get(), N, F);
+      r_.swiglu_backward(dinp.r.get(), inp.r.get(), dout.r.get(), N, F);
+      expect_storage(dinp, "swiglu_backward");
+    }
+    if (::testing::Test::HasFailure()) return;
+    {  // element-wise
+      auto inp = pair(values(NC, next(), 3.0f)), other = pair(values(NC, next()));
+      auto out = pair(std::vector<float>(NC));
+      s_.relu2_forward(out.s.get(), inp.s.get(), NC);
+      r_.relu2_forward(out.r.get(), inp.r.get(), NC);
+      expect_storage(out, "relu2_forward");
+      auto dinp = pair(values(NC, next()));
+      s_.relu2_backward(dinp.s.get(), inp.s.get(), other.s.get(), NC);
+      r_.relu2_backward(dinp.r.get(), inp.r.get(), other.r.get(), NC);
+      expect_storage(dinp, "relu2_backward");
     }
     if (::testing::Test::HasFailure()) return;
     {  // element-wise

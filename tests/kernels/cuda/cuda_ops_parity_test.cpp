@@ -224,6 +224,69 @@ TEST_F(CudaOps, LayerNorm) {
   expect_close(down(g_db, C), db, 1e-4, "layernorm_backward dbias");
 }
 
+TEST_F(CudaOps, RmsNorm) {
+  const int N = 37, C = 72;
+  const auto inp = random_floats(N * C, 1, -2.f, 3.f), w = random_floats(C, 2, 0.5f, 1.5f),
+             dout = random_floats(N * C, 4);
+  std::vector<float> out(N * C), rstd(N);
+  cpu_->rmsnorm_forward(out.data(), rstd.data(), inp.data(), w.data(), N, C, 1e-6);
+  auto g_inp = up(inp), g_w = up(w), g_out = up(out), g_rstd = up(rstd);
+  gpu_->zero(g_out.get(), out.size());
+  gpu_->rmsnorm_forward(g_out.get(), g_rstd.get(), g_inp.get(), g_w.get(), N, C, 1e-6);
+  expect_close(down(g_out, out.size()), out, 1e-5, "rmsnorm_forward out");
+  expect_close(down(g_rstd, N), rstd, 1e-5, "rmsnorm_forward rstd");
+  auto dinp = random_floats(N * C, 5), dw = random_floats(C, 6);
+  auto g_dinp = up(dinp), g_dw = up(dw), g_dout = up(dout), c_rstd = up(rstd);
+  cpu_->rmsnorm_backward(dinp.data(), dw.data(), dout.data(), inp.data(), w.data(), rstd.data(), N, C);
+  gpu_->rmsnorm_backward(g_dinp.get(), g_dw.get(), g_dout.get(), g_inp.get(), g_w.get(), c_rstd.get(), N, C);
+  expect_close(down(g_dinp, dinp.size()), dinp, 1e-4, "rmsnorm_backward dinp");
+  expect_close(down(g_dw, C), dw, 1e-4, "rmsnorm_backward dweight");
+}
+
+TEST_F(CudaOps, GqaExpandAndReduce) {
+  for (auto [NH, NKV] : {std::pair{8, 2}, std::pair{6, 1}}) {
+    const int N = 19, D = 16, C = NH * D, W = C + 2 * NKV * D;
+    const auto g = random_floats(N * W, 1), dqkv = random_floats(N * 3 * C, 2);
+    std::vector<float> qkv(N * 3 * C);
+    auto dg = random_floats(N * W, 3);
+    cpu_->gqa_expand(qkv.data(), g.data(), N, NH, NKV, D);
+    auto g_g = up(g), g_qkv = up(qkv), g_dqkv = up(dqkv), g_dg = up(dg);
+    gpu_->zero(g_qkv.get(), qkv.size());
+    gpu_->gqa_expand(g_qkv.get(), g_g.get(), N, NH, NKV, D);
+    expect_close(down(g_qkv, qkv.size()), qkv, 0.0, "gqa_expand");
+    cpu_->gqa_reduce(dg.data(), dqkv.data(), N, NH, NKV, D);
+    gpu_->gqa_reduce(g_dg.get(), g_dqkv.get(), N, NH, NKV, D);
+    expect_close(down(g_dg, dg.size()), dg, 1e-6, "gqa_reduce");
+  }
+}
+
+TEST_F(CudaOps, SwiGluAndRelu2) {
+  const int N = 13, F = 77;
+  auto inp = random_floats(N * 2 * F, 1, -8.f, 8.f);
+  inp[0] = -150.f;  // saturated gates: σ = 0 and 1, no NaN
+  inp[1] = 150.f;
+  const auto dout = random_floats(N * F, 2);
+  auto dinp = random_floats(inp.size(), 3);
+  std::vector<float> out(N * F);
+  cpu_->swiglu_forward(out.data(), inp.data(), N, F);
+  auto g_inp = up(inp), g_out = up(out), g_dout = up(dout), g_dinp = up(dinp);
+  gpu_->swiglu_forward(g_out.get(), g_inp.get(), N, F);
+  expect_close(down(g_out, out.size()), out, 1e-5, "swiglu_forward");
+  cpu_->swiglu_backward(dinp.data(), inp.data(), dout.data(), N, F);
+  gpu_->swiglu_backward(g_dinp.get(), g_inp.get(), g_dout.get(), N, F);
+  expect_close(down(g_dinp, dinp.size()), dinp, 1e-5, "swiglu_backward");
+  // ReLU² on the same numbers.
+  std::vector<float> r(inp.size());
+  auto dr = random_floats(inp.size(), 4), dy = random_floats(inp.size(), 5);
+  auto g_r = up(r), g_dr = up(dr), g_dy = up(dy);
+  cpu_->relu2_forward(r.data(), inp.data(), inp.size());
+  gpu_->relu2_forward(g_r.get(), g_inp.get(), inp.size());
+  expect_close(down(g_r, r.size()), r, 1e-6, "relu2_forward");
+  cpu_->relu2_backward(dr.data(), inp.data(), dy.data(), inp.size());
+  gpu_->relu2_backward(g_dr.get(), g_inp.get(), g_dy.get(), inp.size());
+  expect_close(down(g_dr, dr.size()), dr, 1e-6, "relu2_backward");
+}
+
 // Odd shapes, and the weight at an offset of one float inside its buffer (as
 // parameter tensors sit inside the flat parameter buffer): cuBLASLt must be
 // told the real alignment.
