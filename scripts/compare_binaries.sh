@@ -9,6 +9,8 @@
 # difference. Used to show that a refactoring changes no number.
 #   scripts/compare_binaries.sh OLD_GPT NEW_GPT [CONFIG...]
 #   STEPS=20 THREADS=1 OUT=/tmp/gpt_compare   (defaults)
+#   IGNORE=REGEX drops the results keys it matches as well (for a change that
+#   adds a field to the results, e.g. IGNORE='^block$'); say so when you do.
 # Needs the KJV shards (scripts/prepare_kjv.sh). Both binaries must read the
 # configs: a binary older than config "extends" (8c4d640) needs the configs of
 # its own checkout (git archive OLD configs | tar -x -C DIR; pass DIR/configs/...).
@@ -25,7 +27,7 @@ mkdir -p "$out"
 
 # The numbers of a results or metrics file, without wall-clock fields.
 numbers() {
-  jq -S 'walk(if type == "object" then with_entries(select(.key | test("time|seconds|per_s|elapsed|date|dir|path|checkpoint|wall"; "i") | not)) else . end)' "$@"
+  jq -S --arg ignore "${IGNORE:-^$}" 'walk(if type == "object" then with_entries(select((.key | test("time|seconds|per_s|elapsed|date|dir|path|checkpoint|wall"; "i") | not) and (.key | test($ignore) | not))) else . end)' "$@"
 }
 
 failed=0

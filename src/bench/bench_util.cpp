@@ -83,8 +83,11 @@ std::string load_average() {
 // attention projection (C²), the MLP (8C²), and the tied LM head (V·C).
 // Biases, LayerNorms and the embedding lookup are not counted.
 double matmul_weights(const ModelConfig& m) {
-  const double C = m.n_embd;
-  return 12.0 * m.n_layer * C * C + static_cast<double>(m.vocab_size) * C;
+  // Per layer: the qkv projection (grouped with n_kv_head), the attention
+  // output, the MLP's first layer (2F for swiglu) and its output (12C² for
+  // GPT-2's block); and the LM head.
+  const double C = m.n_embd, per_layer = C * m.qkv_width() + C * C + C * m.mlp_in_width() + m.mlp_width() * C;
+  return m.n_layer * per_layer + static_cast<double>(m.vocab_size) * C;
 }
 
 // ---- parts ------------------------------------------------------------------------

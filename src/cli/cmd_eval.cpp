@@ -23,6 +23,7 @@
 #include "eval/task_eval.h"
 #include "tokenizer/tokenizer.h"
 #include "train/model_io.h"
+#include "model/block_parts.h"
 
 namespace fs = std::filesystem;
 
@@ -130,6 +131,7 @@ void write_retrieval(const EvalArgs& a, const LoadedModel& lm, nlohmann::json j,
   j["context"] = context_to_json(lm.model->attention());
   j["context"]["override"] = !a.attention.context_empty();
   j["layer_plan"] = layer_plan_to_json(lm.model->per_layer_attention());
+  j["block"] = block_to_json(lm.config.model);
   std::string out = a.out;
   if (out.empty()) {
     const fs::path run = run_dir_of(lm.path);

@@ -31,6 +31,30 @@ struct ModelConfig {
   std::string layer_pattern;                              // e.g. "LLLG"; "" = the named plan's (or no plan)
   nlohmann::json layer_kinds = nlohmann::json::object();  // letter -> {position, window, temperature, attention}
 
+  // The block (docs/blocks.md); the defaults are GPT-2's.
+  int n_kv_head = 0;                    // key/value heads (grouped-query attention); 0 = n_head
+  std::string norm = "layernorm";       // "layernorm" | "rmsnorm"
+  double norm_eps = 1e-5;               // RMSNorm's eps (LayerNorm's is 1e-5, as GPT-2's and GPT-NeoX's)
+  std::string mlp = "gelu";             // "gelu" | "swiglu" | "relu2"
+  int mlp_hidden = 0;                   // the MLP's hidden width F; 0 = mlp_width()'s default
+  std::string bias = "all";             // linear-layer biases: "all" | "none" | "qkv" (Qwen2: the qkv projection only)
+  std::string head = "tied";            // the LM head: "tied" (reads wte, GPT-2) | "untied" (its own matrix)
+  std::string residual = "sequential";  // "sequential" | "parallel" (GPT-NeoX: x + attn(ln1 x) + mlp(ln2 x))
+
+  // F: mlp_hidden, or 4C (gelu, relu2), or for swiglu Llama's rounding of
+  // 8C/3 up to a multiple of 256.
+  int mlp_width() const {
+    if (mlp_hidden > 0) return mlp_hidden;
+    if (mlp != "swiglu") return 4 * n_embd;
+    const int f = 8 * n_embd / 3;
+    return (f + 255) / 256 * 256;
+  }
+  int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  // The width of the qkv projection: q (n_embd) and NKV key and value heads.
+  int qkv_width() const { return n_embd + 2 * kv_heads() * (n_embd / n_head); }
+  // The width of the MLP's first projection: [gate | up] (2F) for swiglu.
+  int mlp_in_width() const { return mlp == "swiglu" ? 2 * mlp_width() : mlp_width(); }
+
   int padded_vocab() const { return (vocab_size + vocab_pad_multiple - 1) / vocab_pad_multiple * vocab_pad_multiple; }
   int position_rows() const { return max_position > 0 ? max_position : context; }
 };

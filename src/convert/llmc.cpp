@@ -23,6 +23,7 @@
 #include "kernels/bf16_round.h"
 #include "model/params.h"
 #include "train/model_io.h"
+#include "model/block_parts.h"
 
 namespace fs = std::filesystem;
 
@@ -238,6 +239,13 @@ void export_llmc(const Checkpoint& ckpt, const std::string& ckpt_path, const std
   GPT_CHECK(m.position == "learned", "export to llm.c: '", ckpt_path, "' has model.position \"", m.position,
             "\"; llm.c's format holds only learned absolute positions (a position table), so a \"", m.position,
             "\" model cannot be written in it");
+  const ModelConfig gpt2_block;
+  const bool gpt2 = m.norm == gpt2_block.norm && m.mlp == gpt2_block.mlp && m.mlp_width() == 4 * m.n_embd &&
+                    m.bias == gpt2_block.bias && m.head == gpt2_block.head && m.residual == gpt2_block.residual &&
+                    m.kv_heads() == m.n_head;
+  GPT_CHECK(gpt2, "export to llm.c: '", ckpt_path, "' has the block ", block_summary(m),
+            "; llm.c's format holds only GPT-2's block (a key/value head per query head, layernorm, gelu MLP of "
+            "4·n_embd, all biases, tied head, sequential residual)");
   GPT_CHECK(resolve_layer_plan(m).empty(), "export to llm.c: '", ckpt_path, "' has a per-layer plan (",
             layer_plan_summary(m), "); llm.c's format holds one plain softmax attention for every layer");
   const AttentionSpec attn = resolve_attention(cfg), softmax{};

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/check.h"
+#include "model/block_parts.h"
 
 namespace gpt {
 
@@ -200,6 +201,7 @@ ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStrea
   res.n_layer = model.config().n_layer;
   res.n_head = model.config().n_head;
   res.layer_plan = layer_plan_to_json(model.per_layer_attention());
+  res.block = block_to_json(model.config());
   for (const LayerAttention& la : model.per_layer_attention()) res.layer_kinds.push_back(la.kind);
   const bool bytes_known = text && !text->bytes.empty();
   const double ln2 = std::log(2.0);
@@ -358,9 +360,13 @@ nlohmann::json ExtrapolationResult::to_json() const {
                          {"profile", profile},
                          {"attention_diagnostics", diagnostics_json(r.attention_diag, n_layer, n_head, layer_kinds)}});
   }
-  return {{"trained_context", trained_context}, {"tokens_per_multiple", tokens_per_multiple},
-          {"scored", layout.to_json()},         {"attention", attention},
-          {"layer_plan", layer_plan},           {"multiples", rows_json}};
+  return {{"trained_context", trained_context},
+          {"tokens_per_multiple", tokens_per_multiple},
+          {"scored", layout.to_json()},
+          {"attention", attention},
+          {"layer_plan", layer_plan},
+          {"block", block},
+          {"multiples", rows_json}};
 }
 
 std::string ExtrapolationResult::diagnostics_table() const {

@@ -116,6 +116,7 @@ struct ExtrapolationResult {
   int n_layer = 0, n_head = 0;
   nlohmann::json attention;              // the variant evaluated (set by the caller: config/attention.h)
   nlohmann::json layer_plan;             // every layer's attention as it ran (layer_plan_to_json)
+  nlohmann::json block;                  // the block's options (block_to_json)
   std::vector<std::string> layer_kinds;  // each layer's kind of the per-layer plan; "" without one
   std::vector<MultipleResult> rows;
   nlohmann::json to_json() const;

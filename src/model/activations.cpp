@@ -10,7 +10,8 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
   auto a = std::make_unique<Activations<T>>();
   a->alloc_B = B;
   a->alloc_Tn = Tn;
-  const size_t N = static_cast<size_t>(B) * Tn, C = cfg.n_embd, C3 = 3 * C, C4 = 4 * C;
+  const size_t N = static_cast<size_t>(B) * Tn, C = cfg.n_embd, C3 = 3 * C;
+  const size_t F = cfg.mlp_width(), FI = cfg.mlp_in_width();
   const size_t Vp = cfg.padded_vocab();
   a->layers.resize(training ? cfg.n_layer : 1);
   // What a layer slot needs: its layer's, or any layer's for slot 0, which
@@ -72,6 +73,8 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
     }
   }
   if (any_rope) a->qkv_pre = Buffer<T>(be, N * C3);
+  const bool gqa = cfg.kv_heads() < cfg.n_head;
+  if (gqa) a->qkv_grouped = Buffer<T>(be, N * cfg.qkv_width());
   a->encoded = Buffer<T>(be, N * C);
   a->lnf = Buffer<T>(be, N * C);
   a->lnf_mean = Buffer<Acc>(be, N);
@@ -86,6 +89,8 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
     GPT_GRAD_SCRATCH(GPT_ALLOC_SCRATCH)
 #undef GPT_ALLOC_SCRATCH
     if (any_rope) a->dqkvr = Buffer<T>(be, N * C3);
+    if (cfg.residual == "parallel") a->dln2 = Buffer<T>(be, N * C);
+    if (gqa) a->dqkv_grouped = Buffer<T>(be, N * cfg.qkv_width());
     if (any_far) a->dqkvf = Buffer<T>(be, N * C3);
     if (any_forget) {
       a->dfgate = Buffer<T>(be, N * cfg.n_head);

@@ -14,12 +14,13 @@
 namespace gpt {
 
 // Per-layer activations (storage type T): X(name, width per token). Widths
-// use C, C3 = 3C and C4 = 4C.
-#define GPT_LAYER_ACTS(X) X(ln1, C) X(atty, C) X(res2, C) X(ln2, C) X(fch, C4) X(fch_gelu, C4) X(res3, C)
+// use C, C3 = 3C, FI (the MLP's first projection: 2F for swiglu, else F) and
+// F (its hidden width, model.mlp_width()).
+#define GPT_LAYER_ACTS(X) X(ln1, C) X(atty, C) X(res2, C) X(ln2, C) X(fch, FI) X(fch_act, F) X(res3, C)
 // Per-layer row statistics (float32 side, Acc): one value per token.
 #define GPT_LAYER_STATS(X) X(ln1_mean) X(ln1_rstd) X(ln2_mean) X(ln2_rstd)
 // Gradient scratch for the backward pass, shared by all layers.
-#define GPT_GRAD_SCRATCH(X) X(dres, C) X(dln, C) X(dqkv, C3) X(datty, C) X(dfch, C4) X(dfch_gelu, C4)
+#define GPT_GRAD_SCRATCH(X) X(dres, C) X(dln, C) X(dqkv, C3) X(datty, C) X(dfch, FI) X(dfch_act, F)
 
 template <typename T>
 struct LayerActs {
@@ -53,6 +54,7 @@ struct Activations {
   TokenBuffer tokens, targets;
   GPT_GRAD_SCRATCH(GPT_FIELD)
   Buffer<T> dqkvr, dqkvf;
+  Buffer<T> dln2;           // parallel residual: the MLP norm's output gradient, kept apart from the attention's
   Buffer<T> dfgate;         // the forget gate's dL/dg (B, Tn, NH)
   Buffer<Acc> dfcum;        // and dL/dc (B, NH, Tn)
   Buffer<T> dattg, dogate;  // the output gate's dL/d(gated output), dL/d(logits)
@@ -69,6 +71,9 @@ struct Activations {
   // output projections (the residual adds them) and, with rope positions,
   // the qkv projection before RoPE (RoPE's backward needs only its gradient).
   Buffer<T> attproj, fcproj, qkv_pre;
+  // Grouped-query attention (model.n_kv_head < n_head): the projection's
+  // grouped qkv before its key/value heads are repeated, and its gradient.
+  Buffer<T> qkv_grouped, dqkv_grouped;
 #undef GPT_FIELD
 #undef GPT_STAT_FIELD
   LayerActs<T>& layer(int l) { return layers[training ? l : 0]; }

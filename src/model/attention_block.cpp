@@ -151,14 +151,21 @@ void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, c
 
 template <typename T>
 void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
-                             const LayerAttention& la, int layer, int C, int NH, double* diag) {
+                             const LayerAttention& la, int layer, int C, int NH, int NKV, double* diag) {
   const int B = a.B, Tn = a.Tn, N = B * Tn;
   const AttentionSpec spec = for_length(la.spec, Tn);  // YaRN's attention factor depends on the length
   const KernelHeads kh = kernel_heads(spec, C, NH);
   // qkv = ln1·qkvwᵀ + qkvb; with rope positions into the shared scratch, and
   // RoPE writes the layer's qkv (and the far copy of a distance remapping).
+  // Grouped-query attention projects NKV key/value heads and repeats each
+  // over its group of query heads.
   T* const proj = la.rope ? a.qkv_pre.get() : x.qkv.get();
-  be.matmul_forward(proj, x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
+  if (NKV < NH) {
+    be.matmul_forward(a.qkv_grouped.get(), x.ln1.get(), w.qkvw, w.qkvb, N, C, C + 2 * NKV * (C / NH));
+    be.gqa_expand(proj, a.qkv_grouped.get(), N, NH, NKV, C / NH);
+  } else {
+    be.matmul_forward(proj, x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
+  }
   if (la.rope) be.rope_forward(x.qkv.get(), proj, B, Tn, C, kh.rope_NH, spec.rope, 0);
   if (spec.forget()) {  // the forget gate: g = ln1·fgatewᵀ + fgateb, c = prefix sums of ln σ(g)
     be.matmul_forward(x.fgate.get(), x.ln1.get(), w.fgatew, w.fgateb, N, C, NH);
@@ -185,7 +192,8 @@ void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x,
 
 template <typename T>
 void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
-                              const LayerViews<accum_t<T>>& g, const LayerAttention& la, int layer, int C, int NH) {
+                              const LayerViews<accum_t<T>>& g, const LayerAttention& la, int layer, int C, int NH,
+                              int NKV) {
   using Acc = accum_t<T>;
   const int B = a.B, Tn = a.Tn, N = B * Tn;
   const size_t NC = static_cast<size_t>(N) * C;
@@ -228,7 +236,14 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
   }
   // Through the projections that read ln1: qkv, the output gate, the forget gate.
   be.zero(a.dln.get(), NC);
-  be.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv.get(), x.ln1.get(), w.qkvw, N, C, 3 * C);
+  if (NKV < NH) {  // the repeated key/value heads' gradients summed over each group
+    const int QKV = C + 2 * NKV * (C / NH);
+    be.zero(a.dqkv_grouped.get(), static_cast<size_t>(N) * QKV);
+    be.gqa_reduce(a.dqkv_grouped.get(), a.dqkv.get(), N, NH, NKV, C / NH);
+    be.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv_grouped.get(), x.ln1.get(), w.qkvw, N, C, QKV);
+  } else {
+    be.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv.get(), x.ln1.get(), w.qkvw, N, C, 3 * C);
+  }
   if (gate) be.matmul_backward(a.dln.get(), g.ogatew, g.ogateb, a.dogate.get(), x.ln1.get(), w.ogatew, N, C, C);
   if (fire)  // through FIRE's table to its MLP, c and m
     be.fire_backward(g.attnfire, dfire, w.attnfire, B, Tn, NH, attn::fire::threshold0(spec.trained_context));
@@ -241,9 +256,9 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
 
 #define GPT_INSTANTIATE(T)                                                                                  \
   template void attention_block_forward(Backend<T>&, Activations<T>&, LayerActs<T>&, const LayerViews<T>&,  \
-                                        const LayerAttention&, int, int, int, double*);                     \
+                                        const LayerAttention&, int, int, int, int, double*);                \
   template void attention_block_backward(Backend<T>&, Activations<T>&, LayerActs<T>&, const LayerViews<T>&, \
-                                         const LayerViews<accum_t<T>>&, const LayerAttention&, int, int, int);
+                                         const LayerViews<accum_t<T>>&, const LayerAttention&, int, int, int, int);
 GPT_INSTANTIATE(float)
 GPT_INSTANTIATE(double)
 GPT_INSTANTIATE(bf16)

@@ -8,6 +8,7 @@
 #include "core/check.h"
 #include "model/activations.h"
 #include "model/attention_block.h"
+#include "model/block_parts.h"
 
 namespace gpt {
 
@@ -176,24 +177,24 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
   be_.encoder_forward(a.encoded.get(), a.tokens.get(), p_.wte, p_.wpe, B, Tn, C, Vp);
   const size_t NC = static_cast<size_t>(N) * C;
   const T* res = a.encoded.get();  // (N,C) residual stream entering the block
+  const bool parallel = cfg_.residual == "parallel";
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const LayerViews<T>& w = p_.layers[l];
     LayerActs<T>& x = a.layer(l);
     // res2 = res + attproj(attention(qkv(ln1(res))))
-    be_.layernorm_forward(x.ln1.get(), x.ln1_mean.get(), x.ln1_rstd.get(), res, w.ln1w, w.ln1b, N, C);
-    attention_block_forward(be_, a, x, w, layers_[l], l, C, NH, layer_diagnostics(a, l));
+    norm_forward(be_, cfg_, x.ln1.get(), x.ln1_mean.get(), x.ln1_rstd.get(), res, w.ln1w, w.ln1b, N);
+    attention_block_forward(be_, a, x, w, layers_[l], l, C, NH, cfg_.kv_heads(), layer_diagnostics(a, l));
     be_.residual_forward(x.res2.get(), res, a.attproj.get(), NC);
-    // res3 = res2 + fcproj(gelu(fc(ln2(res2))))
-    be_.layernorm_forward(x.ln2.get(), x.ln2_mean.get(), x.ln2_rstd.get(), x.res2.get(), w.ln2w, w.ln2b, N, C);
-    be_.matmul_forward(x.fch.get(), x.ln2.get(), w.fcw, w.fcb, N, C, 4 * C);
-    be_.gelu_forward(x.fch_gelu.get(), x.fch.get(), NC * 4);
-    be_.matmul_forward(a.fcproj.get(), x.fch_gelu.get(), w.fcprojw, w.fcprojb, N, 4 * C, C);
+    // res3 = res2 + fcproj(act(fc(ln2(res2)))); parallel: ln2 reads res, not res2
+    const T* mlp_in = parallel ? res : x.res2.get();
+    norm_forward(be_, cfg_, x.ln2.get(), x.ln2_mean.get(), x.ln2_rstd.get(), mlp_in, w.ln2w, w.ln2b, N);
+    mlp_forward(be_, cfg_, a, x, w, N);
     be_.residual_forward(x.res3.get(), x.res2.get(), a.fcproj.get(), NC);
     res = x.res3.get();
   }
-  be_.layernorm_forward(a.lnf.get(), a.lnf_mean.get(), a.lnf_rstd.get(), res, p_.lnfw, p_.lnfb, N, C);
-  // Tied LM head: logits = lnf · wteᵀ, no bias.
-  be_.matmul_forward(a.logits.get(), a.lnf.get(), p_.wte, nullptr, N, C, Vp);
+  norm_forward(be_, cfg_, a.lnf.get(), a.lnf_mean.get(), a.lnf_rstd.get(), res, p_.lnfw, p_.lnfb, N);
+  // LM head: logits = lnf · wteᵀ (tied) or lnf · lmheadᵀ, no bias.
+  be_.matmul_forward(a.logits.get(), a.lnf.get(), head_weights(), nullptr, N, C, Vp);
 }
 
 // Uploads the batch, runs the trunk and the classifier, and downloads the
@@ -244,32 +245,39 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
   // Classifier: dlogits overwrite the logits in place.
   be_.crossentropy_backward(a.logits.get(), a.logits.get(), a.targets.get(), a.dlosses.get(), N, cfg_.vocab_size, Vp);
   be_.zero(a.dln.get(), NC);
-  be_.matmul_backward(a.dln.get(), g_.wte, nullptr, a.logits.get(), a.lnf.get(), p_.wte, N, C, Vp);
+  be_.matmul_backward(a.dln.get(), cfg_.head == "untied" ? g_.lmhead : g_.wte, nullptr, a.logits.get(), a.lnf.get(),
+                      head_weights(), N, C, Vp);
   const T* res_top = a.layer(cfg_.n_layer - 1).res3.get();
   be_.zero(a.dres.get(), NC);
-  be_.layernorm_backward(a.dres.get(), g_.lnfw, g_.lnfb, a.dln.get(), res_top, p_.lnfw, a.lnf_mean.get(),
-                         a.lnf_rstd.get(), N, C);
+  norm_backward(be_, cfg_, a.dres.get(), g_.lnfw, g_.lnfb, a.dln.get(), res_top, p_.lnfw, a.lnf_mean.get(),
+                a.lnf_rstd.get(), N);
 
   // dres holds dL/d(residual leaving block l); each block adds its branches.
+  const bool parallel = cfg_.residual == "parallel";
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
     const LayerViews<T>& w = p_.layers[l];
     const LayerViews<Acc>& g = g_.layers[l];
     LayerActs<T>& x = a.layer(l);
     const T* res_in = l == 0 ? a.encoded.get() : a.layer(l - 1).res3.get();
-    // MLP branch: res3 = res2 + fcproj(gelu(fc(ln2(res2))))
-    be_.zero(a.dfch_gelu.get(), NC * 4);
-    be_.matmul_backward(a.dfch_gelu.get(), g.fcprojw, g.fcprojb, a.dres.get(), x.fch_gelu.get(), w.fcprojw, N, 4 * C,
-                        C);
-    be_.zero(a.dfch.get(), NC * 4);
-    be_.gelu_backward(a.dfch.get(), x.fch.get(), a.dfch_gelu.get(), NC * 4);
-    be_.zero(a.dln.get(), NC);
-    be_.matmul_backward(a.dln.get(), g.fcw, g.fcb, a.dfch.get(), x.ln2.get(), w.fcw, N, C, 4 * C);
-    be_.layernorm_backward(a.dres.get(), g.ln2w, g.ln2b, a.dln.get(), x.res2.get(), w.ln2w, x.ln2_mean.get(),
-                           x.ln2_rstd.get(), N, C);
-    // Attention branch: res2 = res_in + attproj(attention(qkv(ln1(res_in))))
-    attention_block_backward(be_, a, x, w, g, layers_[l], l, C, NH);
-    be_.layernorm_backward(a.dres.get(), g.ln1w, g.ln1b, a.dln.get(), res_in, w.ln1w, x.ln1_mean.get(),
-                           x.ln1_rstd.get(), N, C);
+    if (!parallel) {
+      // MLP branch: res3 = res2 + fcproj(act(fc(ln2(res2)))), then the
+      // attention branch from dL/d(res2) = dres.
+      mlp_backward(be_, cfg_, a, x, w, g, a.dres.get(), a.dln.get(), N);
+      norm_backward(be_, cfg_, a.dres.get(), g.ln2w, g.ln2b, a.dln.get(), x.res2.get(), w.ln2w, x.ln2_mean.get(),
+                    x.ln2_rstd.get(), N);
+      attention_block_backward(be_, a, x, w, g, layers_[l], l, C, NH, cfg_.kv_heads());
+      norm_backward(be_, cfg_, a.dres.get(), g.ln1w, g.ln1b, a.dln.get(), res_in, w.ln1w, x.ln1_mean.get(),
+                    x.ln1_rstd.get(), N);
+    } else {
+      // Both branches read res_in: each from dL/d(res3) = dres before either
+      // norm adds its part to it.
+      mlp_backward(be_, cfg_, a, x, w, g, a.dres.get(), a.dln2.get(), N);
+      attention_block_backward(be_, a, x, w, g, layers_[l], l, C, NH, cfg_.kv_heads());
+      norm_backward(be_, cfg_, a.dres.get(), g.ln1w, g.ln1b, a.dln.get(), res_in, w.ln1w, x.ln1_mean.get(),
+                    x.ln1_rstd.get(), N);
+      norm_backward(be_, cfg_, a.dres.get(), g.ln2w, g.ln2b, a.dln2.get(), res_in, w.ln2w, x.ln2_mean.get(),
+                    x.ln2_rstd.get(), N);
+    }
     if (grads_ready) grads_ready(l);
   }
   be_.encoder_backward(g_.wte, g_.wpe, a.dres.get(), a.tokens.get(), B, Tn, C);

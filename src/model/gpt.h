@@ -129,6 +129,8 @@ class GPT : public Model<accum_t<T>> {
   size_t check_tokens(const int32_t* tokens, size_t n, const char* what, bool targets = false) const;
   Activations<T>& activations(int B, int Tn, bool training);
   double* layer_diagnostics(const Activations<T>& a, int l) const;
+  // The LM head's (Vp, C) weights: the token embedding (model.head "tied") or its own.
+  const T* head_weights() const { return cfg_.head == "untied" ? p_.lmhead : p_.wte; }
   void forward_trunk(Activations<T>& a);  // embedding, blocks, final LayerNorm, logits
   void losses_pass(const int32_t* tokens, const int32_t* targets, int B, int Tn, bool training,
                    std::vector<Acc>& losses);

@@ -19,6 +19,10 @@ size_t ParamSpec::numel() const {
 ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const int64_t C = m.n_embd, Vp = m.padded_vocab(), P = m.position_rows(), L = m.n_layer, H = m.n_head;
   const bool learned_positions = m.position == "learned";
+  const int64_t F = m.mlp_width(), FI = m.mlp_in_width(), QKV = m.qkv_width();
+  const bool norm_bias = m.norm == "layernorm";
+  const bool qkv_bias = m.bias != "none", all_bias = m.bias == "all";
+  const bool untied_head = m.head == "untied";
   // A tensor is present when some layer uses it (a per-layer plan may give
   // layers different variants; the other layers' slices stay unused).
   const LearnedAttention learned = learned_attention(layer_attention(m, attn));

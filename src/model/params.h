@@ -29,40 +29,37 @@ enum class InitKind {
 };
 
 // X(name, shape, init, decay, present, what). Shapes use C (channels), Vp
-// (padded vocabulary), P (position rows), H (heads). Weights are (out, in).
-// Order = buffer order. `what` names the tensor for people (errors that say
-// which tensors a change of attention would add or drop). `present` may use
-// learned_positions, learned_attn_scale and learned_attn_sink (the sink
-// logits ζ_h of normalisation "sink", starting at 0: the sink begins as
-// softmax1's implicit zero logit) and learned_kerple (KERPLE's raw (ρ₁, ρ₂)
-// per head; `kerple_init` is its variant's InitKind) and learned_fire
-// (FIRE's MLP, c and multiplier m of attn::fire, one block per layer, no
-// weight decay) and learned_forget (the forget gate's projection C → H and
-// bias: f_t = σ(fgatew·x_t + fgateb), x_t the layer's normalised input;
-// N(0, init_std) and zeros, as the Forgetting Transformer's reference
-// initialises them) and output_gate (gated attention's W_g, b_g:
-// N(0, init_std) and zeros, so every gate starts near σ(0) = 1/2) and
-// differential (differential attention's λ vectors, 4 × D/2 values, and the
-// gain of its per-head RMSNorm, D values, starting at 1; attn::diff; no
-// weight decay).
+// (padded vocabulary), P (position rows), H (heads), F (the MLP's hidden
+// width), FI (its first projection's width: 2F for swiglu's gate and up,
+// else F) and QKV (the qkv projection's: C + 2·n_kv_head·C/H, rows q, k, v). Weights are (out, in). The block's options
+// (docs/blocks.md) decide norm_bias (LayerNorm's biases; RMSNorm has none), qkv_bias and all_bias (model.bias) and
+// untied_head (model.head). Order = buffer order. `what` names the tensor for people (errors that say which tensors a
+// change of attention would add or drop). `present` may use learned_positions, learned_attn_scale and learned_attn_sink
+// (the sink logits ζ_h of normalisation "sink", starting at 0: the sink begins as softmax1's implicit zero logit) and
+// learned_kerple (KERPLE's raw (ρ₁, ρ₂) per head; `kerple_init` is its variant's InitKind) and learned_fire (FIRE's
+// MLP, c and multiplier m of attn::fire, one block per layer, no weight decay) and learned_forget (the forget gate's
+// projection C → H and bias: f_t = σ(fgatew·x_t + fgateb), x_t the layer's normalised input; N(0, init_std) and zeros,
+// as the Forgetting Transformer's reference initialises them) and output_gate (gated attention's W_g, b_g: N(0,
+// init_std) and zeros, so every gate starts near σ(0) = 1/2) and differential (differential attention's λ vectors, 4 ×
+// D/2 values, and the gain of its per-head RMSNorm, D values, starting at 1; attn::diff; no weight decay).
 #define GPT_GLOBAL_HEAD_PARAMS(X)                                             \
   X(wte, (Shape{Vp, C}), InitKind::Normal, true, true, "the token embedding") \
   X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions, "the learned position table")
 
 // Per-layer tensors, stacked layer-major: (L, shape...).
 #define GPT_LAYER_PARAMS(X)                                                                                         \
-  X(ln1w, (Shape{C}), InitKind::Ones, false, true, "the attention LayerNorm's gain")                                \
-  X(ln1b, (Shape{C}), InitKind::Zeros, false, true, "the attention LayerNorm's bias")                               \
-  X(qkvw, (Shape{3 * C, C}), InitKind::Normal, true, true, "the qkv projection")                                    \
-  X(qkvb, (Shape{3 * C}), InitKind::Zeros, false, true, "the qkv projection's bias")                                \
+  X(ln1w, (Shape{C}), InitKind::Ones, false, true, "the attention norm's gain")                                     \
+  X(ln1b, (Shape{C}), InitKind::Zeros, false, norm_bias, "the attention LayerNorm's bias")                          \
+  X(qkvw, (Shape{QKV, C}), InitKind::Normal, true, true, "the qkv projection")                                      \
+  X(qkvb, (Shape{QKV}), InitKind::Zeros, false, qkv_bias, "the qkv projection's bias")                              \
   X(attprojw, (Shape{C, C}), InitKind::NormalResidual, true, true, "the attention output projection")               \
-  X(attprojb, (Shape{C}), InitKind::Zeros, false, true, "the attention output projection's bias")                   \
-  X(ln2w, (Shape{C}), InitKind::Ones, false, true, "the MLP LayerNorm's gain")                                      \
-  X(ln2b, (Shape{C}), InitKind::Zeros, false, true, "the MLP LayerNorm's bias")                                     \
-  X(fcw, (Shape{4 * C, C}), InitKind::Normal, true, true, "the MLP's first layer")                                  \
-  X(fcb, (Shape{4 * C}), InitKind::Zeros, false, true, "the MLP's first bias")                                      \
-  X(fcprojw, (Shape{C, 4 * C}), InitKind::NormalResidual, true, true, "the MLP's output projection")                \
-  X(fcprojb, (Shape{C}), InitKind::Zeros, false, true, "the MLP's output bias")                                     \
+  X(attprojb, (Shape{C}), InitKind::Zeros, false, all_bias, "the attention output projection's bias")               \
+  X(ln2w, (Shape{C}), InitKind::Ones, false, true, "the MLP norm's gain")                                           \
+  X(ln2b, (Shape{C}), InitKind::Zeros, false, norm_bias, "the MLP LayerNorm's bias")                                \
+  X(fcw, (Shape{FI, C}), InitKind::Normal, true, true, "the MLP's first layer")                                     \
+  X(fcb, (Shape{FI}), InitKind::Zeros, false, all_bias, "the MLP's first bias")                                     \
+  X(fcprojw, (Shape{C, F}), InitKind::NormalResidual, true, true, "the MLP's output projection")                    \
+  X(fcprojb, (Shape{C}), InitKind::Zeros, false, all_bias, "the MLP's output bias")                                 \
   X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale, "the learned ssmax scales s_h")          \
   X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink, "the learned sink logits ζ_h")                 \
   X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple, "KERPLE's learned bias parameters r1, r2")       \
@@ -74,9 +71,10 @@ enum class InitKind {
   X(attnlambda, (Shape{2 * (C / H)}), InitKind::DiffLambda, false, differential, "differential attention's lambda") \
   X(attnsubln, (Shape{C / H}), InitKind::Ones, false, differential, "differential attention's head-norm gain")
 
-#define GPT_GLOBAL_TAIL_PARAMS(X)                                                \
-  X(lnfw, (Shape{C}), InitKind::Ones, false, true, "the final LayerNorm's gain") \
-  X(lnfb, (Shape{C}), InitKind::Zeros, false, true, "the final LayerNorm's bias")
+#define GPT_GLOBAL_TAIL_PARAMS(X)                                                      \
+  X(lnfw, (Shape{C}), InitKind::Ones, false, true, "the final norm's gain")            \
+  X(lnfb, (Shape{C}), InitKind::Zeros, false, norm_bias, "the final LayerNorm's bias") \
+  X(lmhead, (Shape{Vp, C}), InitKind::Normal, true, untied_head, "the untied output head")
 
 using Shape = std::vector<int64_t>;
 

@@ -352,6 +352,8 @@ void Summary::loss_table() {
                {"seeds", v.results.size()},
                {"missing_seeds", v.missing},
                {"multiples", json::array()}};
+    // The run's block (docs/blocks.md), as its results recorded it.
+    if (!v.results.empty() && v.results.front().contains("block")) jv["block"] = v.results.front()["block"];
     for (int m : multiples) {
       const Stat s = stat_at(v, m, "loss");
       md << " " << fmt_stat(s) << " |";

@@ -28,6 +28,7 @@
 #include "train/model_io.h"
 #include "train/optimizer.h"
 #include "train/schedule.h"
+#include "model/block_parts.h"
 
 namespace fs = std::filesystem;
 
@@ -197,6 +198,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   }
   spdlog::info("model: {} layers, {} heads, {} channels, context {}, {} positions, {:.3f}M parameters", mc.n_layer,
                mc.n_head, mc.n_embd, T, mc.position, model.num_params() / 1e6);
+  spdlog::info("block: {}", block_summary(mc));
   spdlog::info("attention: {}", attention_summary(cfg.attention, attn));
   spdlog::info("context extension: {}", context_summary(attn));
   if (mc.layer_plan != "none" || !mc.layer_pattern.empty()) spdlog::info("layer plan: {}", layer_plan_summary(mc));

@@ -141,6 +141,30 @@ std::vector<std::string> contender_names() {
 INSTANTIATE_TEST_SUITE_P(Contenders, ContenderConfig, ::testing::ValuesIn(contender_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
+// configs/blocks/: the quickstart with another block (docs/blocks.md). Each
+// extends configs/quickstart.json, differs from it, resolved, only in the
+// block's keys of the model section and its run directory
+// (runs/blocks/NAME), and trains for a few steps.
+TEST(BlockConfigs, DifferOnlyInTheBlockAndTrain) {
+  const std::vector<std::pair<std::string, std::string>> varies = {
+      {"run", "dir"},    {"model", "norm"}, {"model", "norm_eps"}, {"model", "mlp"},      {"model", "mlp_hidden"},
+      {"model", "bias"}, {"model", "head"}, {"model", "residual"}, {"model", "n_kv_head"}};
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(kConfigs / "blocks")) {
+    const fs::path& path = e.path();
+    const std::string name = path.stem().string();
+    EXPECT_EQ(read_json(path)["extends"], "../quickstart.json") << name;
+    EXPECT_EQ(load_config(path.string()).run.dir, "runs/blocks/" + name);
+    EXPECT_EQ(resolved_without(path, varies), resolved_without(kConfigs / "quickstart.json", varies)) << name;
+    EXPECT_NE(config_to_json(load_config(path.string()))["model"],
+              config_to_json(load_config((kConfigs / "quickstart.json").string()))["model"])
+        << name << " changes the block";
+    train_a_few_steps(path, "block_" + name);
+    ++n;
+  }
+  EXPECT_GE(n, 2);
+}
+
 // The synthetic-task configs (configs/synthetic/): valid, their run
 // directory named after the file, and a vocabulary that holds the task's
 // ids: exactly the task's own (scripts/prepare_synthetic.sh writes the tasks

@@ -313,6 +313,27 @@ TEST_F(Llmc, ExportRefusesModelsTheFormatCannotHold) {
     EXPECT_NE(msg.find("learned"), std::string::npos) << msg;
     EXPECT_FALSE(fs::exists(path("out.bin")));
   }
+  // A block other than GPT-2's (docs/blocks.md), named in the error.
+  cfg.model.position = "learned";
+  for (const char* what : {"rmsnorm", "swiglu", "none", "untied", "parallel"}) {
+    Config c = cfg;
+    const std::string w = what;
+    if (w == "rmsnorm") c.model.norm = w;
+    if (w == "swiglu") c.model.mlp = w;
+    if (w == "none") c.model.bias = w;
+    if (w == "untied") c.model.head = w;
+    if (w == "parallel") c.model.residual = w;
+    auto be = make_cpu_backend<float>();
+    AttentionSpec spec;
+    spec.trained_context = 6;
+    GPT<float> model(c.model, spec, *be);
+    model.init(1);
+    const std::string msg = error_of(
+        [&] { export_llmc(make_checkpoint(model, nullptr, c, {}), "x.ckpt", path("out.bin"), kLlmcVersionF32); });
+    EXPECT_NE(msg.find("GPT-2's block"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(w), std::string::npos) << msg;
+    EXPECT_FALSE(fs::exists(path("out.bin")));
+  }
 }
 
 }  // namespace

@@ -237,6 +237,154 @@ TEST(ModelGradcheck, OutputGate) {
   }
 }
 
+// The block options (docs/blocks.md) through the whole model: RMSNorm,
+// SwiGLU and ReLU² MLPs, biases none or qkv only, an untied head and the
+// parallel residual, in combinations that touch every path; each with the
+// parameter tensors its options call for.
+TEST(ModelGradcheck, BlockOptions) {
+  struct Case {
+    const char* label;
+    std::function<void(ModelConfig&)> set;
+    std::vector<std::string> present, absent;
+    double h = 0;  // the finite-difference step (0: check_model_gradient's)
+  };
+  const std::vector<Case> cases = {
+      {"rmsnorm,swiglu,bias none,untied",
+       [](ModelConfig& m) {
+         m.norm = "rmsnorm";
+         m.norm_eps = 1e-6;
+         m.mlp = "swiglu";
+         m.mlp_hidden = 6;
+         m.bias = "none";
+         m.head = "untied";
+       },
+       {"lmhead"},
+       {"ln1b", "ln2b", "lnfb", "qkvb", "attprojb", "fcb", "fcprojb"}},
+      {"layernorm,relu2,bias qkv,parallel",
+       [](ModelConfig& m) {
+         m.mlp = "relu2";
+         m.bias = "qkv";
+         m.residual = "parallel";
+       },
+       {"ln1b", "qkvb"},
+       {"attprojb", "fcb", "fcprojb", "lmhead"},
+       // relu² has a kink in its second derivative at 0: a stencil of ±2h
+       // that straddles it is off by O(h²), so a smaller step.
+       1e-5},
+      {"rmsnorm,gelu,parallel,untied",
+       [](ModelConfig& m) {
+         m.norm = "rmsnorm";
+         m.mlp_hidden = 12;
+         m.residual = "parallel";
+         m.head = "untied";
+       },
+       {"lmhead", "fcb"},
+       {"ln1b", "lnfb"}},
+  };
+  for (const Case& c : cases) {
+    ModelConfig cfg = tiny_config("rope");
+    c.set(cfg);
+    auto be = make_cpu_backend<double>();
+    GPT<double> probe(cfg, resolve_attention(AttentionConfig{}, cfg), *be);
+    for (const auto& t : c.present) EXPECT_TRUE(probe.layout().has(t)) << c.label << ": " << t;
+    for (const auto& t : c.absent) EXPECT_FALSE(probe.layout().has(t)) << c.label << ": " << t;
+    const int FI = cfg.mlp == "swiglu" ? 2 * cfg.mlp_width() : cfg.mlp_width();
+    EXPECT_EQ(probe.layout().find("fcw").shape, (Shape{cfg.n_layer, FI, cfg.n_embd})) << c.label;
+    EXPECT_EQ(probe.layout().find("fcprojw").shape, (Shape{cfg.n_layer, cfg.n_embd, cfg.mlp_width()})) << c.label;
+    check_model_gradient(cfg, AttentionConfig{}, ContextConfig{}, c.label, c.h);
+  }
+}
+
+// Grouped-query attention through the whole model: the gradients of the
+// grouped qkv projection, with learned per-head parameters (ssmax's scales,
+// sinks: per query head) and on a differential model, against finite
+// differences; and the model against the multi-head model whose key and value
+// rows of each query head are copies of its group's (Ainslie et al. 2023's
+// definition, and what a checkpoint converted by repeating heads computes).
+TEST(ModelGradcheck, GroupedQueryAttention) {
+  for (const char* preset : {"softmax", "ssmax", "sink"}) {
+    ModelConfig cfg = tiny_config("rope");
+    cfg.n_kv_head = 1;
+    AttentionConfig ac;
+    ac.preset = preset;
+    auto be = make_cpu_backend<double>();
+    GPT<double> probe(cfg, resolve_attention(ac, cfg), *be);
+    EXPECT_EQ(probe.layout().find("qkvw").shape, (Shape{cfg.n_layer, cfg.n_embd + 2 * cfg.n_embd / 2, cfg.n_embd}));
+    check_model_gradient(cfg, ac, ContextConfig{}, std::string("gqa 2/1,") + preset);
+  }
+  ModelConfig diff = tiny_config("rope");
+  diff.n_kv_head = 1;
+  AttentionConfig dac;
+  dac.differential = "on";
+  check_model_gradient(diff, dac, ContextConfig{}, "gqa 2/1,differential");
+}
+
+TEST(Model, GroupedQueryAttentionIsMultiHeadWithRepeatedKeyValueHeads) {
+  ModelConfig g = tiny_config("rope");
+  g.n_head = 4;
+  g.n_embd = 16;
+  g.n_kv_head = 2;
+  ModelConfig m = g;
+  m.n_kv_head = 0;
+  auto be = make_cpu_backend<double>();
+  GPT<double> mg(g, resolve_attention(AttentionConfig{}, g), *be), mm(m, resolve_attention(AttentionConfig{}, m), *be);
+  mg.init(3);
+  const std::vector<double> pg = mg.get_params();
+  std::vector<double> pm(mm.num_params(), 0.0);
+  const int C = g.n_embd, D = C / g.n_head, group = g.n_head / g.n_kv_head, W = C + 2 * g.n_kv_head * D;
+  for (const ParamSpec& s : mm.layout().specs) {
+    const ParamSpec& t = mg.layout().find(s.name);
+    if (s.name != "qkvw" && s.name != "qkvb") {
+      ASSERT_EQ(s.numel(), t.numel()) << s.name;
+      std::copy(pg.begin() + t.offset, pg.begin() + t.offset + t.numel(), pm.begin() + s.offset);
+      continue;
+    }
+    const int cols = s.name == "qkvw" ? C : 1;
+    for (int l = 0; l < g.n_layer; ++l)
+      for (int r = 0; r < 3 * C; ++r) {
+        // Row r of the multi-head projection: q rows as they are, the k and v
+        // rows of head h from the grouped rows of its key/value head.
+        const int part = r / C, h = (r % C) / D, d = r % D;
+        const int src = part == 0 ? r : C + (part - 1) * g.n_kv_head * D + (h / group) * D + d;
+        for (int c = 0; c < cols; ++c)
+          pm[s.offset + (static_cast<size_t>(l) * 3 * C + r) * cols + c] =
+              pg[t.offset + (static_cast<size_t>(l) * W + src) * cols + c];
+      }
+  }
+  mm.set_params(pm);
+  const auto tokens = tokens_for(2 * g.context + 1, 4, g.vocab_size);
+  std::vector<int32_t> in(tokens.begin(), tokens.end() - 1), tg(tokens.begin() + 1, tokens.end());
+  EXPECT_NEAR(mg.forward(in.data(), tg.data(), 2, g.context), mm.forward(in.data(), tg.data(), 2, g.context), 1e-12);
+}
+
+// The parallel residual is x + attn(ln1 x) + mlp(ln2 x): with the attention
+// branch's output projection zeroed, the block is x + mlp(ln2 x) either way,
+// so sequential and parallel models give the same loss; with it non-zero they
+// differ.
+TEST(Model, ParallelResidualFeedsBothBranchesTheBlockInput) {
+  ModelConfig seq = tiny_config("rope"), par = seq;
+  par.residual = "parallel";
+  auto be = make_cpu_backend<double>();
+  GPT<double> ms(seq, resolve_attention(AttentionConfig{}, seq), *be),
+      mp(par, resolve_attention(AttentionConfig{}, par), *be);
+  ms.init(5);
+  std::vector<double> params = ms.get_params();
+  const auto tokens = tokens_for(2 * seq.context + 1, 9, seq.vocab_size);
+  std::vector<int32_t> in(tokens.begin(), tokens.end() - 1), tg(tokens.begin() + 1, tokens.end());
+  mp.set_params(params);
+  const double differ_s = ms.forward(in.data(), tg.data(), 2, seq.context);
+  const double differ_p = mp.forward(in.data(), tg.data(), 2, seq.context);
+  EXPECT_GT(std::abs(differ_s - differ_p), 1e-6);
+  for (const char* t : {"attprojw", "attprojb"}) {
+    const ParamSpec& s = ms.layout().find(t);
+    std::fill(params.begin() + s.offset, params.begin() + s.offset + s.numel(), 0.0);
+  }
+  ms.set_params(params);
+  mp.set_params(params);
+  EXPECT_NEAR(ms.forward(in.data(), tg.data(), 2, seq.context), mp.forward(in.data(), tg.data(), 2, seq.context),
+              1e-13);
+}
+
 // The logit soft-cap through the whole model, at c = 0.5, where it bends
 // the logits of this model (init_std 0.3 gives logits of order 1: the loss
 // moves by more than 1e-3 against the uncapped model), with RoPE and
