@@ -148,6 +148,12 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, c
 void gqa_expand(float* qkv, const float* grouped, int N, int NH, int NKV, int D, cudaStream_t stream);
 void gqa_reduce(float* dgrouped, const float* dqkv, int N, int NH, int NKV, int D, cudaStream_t stream);
 
+// ---- QK-norm (as cpu::qknorm_forward / backward) ---------------------------------------
+void qknorm_forward(float* out, float* rstd, const float* inp, const float* wq, const float* wk, int N, int NH, int D,
+                    double eps, cudaStream_t stream);
+void qknorm_backward(float* dinp, float* dwq, float* dwk, const float* dout, const float* inp, const float* wq,
+                     const float* wk, const float* rstd, int N, int NH, int D, cudaStream_t stream);
+
 // ---- SwiGLU and ReLU² (as cpu::swiglu_* / relu2_*) ----------------------------------------
 void swiglu_forward(float* out, const float* inp, int N, int F, cudaStream_t stream);
 void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F, cudaStream_t stream);

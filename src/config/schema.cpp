@@ -112,6 +112,9 @@ std::vector<Key> make_keys() {
        "linear-layer biases: all (GPT-2), none (Llama) or qkv (the qkv projection only, Qwen2)"},
       {GPT_KEY(model, head), one_of({"tied", "untied"}),
        "the LM head: tied (the token embedding, GPT-2) or untied (a matrix of its own)"},
+      {GPT_KEY(model, qk_norm), one_of({"none", "rms", "l2"}),
+       "QK-norm before RoPE: each head's q and k RMS-normalised over its channels with a gain per channel shared by "
+       "the heads (rms: Qwen3, Gemma 3) or none (l2: Llama 4); eps model.norm_eps"},
       {GPT_KEY(model, residual), one_of({"sequential", "parallel"}),
        "sequential: x + attn(ln1 x), then + mlp(ln2 ·); parallel: x + attn(ln1 x) + mlp(ln2 x) (GPT-NeoX)"},
       {GPT_KEY(model, layer_plan), one_of({"none", "swan", "irope"}),
@@ -293,9 +296,16 @@ std::vector<Rule> make_rules() {
       {"\"model.n_kv_head\" must divide \"model.n_head\" (each key/value head serves a group of query heads)",
        {"model.n_kv_head", "model.n_head"},
        [](const Config& c) { return c.model.n_kv_head == 0 || c.model.n_head % c.model.n_kv_head == 0; }},
-      {"\"model.norm_eps\" applies to \"model.norm\" = \"rmsnorm\"; LayerNorm's eps is 1e-5",
-       {"model.norm_eps", "model.norm"},
-       [](const Config& c) { return c.model.norm == "rmsnorm" || c.model.norm_eps == 1e-5; }},
+      {"\"model.norm_eps\" applies to \"model.norm\" = \"rmsnorm\" and to \"model.qk_norm\"; LayerNorm's eps is "
+       "1e-5",
+       {"model.norm_eps", "model.norm", "model.qk_norm"},
+       [](const Config& c) {
+         return c.model.norm == "rmsnorm" || c.model.qk_norm != "none" || c.model.norm_eps == 1e-5;
+       }},
+      {"\"model.qk_norm\" normalises q and k, which \"attention.score\" = \"cosine\" already does (its scores "
+       "are scale-free in both)",
+       {"model.qk_norm", "attention.score", "attention.preset"},
+       [](const Config& c) { return c.model.qk_norm == "none" || resolve_attention(c).score != Score::Cosine; }},
       {"\"model.n_embd\" must be divisible by \"model.n_head\"",
        {"model.n_embd", "model.n_head"},
        [](const Config& c) { return c.model.n_embd % c.model.n_head == 0; }},

@@ -50,6 +50,10 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
       l.atty2 = Buffer<T>(be, N * 2 * C);
       l.diff_rstd = Buffer<Acc>(be, N * cfg.n_head);
     }
+    if (cfg.qk_norm != "none") {
+      l.qkv_raw = Buffer<T>(be, N * C3);
+      l.qk_rstd = Buffer<Acc>(be, N * 2 * cfg.n_head);
+    }
     if (forget) {
       l.fgate = Buffer<T>(be, N * cfg.n_head);
       l.fcum = Buffer<Acc>(be, N * cfg.n_head);
@@ -91,6 +95,7 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
     if (any_rope) a->dqkvr = Buffer<T>(be, N * C3);
     if (cfg.residual == "parallel") a->dln2 = Buffer<T>(be, N * C);
     if (gqa) a->dqkv_grouped = Buffer<T>(be, N * cfg.qkv_width());
+    if (cfg.qk_norm != "none") a->dqkv_raw = Buffer<T>(be, N * C3);
     if (any_far) a->dqkvf = Buffer<T>(be, N * C3);
     if (any_forget) {
       a->dfgate = Buffer<T>(be, N * cfg.n_head);

@@ -38,6 +38,8 @@ struct LayerActs {
   Buffer<T> attg;         // the gated attention output atty·σ(ogate), the output projection's input
   Buffer<T> atty2;        // differential: the kernel heads' outputs (N, 2C), which atty combines
   Buffer<Acc> diff_rstd;  // differential: 1/rms of each head's combination (N, NH)
+  Buffer<T> qkv_raw;      // QK-norm: the projection before it (N, 3C)
+  Buffer<Acc> qk_rstd;    // and each q and k head's 1/rms (N, 2, NH)
 };
 
 template <typename T>
@@ -74,6 +76,7 @@ struct Activations {
   // Grouped-query attention (model.n_kv_head < n_head): the projection's
   // grouped qkv before its key/value heads are repeated, and its gradient.
   Buffer<T> qkv_grouped, dqkv_grouped;
+  Buffer<T> dqkv_raw;  // QK-norm: dL/d(the projection before it)
 #undef GPT_FIELD
 #undef GPT_STAT_FIELD
   LayerActs<T>& layer(int l) { return layers[training ? l : 0]; }

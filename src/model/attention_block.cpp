@@ -151,21 +151,25 @@ void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, c
 
 template <typename T>
 void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
-                             const LayerAttention& la, int layer, int C, int NH, int NKV, double* diag) {
-  const int B = a.B, Tn = a.Tn, N = B * Tn;
+                             const LayerAttention& la, int layer, const ModelConfig& m, double* diag) {
+  const int B = a.B, Tn = a.Tn, N = B * Tn, C = m.n_embd, NH = m.n_head, NKV = m.kv_heads();
   const AttentionSpec spec = for_length(la.spec, Tn);  // YaRN's attention factor depends on the length
   const KernelHeads kh = kernel_heads(spec, C, NH);
   // qkv = ln1·qkvwᵀ + qkvb; with rope positions into the shared scratch, and
   // RoPE writes the layer's qkv (and the far copy of a distance remapping).
   // Grouped-query attention projects NKV key/value heads and repeats each
-  // over its group of query heads.
+  // over its group of query heads; QK-norm then normalises each head's q and
+  // k (the projection before it kept for the backward).
   T* const proj = la.rope ? a.qkv_pre.get() : x.qkv.get();
+  const bool qk_norm = m.qk_norm != "none";
+  T* const raw = qk_norm ? x.qkv_raw.get() : proj;
   if (NKV < NH) {
-    be.matmul_forward(a.qkv_grouped.get(), x.ln1.get(), w.qkvw, w.qkvb, N, C, C + 2 * NKV * (C / NH));
-    be.gqa_expand(proj, a.qkv_grouped.get(), N, NH, NKV, C / NH);
+    be.matmul_forward(a.qkv_grouped.get(), x.ln1.get(), w.qkvw, w.qkvb, N, C, m.qkv_width());
+    be.gqa_expand(raw, a.qkv_grouped.get(), N, NH, NKV, C / NH);
   } else {
-    be.matmul_forward(proj, x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
+    be.matmul_forward(raw, x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
   }
+  if (qk_norm) be.qknorm_forward(proj, x.qk_rstd.get(), raw, w.qnormw, w.knormw, N, NH, C / NH, m.norm_eps);
   if (la.rope) be.rope_forward(x.qkv.get(), proj, B, Tn, C, kh.rope_NH, spec.rope, 0);
   if (spec.forget()) {  // the forget gate: g = ln1·fgatewᵀ + fgateb, c = prefix sums of ln σ(g)
     be.matmul_forward(x.fgate.get(), x.ln1.get(), w.fgatew, w.fgateb, N, C, NH);
@@ -192,10 +196,10 @@ void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x,
 
 template <typename T>
 void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
-                              const LayerViews<accum_t<T>>& g, const LayerAttention& la, int layer, int C, int NH,
-                              int NKV) {
+                              const LayerViews<accum_t<T>>& g, const LayerAttention& la, int layer,
+                              const ModelConfig& m) {
   using Acc = accum_t<T>;
-  const int B = a.B, Tn = a.Tn, N = B * Tn;
+  const int B = a.B, Tn = a.Tn, N = B * Tn, C = m.n_embd, NH = m.n_head, NKV = m.kv_heads();
   const size_t NC = static_cast<size_t>(N) * C;
   const AttentionSpec spec = for_length(la.spec, Tn);
   const KernelHeads kh = kernel_heads(spec, C, NH);
@@ -236,13 +240,19 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
   }
   // Through the projections that read ln1: qkv, the output gate, the forget gate.
   be.zero(a.dln.get(), NC);
+  const T* dproj = a.dqkv.get();  // dL/d(the projection, key/value heads repeated)
+  if (m.qk_norm != "none") {      // through QK-norm
+    be.zero(a.dqkv_raw.get(), NC * 3);
+    be.qknorm_backward(a.dqkv_raw.get(), g.qnormw, g.knormw, a.dqkv.get(), x.qkv_raw.get(), w.qnormw, w.knormw,
+                       x.qk_rstd.get(), N, NH, C / NH);
+    dproj = a.dqkv_raw.get();
+  }
   if (NKV < NH) {  // the repeated key/value heads' gradients summed over each group
-    const int QKV = C + 2 * NKV * (C / NH);
-    be.zero(a.dqkv_grouped.get(), static_cast<size_t>(N) * QKV);
-    be.gqa_reduce(a.dqkv_grouped.get(), a.dqkv.get(), N, NH, NKV, C / NH);
-    be.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv_grouped.get(), x.ln1.get(), w.qkvw, N, C, QKV);
+    be.zero(a.dqkv_grouped.get(), static_cast<size_t>(N) * m.qkv_width());
+    be.gqa_reduce(a.dqkv_grouped.get(), dproj, N, NH, NKV, C / NH);
+    be.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv_grouped.get(), x.ln1.get(), w.qkvw, N, C, m.qkv_width());
   } else {
-    be.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv.get(), x.ln1.get(), w.qkvw, N, C, 3 * C);
+    be.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, dproj, x.ln1.get(), w.qkvw, N, C, 3 * C);
   }
   if (gate) be.matmul_backward(a.dln.get(), g.ogatew, g.ogateb, a.dogate.get(), x.ln1.get(), w.ogatew, N, C, C);
   if (fire)  // through FIRE's table to its MLP, c and m
@@ -256,9 +266,10 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
 
 #define GPT_INSTANTIATE(T)                                                                                  \
   template void attention_block_forward(Backend<T>&, Activations<T>&, LayerActs<T>&, const LayerViews<T>&,  \
-                                        const LayerAttention&, int, int, int, int, double*);                \
+                                        const LayerAttention&, int, const ModelConfig&, double*);           \
   template void attention_block_backward(Backend<T>&, Activations<T>&, LayerActs<T>&, const LayerViews<T>&, \
-                                         const LayerViews<accum_t<T>>&, const LayerAttention&, int, int, int, int);
+                                         const LayerViews<accum_t<T>>&, const LayerAttention&, int,         \
+                                         const ModelConfig&);
 GPT_INSTANTIATE(float)
 GPT_INSTANTIATE(double)
 GPT_INSTANTIATE(bf16)

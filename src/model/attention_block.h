@@ -13,19 +13,19 @@
 namespace gpt {
 
 // a.attproj (N,C) = attproj(attention(qkv(x.ln1))) of layer `layer` (the
-// index sets differential attention's λ_init), which runs `la`, with NKV
-// key/value heads (grouped-query attention when NKV < NH). Keeps what
+// index sets differential attention's λ_init), which runs `la`, in a model
+// m (its heads, key/value heads and QK-norm). Keeps what
 // the backward reads in x (and x.att_stats when a.training); diag, when not
 // null, accumulates the layer's (NH, kAttentionDiagStats) diagnostics.
 template <typename T>
 void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
-                             const LayerAttention& la, int layer, int C, int NH, int NKV, double* diag);
+                             const LayerAttention& la, int layer, const ModelConfig& m, double* diag);
 
 // From a.dres = dL/d(the branch's output a.attproj), adds the branch's
 // parameter gradients to g and writes a.dln = dL/d(x.ln1).
 template <typename T>
 void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
-                              const LayerViews<accum_t<T>>& g, const LayerAttention& la, int layer, int C, int NH,
-                              int NKV);
+                              const LayerViews<accum_t<T>>& g, const LayerAttention& la, int layer,
+                              const ModelConfig& m);
 
 }  // namespace gpt

@@ -5,10 +5,10 @@
 namespace gpt {
 
 nlohmann::json block_to_json(const ModelConfig& m) {
-  nlohmann::json j = {{"n_kv_head", m.kv_heads()},   {"norm", m.norm}, {"mlp", m.mlp},
-                      {"mlp_hidden", m.mlp_width()}, {"bias", m.bias}, {"head", m.head},
-                      {"residual", m.residual}};
-  if (m.norm == "rmsnorm") j["norm_eps"] = m.norm_eps;
+  nlohmann::json j = {{"n_kv_head", m.kv_heads()},   {"norm", m.norm},      {"mlp", m.mlp},
+                      {"mlp_hidden", m.mlp_width()}, {"bias", m.bias},      {"head", m.head},
+                      {"residual", m.residual},      {"qk_norm", m.qk_norm}};
+  if (m.norm == "rmsnorm" || m.qk_norm != "none") j["norm_eps"] = m.norm_eps;
   return j;
 }
 
@@ -21,7 +21,7 @@ std::string block_summary(const ModelConfig& m) {
     s += " (eps " + eps.str() + ")";
   }
   return s + ", " + m.mlp + " MLP of " + std::to_string(m.mlp_width()) + ", biases " + m.bias + ", " + m.head +
-         " head, " + m.residual + " residual";
+         " head, " + m.residual + " residual" + (m.qk_norm == "none" ? "" : ", QK-norm " + m.qk_norm);
 }
 
 template <typename T>

@@ -183,7 +183,7 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
     LayerActs<T>& x = a.layer(l);
     // res2 = res + attproj(attention(qkv(ln1(res))))
     norm_forward(be_, cfg_, x.ln1.get(), x.ln1_mean.get(), x.ln1_rstd.get(), res, w.ln1w, w.ln1b, N);
-    attention_block_forward(be_, a, x, w, layers_[l], l, C, NH, cfg_.kv_heads(), layer_diagnostics(a, l));
+    attention_block_forward(be_, a, x, w, layers_[l], l, cfg_, layer_diagnostics(a, l));
     be_.residual_forward(x.res2.get(), res, a.attproj.get(), NC);
     // res3 = res2 + fcproj(act(fc(ln2(res2)))); parallel: ln2 reads res, not res2
     const T* mlp_in = parallel ? res : x.res2.get();
@@ -265,14 +265,14 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
       mlp_backward(be_, cfg_, a, x, w, g, a.dres.get(), a.dln.get(), N);
       norm_backward(be_, cfg_, a.dres.get(), g.ln2w, g.ln2b, a.dln.get(), x.res2.get(), w.ln2w, x.ln2_mean.get(),
                     x.ln2_rstd.get(), N);
-      attention_block_backward(be_, a, x, w, g, layers_[l], l, C, NH, cfg_.kv_heads());
+      attention_block_backward(be_, a, x, w, g, layers_[l], l, cfg_);
       norm_backward(be_, cfg_, a.dres.get(), g.ln1w, g.ln1b, a.dln.get(), res_in, w.ln1w, x.ln1_mean.get(),
                     x.ln1_rstd.get(), N);
     } else {
       // Both branches read res_in: each from dL/d(res3) = dres before either
       // norm adds its part to it.
       mlp_backward(be_, cfg_, a, x, w, g, a.dres.get(), a.dln2.get(), N);
-      attention_block_backward(be_, a, x, w, g, layers_[l], l, C, NH, cfg_.kv_heads());
+      attention_block_backward(be_, a, x, w, g, layers_[l], l, cfg_);
       norm_backward(be_, cfg_, a.dres.get(), g.ln1w, g.ln1b, a.dln.get(), res_in, w.ln1w, x.ln1_mean.get(),
                     x.ln1_rstd.get(), N);
       norm_backward(be_, cfg_, a.dres.get(), g.ln2w, g.ln2b, a.dln2.get(), res_in, w.ln2w, x.ln2_mean.get(),

@@ -60,6 +60,8 @@ enum class InitKind {
   X(fcb, (Shape{FI}), InitKind::Zeros, false, all_bias, "the MLP's first bias")                                     \
   X(fcprojw, (Shape{C, F}), InitKind::NormalResidual, true, true, "the MLP's output projection")                    \
   X(fcprojb, (Shape{C}), InitKind::Zeros, false, all_bias, "the MLP's output bias")                                 \
+  X(qnormw, (Shape{C / H}), InitKind::Ones, false, qk_norm_gain, "QK-norm's query gain")                            \
+  X(knormw, (Shape{C / H}), InitKind::Ones, false, qk_norm_gain, "QK-norm's key gain")                              \
   X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale, "the learned ssmax scales s_h")          \
   X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink, "the learned sink logits ζ_h")                 \
   X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple, "KERPLE's learned bias parameters r1, r2")       \

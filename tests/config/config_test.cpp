@@ -88,7 +88,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 88u);
+  EXPECT_EQ(from_schema.size(), 97u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -235,6 +235,27 @@ TEST(ConfigErrors, MultiplesList) {
 TEST(ConfigCrossField, EmbdDivisibleByHeads) {
   expect_contains(parse_error(R"({"model": {"n_embd": 100, "n_head": 3}})"),
                   {"\"model.n_embd\" must be divisible by \"model.n_head\"", "model.n_embd = 100", "model.n_head = 3"});
+}
+
+// The block's rules (docs/blocks.md): key/value heads divide the heads,
+// norm_eps belongs to RMSNorm and QK-norm, QK-norm is refused with cosine
+// scores.
+TEST(ConfigCrossField, BlockOptions) {
+  expect_contains(parse_error(R"({"model": {"n_head": 4, "n_kv_head": 3}})"),
+                  {"\"model.n_kv_head\" must divide \"model.n_head\"", "model.n_kv_head = 3", "model.n_head = 4"});
+  EXPECT_EQ(parse(R"({"model": {"n_head": 4, "n_kv_head": 2}})").model.kv_heads(), 2);
+  EXPECT_EQ(parse(R"({"model": {"n_head": 4}})").model.kv_heads(), 4);
+  expect_contains(parse_error(R"({"model": {"norm_eps": 1e-6}})"), {"model.norm_eps", "model.norm = \"layernorm\""});
+  EXPECT_NO_THROW(parse(R"({"model": {"norm": "rmsnorm", "norm_eps": 1e-6}})"));
+  EXPECT_NO_THROW(parse(R"({"model": {"qk_norm": "rms", "norm_eps": 1e-6}})"));
+  expect_contains(parse_error(R"({"model": {"qk_norm": "l2"}, "attention": {"preset": "cosine"}})"),
+                  {"model.qk_norm", "cosine"});
+  const gpt::ModelConfig m = parse(R"({"model": {"n_embd": 768, "mlp": "swiglu"}})").model;
+  EXPECT_EQ(m.mlp_width(), 2048);  // Llama's rule: 8·768/3 = 2048, a multiple of 256
+  EXPECT_EQ(m.mlp_in_width(), 4096);
+  EXPECT_EQ(parse(R"({"model": {"n_embd": 64, "mlp": "swiglu"}})").model.mlp_width(), 256);  // 170 up to 256
+  EXPECT_EQ(parse(R"({"model": {"n_embd": 64, "mlp": "swiglu", "mlp_hidden": 100}})").model.mlp_width(), 100);
+  EXPECT_EQ(parse(R"({"model": {"n_embd": 64, "mlp": "relu2"}})").model.mlp_in_width(), 256);
 }
 
 TEST(ConfigCrossField, RopeNeedsEvenHeadSize) {

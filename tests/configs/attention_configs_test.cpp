@@ -147,8 +147,8 @@ INSTANTIATE_TEST_SUITE_P(Contenders, ContenderConfig, ::testing::ValuesIn(conten
 // (runs/blocks/NAME), and trains for a few steps.
 TEST(BlockConfigs, DifferOnlyInTheBlockAndTrain) {
   const std::vector<std::pair<std::string, std::string>> varies = {
-      {"run", "dir"},    {"model", "norm"}, {"model", "norm_eps"}, {"model", "mlp"},      {"model", "mlp_hidden"},
-      {"model", "bias"}, {"model", "head"}, {"model", "residual"}, {"model", "n_kv_head"}};
+      {"run", "dir"},    {"model", "norm"}, {"model", "norm_eps"}, {"model", "mlp"},       {"model", "mlp_hidden"},
+      {"model", "bias"}, {"model", "head"}, {"model", "residual"}, {"model", "n_kv_head"}, {"model", "qk_norm"}};
   int n = 0;
   for (const auto& e : fs::directory_iterator(kConfigs / "blocks")) {
     const fs::path& path = e.path();

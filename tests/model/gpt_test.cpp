@@ -319,6 +319,26 @@ TEST(ModelGradcheck, GroupedQueryAttention) {
   check_model_gradient(diff, dac, ContextConfig{}, "gqa 2/1,differential");
 }
 
+// QK-norm through the whole model (rms with its gains, l2 without), alone,
+// with grouped-query attention and the learned ssmax scales, and with the
+// log-n scale (the stage-2 scales act on the normalised logits).
+TEST(ModelGradcheck, QkNorm) {
+  for (const char* kind : {"rms", "l2"})
+    for (const char* preset : {"softmax", "ssmax", "logn"}) {
+      ModelConfig cfg = tiny_config("rope");
+      cfg.qk_norm = kind;
+      cfg.norm_eps = 1e-6;
+      if (std::string(preset) == "ssmax") cfg.n_kv_head = 1;
+      AttentionConfig ac;
+      ac.preset = preset;
+      auto be = make_cpu_backend<double>();
+      GPT<double> probe(cfg, resolve_attention(ac, cfg), *be);
+      EXPECT_EQ(probe.layout().has("qnormw"), std::string(kind) == "rms");
+      EXPECT_EQ(probe.layout().has("knormw"), std::string(kind) == "rms");
+      check_model_gradient(cfg, ac, ContextConfig{}, std::string("qk_norm ") + kind + "," + preset);
+    }
+}
+
 TEST(Model, GroupedQueryAttentionIsMultiHeadWithRepeatedKeyValueHeads) {
   ModelConfig g = tiny_config("rope");
   g.n_head = 4;
