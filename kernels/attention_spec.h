@@ -52,11 +52,11 @@ namespace gpt {
   X(None, "none")                   \
   X(Alibi, "alibi") X(KerpleLog, "kerple_log") X(KerplePower, "kerple_power") X(Forget, "forget") X(Fire, "fire")
 #define GPT_ATTN_POSITIVITIES(X) X(Exp, "exp") X(Softplus, "softplus") X(Sigmoid, "sigmoid") X(Relu, "relu")
-#define GPT_ATTN_NORMALIZATIONS(X)                                                    \
-  X(L1, "l1")                                                                         \
-  X(None, "none")                                                                     \
-  X(Fixed, "fixed") X(OffByOne, "off_by_one") X(Sink, "sink") X(Softpick, "softpick") \
-      X(StickBreaking, "stick_breaking")
+#define GPT_ATTN_NORMALIZATIONS(X)                                                                              \
+  X(L1, "l1")                                                                                                   \
+  X(None, "none")                                                                                               \
+  X(Fixed, "fixed") X(OffByOne, "off_by_one") X(Sink, "sink") X(Softpick, "softpick") X(StickBreaking, "stick_" \
+                                                                                                       "breaking")
 
 // ---- context extension: RoPE frequency rules, masks, temperatures ---------------
 // docs/context_extension.md. Notation: d_r rotated dimensions of a
@@ -125,7 +125,21 @@ struct RopeSpec {
   int group = 1;               // self_extend G; <= 0: chosen per length by for_length
   int remap_sinks = 0;         // cache_sinks: k_s
   bool far_positions = false;  // the rope kernels rotate at the far positions (set by the model)
+  // Channel pairs: false = "half" (GPT-NeoX, Llama: i and i + d_r/2), true =
+  // interleaved (GPT-J, RoFormer: 2i and 2i + 1); pair i turns at θ'_i.
+  bool interleaved = false;
 };
+
+namespace rope {
+// The two channels of pair i (< d_r/2) of a head.
+GPT_HD inline int pair_first(const RopeSpec& rs, int i, int half) { return rs.interleaved ? 2 * i : i; }
+GPT_HD inline int pair_second(const RopeSpec& rs, int i, int half) { return rs.interleaved ? 2 * i + 1 : i + half; }
+// The pair of rotated channel j (< d_r), and whether j is its first channel.
+GPT_HD inline int pair_of(const RopeSpec& rs, int j, int half) {
+  return rs.interleaved ? j / 2 : (j < half ? j : j - half);
+}
+GPT_HD inline bool first_of_pair(const RopeSpec& rs, int j, int half) { return rs.interleaved ? j % 2 == 0 : j < half; }
+}  // namespace rope
 
 struct AttentionSpec {
   Score score = Score::Dot;

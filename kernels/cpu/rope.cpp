@@ -1,6 +1,7 @@
-// Rotary position embedding (RoPE) on the q and k parts of qkv, "half" pair
-// layout over the first d_r channels of a head (d_r = D unless partial):
-// x[i] and x[i + d_r/2] form the pair rotated by angle (pos0 + t) · θ'_i, with
+// Rotary position embedding (RoPE) on the q and k parts of qkv over the first
+// d_r channels of a head (d_r = D unless partial): x[i] and x[i + d_r/2]
+// ("half" layout; interleaved: x[2i] and x[2i + 1], rope::pair_first /
+// pair_second) form the pair rotated by angle (pos0 + t) · θ'_i, with
 // θ'_i = rope::inv_freq of kernels/attention_spec.h (θ^(-2i/d_r), or one of
 // the context-extension rules for windows of L = pos0 + T tokens); channels
 // past d_r pass through. The angles are computed in double because
@@ -51,19 +52,21 @@ void position_angles(double* cs, double* sn, const std::vector<double>& inv_freq
 // head vector x (D channels, the first 2·half rotated), writing
 // (accumulate = false) or adding into y.
 template <typename T>
-void rotate_head(T* y, const T* x, const double* cs, const double* sn, int half, int D, double sign, bool accumulate) {
+void rotate_head(T* y, const T* x, const double* cs, const double* sn, const RopeSpec& rs, int half, int D, double sign,
+                 bool accumulate) {
   for (int c = 2 * half; c < D; ++c) y[c] = accumulate ? y[c] + x[c] : x[c];
   for (int i = 0; i < half; ++i) {
-    const double x1 = x[i], x2 = x[i + half];
+    const int a = rope::pair_first(rs, i, half), b = rope::pair_second(rs, i, half);
+    const double x1 = x[a], x2 = x[b];
     const double s = sign * sn[i];
     const T y1 = static_cast<T>(x1 * cs[i] - x2 * s);
     const T y2 = static_cast<T>(x1 * s + x2 * cs[i]);
     if (accumulate) {
-      y[i] += y1;
-      y[i + half] += y2;
+      y[a] += y1;
+      y[b] += y2;
     } else {
-      y[i] = y1;
-      y[i + half] = y2;
+      y[a] = y1;
+      y[b] = y2;
     }
   }
 }
@@ -107,7 +110,7 @@ void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, const RopeSp
       const double* sk = far ? sn_k.data() + t * half : s;
       for (int h = 0; h < 2 * NH; ++h) {
         const size_t off = static_cast<size_t>(h) * D;  // q then k: contiguous 2C columns
-        rotate_head(y + off, x + off, h < NH ? c : ck, h < NH ? s : sk, half, D, sign, accumulate);
+        rotate_head(y + off, x + off, h < NH ? c : ck, h < NH ? s : sk, rs, half, D, sign, accumulate);
       }
       for (size_t col = 2 * static_cast<size_t>(C); col < C3; ++col) y[col] = accumulate ? y[col] + x[col] : x[col];
     }

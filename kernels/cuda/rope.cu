@@ -19,7 +19,8 @@ namespace {
 
 // ---- RoPE: one thread per output element of (B,T,3C) -------------------------------------
 // sign +1 applies R, -1 its transpose; accumulate adds into dst. The pairs are
-// (k, k + d_r/2) over the first d_r channels of a head; the rest pass through.
+// (k, k + d_r/2), or (2k, 2k + 1) interleaved, over the first d_r channels of
+// a head; the rest pass through.
 __global__ void rope_kernel(float* dst, const float* src, int Tn, int C, int NH, RopeSpec rs, int pos0, double sign,
                             bool accumulate, size_t total) {
   const size_t C3 = 3 * size_t(C);
@@ -31,7 +32,7 @@ __global__ void rope_kernel(float* dst, const float* src, int Tn, int C, int NH,
     if (col >= 2 * size_t(C) || j >= d_r) {
       y = src[i];  // v and the channels past d_r pass through
     } else {
-      const int k = j < half ? j : j - half;       // pair (k, k + half)
+      const int k = rope::pair_of(rs, j, half);    // pair k: (k, k + half) or (2k, 2k + 1)
       const float* x = src + bt * C3 + (col - j);  // this head's D values
       const int t = pos0 + static_cast<int>(bt % Tn);
       // The far copy of a distance remapping rotates q and k at their own positions.
@@ -42,8 +43,8 @@ __global__ void rope_kernel(float* dst, const float* src, int Tn, int C, int NH,
       double sn, cs;
       sincos(a, &sn, &cs);
       sn *= sign;
-      const double x1 = x[k], x2 = x[k + half];
-      y = static_cast<float>(j < half ? x1 * cs - x2 * sn : x1 * sn + x2 * cs);
+      const double x1 = x[rope::pair_first(rs, k, half)], x2 = x[rope::pair_second(rs, k, half)];
+      y = static_cast<float>(rope::first_of_pair(rs, j, half) ? x1 * cs - x2 * sn : x1 * sn + x2 * cs);
     }
     dst[i] = accumulate ? dst[i] + y : y;
   }

@@ -57,6 +57,7 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
   // RoPE and the context-extension section (validated by the schema).
   RopeSpec& r = s.rope;
   r.theta = m.rope_theta;
+  r.interleaved = m.rope_pairing == "interleaved";
   r.rot_dims = rope_rotated_dims(m);
   r.trained_context = m.context;
   r.scaling = stage_from<RopeScaling>(ctx.rope_scaling, kRopeScalingNames, "rope_scaling", "context");

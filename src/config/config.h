@@ -22,8 +22,9 @@ struct ModelConfig {
   int context = 128;              // training context T
   std::string position = "rope";  // "learned" | "rope" | "none" | "alibi"
   double rope_theta = 10000.0;
-  double rope_fraction = 1.0;  // partial RoPE: share of each head's channels rotated (d_r = even part of f·D)
-  int max_position = 0;        // rows of the learned position table; 0 = context
+  std::string rope_pairing = "half";  // RoPE's channel pairs: "half" (i, i + d/2) | "interleaved" (2i, 2i + 1)
+  double rope_fraction = 1.0;         // partial RoPE: share of each head's channels rotated (d_r = even part of f·D)
+  int max_position = 0;               // rows of the learned position table; 0 = context
   double init_std = 0.02;
   // Per-layer plans (config/layer_plan.h): the kind of each layer, by one
   // letter per layer repeated over n_layer, and what each kind changes.

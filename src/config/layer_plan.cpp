@@ -17,7 +17,7 @@ namespace {
   } while (0)
 
 constexpr const char* kPlanNames[] = {"none", "swan", "irope"};
-constexpr const char* kKindKeys = "position, window, temperature, attention";
+constexpr const char* kKindKeys = "position, window, temperature, rope_theta, attention";
 
 std::string kind_path(const std::string& letter, const std::string& key = "") {
   return "model.layer_kinds." + letter + (key.empty() ? "" : "." + key);
@@ -70,6 +70,13 @@ LayerKind parse_kind(const std::string& letter, const nlohmann::json& body, cons
         }
       }
       GPT_CONFIG_CHECK(found, "config: \"", where, "\" = ", v.dump(), " is not valid; allowed: ", names);
+    } else if (key == "rope_theta") {
+      GPT_CONFIG_CHECK(v.is_number() && v.get<double>() > 0, "config: \"", where, "\" = ", v.dump(),
+                       " is not valid; allowed: a number > 0 (the layer's RoPE base, e.g. Gemma 3's 10000 on local "
+                       "and 1000000 on global layers)");
+      GPT_CONFIG_CHECK(m.position == "rope", "config: \"", where, "\" needs \"model.position\" = \"rope\" (got \"",
+                       m.position, "\")");
+      k.rope_theta = v.get<double>();
     } else if (key == "attention") {
       k.attention = attention_config_from_json(v, where);
     } else {
@@ -168,6 +175,7 @@ AttentionSpec apply_kind(AttentionSpec s, const LayerKind& k, const ModelConfig&
     if (*k.window == 0) s.row_index = RowIndex::Position;
   }
   if (k.temperature) s.temperature = *k.temperature;
+  if (k.rope_theta) s.rope.theta = *k.rope_theta;
   return s;
 }
 
@@ -266,7 +274,8 @@ nlohmann::json layer_plan_to_json(const std::vector<LayerAttention>& layers) {
                    {"mask", s.window > 0 ? (s.sinks > 0 ? "sinks" : "window") : "none"},
                    {"window", s.window},
                    {"temperature", stage_name(s.temperature)},
-                   {"rope_scaling", stage_name(layers[l].rope ? s.rope.scaling : RopeScaling::None)}});
+                   {"rope_scaling", stage_name(layers[l].rope ? s.rope.scaling : RopeScaling::None)},
+                   {"rope_theta", s.rope.theta}});
   }
   return out;
 }

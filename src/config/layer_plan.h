@@ -13,6 +13,7 @@
 //   window       0: full attention (the run's mask dropped); w > 0: a sliding
 //                window of the last w keys (replacing the run's mask)
 //   temperature  a context.temperature choice (none, yarn, llama4)
+//   rope_theta   the layer's RoPE base (Gemma 3: 10k local, 1M global)
 //   attention    a whole attention section (preset and stages): the layer's
 //                score, scale, positivity, normalisation, re-weighting, bias
 //                and output gate; missing keys take their defaults, not the
@@ -41,6 +42,7 @@ struct LayerKind {
   std::optional<bool> rope;   // position: true rope, false none
   std::optional<int> window;  // 0: full attention; w > 0: sliding window of w keys
   std::optional<Temperature> temperature;
+  std::optional<double> rope_theta;                  // the layer's RoPE base (model.rope_theta elsewhere)
   std::optional<AttentionConfig> attention;          // the layer's attention section
   nlohmann::json source = nlohmann::json::object();  // the kind as resolved, for reports
 };

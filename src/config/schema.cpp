@@ -94,6 +94,9 @@ std::vector<Key> make_keys() {
       {GPT_KEY(model, context), between(1, kMaxContext), "training context length T"},
       {GPT_KEY(model, position), one_of({"learned", "rope", "none", "alibi"}), "position encoding"},
       {GPT_KEY(model, rope_theta), above(0), "RoPE base frequency"},
+      {GPT_KEY(model, rope_pairing), one_of({"half", "interleaved"}),
+       "RoPE's channel pairs: half (i with i + d/2: GPT-NeoX, Llama, Qwen) or interleaved (2i with 2i + 1: GPT-J, "
+       "RoFormer)"},
       {GPT_KEY(model, rope_fraction), above_up_to(0, 1),
        "partial RoPE: share f of each head's channels rotated (d_r = f·D rounded down to even, >= 2); 1 = all"},
       {GPT_KEY(model, max_position), between(0, kMaxVocab), "rows of the learned position table; 0 = context"},

@@ -5,9 +5,9 @@
 namespace gpt {
 
 nlohmann::json block_to_json(const ModelConfig& m) {
-  nlohmann::json j = {{"n_kv_head", m.kv_heads()},   {"norm", m.norm},      {"mlp", m.mlp},
-                      {"mlp_hidden", m.mlp_width()}, {"bias", m.bias},      {"head", m.head},
-                      {"residual", m.residual},      {"qk_norm", m.qk_norm}};
+  nlohmann::json j = {{"n_kv_head", m.kv_heads()},   {"norm", m.norm},       {"mlp", m.mlp},
+                      {"mlp_hidden", m.mlp_width()}, {"bias", m.bias},       {"head", m.head},
+                      {"residual", m.residual},      {"qk_norm", m.qk_norm}, {"rope_pairing", m.rope_pairing}};
   if (m.norm == "rmsnorm" || m.qk_norm != "none") j["norm_eps"] = m.norm_eps;
   return j;
 }

@@ -19,6 +19,7 @@ AttentionSpec spec_for_model(AttentionSpec s, const ModelConfig& cfg) {
   if (cfg.position == "alibi") s.position_bias = PositionBias::Alibi;
   if (s.trained_context == 0) s.trained_context = cfg.context;
   s.rope.theta = cfg.rope_theta;
+  s.rope.interleaved = cfg.rope_pairing == "interleaved";
   s.rope.rot_dims = rope_rotated_dims(cfg);
   if (s.rope.trained_context == 0) s.rope.trained_context = cfg.context;
   return s;

@@ -174,7 +174,7 @@ TEST(LayerPlan, RefusesBadInputNamingTheKey) {
   expect_contains(error_of(R"({"model": {"layer_plan": "swan", "layer_kinds": {"X": {}}}})"),
                   {"model.layer_kinds.X", "not used"});
   expect_contains(error_of(R"({"model": {"layer_plan": "swan", "layer_kinds": {"G": {"foo": 1}}}})"),
-                  {"model.layer_kinds.G.foo", "position, window, temperature, attention"});
+                  {"model.layer_kinds.G.foo", "position, window, temperature, rope_theta, attention"});
   expect_contains(error_of(R"({"model": {"layer_plan": "swan", "layer_kinds": {"G": {"position": "alibi"}}}})"),
                   {"model.layer_kinds.G.position", "\"rope\", \"none\""});
   expect_contains(error_of(R"({"model": {"layer_plan": "swan", "position": "learned"}})"),

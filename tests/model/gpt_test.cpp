@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "core/check.h"
 #include "config/attention.h"
+#include "config/layer_plan.h"
 #include "model/gpt.h"
 #include "train/optimizer.h"
 #include "util/gradcheck.h"
@@ -280,6 +281,13 @@ TEST(ModelGradcheck, BlockOptions) {
        },
        {"lmhead", "fcb"},
        {"ln1b", "lnfb"}},
+      {"interleaved rope,qk_norm rms",
+       [](ModelConfig& m) {
+         m.rope_pairing = "interleaved";
+         m.qk_norm = "rms";
+       },
+       {"qnormw", "knormw"},
+       {}},
   };
   for (const Case& c : cases) {
     ModelConfig cfg = tiny_config("rope");
@@ -526,6 +534,29 @@ TEST(Model, PlanOfOneKindIsThePlainModel) {
   lssar.preset = "lssar";
   expect_same_model(with_kind(R"({"attention": {"preset": "lssar"}})"), softmax, plain, resolve_attention(lssar, plain),
                     "attention kind");
+  ModelConfig base500 = plain;  // a layer's RoPE base: the model with that base
+  base500.rope_theta = 500;
+  expect_same_model(with_kind(R"({"rope_theta": 500})"), softmax, base500,
+                    resolve_attention(AttentionConfig{}, base500), "rope_theta kind");
+}
+
+// A kind's rope_theta changes its layers only (the other kind's base stays),
+// and is refused without RoPE.
+TEST(Model, PerLayerRopeBase) {
+  ModelConfig m = tiny_config("rope");
+  m.layer_pattern = "LG";
+  m.layer_kinds = {{"L", nlohmann::json::object()}, {"G", {{"rope_theta", 1e6}}}};
+  const AttentionSpec softmax = resolve_attention(AttentionConfig{}, m);
+  auto be = make_cpu_backend<double>();
+  GPT<double> model(m, softmax, *be);
+  EXPECT_EQ(model.per_layer_attention()[0].spec.rope.theta, m.rope_theta);
+  EXPECT_EQ(model.per_layer_attention()[1].spec.rope.theta, 1e6);
+  ModelConfig learned = tiny_config("learned");
+  learned.layer_pattern = "L";
+  learned.layer_kinds = {{"L", {{"rope_theta", 1e6}}}};
+  EXPECT_THROW(resolve_layer_plan(learned), Error);
+  m.layer_kinds = {{"L", nlohmann::json::object()}, {"G", {{"rope_theta", -1}}}};
+  EXPECT_THROW(resolve_layer_plan(m), Error);
 }
 
 // set_attention (evaluation-time variants) changes the run's attention and

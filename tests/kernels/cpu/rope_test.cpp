@@ -65,6 +65,59 @@ TEST(Rope, MatchesTheFormula) {
       }
 }
 
+// Interleaved pairs (GPT-J, RoFormer; Su et al. 2021, eq. 34: x_{2i} and
+// x_{2i+1} turn by m·θ_i, θ_i = 10000^(−2i/d)), written from that formula,
+// partial RoPE included (the first d_r channels, the rest passed through);
+// and the same map as the half layout conjugated by the channel permutation
+// that sends 2i to i and 2i + 1 to i + d_r/2. Backward by finite differences.
+TEST(Rope, InterleavedPairsMatchTheFormulaAndArePermutedHalfPairs) {
+  for (int d_r : {8, 4}) {
+    const Shape s{2, 5, 16, 2};
+    const int pos0 = 3, D = s.D(), half = d_r / 2;
+    RopeSpec rs{kTheta};
+    rs.rot_dims = d_r;
+    rs.interleaved = true;
+    const std::vector<double> x = random_vector(s.size(), 2);
+    std::vector<double> y(s.size());
+    rope_forward(y.data(), x.data(), s.B, s.T, s.C, s.NH, rs, pos0);
+    // The permutation: interleaved channel c -> half-layout channel perm[c].
+    std::vector<int> perm(D);
+    for (int c = 0; c < D; ++c) perm[c] = c >= d_r ? c : (c % 2 == 0 ? c / 2 : c / 2 + half);
+    std::vector<double> xp(s.size()), yp(s.size());
+    for (int b = 0; b < s.B; ++b)
+      for (int t = 0; t < s.T; ++t)
+        for (int part = 0; part < 3; ++part)
+          for (int h = 0; h < s.NH; ++h)
+            for (int c = 0; c < D; ++c) xp[index(s, b, t, part, h, perm[c])] = x[index(s, b, t, part, h, c)];
+    RopeSpec half_rs = rs;
+    half_rs.interleaved = false;
+    rope_forward(yp.data(), xp.data(), s.B, s.T, s.C, s.NH, half_rs, pos0);
+    for (int b = 0; b < s.B; ++b)
+      for (int t = 0; t < s.T; ++t)
+        for (int h = 0; h < s.NH; ++h) {
+          for (int part = 0; part < 2; ++part) {
+            for (int i = 0; i < half; ++i) {
+              const double a = (pos0 + t) * std::pow(kTheta, -2.0 * i / d_r);
+              const double x1 = x[index(s, b, t, part, h, 2 * i)], x2 = x[index(s, b, t, part, h, 2 * i + 1)];
+              EXPECT_NEAR(y[index(s, b, t, part, h, 2 * i)], x1 * std::cos(a) - x2 * std::sin(a), 1e-14);
+              EXPECT_NEAR(y[index(s, b, t, part, h, 2 * i + 1)], x1 * std::sin(a) + x2 * std::cos(a), 1e-14);
+            }
+            for (int c = d_r; c < D; ++c) EXPECT_EQ(y[index(s, b, t, part, h, c)], x[index(s, b, t, part, h, c)]);
+          }
+          for (int part = 0; part < 3; ++part)
+            for (int c = 0; c < D; ++c)
+              EXPECT_NEAR(y[index(s, b, t, part, h, c)], yp[index(s, b, t, part, h, perm[c])], 1e-14);
+        }
+    std::vector<double> xv = x, w = random_vector(s.size(), 3), dx(s.size(), 0.0);
+    rope_backward(dx.data(), w.data(), s.B, s.T, s.C, s.NH, rs, pos0);
+    auto loss = [&] {
+      rope_forward(y.data(), xv.data(), s.B, s.T, s.C, s.NH, rs, pos0);
+      return weighted_sum(y, w);
+    };
+    EXPECT_LT(max_rel_error(dx, numeric_gradient(xv, loss)), 1e-8);
+  }
+}
+
 TEST(Rope, Gradcheck) {
   const Shape s{2, 5, 12, 3};
   const int pos0 = 3;

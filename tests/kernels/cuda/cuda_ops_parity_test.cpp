@@ -511,6 +511,22 @@ TEST_F(CudaOps, Rope) {
     gpu_->rope_backward(g_dinp.get(), g_dout.get(), B, T, C, NH, RopeSpec{10000.0}, pos0);
     expect_close(down(g_dinp, n), dinp, 1e-5, "rope_backward pos0=" + std::to_string(pos0));
   }
+  // Interleaved pairs, whole and partial.
+  for (int rot : {0, 8}) {
+    RopeSpec rs{10000.0};
+    rs.interleaved = true;
+    rs.rot_dims = rot;
+    std::vector<float> out(n);
+    cpu_->rope_forward(out.data(), inp.data(), B, T, C, NH, rs, 500);
+    auto g_inp = up(inp), g_out = up(std::vector<float>(n));
+    gpu_->rope_forward(g_out.get(), g_inp.get(), B, T, C, NH, rs, 500);
+    expect_close(down(g_out, n), out, 1e-5, "rope_forward interleaved d_r=" + std::to_string(rot));
+    auto dinp = random_floats(n, 4);
+    auto g_dinp = up(dinp), g_dout = up(dout);
+    cpu_->rope_backward(dinp.data(), dout.data(), B, T, C, NH, rs, 500);
+    gpu_->rope_backward(g_dinp.get(), g_dout.get(), B, T, C, NH, rs, 500);
+    expect_close(down(g_dinp, n), dinp, 1e-5, "rope_backward interleaved d_r=" + std::to_string(rot));
+  }
   auto g = up(inp), g_out = up(inp);
   EXPECT_THROW(gpu_->rope_forward(g_out.get(), g.get(), B, T, 45, NH, RopeSpec{10000.0}, 0), Error);  // odd head size
 }
