@@ -91,7 +91,8 @@ void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
     out << "run.storage bf16: activations and working parameters bf16; the linear layers and the embedding read "
            "them as stored, the other ops widen their operands to float32 scratch in chunks of 16 MiB per operand; "
            "float32 master parameters, gradients and AdamW state\n";
-  out << "FLOPs: matmul weights N = 12*L*C^2 + V*C = " << Table::fmt("%.2f", matmul_weights(m) / 1e6)
+  out << "FLOPs: matmul weights N = L*(C*(qkv + C + fc) + F*C) + V*C (12*L*C^2 + V*C for GPT-2's block) = "
+      << Table::fmt("%.2f", matmul_weights(m) / 1e6)
       << "M; per token 2N forward, 6N training; plus attention 2*B*C*T(T+1) per layer forward, 2x that "
          "backward. Times: best of repeated runs.\n\n";
 

@@ -97,7 +97,8 @@ void run_bench_cuda(const Config& cfg, const BenchOptions& opt, std::ostream& ou
         << "\n";
   else
     out << "MFU: no peak known for \"" << name << "\" (give --peak-tflops)\n";
-  out << "FLOPs: matmul weights N = 12*L*C^2 + V*C = " << Table::fmt("%.2f", matmul_weights(m) / 1e6)
+  out << "FLOPs: matmul weights N = L*(C*(qkv + C + fc) + F*C) + V*C (12*L*C^2 + V*C for GPT-2's block) = "
+      << Table::fmt("%.2f", matmul_weights(m) / 1e6)
       << "M; per token 2N forward, 6N training; plus attention 2*B*C*T(T+1) per layer forward, 2x that "
          "backward. Times: best of repeated runs, synchronised.\n\n";
   probe.reset();
