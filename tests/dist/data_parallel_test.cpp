@@ -322,6 +322,25 @@ TEST_F(DataParallel, LayerPlanUnderZeroOneFollowsOneRank) {
   EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
 }
 
+// A modern block (docs/blocks.md): RMSNorm, SwiGLU, grouped-query attention,
+// QK-norm, no biases, an untied head. ZeRO-1 on 2 ranks follows 1 rank and
+// is exactly the plain 2-rank run.
+TEST_F(DataParallel, ModernBlockUnderZeroOneFollowsOneRank) {
+  const std::string block =
+      "--set train.grad_accum=2 --set train.batch_size=4 --set model.norm=rmsnorm --set model.mlp=swiglu "
+      "--set model.mlp_hidden=40 --set model.n_kv_head=1 --set model.qk_norm=rms --set model.bias=none "
+      "--set model.head=untied";
+  const Result one = train(0, "one", block);
+  ASSERT_EQ(one.status, 0) << one.output;
+  EXPECT_NE(one.output.find("block: 1 key/value heads"), std::string::npos) << one.output;
+  const Result zero = train(2, "zero", block + " --set train.zero=1");
+  ASSERT_EQ(zero.status, 0) << zero.output;
+  const Result plain = train(2, "plain", block);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  expect_close(train_losses(dir_ / "one"), train_losses(dir_ / "zero"), "block: 1 rank vs 2 ranks ZeRO-1");
+  EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
+}
+
 // run.storage "bf16" under ZeRO-1: each rank updates its shard of the
 // float32 master parameters, the all-gather completes them, and every
 // rank's next forward pass rounds the whole of them into its bf16 working

@@ -157,6 +157,25 @@ TEST(Trainer, LayerPlanResumesBitIdentically) {
                               {"attnsink", "ogatew", "ogateb"});
 }
 
+// The modern block's tensors (docs/blocks.md: RMSNorm gains without biases,
+// SwiGLU's fused gate and up, the grouped qkv, QK-norm's gains, the untied
+// head) in the checkpoint, resumed bit for bit, with the parallel residual.
+TEST(Trainer, ModernBlockResumesBitIdentically) {
+  expect_resume_bit_identical("modern_block",
+                              [](Config& c) {
+                                c.model.norm = "rmsnorm";
+                                c.model.norm_eps = 1e-6;
+                                c.model.mlp = "swiglu";
+                                c.model.mlp_hidden = 40;
+                                c.model.bias = "none";
+                                c.model.n_kv_head = 1;
+                                c.model.qk_norm = "rms";
+                                c.model.head = "untied";
+                                c.model.residual = "parallel";
+                              },
+                              {"lmhead", "qnormw", "knormw", "fcw", "qkvw"});
+}
+
 TEST(Trainer, SameSeedGivesIdenticalLosses) {
   const fs::path dir = temp_dir("determinism");
   Config cfg = tiny_run(dir, kjv_text("Gen1:1-Gen10:32"));
