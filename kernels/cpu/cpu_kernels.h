@@ -101,6 +101,11 @@ void swiglu_forward(T* out, const T* inp, int N, int F);
 // dinp (N,2F) += [dout·up·silu'(gate) | dout·silu(gate)].
 template <typename T>
 void swiglu_backward(T* dinp, const T* inp, const T* dout, int N, int F);
+// Exact GELU: out = 0.5·inp·(1 + erf(inp/√2)); dinp += (Φ + x·φ)(inp)·dout.
+template <typename T>
+void gelu_erf_forward(T* out, const T* inp, size_t n);
+template <typename T>
+void gelu_erf_backward(T* dinp, const T* inp, const T* dout, size_t n);
 // ReLU²: out = relu(inp)²; dinp += 2·relu(inp)·dout.
 template <typename T>
 void relu2_forward(T* out, const T* inp, size_t n);

@@ -1,3 +1,4 @@
+// The MLP activations beside GPT-2's tanh GELU (kernels/cpu/gelu.cpp).
 // SwiGLU (Shazeer 2020, "GLU Variants Improve Transformer"; the MLP of Llama,
 // Mistral and Qwen): out = silu(gate) · up, silu(x) = x·σ(x), with gate and
 // up the two halves of one (N, 2F) projection (gate first). docs/blocks.md.
@@ -86,6 +87,29 @@ void relu2_backward(T* dinp, const T* inp, const T* dout, size_t n) {
   }
 }
 
+// Exact GELU (Hendrycks & Gimpel 2016, eq. 1; GPT-NeoX, Pythia, BERT):
+// x·Φ(x) = 0.5·x·(1 + erf(x/√2)), derivative Φ(x) + x·φ(x). In T with std::erf
+// (not vectorised: it serves imported models, not the training hot path).
+template <typename T>
+void gelu_erf_forward(T* out, const T* inp, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+  for (size_t i = 0; i < n; ++i) {
+    const T x = inp[i];
+    out[i] = T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
+  }
+}
+
+template <typename T>
+void gelu_erf_backward(T* dinp, const T* inp, const T* dout, size_t n) {
+#pragma omp parallel for schedule(static) if (n >= kMinParallelWork)
+  for (size_t i = 0; i < n; ++i) {
+    const T x = inp[i];
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.70710678118654752440)));
+    const T pdf = std::exp(T(-0.5) * x * x) * T(0.39894228040143267794);  // 1/√(2π)
+    dinp[i] += (cdf + x * pdf) * dout[i];
+  }
+}
+
 template void swiglu_forward<float>(float*, const float*, int, int);
 template void swiglu_forward<double>(double*, const double*, int, int);
 template void swiglu_backward<float>(float*, const float*, const float*, int, int);
@@ -94,5 +118,9 @@ template void relu2_forward<float>(float*, const float*, size_t);
 template void relu2_forward<double>(double*, const double*, size_t);
 template void relu2_backward<float>(float*, const float*, const float*, size_t);
 template void relu2_backward<double>(double*, const double*, const double*, size_t);
+template void gelu_erf_forward<float>(float*, const float*, size_t);
+template void gelu_erf_forward<double>(double*, const double*, size_t);
+template void gelu_erf_backward<float>(float*, const float*, const float*, size_t);
+template void gelu_erf_backward<double>(double*, const double*, const double*, size_t);
 
 }  // namespace gpt::cpu

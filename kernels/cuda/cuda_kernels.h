@@ -154,9 +154,11 @@ void qknorm_forward(float* out, float* rstd, const float* inp, const float* wq, 
 void qknorm_backward(float* dinp, float* dwq, float* dwk, const float* dout, const float* inp, const float* wq,
                      const float* wk, const float* rstd, int N, int NH, int D, cudaStream_t stream);
 
-// ---- SwiGLU and ReLU² (as cpu::swiglu_* / relu2_*) ----------------------------------------
+// ---- SwiGLU, ReLU² and exact GELU (as cpu::swiglu_* / relu2_* / gelu_erf_*) ----------------------------------------
 void swiglu_forward(float* out, const float* inp, int N, int F, cudaStream_t stream);
 void swiglu_backward(float* dinp, const float* inp, const float* dout, int N, int F, cudaStream_t stream);
+void gelu_erf_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
+void gelu_erf_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream);
 void relu2_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
 void relu2_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream);
 

@@ -1,5 +1,5 @@
-// SwiGLU and ReLU², the MLP activations of the modern blocks, and their
-// backward. Contracts: kernels/cuda/cuda_kernels.h; the math:
+// SwiGLU, ReLU² and exact GELU, the MLP activations of the modern blocks,
+// and their backward. Contracts: kernels/cuda/cuda_kernels.h; the math:
 // kernels/cpu/swiglu.cpp and docs/blocks.md.
 #include <algorithm>
 #include <cmath>
@@ -47,6 +47,22 @@ __global__ void relu2_backward_kernel(float* dinp, const float* inp, const float
   GPT_GRID_STRIDE(i, n) { dinp[i] += 2.0f * fmaxf(inp[i], 0.f) * dout[i]; }
 }
 
+__global__ void gelu_erf_forward_kernel(float* out, const float* inp, size_t n) {
+  GPT_GRID_STRIDE(i, n) {
+    const float x = inp[i];
+    out[i] = 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
+  }
+}
+
+__global__ void gelu_erf_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
+  GPT_GRID_STRIDE(i, n) {
+    const float x = inp[i];
+    const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));
+    const float pdf = expf(-0.5f * x * x) * 0.39894228040143267794f;
+    dinp[i] += (cdf + x * pdf) * dout[i];
+  }
+}
+
 }  // namespace
 
 void swiglu_forward(float* out, const float* inp, int N, int F, cudaStream_t stream) {
@@ -73,6 +89,18 @@ void relu2_backward(float* dinp, const float* inp, const float* dout, size_t n, 
   if (n == 0) return;
   GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, relu2_backward_kernel)(dinp, inp, dout, n);
   GPT_CUDA_CHECK_LAUNCH("relu2_backward_kernel");
+}
+
+void gelu_erf_forward(float* out, const float* inp, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, gelu_erf_forward_kernel)(out, inp, n);
+  GPT_CUDA_CHECK_LAUNCH("gelu_erf_forward_kernel");
+}
+
+void gelu_erf_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, gelu_erf_backward_kernel)(dinp, inp, dout, n);
+  GPT_CUDA_CHECK_LAUNCH("gelu_erf_backward_kernel");
 }
 
 }  // namespace gpt::cuda

@@ -107,6 +107,8 @@ class ParamBackend : public Device {
     (dinp, dw, dout, inp, w, rstd, N, C))                                                                              \
   X(swiglu_forward, (T * out, const T* inp, int N, int F), (out, inp, N, F))                                           \
   X(swiglu_backward, (T * dinp, const T* inp, const T* dout, int N, int F), (dinp, inp, dout, N, F))                   \
+  X(gelu_erf_forward, (T * out, const T* inp, size_t n), (out, inp, n))                                                \
+  X(gelu_erf_backward, (T * dinp, const T* inp, const T* dout, size_t n), (dinp, inp, dout, n))                        \
   X(relu2_forward, (T * out, const T* inp, size_t n), (out, inp, n))                                                   \
   X(relu2_backward, (T * dinp, const T* inp, const T* dout, size_t n), (dinp, inp, dout, n))                           \
   X(gqa_expand, (T * qkv, const T* grouped, int N, int NH, int NKV, int D), (qkv, grouped, N, NH, NKV, D))             \

@@ -180,6 +180,20 @@ class Bf16Backend final : public Backend<bf16> {
       narrow(dinp + r0 * F2, di, nr * F2);
     });
   }
+  void gelu_erf_forward(bf16* out, const bf16* inp, size_t n) override {
+    by_elements(n, [&](size_t i, size_t m) {
+      float* o = scratch(0, m);
+      wide_->gelu_erf_forward(o, widen(1, inp + i, m), m);
+      narrow(out + i, o, m);
+    });
+  }
+  void gelu_erf_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) override {
+    by_elements(n, [&](size_t i, size_t m) {
+      float* di = widen(0, dinp + i, m);
+      wide_->gelu_erf_backward(di, widen(1, inp + i, m), widen(2, dout + i, m), m);
+      narrow(dinp + i, di, m);
+    });
+  }
   void relu2_forward(bf16* out, const bf16* inp, size_t n) override {
     by_elements(n, [&](size_t i, size_t m) {
       float* o = scratch(0, m);

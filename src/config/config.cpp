@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "config/block_presets.h"
 #include "config/layer_plan.h"
 #include "config/schema.h"
 #include "core/check.h"
@@ -361,7 +362,9 @@ Config config_from_json(const json& j) {
   for (const auto& [section, body] : j.items()) {
     if (!is_section(section)) unknown_section(section);
     if (!body.is_object()) fail("config: section \"", section, "\" must be an object, got ", describe(body));
-    const json expanded = section == "attention" ? expand_attention_shorthand(body) : body;
+    const json expanded = section == "attention" ? expand_attention_shorthand(body)
+                          : section == "model"   ? expand_block_preset(body)
+                                                 : body;
     for (const auto& [name, value] : expanded.items()) {
       const Key* k = config_schema::find_key(section, name);
       if (!k) unknown_key(section, name);

@@ -32,11 +32,13 @@ struct ModelConfig {
   std::string layer_pattern;                              // e.g. "LLLG"; "" = the named plan's (or no plan)
   nlohmann::json layer_kinds = nlohmann::json::object();  // letter -> {position, window, temperature, attention}
 
-  // The block (docs/blocks.md); the defaults are GPT-2's.
+  // The block (docs/blocks.md); the defaults are GPT-2's. A preset
+  // (config/block_presets.h) fills the keys a config leaves out.
+  std::string block = "custom";         // "custom" | "gpt2" | "llama" | "neox" | "qwen2" | "qwen3"
   int n_kv_head = 0;                    // key/value heads (grouped-query attention); 0 = n_head
   std::string norm = "layernorm";       // "layernorm" | "rmsnorm"
   double norm_eps = 1e-5;               // RMSNorm's eps (LayerNorm's is 1e-5, as GPT-2's and GPT-NeoX's)
-  std::string mlp = "gelu";             // "gelu" | "swiglu" | "relu2"
+  std::string mlp = "gelu";             // "gelu" (tanh form) | "gelu_erf" | "swiglu" | "relu2"
   int mlp_hidden = 0;                   // the MLP's hidden width F; 0 = mlp_width()'s default
   std::string bias = "all";             // linear-layer biases: "all" | "none" | "qkv" (Qwen2: the qkv projection only)
   std::string head = "tied";            // the LM head: "tied" (reads wte, GPT-2) | "untied" (its own matrix)

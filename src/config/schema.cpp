@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "config/attention.h"
+#include "config/block_presets.h"
 #include "data/synthetic.h"
 #include "kernels/attention_spec.h"
 
@@ -101,16 +102,21 @@ std::vector<Key> make_keys() {
        "partial RoPE: share f of each head's channels rotated (d_r = f·D rounded down to even, >= 2); 1 = all"},
       {GPT_KEY(model, max_position), between(0, kMaxVocab), "rows of the learned position table; 0 = context"},
       {GPT_KEY(model, init_std), above(0), "standard deviation of the weight init"},
+      {GPT_KEY(model, block), one_of(block_preset_names()),
+       "block preset: fills the block keys a config leaves out as the architecture's Hugging Face config class "
+       "does (llama, neox, qwen2, qwen3; gpt2 = the defaults); custom = none (docs/blocks.md)"},
       {GPT_KEY(model, n_kv_head), between(0, 256),
        "key/value heads of grouped-query attention, dividing n_head (1 = multi-query); 0 = n_head (every query head "
        "its own)"},
       {GPT_KEY(model, norm), one_of({"layernorm", "rmsnorm"}),
        "the block's normalisation: layernorm (gain and bias, GPT-2) or rmsnorm (gain only, Llama); docs/blocks.md"},
       {GPT_KEY(model, norm_eps), above(0), "RMSNorm's eps inside the root (LayerNorm's is 1e-5)"},
-      {GPT_KEY(model, mlp), one_of({"gelu", "swiglu", "relu2"}),
-       "the MLP: gelu (GPT-2), swiglu (silu(gate)·up, Llama) or relu2 (relu(x)², Primer)"},
+      {GPT_KEY(model, mlp), one_of({"gelu", "gelu_erf", "swiglu", "relu2"}),
+       "the MLP: gelu (tanh form, GPT-2), gelu_erf (exact erf form, GPT-NeoX/Pythia), swiglu (silu(gate)·up, Llama) "
+       "or relu2 (relu(x)², Primer)"},
       {GPT_KEY(model, mlp_hidden), between(0, 1 << 20),
-       "the MLP's hidden width F; 0 = 4·n_embd (gelu, relu2) or 8·n_embd/3 rounded up to a multiple of 256 (swiglu)"},
+       "the MLP's hidden width F; 0 = 4·n_embd (gelu, gelu_erf, relu2) or 8·n_embd/3 rounded up to a multiple of 256 "
+       "(swiglu)"},
       {GPT_KEY(model, bias), one_of({"all", "none", "qkv"}),
        "linear-layer biases: all (GPT-2), none (Llama) or qkv (the qkv projection only, Qwen2)"},
       {GPT_KEY(model, head), one_of({"tied", "untied"}),

@@ -5,9 +5,16 @@
 namespace gpt {
 
 nlohmann::json block_to_json(const ModelConfig& m) {
-  nlohmann::json j = {{"n_kv_head", m.kv_heads()},   {"norm", m.norm},       {"mlp", m.mlp},
-                      {"mlp_hidden", m.mlp_width()}, {"bias", m.bias},       {"head", m.head},
-                      {"residual", m.residual},      {"qk_norm", m.qk_norm}, {"rope_pairing", m.rope_pairing}};
+  nlohmann::json j = {{"block", m.block},
+                      {"n_kv_head", m.kv_heads()},
+                      {"norm", m.norm},
+                      {"mlp", m.mlp},
+                      {"mlp_hidden", m.mlp_width()},
+                      {"bias", m.bias},
+                      {"head", m.head},
+                      {"residual", m.residual},
+                      {"qk_norm", m.qk_norm},
+                      {"rope_pairing", m.rope_pairing}};
   if (m.norm == "rmsnorm" || m.qk_norm != "none") j["norm_eps"] = m.norm_eps;
   return j;
 }
@@ -52,6 +59,8 @@ void mlp_forward(Backend<T>& be, const ModelConfig& m, Activations<T>& a, LayerA
     be.swiglu_forward(x.fch_act.get(), x.fch.get(), N, F);
   else if (m.mlp == "relu2")
     be.relu2_forward(x.fch_act.get(), x.fch.get(), NF);
+  else if (m.mlp == "gelu_erf")
+    be.gelu_erf_forward(x.fch_act.get(), x.fch.get(), NF);
   else
     be.gelu_forward(x.fch_act.get(), x.fch.get(), NF);
   be.matmul_forward(a.fcproj.get(), x.fch_act.get(), w.fcprojw, w.fcprojb, N, F, C);
@@ -69,6 +78,8 @@ void mlp_backward(Backend<T>& be, const ModelConfig& m, Activations<T>& a, Layer
     be.swiglu_backward(a.dfch.get(), x.fch.get(), a.dfch_act.get(), N, F);
   else if (m.mlp == "relu2")
     be.relu2_backward(a.dfch.get(), x.fch.get(), a.dfch_act.get(), NF);
+  else if (m.mlp == "gelu_erf")
+    be.gelu_erf_backward(a.dfch.get(), x.fch.get(), a.dfch_act.get(), NF);
   else
     be.gelu_backward(a.dfch.get(), x.fch.get(), a.dfch_act.get(), NF);
   be.zero(dln, static_cast<size_t>(N) * C);

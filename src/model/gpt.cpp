@@ -169,7 +169,7 @@ double* GPT<T>::layer_diagnostics(const Activations<T>& a, int l) const {
 // already uploaded to a.tokens.
 template <typename T>
 void GPT<T>::forward_trunk(Activations<T>& a) {
-  const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, NH = cfg_.n_head, N = B * Tn, Vp = cfg_.padded_vocab();
+  const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, N = B * Tn, Vp = cfg_.padded_vocab();
   GPT_CHECK(cfg_.position != "learned" || Tn <= cfg_.position_rows(), "context ", Tn,
             " exceeds the learned position table (", cfg_.position_rows(),
             " rows); learned positions cannot be evaluated past their table");
@@ -235,7 +235,7 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
             "backward() needs the activations of a training forward(): there was none yet, or an inference pass "
             "has since run in them or freed them; run the training forward() again first");
   Activations<T>& a = *train_acts_;
-  const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, NH = cfg_.n_head, N = B * Tn, Vp = cfg_.padded_vocab();
+  const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, N = B * Tn, Vp = cfg_.padded_vocab();
   const size_t NC = static_cast<size_t>(N) * C;
 
   // d(loss_scale · mean loss)/d loss_n over the scored positions (the

@@ -129,7 +129,7 @@ class Bf16OpsCheck {
   }
   int checked() const { return checked_; }
   static int expected_checks(const AttentionSpec& spec) {
-    return 57 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0) +
+    return 59 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0) +
            (spec.forget() ? 1 : 0);
   }
 
@@ -273,6 +273,13 @@ class Bf16OpsCheck {
       s_.relu2_backward(dinp.s.get(), inp.s.get(), other.s.get(), NC);
       r_.relu2_backward(dinp.r.get(), inp.r.get(), other.r.get(), NC);
       expect_storage(dinp, "relu2_backward");
+      s_.gelu_erf_forward(out.s.get(), inp.s.get(), NC);
+      r_.gelu_erf_forward(out.r.get(), inp.r.get(), NC);
+      expect_storage(out, "gelu_erf_forward");
+      auto dgelu = pair(values(NC, next()));
+      s_.gelu_erf_backward(dgelu.s.get(), inp.s.get(), other.s.get(), NC);
+      r_.gelu_erf_backward(dgelu.r.get(), inp.r.get(), other.r.get(), NC);
+      expect_storage(dgelu, "gelu_erf_backward");
     }
     if (::testing::Test::HasFailure()) return;
     {  // element-wise

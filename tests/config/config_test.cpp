@@ -55,7 +55,8 @@ struct TempFile {
 };
 
 const std::string kModelKeys =
-    "n_layer, n_head, n_embd, vocab_size, vocab_pad_multiple, context, position, rope_theta, rope_pairing, rope_fraction, "
+    "n_layer, n_head, n_embd, vocab_size, vocab_pad_multiple, context, position, rope_theta, rope_pairing, "
+    "rope_fraction, "
     "max_position, init_std";
 const std::string kSections = "model, data, train, eval, attention, context, run";
 
@@ -88,7 +89,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 98u);
+  EXPECT_EQ(from_schema.size(), 99u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -256,6 +257,42 @@ TEST(ConfigCrossField, BlockOptions) {
   EXPECT_EQ(parse(R"({"model": {"n_embd": 64, "mlp": "swiglu"}})").model.mlp_width(), 256);  // 170 up to 256
   EXPECT_EQ(parse(R"({"model": {"n_embd": 64, "mlp": "swiglu", "mlp_hidden": 100}})").model.mlp_width(), 100);
   EXPECT_EQ(parse(R"({"model": {"n_embd": 64, "mlp": "relu2"}})").model.mlp_in_width(), 256);
+}
+
+// Block presets fill the block keys a config leaves out, as the Hugging Face
+// config classes' defaults; a key the config sets wins; unknown names are
+// refused; the resolved config round-trips.
+TEST(ConfigBlockPresets, FillWhatTheConfigLeavesOut) {
+  const gpt::ModelConfig l = parse(R"({"model": {"block": "llama"}})").model;
+  EXPECT_EQ(l.norm, "rmsnorm");
+  EXPECT_EQ(l.norm_eps, 1e-6);
+  EXPECT_EQ(l.mlp, "swiglu");
+  EXPECT_EQ(l.bias, "none");
+  EXPECT_EQ(l.head, "untied");
+  EXPECT_EQ(l.position, "rope");
+  const gpt::ModelConfig n = parse(R"({"model": {"block": "neox"}})").model;
+  EXPECT_EQ(n.residual, "parallel");
+  EXPECT_EQ(n.mlp, "gelu_erf");
+  EXPECT_EQ(n.rope_fraction, 0.25);
+  EXPECT_EQ(n.norm, "layernorm");
+  EXPECT_EQ(parse(R"({"model": {"block": "qwen2"}})").model.bias, "qkv");
+  EXPECT_EQ(parse(R"({"model": {"block": "qwen3"}})").model.qk_norm, "rms");
+  const gpt::ModelConfig g = parse(R"({"model": {"block": "gpt2"}})").model;
+  EXPECT_EQ(config_to_json(parse(R"({"model": {"block": "gpt2"}})"))["model"].dump(), [] {
+    gpt::Config c;
+    c.model.block = "gpt2";
+    return config_to_json(c)["model"].dump();
+  }()) << "gpt2 is the defaults";
+  // The config's own keys win.
+  const gpt::ModelConfig own = parse(R"({"model": {"block": "llama", "head": "tied", "norm_eps": 1e-5}})").model;
+  EXPECT_EQ(own.head, "tied");
+  EXPECT_EQ(own.norm_eps, 1e-5);
+  EXPECT_EQ(own.mlp, "swiglu");
+  expect_contains(parse_error(R"({"model": {"block": "mistral"}})"),
+                  {"model.block", "mistral", "custom, gpt2, llama, neox, qwen2, qwen3"});
+  const gpt::Config c = parse(R"({"model": {"block": "qwen3", "n_head": 4, "n_kv_head": 2}})");
+  EXPECT_EQ(config_to_json(gpt::config_from_json(config_to_json(c))), config_to_json(c));
+  (void)g;
 }
 
 TEST(ConfigCrossField, RopeNeedsEvenHeadSize) {

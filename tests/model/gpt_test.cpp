@@ -281,10 +281,11 @@ TEST(ModelGradcheck, BlockOptions) {
        },
        {"lmhead", "fcb"},
        {"ln1b", "lnfb"}},
-      {"interleaved rope,qk_norm rms",
+      {"interleaved rope,qk_norm rms,gelu_erf",
        [](ModelConfig& m) {
          m.rope_pairing = "interleaved";
          m.qk_norm = "rms";
+         m.mlp = "gelu_erf";
        },
        {"qnormw", "knormw"},
        {}},

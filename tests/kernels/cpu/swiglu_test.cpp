@@ -61,6 +61,34 @@ TEST(Relu2, ForwardAndGradient) {
   gpt::test::expect_gradient("relu2", "dinp", dx, numeric_gradient(x, loss));
 }
 
+// Exact GELU (Hendrycks & Gimpel 2016, eq. 1: x·Φ(x)) at points where Φ is
+// tabulated (Abramowitz & Stegun 26.2), its backward by finite differences,
+// and float against double.
+TEST(GeluErf, MatchesTabulatedNormalCdfAndFiniteDifferences) {
+  const std::vector<double> x = {0.0, 1.0, -2.0, 2.5, -0.5};
+  const std::vector<double> phi = {0.5, 0.8413447460685429, 0.0227501319481792, 0.9937903346742239, 0.3085375387259869};
+  std::vector<double> y(x.size());
+  gpt::cpu::gelu_erf_forward(y.data(), x.data(), x.size());
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(y[i], x[i] * phi[i], 1e-15) << x[i];
+  auto v = random_vector(50, 8, -4.0, 4.0);
+  const auto w = random_vector(50, 9);
+  std::vector<double> out(50), dv(50, 0.0);
+  gpt::cpu::gelu_erf_backward(dv.data(), v.data(), w.data(), 50);
+  auto loss = [&] {
+    gpt::cpu::gelu_erf_forward(out.data(), v.data(), 50);
+    return weighted_sum(out, w);
+  };
+  gpt::test::expect_gradient("gelu_erf", "dinp", dv, numeric_gradient(v, loss));
+  std::vector<float> fv(v.begin(), v.end()), fw(w.begin(), w.end()), fo(50), fdv(50, 0.f);
+  gpt::cpu::gelu_erf_forward(fo.data(), fv.data(), 50);
+  gpt::cpu::gelu_erf_backward(fdv.data(), fv.data(), fw.data(), 50);
+  loss();
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_NEAR(fo[i], out[i], 1e-6 * (1 + std::abs(out[i])));
+    EXPECT_NEAR(fdv[i], dv[i], 1e-6 * (1 + std::abs(dv[i])));
+  }
+}
+
 TEST(SwiGlu, FloatMatchesDoubleIncludingSaturatedGates) {
   const int n = 7, f = 300;
   auto h = random_vector(n * 2 * f, 6, -8.0, 8.0);

@@ -287,7 +287,7 @@ TEST_F(CudaOps, QkNorm) {
   }
 }
 
-TEST_F(CudaOps, SwiGluAndRelu2) {
+TEST_F(CudaOps, SwiGluRelu2AndExactGelu) {
   const int N = 13, F = 77;
   auto inp = random_floats(N * 2 * F, 1, -8.f, 8.f);
   inp[0] = -150.f;  // saturated gates: σ = 0 and 1, no NaN
@@ -312,6 +312,16 @@ TEST_F(CudaOps, SwiGluAndRelu2) {
   cpu_->relu2_backward(dr.data(), inp.data(), dy.data(), inp.size());
   gpu_->relu2_backward(g_dr.get(), g_inp.get(), g_dy.get(), inp.size());
   expect_close(down(g_dr, dr.size()), dr, 1e-6, "relu2_backward");
+  // Exact GELU on the same numbers.
+  std::vector<float> ge(inp.size());
+  auto dge = random_floats(inp.size(), 6);
+  auto g_ge = up(ge), g_dge = up(dge);
+  cpu_->gelu_erf_forward(ge.data(), inp.data(), inp.size());
+  gpu_->gelu_erf_forward(g_ge.get(), g_inp.get(), inp.size());
+  expect_close(down(g_ge, ge.size()), ge, 1e-6, "gelu_erf_forward");
+  cpu_->gelu_erf_backward(dge.data(), inp.data(), dy.data(), inp.size());
+  gpu_->gelu_erf_backward(g_dge.get(), g_inp.get(), g_dy.get(), inp.size());
+  expect_close(down(g_dge, dge.size()), dge, 1e-6, "gelu_erf_backward");
 }
 
 // Odd shapes, and the weight at an offset of one float inside its buffer (as
