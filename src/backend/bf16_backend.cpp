@@ -181,31 +181,19 @@ class Bf16Backend final : public Backend<bf16> {
     });
   }
   void gelu_erf_forward(bf16* out, const bf16* inp, size_t n) override {
-    by_elements(n, [&](size_t i, size_t m) {
-      float* o = scratch(0, m);
-      wide_->gelu_erf_forward(o, widen(1, inp + i, m), m);
-      narrow(out + i, o, m);
-    });
+    activation_forward(out, inp, n, [&](float* o, const float* x, size_t m) { wide_->gelu_erf_forward(o, x, m); });
   }
   void gelu_erf_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) override {
-    by_elements(n, [&](size_t i, size_t m) {
-      float* di = widen(0, dinp + i, m);
-      wide_->gelu_erf_backward(di, widen(1, inp + i, m), widen(2, dout + i, m), m);
-      narrow(dinp + i, di, m);
+    activation_backward(dinp, inp, dout, n, [&](float* di, const float* x, const float* dy, size_t m) {
+      wide_->gelu_erf_backward(di, x, dy, m);
     });
   }
   void relu2_forward(bf16* out, const bf16* inp, size_t n) override {
-    by_elements(n, [&](size_t i, size_t m) {
-      float* o = scratch(0, m);
-      wide_->relu2_forward(o, widen(1, inp + i, m), m);
-      narrow(out + i, o, m);
-    });
+    activation_forward(out, inp, n, [&](float* o, const float* x, size_t m) { wide_->relu2_forward(o, x, m); });
   }
   void relu2_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) override {
-    by_elements(n, [&](size_t i, size_t m) {
-      float* di = widen(0, dinp + i, m);
-      wide_->relu2_backward(di, widen(1, inp + i, m), widen(2, dout + i, m), m);
-      narrow(dinp + i, di, m);
+    activation_backward(dinp, inp, dout, n, [&](float* di, const float* x, const float* dy, size_t m) {
+      wide_->relu2_backward(di, x, dy, m);
     });
   }
   // Rows in chunks of the output's width (the logits' Vp for the LM head).
@@ -249,17 +237,11 @@ class Bf16Backend final : public Backend<bf16> {
     });
   }
   void gelu_forward(bf16* out, const bf16* inp, size_t n) override {
-    by_elements(n, [&](size_t i, size_t m) {
-      float* o = scratch(0, m);
-      wide_->gelu_forward(o, widen(1, inp + i, m), m);
-      narrow(out + i, o, m);
-    });
+    activation_forward(out, inp, n, [&](float* o, const float* x, size_t m) { wide_->gelu_forward(o, x, m); });
   }
   void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) override {
-    by_elements(n, [&](size_t i, size_t m) {
-      float* di = widen(0, dinp + i, m);
-      wide_->gelu_backward(di, widen(1, inp + i, m), widen(2, dout + i, m), m);
-      narrow(dinp + i, di, m);
+    activation_backward(dinp, inp, dout, n, [&](float* di, const float* x, const float* dy, size_t m) {
+      wide_->gelu_backward(di, x, dy, m);
     });
   }
   void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n) override {
@@ -475,6 +457,26 @@ class Bf16Backend final : public Backend<bf16> {
   void by_elements(size_t n, F&& f) {
     const size_t step = chunk_ == 0 ? n : chunk_;
     for (size_t i = 0; i < n; i += step) f(i, std::min(step, n - i));
+  }
+
+  // An element-wise activation, out = f(inp), and its backward, dinp +=
+  // f'(inp)·dout, in element chunks: op(out, inp, m) and op(dinp, inp, dout, m)
+  // run the wide backend's float32 op on one chunk.
+  template <typename Op>
+  void activation_forward(bf16* out, const bf16* inp, size_t n, Op&& op) {
+    by_elements(n, [&](size_t i, size_t m) {
+      float* o = scratch(0, m);
+      op(o, widen(1, inp + i, m), m);
+      narrow(out + i, o, m);
+    });
+  }
+  template <typename Op>
+  void activation_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n, Op&& op) {
+    by_elements(n, [&](size_t i, size_t m) {
+      float* di = widen(0, dinp + i, m);
+      op(di, widen(1, inp + i, m), widen(2, dout + i, m), m);
+      narrow(dinp + i, di, m);
+    });
   }
 
   // Scratch slot `slot` with room for n floats (grown on demand). Ops run in

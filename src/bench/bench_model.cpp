@@ -144,15 +144,9 @@ void bench_memory(const Config& cfg, const BenchOptions& opt, Table& t, bool cud
     const auto inputs = random_tokens(L, m.vocab_size, 9), targets = random_tokens(L, m.vocab_size, 10);
     std::vector<float> losses;
     losses.reserve(L);
-    bool reset = false;
-    double before = 0;
-    if (cuda) {
-      before = static_cast<double>(cuda_memory_in_use()) / MiB;
-    } else {
-      malloc_trim(0);
-      reset = reset_peak_rss();
-      before = proc_status_mib("VmRSS:");
-    }
+    const MemoryMark mark = memory_mark(cuda);
+    const bool reset = mark.peak_reset;
+    const double before = mark.before;
     const auto t0 = Clock::now();
     mb.model->forward_losses(inputs.data(), targets.data(), 1, L, losses);  // downloads the losses: synchronised
     const double sec = seconds_since(t0);
@@ -251,15 +245,9 @@ void bench_phases(const Config& cfg_in, const BenchOptions& opt, std::ostream& o
     cfg.run.storage = storage;
     const double sb = storage == "bf16" ? 2 : 4;
     auto phase = [&](const std::string& what, double floor_bytes, const std::function<void()>& f) {
-      bool reset = true;
-      double before = 0;
-      if (cuda) {
-        before = static_cast<double>(cuda_memory_in_use()) / MiB;
-      } else {
-        malloc_trim(0);
-        reset = reset_peak_rss();
-        before = proc_status_mib("VmRSS:");
-      }
+      const MemoryMark mark = memory_mark(cuda);
+      const bool reset = mark.peak_reset;
+      const double before = mark.before;
       const auto t0 = Clock::now();
       f();
       const double sec = seconds_since(t0);

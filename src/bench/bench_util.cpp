@@ -70,6 +70,19 @@ bool reset_peak_rss() {
   return static_cast<bool>(f);
 }
 
+MemoryMark memory_mark(bool cuda) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  MemoryMark m;
+  if (cuda) {
+    m.before = static_cast<double>(cuda_memory_in_use()) / kMiB;
+  } else {
+    malloc_trim(0);
+    m.peak_reset = reset_peak_rss();
+    m.before = proc_status_mib("VmRSS:");
+  }
+  return m;
+}
+
 std::string load_average() {
   std::ifstream f("/proc/loadavg");
   std::string a, b, c;

@@ -43,6 +43,15 @@ std::vector<int32_t> random_tokens(size_t n, int vocab, uint32_t seed);
 double proc_status_mib(const char* key);
 // Resets VmHWM to the current RSS ("5" to clear_refs, Linux >= 4.0).
 bool reset_peak_rss();
+// The memory mark a measured pass starts from, in MiB: on the device
+// (cuda) the memory in use; on the CPU the resident set after returning
+// freed heap to the system, with the peak reset to it when /proc allows
+// (peak_reset; always true on the device, where the figure is exact).
+struct MemoryMark {
+  double before = 0;
+  bool peak_reset = true;
+};
+MemoryMark memory_mark(bool cuda);
 std::string load_average();  // /proc/loadavg's three figures, "n/a" without it
 
 // The table every CPU part writes into: seconds, tokens/s, GFLOP/s and the
