@@ -785,8 +785,19 @@ GPT_HD inline T sink_grad(const AttentionSpec& s, const Row<T>& r, T zeta, T S) 
 // Per-head attention diagnostics accumulated by the forward pass (evaluation):
 // sums over rows of the entropy of the row's weights (normalised to sum 1),
 // the share of weight on the first key (the attention sink), the share on the
-// most recent N keys, the row's total weight Σ_j w_ij, and the row count.
-inline constexpr int kAttentionDiagStats = 5;
+// most recent N keys, the row's total weight Σ_j w_ij, and the row count
+// (kDiagRows); then the largest |σ_ij| over the rows and keys (kDiagMaxScore),
+// σ the stage-1 score f·q_i·k_j before the length scales, biases and caps:
+// the logit size that QK-norm bounds and that Muon is known to grow
+// (docs/attention.md, Diagnostics). Two sets combine with
+// add_attention_diag: sums, and the maximum of the last.
+inline constexpr int kAttentionDiagStats = 6;
+inline constexpr int kDiagRows = 4;
+inline constexpr int kDiagMaxScore = 5;
+inline void add_attention_diag(double* acc, const double* more) {
+  for (int k = 0; k < kAttentionDiagStats; ++k)
+    acc[k] = k == kDiagMaxScore ? (more[k] > acc[k] ? more[k] : acc[k]) : acc[k] + more[k];
+}
 
 }  // namespace gpt
 

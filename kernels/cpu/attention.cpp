@@ -400,10 +400,20 @@ double backward_grad_row(GemmKernel isa, const T* qk, const T* u, const T* w, T*
     return attn_rows::backward_grad_row_scalar(qk, u, w, g, a, s, r, D, lambda_f, f, want, S, kerple);
 }
 
-// Adds one row's diagnostics to acc[kAttentionDiagStats] (columns mapped to
-// keys by a: the first key's share, the share of the last N keys).
+// The largest |σ| of a row of stage-1 scores: f times the raw products the
+// tile holds before forward_row (n keys).
 template <typename T>
-void row_diagnostics(double* acc, const T* w, const attn_rows::RowArgs<T>& a, int N) {
+double row_max_score(const T* row, int n, double factor) {
+  double most = 0;
+  for (int j = 0; j < n; ++j) most = std::max(most, std::abs(static_cast<double>(row[j])));
+  return most * factor;
+}
+
+// Adds one row's diagnostics to acc[kAttentionDiagStats] (columns mapped to
+// keys by a: the first key's share, the share of the last N keys); max_score:
+// the row's largest |σ| (row_max_score).
+template <typename T>
+void row_diagnostics(double* acc, const T* w, const attn_rows::RowArgs<T>& a, int N, double max_score) {
   double mass = 0, wlogw = 0, recent = 0, first = 0;
   const int first_recent = N > 0 ? std::max(0, a.i - N) : 0;
   for (int j = 0; j < a.n; ++j) {
@@ -419,7 +429,8 @@ void row_diagnostics(double* acc, const T* w, const attn_rows::RowArgs<T>& a, in
     acc[2] += recent / mass;
   }
   acc[3] += mass;
-  acc[4] += 1;
+  acc[kDiagRows] += 1;
+  acc[kDiagMaxScore] = std::max(acc[kDiagMaxScore], max_score);
 }
 
 // Forward of one row block: y rows (D wide, y_stride apart), stats rows
@@ -435,8 +446,9 @@ void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, T* ftile
     T* row = rb.row(tile, r);
     const int n = rb.keys(r);
     const attn_rows::RowArgs<T> a = row_args<T>(rb, r, s, hc);
+    const double max_score = diag ? row_max_score(row, n, hc.factor) : 0.0;
     forward_row(isa, row, a, s, st + r * kStats);
-    if (diag) row_diagnostics(diag, row, a, s.trained_context);
+    if (diag) row_diagnostics(diag, row, a, s.trained_context, max_score);
     std::fill(row + n, row + rb.cols(), T(0));  // the causal mask
   }
   for (int r = 0; r < rb.rows(); ++r) std::fill(y + r * y_stride, y + r * y_stride + hv.D, T(0));
@@ -630,8 +642,7 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
   if (diag)
     for (long item = 0; item < nitems; ++item) {
       const int h = static_cast<int>(item / nblocks) % NH;
-      for (int k = 0; k < kAttentionDiagStats; ++k)
-        diag[h * kAttentionDiagStats + k] += item_diag[item * kAttentionDiagStats + k];
+      add_attention_diag(diag + h * kAttentionDiagStats, &item_diag[item * kAttentionDiagStats]);
     }
 }
 

@@ -249,4 +249,17 @@ template <typename T>
 void adamw_update(T* param, const T* grad, T* m, T* v, size_t n, double lr, double beta1, double beta2, double eps,
                   double weight_decay, long t);
 
+// Muon (kernels/muon_spec.h, docs/optimizers.md). muon_momentum: Nesterov
+// momentum in place, m ← β·m + (1−β)·g, then grad ← (1−β)·g + β·m (the
+// update to orthogonalise). newton_schulz: x (rows, cols, row-major) ← the
+// quintic Newton–Schulz iteration of x/‖x‖_F, `steps` times; work holds
+// muon::work_size(rows, cols) elements. muon_apply: param −= lr·(scale·update
+// + weight_decay·param).
+template <typename T>
+void muon_momentum(T* grad, T* m, size_t n, double beta);
+template <typename T>
+void newton_schulz(T* x, int rows, int cols, int steps, T* work);
+template <typename T>
+void muon_apply(T* param, const T* update, size_t n, double lr, double scale, double weight_decay);
+
 }  // namespace gpt::cpu

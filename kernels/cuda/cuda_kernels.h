@@ -95,6 +95,14 @@ class Matmul {
                cudaStream_t stream);
   void backward(float* dinp, float* dweight, float* dbias, const uint16_t* dout, const uint16_t* inp,
                 const uint16_t* weight, int N, int C, int OC, cudaStream_t stream);
+  // D (m×n) = op(A)·op(B) + beta·D on float32 operands, column-major as
+  // cuBLAS counts (leading dimensions lda, ldb, ldd), in the float32 or TF32
+  // arithmetic of the precision (float32 for bf16: no conversion). Muon's
+  // Newton–Schulz iteration (kernels/cuda/muon.cu) is built from it.
+  void gemm_f32(bool trans_a, bool trans_b, int m, int n, int k, const float* A, int lda, const float* B, int ldb,
+                float* D, int ldd, float beta, cudaStream_t stream) {
+    gemm(trans_a, trans_b, m, n, k, Operand{A, lda, false}, Operand{B, ldb, false}, D, ldd, beta, stream);
+  }
 
  private:
   // A row-major (rows, cols) matrix of operands.
@@ -228,5 +236,14 @@ void crossentropy_backward(float* dlogits, const float* logits, const int32_t* t
 // on the host).
 void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, double lr, double beta1, double beta2,
                   double eps, double weight_decay, long t, cudaStream_t stream);
+// Muon: the formulas of kernels/cpu/muon.cpp (contracts in cpu_kernels.h).
+// newton_schulz runs its GEMMs through mm (gemm_f32) and its norm through
+// partial (kSumSquaresBlocks doubles) and one float, all on the stream with no
+// host synchronisation; work holds muon::work_size(rows, cols) floats.
+void muon_momentum(float* grad, float* m, size_t n, double beta, cudaStream_t stream);
+void newton_schulz(Matmul& mm, float* x, int rows, int cols, int steps, float* work, double* partial,
+                   cudaStream_t stream);
+void muon_apply(float* param, const float* update, size_t n, double lr, double scale, double weight_decay,
+                cudaStream_t stream);
 
 }  // namespace gpt::cuda

@@ -62,7 +62,7 @@ class Device {
 };
 
 // The ops on float32-side tensors (A = accum_t of the storage type) that the
-// optimizer and the trainer need: gradient norms, clipping, AdamW.
+// optimizer and the trainer need: gradient norms, clipping, AdamW, Muon.
 template <typename A>
 class ParamBackend : public Device {
  public:
@@ -70,6 +70,12 @@ class ParamBackend : public Device {
   virtual void scale_inplace(A* x, A s, size_t n) = 0;
   virtual void adamw_update(A* param, const A* grad, A* m, A* v, size_t n, double lr, double beta1, double beta2,
                             double eps, double weight_decay, long t) = 0;
+  // Muon (kernels/muon_spec.h; contracts in kernels/cpu/cpu_kernels.h): Nesterov momentum into grad, the
+  // Newton–Schulz orthogonalisation of a (rows, cols) matrix in place (work: muon::work_size(rows, cols)
+  // elements), and the update param −= lr·(scale·update + weight_decay·param).
+  virtual void muon_momentum(A* grad, A* m, size_t n, double beta) = 0;
+  virtual void newton_schulz(A* x, int rows, int cols, int steps, A* work) = 0;
+  virtual void muon_apply(A* param, const A* update, size_t n, double lr, double scale, double weight_decay) = 0;
 };
 
 // The layer ops every float32 backend hands unchanged to its kernels,

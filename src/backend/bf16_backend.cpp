@@ -52,6 +52,14 @@ class Bf16Backend final : public Backend<bf16> {
                     double beta2, double eps, double weight_decay, long t) override {
     wide_->adamw_update(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
   }
+  void muon_momentum(float* grad, float* m, size_t n, double beta) override { wide_->muon_momentum(grad, m, n, beta); }
+  void newton_schulz(float* x, int rows, int cols, int steps, float* work) override {
+    wide_->newton_schulz(x, rows, cols, steps, work);
+  }
+  void muon_apply(float* param, const float* update, size_t n, double lr, double scale,
+                  double weight_decay) override {
+    wide_->muon_apply(param, update, n, lr, scale, weight_decay);
+  }
 
   // Sequences (units of Tn·C) in chunks; tables read as bf16, or widened
   // whole once when the wide backend cannot.

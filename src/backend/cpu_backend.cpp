@@ -103,6 +103,13 @@ class CpuBackend final : public Backend<T> {
                     double weight_decay, long t) override {
     cpu::adamw_update(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t);
   }
+  void muon_momentum(T* grad, T* m, size_t n, double beta) override { cpu::muon_momentum(grad, m, n, beta); }
+  void newton_schulz(T* x, int rows, int cols, int steps, T* work) override {
+    cpu::newton_schulz(x, rows, cols, steps, work);
+  }
+  void muon_apply(T* param, const T* update, size_t n, double lr, double scale, double weight_decay) override {
+    cpu::muon_apply(param, update, n, lr, scale, weight_decay);
+  }
 };
 
 }  // namespace

@@ -136,8 +136,8 @@ class CudaBackend final : public Backend<float> {
     return total;
   }
   void scale_inplace(float* x, float s, size_t n) override { cuda::scale_inplace(x, s, n, stream_); }
-  // diag (host doubles, NH × kAttentionDiagStats) += what the kernel adds to a
-  // zeroed device copy.
+  // diag (host doubles, NH × kAttentionDiagStats) combined (add_attention_diag)
+  // with what the kernel adds to a zeroed device copy.
   void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
                          const AttentionSpec& spec, const HeadParams<float>& head_scale, double* diag,
                          const float* qkv_far) override {
@@ -157,7 +157,7 @@ class CudaBackend final : public Backend<float> {
     if (diag) {
       std::vector<double> host(ndiag);
       GPT_CUDA_CHECK(cudaMemcpy(host.data(), ddiag, ndiag * sizeof(double), cudaMemcpyDeviceToHost));
-      for (size_t i = 0; i < ndiag; ++i) diag[i] += host[i];
+      for (int h = 0; h < NH; ++h) add_attention_diag(diag + h * kAttentionDiagStats, host.data() + h * kAttentionDiagStats);
     }
   }
   void attention_backward(float* dqkv, const HeadGrads<float>& dhead_scale, const float* dout, const float* out,
@@ -169,6 +169,15 @@ class CudaBackend final : public Backend<float> {
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, double lr, double beta1,
                     double beta2, double eps, double weight_decay, long t) override {
     cuda::adamw_update(param, grad, m, v, n, lr, beta1, beta2, eps, weight_decay, t, stream_);
+  }
+  void muon_momentum(float* grad, float* m, size_t n, double beta) override {
+    cuda::muon_momentum(grad, m, n, beta, stream_);
+  }
+  void newton_schulz(float* x, int rows, int cols, int steps, float* work) override {
+    cuda::newton_schulz(matmul_, x, rows, cols, steps, work, sum_partials_, stream_);
+  }
+  void muon_apply(float* param, const float* update, size_t n, double lr, double scale, double weight_decay) override {
+    cuda::muon_apply(param, update, n, lr, scale, weight_decay, stream_);
   }
 
  private:

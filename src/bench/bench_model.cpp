@@ -98,17 +98,19 @@ void bench_model(const Config& cfg, const BenchOptions& opt, Table& t,
              targets = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 8);
   const std::string shape = "B=" + std::to_string(B) + " T=" + std::to_string(Tn);
   if (selected(opt, "train")) {
-    AdamW<float> adamw(model, cfg.train);
+    Optimizer<float> optimizer(model, cfg.train);
     auto step = [&] {
       model.zero_grad();
       model.forward(inputs.data(), targets.data(), B, Tn);
       model.backward();
-      adamw.clip(cfg.train.grad_clip);
-      adamw.step(cfg.train.lr);
+      optimizer.clip(cfg.train.grad_clip);
+      optimizer.step(cfg.train.lr);
       model.backend().synchronize();  // asynchronous backends: the step is done when its ops are
     };
+    // The model's FLOPs only (Muon's Newton-Schulz products are not counted).
     const double sec = best_seconds(step, 0.0, opt.steps), flops = 6 * W * tokens + 3 * attn;
-    t.measured("train", "step fwd+bwd+AdamW " + shape, sec, tokens, flops, remark(flops, sec));
+    const std::string which = cfg.train.optimizer == "muon" ? "Muon" : "AdamW";
+    t.measured("train", "step fwd+bwd+" + which + " " + shape, sec, tokens, flops, remark(flops, sec));
   }
   if (selected(opt, "eval")) {
     std::vector<float> losses;
@@ -262,7 +264,7 @@ void bench_phases(const Config& cfg_in, const BenchOptions& opt, std::ostream& o
                         chunk);
     };
     std::unique_ptr<Model<float>> model;
-    std::unique_ptr<AdamW<float>> adamw;
+    std::unique_ptr<Optimizer<float>> adamw;
     const AttentionSpec attn = resolve_attention(cfg);
     const PhaseFloors fl = phase_floors(m, ParamLayout(m, attn).total, tokens, sb);
     // The floors are absolute: on the CPU the process before the model
@@ -274,7 +276,7 @@ void bench_phases(const Config& cfg_in, const BenchOptions& opt, std::ostream& o
     phase("model + AdamW allocated and initialised", base_bytes + fl.state, [&] {
       model = new_model(kBf16ChunkFloats);
       model->init(cfg.train.seed);
-      adamw = std::make_unique<AdamW<float>>(*model, cfg.train);
+      adamw = std::make_unique<Optimizer<float>>(*model, cfg.train);
     });
     // The way before issue 19, for comparison in the same run: the whole
     // initialisation staged in one host buffer.
@@ -290,7 +292,7 @@ void bench_phases(const Config& cfg_in, const BenchOptions& opt, std::ostream& o
         << " MiB)\n";
     const auto inputs = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 7),
                targets = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 8);
-    auto train_step = [&](Model<float>& mo, AdamW<float>& o) {
+    auto train_step = [&](Model<float>& mo, Optimizer<float>& o) {
       mo.zero_grad();
       mo.forward(inputs.data(), targets.data(), B, T);
       mo.backward();
@@ -342,7 +344,7 @@ void bench_phases(const Config& cfg_in, const BenchOptions& opt, std::ostream& o
       phase("  step, whole-operand scratch (chunk 0)", base_bytes + fl.state + fl.training, [&] {
         model = new_model(0);
         model->init(cfg.train.seed);
-        adamw = std::make_unique<AdamW<float>>(*model, cfg.train);
+        adamw = std::make_unique<Optimizer<float>>(*model, cfg.train);
         train_step(*model, *adamw);
       });
     }

@@ -92,8 +92,13 @@ struct TrainConfig {
   int checkpoint_every = 0;  // 0: only at the end
   int threads = 0;           // OpenMP threads; 0 = all cores
   std::string init_from;     // checkpoint or run dir whose matching tensors initialise a fresh run
-  int zero = 0;              // 1: ZeRO-1, AdamW moments sharded across ranks
+  int zero = 0;              // 1: ZeRO-1, optimizer state sharded across ranks
   int overlap_reduce = 1;    // 1: each layer's gradient all-reduce starts as its backward ends (several ranks)
+  // adamw | muon: Muon for the hidden weight matrices, AdamW for the rest (docs/optimizers.md).
+  std::string optimizer = "adamw";
+  double muon_lr = 0.02;            // Muon's peak learning rate; the schedule scales it as it scales lr
+  double muon_momentum = 0.95;      // Muon's Nesterov momentum β
+  double muon_weight_decay = 0.0;   // Muon's decoupled weight decay (the reference's default 0)
 };
 
 struct EvalConfig {

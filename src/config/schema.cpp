@@ -170,10 +170,16 @@ std::vector<Key> make_keys() {
       {GPT_KEY(train, init_from), any(),
        "checkpoint or run dir whose parameters of the same name and shape initialise a fresh run (fine-tuning); "
        "\"\" = none"},
-      {GPT_KEY(train, zero), between(0, 1), "ZeRO-1 with several ranks: 1 shards the AdamW moments across the ranks"},
+      {GPT_KEY(train, zero), between(0, 1), "ZeRO-1 with several ranks: 1 shards the optimizer state across the ranks"},
       {GPT_KEY(train, overlap_reduce), between(0, 1),
        "several ranks: 1 starts each layer's gradient all-reduce as soon as its backward pass is done, 0 reduces "
        "all gradients after the backward pass"},
+      {GPT_KEY(train, optimizer), one_of({"adamw", "muon"}),
+       "adamw, or muon: Muon (Newton-Schulz-orthogonalised Nesterov momentum) for the per-layer weight matrices, "
+       "AdamW for the embeddings, the head, gains, biases and learned scalars (docs/optimizers.md)"},
+      {GPT_KEY(train, muon_lr), above(0), "Muon's peak learning rate (scheduled like train.lr)"},
+      {GPT_KEY(train, muon_momentum), unit_interval(), "Muon's Nesterov momentum"},
+      {GPT_KEY(train, muon_weight_decay), at_least(0), "Muon's decoupled weight decay"},
 
       {GPT_KEY(eval, multiples), increasing_list(1), "evaluated contexts, as multiples of model.context"},
       {GPT_KEY(eval, tokens), at_least(1), "validation tokens evaluated at each multiple"},
@@ -305,6 +311,14 @@ std::vector<Rule> make_rules() {
       {"\"model.n_kv_head\" must divide \"model.n_head\" (each key/value head serves a group of query heads)",
        {"model.n_kv_head", "model.n_head"},
        [](const Config& c) { return c.model.n_kv_head == 0 || c.model.n_head % c.model.n_kv_head == 0; }},
+      {"\"train.muon_lr\", \"train.muon_momentum\" and \"train.muon_weight_decay\" apply to \"train.optimizer\" = "
+       "\"muon\"",
+       {"train.muon_lr", "train.muon_momentum", "train.muon_weight_decay", "train.optimizer"},
+       [](const Config& c) {
+         const TrainConfig d;
+         return c.train.optimizer == "muon" || (c.train.muon_lr == d.muon_lr && c.train.muon_momentum == d.muon_momentum &&
+                                                c.train.muon_weight_decay == d.muon_weight_decay);
+       }},
       {"\"model.norm_eps\" applies to \"model.norm\" = \"rmsnorm\" and to \"model.qk_norm\"; LayerNorm's eps is "
        "1e-5",
        {"model.norm_eps", "model.norm", "model.qk_norm"},

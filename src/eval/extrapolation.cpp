@@ -309,9 +309,17 @@ double diag_mean(const std::vector<double>& d, int n_head, int l, int h, int k) 
   for (int hh = h < 0 ? 0 : h; hh < (h < 0 ? n_head : h + 1); ++hh) {
     const double* s = d.data() + (static_cast<size_t>(l) * n_head + hh) * kAttentionDiagStats;
     sum += s[k];
-    rows += s[kAttentionDiagStats - 1];
+    rows += s[kDiagRows];
   }
   return rows > 0 ? sum / rows : 0.0;
+}
+
+// The largest |σ| (stage 1's score) of (layer l, head h); over all heads when h < 0.
+double diag_max_score(const std::vector<double>& d, int n_head, int l, int h) {
+  double most = 0;
+  for (int hh = h < 0 ? 0 : h; hh < (h < 0 ? n_head : h + 1); ++hh)
+    most = std::max(most, d[(static_cast<size_t>(l) * n_head + hh) * kAttentionDiagStats + kDiagMaxScore]);
+  return most;
 }
 
 nlohmann::json diagnostics_json(const std::vector<double>& d, int n_layer, int n_head,
@@ -327,6 +335,10 @@ nlohmann::json diagnostics_json(const std::vector<double>& d, int n_layer, int n
       layer[kDiagNames[k]] = diag_mean(d, n_head, l, -1, k);
       layer[std::string(kDiagNames[k]) + "_per_head"] = per_head;
     }
+    nlohmann::json per_head = nlohmann::json::array();
+    for (int h = 0; h < n_head; ++h) per_head.push_back(diag_max_score(d, n_head, l, h));
+    layer["max_score"] = diag_max_score(d, n_head, l, -1);
+    layer["max_score_per_head"] = per_head;
     layers.push_back(layer);
   }
   return layers;
@@ -372,10 +384,10 @@ nlohmann::json ExtrapolationResult::to_json() const {
 std::string ExtrapolationResult::diagnostics_table() const {
   std::string out;
   char cell[64];
-  const char* titles[] = {"entropy (nats)", "sink share", "recent-N share"};
+  const char* titles[] = {"entropy (nats)", "sink share", "recent-N share", "largest |score| (max over heads)"};
   const bool planned =
       std::any_of(layer_kinds.begin(), layer_kinds.end(), [](const std::string& k) { return !k.empty(); });
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < 4; ++k) {
     out += std::string(titles[k]) + " by layer:\n";
     if (planned) {  // the per-layer plan's kinds above their columns
       std::snprintf(cell, sizeof cell, "  %-5s", "kind");
@@ -391,7 +403,9 @@ std::string ExtrapolationResult::diagnostics_table() const {
       out += cell;
       if (r.attention_diag.size() == static_cast<size_t>(n_layer) * n_head * kAttentionDiagStats)
         for (int l = 0; l < n_layer; ++l) {
-          std::snprintf(cell, sizeof cell, " %7.3f", diag_mean(r.attention_diag, n_head, l, -1, k));
+          std::snprintf(cell, sizeof cell, " %7.3f",
+                        k == 3 ? diag_max_score(r.attention_diag, n_head, l, -1)
+                               : diag_mean(r.attention_diag, n_head, l, -1, k));
           out += cell;
         }
       out += "\n";

@@ -95,9 +95,10 @@ void attention_op_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, co
   std::vector<double> kdiag(diag ? static_cast<size_t>(kh.NH) * kAttentionDiagStats : 0, 0.0);
   be.attention_forward(x.atty2.get(), stats, di.qkv, B, Tn, kh.C, kh.NH, spec, head_params(w, di.fcum, di.fire),
                        diag ? kdiag.data() : nullptr, di.qkv_far);
-  // A head's diagnostics: the sums over its kernel heads, i.e. the mean of its two maps per row.
-  for (size_t k = 0; k < kdiag.size(); ++k)
-    diag[k / (attn::diff::kHeads * kAttentionDiagStats) * kAttentionDiagStats + k % kAttentionDiagStats] += kdiag[k];
+  // A head's diagnostics: the sums over its kernel heads, i.e. the mean of its two maps per row (the
+  // largest score of either).
+  for (int k = 0; k < (diag ? kh.NH : 0); ++k)
+    add_attention_diag(diag + k / attn::diff::kHeads * kAttentionDiagStats, kdiag.data() + k * kAttentionDiagStats);
   be.diff_combine_forward(x.atty.get(), x.diff_rstd.get(), x.atty2.get(), w.attnlambda, w.attnsubln, B * Tn, C, NH,
                           attn::diff::lambda_init(layer));
 }

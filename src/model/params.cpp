@@ -40,7 +40,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
                  const char* what) {
     if (!present) return;
     if (per_layer) shape.insert(shape.begin(), L);
-    specs.push_back(ParamSpec{name, shape, init, decay, per_layer, total, what});
+    specs.push_back(ParamSpec{name, shape, init, decay, per_layer, total, what, {}});
     total += specs.back().numel();
   };
 #define GPT_ADD_GLOBAL(name, shape, init, decay, present, what) add(#name, shape, init, decay, present, false, what);
@@ -50,6 +50,17 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   GPT_GLOBAL_TAIL_PARAMS(GPT_ADD_GLOBAL)
 #undef GPT_ADD_GLOBAL
 #undef GPT_ADD_LAYER
+  const int64_t KV = static_cast<int64_t>(m.kv_heads()) * (C / H);
+  for (ParamSpec& s : specs) {
+    if (!s.hidden_matrix()) continue;
+    GPT_CHECK(s.shape.size() == 3, "parameter table: hidden matrix ", s.name, " is not (L, rows, cols)");
+    if (s.name == "qkvw")
+      s.row_blocks = {C, KV, KV};
+    else if (s.name == "fcw" && m.mlp == "swiglu")
+      s.row_blocks = {F, F};
+    else
+      s.row_blocks = {s.shape[1]};
+  }
 }
 
 const ParamSpec& ParamLayout::find(const std::string& name) const {

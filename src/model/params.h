@@ -88,6 +88,13 @@ struct ParamSpec {
   bool per_layer;
   size_t offset = 0;  // into the flat buffer
   std::string what;   // for people: "the learned ssmax scales s_h"
+  // The hidden weight matrices: per-layer and decaying, shape (L, rows, cols).
+  // Muon (docs/optimizers.md) updates them; AdamW the rest.
+  bool hidden_matrix() const { return per_layer && decay; }
+  // Hidden matrices: the rows of each separate matrix a layer's slice stacks
+  // (summing to rows): q, k and v in qkvw, swiglu's gate and up in fcw, one
+  // block elsewhere. Empty for the other tensors.
+  std::vector<int64_t> row_blocks;
   size_t numel() const;
 };
 

@@ -110,6 +110,17 @@ std::string fmt_p(double p) {
 
 json number_or_null(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
 
+// The largest |score| of a row over its layers (NaN for results written
+// before the diagnostic existed).
+double layer_max_score(const json& row) {
+  const json& layers = row.at("attention_diagnostics");
+  if (!layers.is_array() || layers.empty()) return NAN;
+  double most = NAN;
+  for (const auto& l : layers)
+    if (l.contains("max_score")) most = std::isnan(most) ? num(l.at("max_score")) : std::max(most, num(l.at("max_score")));
+  return most;
+}
+
 double layer_mean(const json& row, const char* key) {
   const json& layers = row.at("attention_diagnostics");
   if (!layers.is_array() || layers.empty()) return NAN;
@@ -261,9 +272,14 @@ const json* Summary::row_of(const json& res, int m) const {
 Stat Summary::stat_at(const Variant& v, int m, const char* key) const {
   std::vector<double> xs;
   for (const auto& res : v.results)
-    if (const json* row = row_of(res, m))
-      xs.push_back(std::string(key) == "sink" || std::string(key) == "entropy" ? layer_mean(*row, key)
-                                                                               : num(row->at(key)));
+    if (const json* row = row_of(res, m)) {
+      const std::string k = key;
+      if (k == "max_score") {
+        if (const double x = layer_max_score(*row); !std::isnan(x)) xs.push_back(x);
+      } else {
+        xs.push_back(k == "sink" || k == "entropy" ? layer_mean(*row, key) : num(row->at(key)));
+      }
+    }
   return stat_of(xs);
 }
 
@@ -367,7 +383,8 @@ void Summary::loss_table() {
                                  {"loss_max", s.n ? json(s.max) : json(nullptr)},
                                  {"past_train_mean", json(stat_at(v, m, "loss_past_train").mean)},
                                  {"sink", json(stat_at(v, m, "sink").mean)},
-                                 {"entropy", json(stat_at(v, m, "entropy").mean)}});
+                                 {"entropy", json(stat_at(v, m, "entropy").mean)},
+                                 {"max_score", number_or_null(stat_at(v, m, "max_score").mean)}});
     }
     md << " " << fmt_stat(stat_at(v, mmax, "loss_past_train")) << " | "
        << fmt(stat_at(v, mmax, "loss").mean - stat_at(v, multiples.front(), "loss").mean) << " |\n";
@@ -452,16 +469,20 @@ void Summary::paired_table() {
 }
 
 void Summary::diagnostics_table() {
-  md << "\n## Attention diagnostics (mean over layers, heads, rows and seeds)\n\n| variant |";
+  md << "\n## Attention diagnostics (mean over layers, heads, rows and seeds)\n\n"
+        "The largest |score| is stage 1's |σ_ij| = |f·q_i·k_j|, its maximum over the layers, heads, rows and keys, "
+        "averaged over the seeds.\n\n| variant |";
   for (int m : multiples) md << " sink " << m << "× |";
   for (int m : multiples) md << " entropy " << m << "× |";
+  md << " largest \\|score\\| " << multiples.front() << "× | largest \\|score\\| " << multiples.back() << "× |";
   md << "\n|---|";
-  for (size_t i = 0; i < 2 * multiples.size(); ++i) md << "---|";
+  for (size_t i = 0; i < 2 * multiples.size() + 2; ++i) md << "---|";
   md << "\n";
   for (const auto& v : vars) {
     md << "| `" << v.name << "` |";
     for (int m : multiples) md << " " << fmt(stat_at(v, m, "sink").mean, 3) << " |";
     for (int m : multiples) md << " " << fmt(stat_at(v, m, "entropy").mean, 2) << " |";
+    for (int m : {multiples.front(), multiples.back()}) md << " " << fmt(stat_at(v, m, "max_score").mean, 2) << " |";
     md << "\n";
   }
 }

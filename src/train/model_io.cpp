@@ -46,17 +46,32 @@ void check_finite(const std::vector<float>& values, const std::string& path, con
   check_finite_piece(values.data(), values.size(), path, tensor, 0, values.size());
 }
 
-static nlohmann::json checkpoint_meta(AdamW<float>* opt, const Config& cfg, const TrainProgress& progress) {
+static nlohmann::json checkpoint_meta(Optimizer<float>* opt, const Config& cfg, const TrainProgress& progress) {
   return {{"format", "gpt-checkpoint"},
           {"config", config_to_json(cfg)},
           {"step", progress.step},
           // The data order is the only randomness after initialisation; it
           // is a function of (seed, epoch), so this is the RNG state.
           {"loader", {{"seed", cfg.train.seed}, {"epoch", progress.loader.epoch}, {"index", progress.loader.index}}},
-          {"adam_steps", opt ? opt->steps_taken() : 0}};
+          {"adam_steps", opt ? opt->steps_taken() : 0},
+          // What the state tensors hold: AdamW's moments, or for Muon's
+          // matrices its momentum (docs/optimizers.md).
+          {"optimizer", opt ? opt->kind() : cfg.train.optimizer}};
 }
 
-CheckpointState checkpoint_state(Model<float>& model, AdamW<float>* opt, const Config& cfg,
+// The optimizer state of a checkpoint means one optimizer's moments: resuming
+// with the other would read Muon's momentum as AdamW's or the reverse.
+// Checkpoints from before train.optimizer existed hold AdamW's.
+static void check_optimizer(const nlohmann::json& meta, const std::string& path, const Optimizer<float>& opt) {
+  const std::string saved = meta.contains("optimizer") && meta["optimizer"].is_string()
+                                ? meta["optimizer"].get<std::string>()
+                                : std::string("adamw");
+  GPT_CHECK(saved == opt.kind(), "checkpoint ", path, " holds the state of train.optimizer \"", saved,
+            "\", but this run's is \"", opt.kind(), "\"; resume with train.optimizer = \"", saved,
+            "\", or start a new run from its parameters with train.init_from");
+}
+
+CheckpointState checkpoint_state(Model<float>& model, Optimizer<float>* opt, const Config& cfg,
                                  const TrainProgress& progress) {
   CheckpointState st;
   st.meta = checkpoint_meta(opt, cfg, progress);
@@ -95,7 +110,7 @@ CheckpointState checkpoint_state(Model<float>& model, AdamW<float>* opt, const C
   return st;
 }
 
-Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config& cfg, const TrainProgress& progress) {
+Checkpoint make_checkpoint(Model<float>& model, Optimizer<float>* opt, const Config& cfg, const TrainProgress& progress) {
   Checkpoint ckpt;
   ckpt.meta = checkpoint_meta(opt, cfg, progress);
   auto add = [&](const std::string& prefix, const std::vector<float>& host) {
@@ -188,7 +203,7 @@ static void check_checkpoint_tensors(const Checkpoint& ckpt, const std::string& 
                       path, layout, prefix);
 }
 
-void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<float>& model, AdamW<float>* opt) {
+void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<float>& model, Optimizer<float>* opt) {
   // Whole host copies in the flat layout, then one upload (each rank keeps
   // its shard of the moments under ZeRO-1).
   auto gather = [&](const std::string& prefix) {
@@ -203,6 +218,7 @@ void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<f
   };
   model.set_params(gather("param/"));
   if (opt) {
+    check_optimizer(ckpt.meta, path, *opt);
     const std::vector<float> m = gather("adam_m/"), v = gather("adam_v/");
     opt->upload_moments(m.data(), v.data());
     opt->set_steps_taken(meta_count(ckpt.meta, "adam_steps", path, std::numeric_limits<int64_t>::max()));
@@ -229,9 +245,10 @@ static void upload_tensor(CheckpointReader& r, const std::string& name, ParamBac
   });
 }
 
-void restore_checkpoint(CheckpointReader& r, Model<float>& model, AdamW<float>* opt) {
+void restore_checkpoint(CheckpointReader& r, Model<float>& model, Optimizer<float>* opt) {
   check_checkpoint_tensors(r, model.layout(), "param/");
   if (opt) {
+    check_optimizer(r.meta(), r.path(), *opt);
     check_checkpoint_tensors(r, model.layout(), "adam_m/");
     check_checkpoint_tensors(r, model.layout(), "adam_v/");
   }

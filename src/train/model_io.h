@@ -18,7 +18,7 @@ struct TrainProgress {
 
 // Snapshot of model (and optimizer, if given) at a point of training, as
 // host copies (tests, llm.c export). Training saves through checkpoint_state.
-Checkpoint make_checkpoint(Model<float>& model, AdamW<float>* opt, const Config& cfg, const TrainProgress& progress);
+Checkpoint make_checkpoint(Model<float>& model, Optimizer<float>* opt, const Config& cfg, const TrainProgress& progress);
 
 // The same state for write_checkpoint, without host copies: each tensor is
 // read from backend memory one buffer at a time as it is written (a
@@ -31,7 +31,7 @@ struct CheckpointState {
   std::vector<TensorSource> tensors;
   std::vector<float> gathered_m, gathered_v;  // sharded optimizer only
 };
-CheckpointState checkpoint_state(Model<float>& model, AdamW<float>* opt, const Config& cfg,
+CheckpointState checkpoint_state(Model<float>& model, Optimizer<float>* opt, const Config& cfg,
                                  const TrainProgress& progress);
 
 // The resolved config stored in a checkpoint (validated).
@@ -50,10 +50,10 @@ void check_finite(const std::vector<float>& values, const std::string& path, con
 // Loads parameters (and optimizer moments, if opt is given) into a model of
 // the same shape. A tensor missing or of another shape is an error that
 // names it and both shapes.
-void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<float>& model, AdamW<float>* opt);
+void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<float>& model, Optimizer<float>* opt);
 // The same from a checkpoint file, tensor by tensor through the reader's
 // buffer into backend memory (no host copy of the model).
-void restore_checkpoint(CheckpointReader& reader, Model<float>& model, AdamW<float>* opt);
+void restore_checkpoint(CheckpointReader& reader, Model<float>& model, Optimizer<float>* opt);
 // Throws, naming the tensor and both shapes, unless the reader holds every
 // tensor of layout under prefix ("param/", "adam_m/", ...) with its shape.
 void check_checkpoint_tensors(const CheckpointReader& reader, const ParamLayout& layout, const std::string& prefix);

@@ -177,7 +177,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     metrics = std::make_unique<MetricsLog>((fs::path(run_dir) / "metrics.jsonl").string(), !resume_checkpoint.empty());
   }
 
-  AdamW<float> opt(model, tc, &comm);
+  Optimizer<float> opt(model, tc, &comm);
 
   TrainProgress progress;
   if (resume_checkpoint.empty()) {
@@ -201,6 +201,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   spdlog::info("block: {}", block_summary(mc));
   spdlog::info("attention: {}", attention_summary(cfg.attention, attn));
   spdlog::info("context extension: {}", context_summary(attn));
+  spdlog::info("{}", opt.summary());
   if (mc.layer_plan != "none" || !mc.layer_pattern.empty()) spdlog::info("layer plan: {}", layer_plan_summary(mc));
   if (cfg.run.device == "cuda")
     spdlog::info("device: {} on {}", model.backend().name(), cuda_device_name());
@@ -220,7 +221,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     // made everyone's so that nothing can start them apart.
     comm.broadcast(model.params(), model.num_params(), 0);
     spdlog::info("data parallel: {} ranks ({}), {} of the {} sequences of each micro-batch per rank{}{}", nranks,
-                 comm.name(), Bl, B, opt.sharded() ? ", ZeRO-1 (AdamW moments sharded)" : "",
+                 comm.name(), Bl, B, opt.sharded() ? ", ZeRO-1 (optimizer state sharded)" : "",
                  tc.overlap_reduce ? ", gradient all-reduce overlapped with the backward pass" : "");
   }
 

@@ -129,7 +129,7 @@ class Bf16OpsCheck {
   }
   int checked() const { return checked_; }
   static int expected_checks(const AttentionSpec& spec) {
-    return 59 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0) +
+    return 62 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0) +
            (spec.forget() ? 1 : 0);
   }
 
@@ -410,6 +410,13 @@ class Bf16OpsCheck {
       expect_acc(x, "adamw_update param");
       expect_acc(m, "adamw_update m");
       expect_acc(v, "adamw_update v");
+      s_.muon_momentum(g.s.get(), m.s.get(), n, 0.95);
+      r_.muon_momentum(g.r.get(), m.r.get(), n, 0.95);
+      expect_acc(g, "muon_momentum update");
+      expect_acc(m, "muon_momentum m");
+      s_.muon_apply(x.s.get(), g.s.get(), n, 0.02, 1.5, 0.1);
+      r_.muon_apply(x.r.get(), g.r.get(), n, 0.02, 1.5, 0.1);
+      expect_acc(x, "muon_apply");
     }
   }
 

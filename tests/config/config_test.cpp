@@ -89,7 +89,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 99u);
+  EXPECT_EQ(from_schema.size(), 103u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -257,6 +257,21 @@ TEST(ConfigCrossField, BlockOptions) {
   EXPECT_EQ(parse(R"({"model": {"n_embd": 64, "mlp": "swiglu"}})").model.mlp_width(), 256);  // 170 up to 256
   EXPECT_EQ(parse(R"({"model": {"n_embd": 64, "mlp": "swiglu", "mlp_hidden": 100}})").model.mlp_width(), 100);
   EXPECT_EQ(parse(R"({"model": {"n_embd": 64, "mlp": "relu2"}})").model.mlp_in_width(), 256);
+}
+
+// Muon's settings belong to train.optimizer = "muon" (docs/optimizers.md).
+TEST(ConfigCrossField, MuonSettingsNeedMuon) {
+  expect_contains(parse_error(R"({"train": {"muon_lr": 0.05}})"),
+                  {"train.muon_lr", "train.optimizer = \"adamw\""});
+  expect_contains(parse_error(R"({"train": {"optimizer": "sgd"}})"), {"train.optimizer", "adamw", "muon"});
+  const gpt::TrainConfig t =
+      parse(R"({"train": {"optimizer": "muon", "muon_lr": 0.05, "muon_momentum": 0.9, "muon_weight_decay": 0.01}})")
+          .train;
+  EXPECT_EQ(t.optimizer, "muon");
+  EXPECT_EQ(t.muon_lr, 0.05);
+  EXPECT_EQ(t.muon_momentum, 0.9);
+  EXPECT_EQ(t.muon_weight_decay, 0.01);
+  expect_contains(parse_error(R"({"train": {"optimizer": "muon", "muon_momentum": 1}})"), {"train.muon_momentum"});
 }
 
 // Block presets fill the block keys a config leaves out, as the Hugging Face

@@ -163,6 +163,15 @@ T atomicAdd(T* address, T v) {
   return old;
 }
 
+// CUDA's integer atomicMax (the unsigned 64-bit form).
+inline unsigned long long atomicMax(unsigned long long* address, unsigned long long v) {
+  const unsigned long long old = *address;
+  if (v > old) *address = v;
+  return old;
+}
+
+inline long long __double_as_longlong(double d) { return std::bit_cast<long long>(d); }
+inline double __longlong_as_double(long long i) { return std::bit_cast<double>(i); }
 inline unsigned __float_as_uint(float f) { return std::bit_cast<unsigned>(f); }
 inline float __uint_as_float(unsigned u) { return std::bit_cast<float>(u); }
 inline int __float_as_int(float f) { return static_cast<int>(__float_as_uint(f)); }

@@ -341,6 +341,25 @@ TEST_F(DataParallel, ModernBlockUnderZeroOneFollowsOneRank) {
   EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
 }
 
+// Muon (docs/optimizers.md) under ZeRO-1: each rank forms the momentum
+// update of its shard, the updates are all-gathered, and the matrices that
+// overlap a rank's shard are orthogonalised there (one across the boundary on
+// both ranks). The same trajectory as 1 rank, and exactly the plain 2-rank run.
+TEST_F(DataParallel, MuonUnderZeroOneFollowsOneRank) {
+  const std::string muon =
+      "--set train.grad_accum=2 --set train.batch_size=4 --set model.norm=rmsnorm --set model.mlp=swiglu "
+      "--set model.mlp_hidden=40 --set model.n_kv_head=1 --set model.bias=none --set train.optimizer=muon";
+  const Result one = train(0, "one", muon);
+  ASSERT_EQ(one.status, 0) << one.output;
+  EXPECT_NE(one.output.find("optimizer muon"), std::string::npos) << one.output;
+  const Result zero = train(2, "zero", muon + " --set train.zero=1");
+  ASSERT_EQ(zero.status, 0) << zero.output;
+  const Result plain = train(2, "plain", muon);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  expect_close(train_losses(dir_ / "one"), train_losses(dir_ / "zero"), "muon: 1 rank vs 2 ranks ZeRO-1");
+  EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
+}
+
 // run.storage "bf16" under ZeRO-1: each rank updates its shard of the
 // float32 master parameters, the all-gather completes them, and every
 // rank's next forward pass rounds the whole of them into its bf16 working

@@ -834,11 +834,11 @@ TEST(Model, Bf16StorageTracksFloat32) {
   TrainConfig tc;
   tc.lr = 1e-2;
   tc.weight_decay = 0.0;
-  AdamW<float> of(mf, tc), ob(mb, tc);
+  Optimizer<float> of(mf, tc), ob(mb, tc);
   double last_f = 0, last_b = 0;
   for (int step = 0; step < 30; ++step) {
-    for (auto [m, o, last] : {std::tuple<Model<float>*, AdamW<float>*, double*>{&mf, &of, &last_f},
-                              std::tuple<Model<float>*, AdamW<float>*, double*>{&mb, &ob, &last_b}}) {
+    for (auto [m, o, last] : {std::tuple<Model<float>*, Optimizer<float>*, double*>{&mf, &of, &last_f},
+                              std::tuple<Model<float>*, Optimizer<float>*, double*>{&mb, &ob, &last_b}}) {
       *last = m->forward(t.data(), t.data() + 1, B, T);
       m->zero_grad();
       m->backward();
@@ -881,7 +881,7 @@ TEST(Model, Bf16ChunkedConversionIsBitIdentical) {
       m.init(3);
       TrainConfig tc;
       tc.lr = 1e-2;
-      AdamW<float> opt(m, tc);
+      Optimizer<float> opt(m, tc);
       Run r;
       for (int step = 0; step < 3; ++step) {
         r.losses.push_back(m.forward(t.data(), t.data() + 1, B, T));

@@ -68,7 +68,7 @@ struct Trained {
   Config cfg;
   std::unique_ptr<Backend<float>> be = make_cpu_backend<float>();
   std::unique_ptr<GPT<float>> model;
-  std::unique_ptr<AdamW<float>> opt;
+  std::unique_ptr<Optimizer<float>> opt;
 };
 
 // A model with one real AdamW step taken, so that parameters and both
@@ -82,7 +82,7 @@ std::unique_ptr<Trained> trained(int n_layer, int n_embd) {
   t->cfg.model.context = 8;
   t->model = std::make_unique<GPT<float>>(t->cfg.model, AttentionSpec{}, *t->be);
   t->model->init(5);
-  t->opt = std::make_unique<AdamW<float>>(*t->model, t->cfg.train);
+  t->opt = std::make_unique<Optimizer<float>>(*t->model, t->cfg.train);
   std::vector<int32_t> tok(17);
   for (int i = 0; i < 17; ++i) tok[i] = (i * 37 + 11) % 257;
   t->model->zero_grad();
@@ -186,7 +186,7 @@ TEST(CheckpointStream, WriterAndReaderHoldOnlyTheirBuffer) {
   Trained fresh;
   fresh.cfg = t->cfg;
   fresh.model = std::make_unique<GPT<float>>(fresh.cfg.model, AttentionSpec{}, *fresh.be);
-  fresh.opt = std::make_unique<AdamW<float>>(*fresh.model, fresh.cfg.train);
+  fresh.opt = std::make_unique<Optimizer<float>>(*fresh.model, fresh.cfg.train);
   g_allocated = 0;
   g_counting = true;
   {

@@ -100,7 +100,7 @@ TEST(Checkpoint, ModelAndOptimizerStateRoundTrip) {
   auto be = make_cpu_backend<float>();
   GPT<float> model(cfg.model, AttentionSpec{}, *be);
   model.init(3);
-  AdamW<float> opt(model, cfg.train);
+  Optimizer<float> opt(model, cfg.train);
   // Take one real step so the moments are non-zero.
   std::vector<int32_t> t(17);
   for (int i = 0; i < 17; ++i) t[i] = (i * 37) % 257;
@@ -117,7 +117,7 @@ TEST(Checkpoint, ModelAndOptimizerStateRoundTrip) {
 
   const Checkpoint c = load_checkpoint(path);
   GPT<float> model2(cfg.model, AttentionSpec{}, *be);
-  AdamW<float> opt2(model2, cfg.train);
+  Optimizer<float> opt2(model2, cfg.train);
   restore_checkpoint(c, path, model2, &opt2);
   EXPECT_EQ(model2.get_params(), model.get_params());
   EXPECT_EQ(opt2.steps_taken(), 1);

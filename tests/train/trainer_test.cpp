@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/check.h"
 #include "core/tokens.h"
 #include "data/shard.h"
 #include "data/synthetic.h"
@@ -174,6 +175,41 @@ TEST(Trainer, ModernBlockResumesBitIdentically) {
                                 c.model.residual = "parallel";
                               },
                               {"lmhead", "qnormw", "knormw", "fcw", "qkvw"});
+}
+
+// Muon (docs/optimizers.md): its momentum in the checkpoint's first-moment
+// tensors, resumed bit for bit; a checkpoint resumed with the other optimizer
+// is refused with the reason.
+TEST(Trainer, MuonResumesBitIdentically) {
+  expect_resume_bit_identical("muon", [](Config& c) {
+    c.train.optimizer = "muon";
+    c.model.mlp = "swiglu";
+    c.model.n_kv_head = 1;
+  });
+}
+
+TEST(Trainer, ResumingWithTheOtherOptimizerIsRefused) {
+  const fs::path dir = temp_dir("optimizer_switch");
+  Config cfg = tiny_run(dir, kjv_text("Gen1:1-Gen5:32"));
+  cfg.train.steps = 2;
+  cfg.train.optimizer = "muon";
+  cfg.run.dir = (dir / "a").string();
+  ASSERT_EQ(run_training(cfg, ""), 0);
+  const Checkpoint ck = load_checkpoint(checkpoint_path(cfg.run.dir, 2));
+  EXPECT_EQ(ck.meta.at("optimizer"), "muon");
+  Config other = cfg;
+  other.train.optimizer = "adamw";
+  other.train.steps = 4;
+  other.run.dir = (dir / "b").string();
+  save_run_checkpoint(other.run.dir, 2, ck);
+  try {
+    run_training(other, resolve_checkpoint(other.run.dir));
+    ADD_FAILURE() << "resuming Muon's state with AdamW should be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds the state of train.optimizer \"muon\""), std::string::npos)
+        << e.what();
+  }
+  fs::remove_all(dir);
 }
 
 TEST(Trainer, SameSeedGivesIdenticalLosses) {

@@ -66,6 +66,13 @@ __device__ __forceinline__ void warp_atomic_add(double* dst, double v) {
   v = warp_sum(v);
   if ((threadIdx.x & 31) == 0) atomicAdd(dst, v);
 }
+// *dst = max(*dst, the warp's largest v), for v >= 0 (and *dst >= 0): such
+// doubles order as their bit patterns, so the integer atomicMax serves.
+__device__ __forceinline__ void warp_atomic_max(double* dst, double v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if ((threadIdx.x & 31) == 0)
+    atomicMax(reinterpret_cast<unsigned long long*>(dst), static_cast<unsigned long long>(__double_as_longlong(v)));
+}
 
 // A row slice: the lane's chunks of a D-wide row, in registers.
 template <int D>

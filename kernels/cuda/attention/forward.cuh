@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
 // ---- diagnostics -----------------------------------------------------------------------
 // Same grid as the forward. Per row (as the CPU's row_diagnostics): mass Σw,
 // entropy of w/mass, share of the first key, share of the last N keys; per
-// head diag[h*5 + ·] += the sums over rows, and the row count.
+// head the sums over rows, the row count, and the largest |σ| (kAttentionDiagStats).
 template <int D, Positivity PHI>
 __global__ void __launch_bounds__(Geom<D>::kRowThreads) diag_kernel(Inputs in, const float* stats, double* diag) {
   using G = Geom<D>;
@@ -123,6 +123,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) diag_kernel(Inputs in, c
   const int first_recent = N > 0 ? max(0, i - N) : 0;  // the row has i keys
 
   double mass = 0, wlogw = 0, recent = 0, w0 = 0;
+  float max_qk = 0.f;  // the row's largest |q·k| (times f: the largest |σ|)
   PartQuery<D> pq;
   for (KeyWalk<D> w(s, in, b, h, q0); w.next();) {
     const int part = w.part, j0 = w.j0;
@@ -131,8 +132,10 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) diag_kernel(Inputs in, c
 #pragma unroll 4
     for (int jj = 0; jj < kKeyTile; ++jj) {
       const int j = j0 + jj;
-      const float x = logit(s, rc, rc.lf, q.dot(ks + jj * G::D4, lane), i0, j);
+      const float qk = q.dot(ks + jj * G::D4, lane);
+      const float x = logit(s, rc, rc.lf, qk, i0, j);
       if (row_ok && pair_in(s, part, i0, j)) {
+        max_qk = fmaxf(max_qk, fabsf(qk));
         const double w = row.w_from_a(row.a(s, x));
         mass += w;
         if (w > 0) wlogw += w * log(w);
@@ -153,7 +156,8 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) diag_kernel(Inputs in, c
   warp_atomic_add(d + 1, sink);
   warp_atomic_add(d + 2, rec);
   warp_atomic_add(d + 3, lead ? mass : 0.0);
-  warp_atomic_add(d + 4, lead ? 1.0 : 0.0);
+  warp_atomic_add(d + kDiagRows, lead ? 1.0 : 0.0);
+  warp_atomic_max(d + kDiagMaxScore, lead ? double(max_qk) * double(rc.f) : 0.0);
 }
 
 }  // namespace

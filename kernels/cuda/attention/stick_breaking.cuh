@@ -49,6 +49,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   acc.zero();
   const int N = s.trained_context, first_recent = N > 0 ? max(0, i0 + 1 - N) : 0;
   double mass = 0, wlogw = 0, recent = 0, w0 = 0;  // diagnostics (row_diagnostics of the CPU kernel)
+  float max_qk = 0.f;                               // and the row's largest |q·k|
   auto note = [&](double w, int j) {
     mass += w;
     if (w > 0) wlogw += w * log(w);
@@ -63,7 +64,12 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
     w.load(ks, vs);
     float x[kKeyTile];
 #pragma unroll
-    for (int jj = 0; jj < kKeyTile; ++jj) x[jj] = logit(s, rc, rc.lf, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
+    for (int jj = 0; jj < kKeyTile; ++jj) {
+      const float qk = q.dot(ks + jj * G::D4, lane);
+      x[jj] = logit(s, rc, rc.lf, qk, i0, j0 + jj);
+      // The keys j <= i the CPU's tile scores (the own key included).
+      if (diag && row_ok && j0 + jj <= i0 && pair_in(s, part, i0, j0 + jj)) max_qk = fmaxf(max_qk, fabsf(qk));
+    }
 #pragma unroll
     for (int jj = kKeyTile - 1; jj >= 0; --jj) {
       const int j = j0 + jj;
@@ -88,7 +94,8 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
     warp_atomic_add(d + 1, lead && mass > 0 ? w0 / mass : 0.0);
     warp_atomic_add(d + 2, lead && mass > 0 ? recent / mass : 0.0);
     warp_atomic_add(d + 3, lead ? mass : 0.0);
-    warp_atomic_add(d + 4, lead ? 1.0 : 0.0);
+    warp_atomic_add(d + kDiagRows, lead ? 1.0 : 0.0);
+    warp_atomic_max(d + kDiagMaxScore, lead ? double(max_qk) * double(rc.f) : 0.0);
   }
   if (!row_ok) return;
   acc.store(out + row_offset(b, i0, T, C, h, D), lane, 1.f);

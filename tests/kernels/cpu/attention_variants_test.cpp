@@ -943,7 +943,8 @@ TEST(AttentionVariants, UniformRowUnderReweightKeepsStage4Weights) {
 // ---- diagnostics --------------------------------------------------------------------------------
 
 // Uniform rows (identical keys): entropy ln i, sink share 1/i, recent-N share
-// min(N, i)/i, total weight 1, summed over rows.
+// min(N, i)/i, total weight 1, summed over rows; the largest |score| against
+// its T×T reference.
 TEST(AttentionVariants, DiagnosticsOfUniformRows) {
   const int N = 3;
   const Shape s{2, 10, 4, 2};
@@ -965,6 +966,19 @@ TEST(AttentionVariants, DiagnosticsOfUniformRows) {
     EXPECT_NEAR(d[2], s.B * recent, 1e-12);
     EXPECT_NEAR(d[3], s.B * s.T, 1e-12);
     EXPECT_EQ(d[4], s.B * s.T);
+    // The largest |σ_ij| = |q_i·k_j|/sqrt(D) over the sequences, rows and keys j <= i (docs/attention.md, stage 1).
+    const int D = s.C / s.NH;
+    double most = 0;
+    for (int b = 0; b < s.B; ++b)
+      for (int i = 0; i < s.T; ++i)
+        for (int j = 0; j <= i; ++j) {
+          double dot = 0;
+          for (int c = 0; c < D; ++c)
+            dot += qkv[(b * s.T + i) * 3 * s.C + h * D + c] * qkv[(b * s.T + j) * 3 * s.C + s.C + h * D + c];
+          most = std::max(most, std::abs(dot) / std::sqrt(static_cast<double>(D)));
+        }
+    EXPECT_NEAR(d[kDiagMaxScore], most, 1e-14) << "head " << h;
+    EXPECT_GT(most, 0.0);
   }
 }
 

@@ -131,7 +131,7 @@ TEST_F(CudaBf16Storage, TinyModelTrainsLikeTheCpu) {
   on_gpu->init(3);
   TrainConfig tc;
   tc.lr = 3e-3;
-  AdamW<float> opt_cpu(*on_cpu, tc), opt_gpu(*on_gpu, tc);
+  Optimizer<float> opt_cpu(*on_cpu, tc), opt_gpu(*on_gpu, tc);
   const int B = 2, T = 8;
   std::vector<int32_t> t(B * T + 1);
   for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>((i * 17 + 3) % mc.vocab_size);
@@ -170,7 +170,7 @@ TEST_F(CudaBf16Storage, ChunkedScratchAndSharedActivationsOnTheDevice) {
     const size_t base = cuda_memory_in_use();
     auto m = make_model(mc, spec, make_backend("cuda", "fp32"), "bf16", chunk);
     m->init(2);
-    AdamW<float> o(*m, tc);
+    Optimizer<float> o(*m, tc);
     m->zero_grad();
     *loss = m->forward(t.data(), t.data() + 1, B, T);
     m->backward();

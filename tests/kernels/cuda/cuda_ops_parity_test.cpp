@@ -32,6 +32,7 @@
 #include "config/attention.h"
 #include "core/check.h"
 #include "kernels/bf16_round.h"
+#include "kernels/muon_spec.h"
 #include "model/gpt.h"
 #include "train/optimizer.h"
 
@@ -144,7 +145,7 @@ struct TinyModelPair {
   TrainConfig tc;
   AttentionSpec spec;
   GPT<float> on_cpu, on_gpu;
-  AdamW<float> opt_cpu, opt_gpu;
+  Optimizer<float> opt_cpu, opt_gpu;
 };
 
 class CudaOps : public ::testing::Test {
@@ -649,6 +650,33 @@ TEST_F(CudaOps, AdamW) {
   expect_close(down(g_v, n), v, 1e-5, "adamw v");
   EXPECT_THROW(gpu_->adamw_update(g_param.get(), g_param.get(), g_m.get(), g_v.get(), n, 1e-2, 0.9, 0.95, 1e-8, 0.1, 0),
                Error);
+}
+
+// Muon's kernels (momentum, the Newton–Schulz iteration on wide, tall and
+// square matrices through cuBLASLt, the update) against the CPU's.
+TEST_F(CudaOps, Muon) {
+  const size_t n = 3001;
+  std::vector<float> mom(n), grad = random_floats(n, 3);
+  auto g_mom = up(mom), g_grad = up(grad);
+  for (int t = 0; t < 2; ++t) {
+    cpu_->muon_momentum(grad.data(), mom.data(), n, 0.95);
+    gpu_->muon_momentum(g_grad.get(), g_mom.get(), n, 0.95);
+  }
+  expect_close(down(g_mom, n), mom, 1e-6, "muon_momentum m");
+  expect_close(down(g_grad, n), grad, 1e-6, "muon_momentum update");
+  for (auto [rows, cols] : {std::pair{24, 40}, std::pair{40, 24}, std::pair{17, 17}, std::pair{1, 9}}) {
+    const auto x = random_floats(size_t(rows) * cols, rows + cols);
+    std::vector<float> cx = x, work(muon::work_size(rows, cols));
+    auto g_x = up(x), g_work = up(work);
+    cpu_->newton_schulz(cx.data(), rows, cols, muon::kSteps, work.data());
+    gpu_->newton_schulz(g_x.get(), rows, cols, muon::kSteps, g_work.get());
+    expect_close(down(g_x, cx.size()), cx, 1e-4, "newton_schulz " + std::to_string(rows) + "x" + std::to_string(cols));
+  }
+  std::vector<float> param = random_floats(n, 5), upd = random_floats(n, 6);
+  auto g_param = up(param), g_upd = up(upd);
+  cpu_->muon_apply(param.data(), upd.data(), n, 0.02, 1.5, 0.1);
+  gpu_->muon_apply(g_param.get(), g_upd.get(), n, 0.02, 1.5, 0.1);
+  expect_close(down(g_param, n), param, 1e-6, "muon_apply");
 }
 
 // The backend's attention plumbing (device diagnostics added into the host
