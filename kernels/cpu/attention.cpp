@@ -401,11 +401,13 @@ double backward_grad_row(GemmKernel isa, const T* qk, const T* u, const T* w, T*
 }
 
 // The largest |σ| of a row of stage-1 scores: f times the raw products the
-// tile holds before forward_row (n keys).
+// tile holds before forward_row, over the keys the row keeps (a mask's
+// window and sinks).
 template <typename T>
-double row_max_score(const T* row, int n, double factor) {
+double row_max_score(const T* row, const attn_rows::RowArgs<T>& a, double factor) {
   double most = 0;
-  for (int j = 0; j < n; ++j) most = std::max(most, std::abs(static_cast<double>(row[j])));
+  for (int j = 0; j < a.n; ++j)
+    if (a.kept(j)) most = std::max(most, std::abs(static_cast<double>(row[j])));
   return most * factor;
 }
 
@@ -446,7 +448,7 @@ void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, T* ftile
     T* row = rb.row(tile, r);
     const int n = rb.keys(r);
     const attn_rows::RowArgs<T> a = row_args<T>(rb, r, s, hc);
-    const double max_score = diag ? row_max_score(row, n, hc.factor) : 0.0;
+    const double max_score = diag ? row_max_score(row, a, hc.factor) : 0.0;
     forward_row(isa, row, a, s, st + r * kStats);
     if (diag) row_diagnostics(diag, row, a, s.trained_context, max_score);
     std::fill(row + n, row + rb.cols(), T(0));  // the causal mask

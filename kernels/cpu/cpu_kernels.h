@@ -86,13 +86,15 @@ void gqa_reduce(T* dgrouped, const T* dqkv, int N, int NH, int NKV, int D);
 // ---- QK-norm (docs/blocks.md) -----------------------------------------------------------
 // out (N, 3C) = inp with each q and k head (D channels) times r·w, r =
 // 1/sqrt(mean over the head of x² + eps), w = wq or wk (D values shared by
-// the heads; null: 1), v copied; rstd (N, 2, NH) saved (may be null).
+// the heads; null: 1), and query head h also times sq[h] (the learned logit
+// scale, NH values; null: 1); v copied; rstd (N, 2, NH) saved (may be null).
 template <typename T>
-void qknorm_forward(T* out, T* rstd, const T* inp, const T* wq, const T* wk, int N, int NH, int D, double eps);
-// dinp (N, 3C) += through the norms and the copy; dwq, dwk (null: none) += theirs.
+void qknorm_forward(T* out, T* rstd, const T* inp, const T* wq, const T* wk, const T* sq, int N, int NH, int D,
+                    double eps);
+// dinp (N, 3C) += through the norms and the copy; dwq, dwk, dsq (null: none) += theirs.
 template <typename T>
-void qknorm_backward(T* dinp, T* dwq, T* dwk, const T* dout, const T* inp, const T* wq, const T* wk, const T* rstd,
-                     int N, int NH, int D);
+void qknorm_backward(T* dinp, T* dwq, T* dwk, T* dsq, const T* dout, const T* inp, const T* wq, const T* wk,
+                     const T* sq, const T* rstd, int N, int NH, int D);
 
 // ---- the MLP activations of the modern blocks (docs/blocks.md) ---------------------
 // SwiGLU: out (N,F) = silu(gate)·up, inp (N,2F) = [gate | up] per row.

@@ -2,7 +2,8 @@
 // over their D channels before RoPE, with a gain of D values shared by the
 // heads (Qwen3's and Gemma 3's q_norm and k_norm; OLMo 2 normalises the
 // whole projection instead), or without a gain (Llama 4's L2 norm, which
-// also divides by the root of the mean square plus eps). Values are copied.
+// also divides by the root of the mean square plus eps); optionally each
+// query head times a learned scalar (its logits' scale). Values are copied.
 #include <cmath>
 
 #include "kernels/cpu/cpu_kernels.h"
@@ -10,8 +11,18 @@
 
 namespace gpt::cpu {
 
+namespace {
+// The factor of channel d of head h of part (0 q, 1 k): the gain, and for
+// queries the head's scale.
 template <typename T>
-void qknorm_forward(T* out, T* rstd, const T* inp, const T* wq, const T* wk, int N, int NH, int D, double eps) {
+T gain_of(const T* w, const T* sq, int part, int h, int d) {
+  return (w ? w[d] : T(1)) * (part == 0 && sq ? sq[h] : T(1));
+}
+}  // namespace
+
+template <typename T>
+void qknorm_forward(T* out, T* rstd, const T* inp, const T* wq, const T* wk, const T* sq, int N, int NH, int D,
+                    double eps) {
   const size_t C = static_cast<size_t>(NH) * D;
 #pragma omp parallel for schedule(static) if (size_t(N) * 3 * C >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
@@ -25,7 +36,7 @@ void qknorm_forward(T* out, T* rstd, const T* inp, const T* wq, const T* wk, int
         T ss = 0;
         for (int d = 0; d < D; ++d) ss += xh[d] * xh[d];
         const T r = T(1) / std::sqrt(ss / D + static_cast<T>(eps));
-        for (int d = 0; d < D; ++d) yh[d] = xh[d] * r * (w ? w[d] : T(1));
+        for (int d = 0; d < D; ++d) yh[d] = xh[d] * r * gain_of(w, sq, part, h, d);
         if (rstd) rstd[(static_cast<size_t>(n) * 2 + part) * NH + h] = r;
       }
     }
@@ -34,10 +45,10 @@ void qknorm_forward(T* out, T* rstd, const T* inp, const T* wq, const T* wk, int
 }
 
 template <typename T>
-void qknorm_backward(T* dinp, T* dwq, T* dwk, const T* dout, const T* inp, const T* wq, const T* wk, const T* rstd,
-                     int N, int NH, int D) {
+void qknorm_backward(T* dinp, T* dwq, T* dwk, T* dsq, const T* dout, const T* inp, const T* wq, const T* wk,
+                     const T* sq, const T* rstd, int N, int NH, int D) {
   const size_t C = static_cast<size_t>(NH) * D;
-  // dinp += r·(g − x̂·mean(g·x̂)), g = dout·w, x̂ = x·r, per head; v copied.
+  // dinp += r·(g − x̂·mean(g·x̂)), g = dout·w·s, x̂ = x·r, per head; v copied.
 #pragma omp parallel for schedule(static) if (size_t(N) * 3 * C >= kMinParallelWork)
   for (int n = 0; n < N; ++n) {
     const T* x = inp + n * 3 * C;
@@ -49,33 +60,44 @@ void qknorm_backward(T* dinp, T* dwq, T* dwk, const T* dout, const T* inp, const
         const size_t o = part * C + static_cast<size_t>(h) * D;
         const T r = rstd[(static_cast<size_t>(n) * 2 + part) * NH + h];
         T gx = 0;
-        for (int d = 0; d < D; ++d) gx += dy[o + d] * (w ? w[d] : T(1)) * x[o + d] * r;
+        for (int d = 0; d < D; ++d) gx += dy[o + d] * gain_of(w, sq, part, h, d) * x[o + d] * r;
         gx /= D;
-        for (int d = 0; d < D; ++d) dx[o + d] += r * (dy[o + d] * (w ? w[d] : T(1)) - x[o + d] * r * gx);
+        for (int d = 0; d < D; ++d) dx[o + d] += r * (dy[o + d] * gain_of(w, sq, part, h, d) - x[o + d] * r * gx);
       }
     }
     for (size_t c = 2 * C; c < 3 * C; ++c) dx[c] += dy[c];
   }
-  // The gains: Σ over tokens and heads of dout·x̂, by one thread per part in
-  // token and head order (D is a head's size: small).
+  // The gains: Σ over tokens and heads of dout·x̂ (times the query head's
+  // scale); the scales: Σ over tokens and channels of dout·x̂·w. One thread
+  // per part, in token and head order (D is a head's size: small).
   for (int part = 0; part < 2; ++part) {
     T* dw = part ? dwk : dwq;
-    if (!dw) continue;
+    const T* w = part ? wk : wq;
+    T* ds = part ? nullptr : dsq;
+    if (!dw && !ds) continue;
     for (int n = 0; n < N; ++n)
       for (int h = 0; h < NH; ++h) {
         const size_t o = n * 3 * C + part * C + static_cast<size_t>(h) * D;
         const T r = rstd[(static_cast<size_t>(n) * 2 + part) * NH + h];
-        for (int d = 0; d < D; ++d) dw[d] += dout[o + d] * inp[o + d] * r;
+        const T s = part == 0 && sq ? sq[h] : T(1);
+        T acc = 0;
+        for (int d = 0; d < D; ++d) {
+          const T g = dout[o + d] * inp[o + d] * r;
+          if (dw) dw[d] += g * s;
+          acc += g * (w ? w[d] : T(1));
+        }
+        if (ds) ds[h] += acc;
       }
   }
 }
 
-template void qknorm_forward<float>(float*, float*, const float*, const float*, const float*, int, int, int, double);
-template void qknorm_forward<double>(double*, double*, const double*, const double*, const double*, int, int, int,
-                                     double);
-template void qknorm_backward<float>(float*, float*, float*, const float*, const float*, const float*, const float*,
-                                     const float*, int, int, int);
-template void qknorm_backward<double>(double*, double*, double*, const double*, const double*, const double*,
-                                      const double*, const double*, int, int, int);
+template void qknorm_forward<float>(float*, float*, const float*, const float*, const float*, const float*, int, int,
+                                    int, double);
+template void qknorm_forward<double>(double*, double*, const double*, const double*, const double*, const double*, int,
+                                     int, int, double);
+template void qknorm_backward<float>(float*, float*, float*, float*, const float*, const float*, const float*,
+                                     const float*, const float*, const float*, int, int, int);
+template void qknorm_backward<double>(double*, double*, double*, double*, const double*, const double*, const double*,
+                                      const double*, const double*, const double*, int, int, int);
 
 }  // namespace gpt::cpu

@@ -157,10 +157,11 @@ void gqa_expand(float* qkv, const float* grouped, int N, int NH, int NKV, int D,
 void gqa_reduce(float* dgrouped, const float* dqkv, int N, int NH, int NKV, int D, cudaStream_t stream);
 
 // ---- QK-norm (as cpu::qknorm_forward / backward) ---------------------------------------
-void qknorm_forward(float* out, float* rstd, const float* inp, const float* wq, const float* wk, int N, int NH, int D,
-                    double eps, cudaStream_t stream);
-void qknorm_backward(float* dinp, float* dwq, float* dwk, const float* dout, const float* inp, const float* wq,
-                     const float* wk, const float* rstd, int N, int NH, int D, cudaStream_t stream);
+void qknorm_forward(float* out, float* rstd, const float* inp, const float* wq, const float* wk, const float* sq, int N,
+                    int NH, int D, double eps, cudaStream_t stream);
+void qknorm_backward(float* dinp, float* dwq, float* dwk, float* dsq, const float* dout, const float* inp,
+                     const float* wq, const float* wk, const float* sq, const float* rstd, int N, int NH, int D,
+                     cudaStream_t stream);
 
 // ---- SwiGLU, ReLU² and exact GELU (as cpu::swiglu_* / relu2_* / gelu_erf_*) ----------------------------------------
 void swiglu_forward(float* out, const float* inp, int N, int F, cudaStream_t stream);

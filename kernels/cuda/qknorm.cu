@@ -1,5 +1,6 @@
 // QK-norm: each head's q and k RMS-normalised over its D channels with a
-// shared gain (or none), v copied; and the backward. Contracts:
+// shared gain (or none), each query head optionally times its learned scale,
+// v copied; and the backward. Contracts:
 // kernels/cuda/cuda_kernels.h; the math: kernels/cpu/qknorm.cpp and
 // docs/blocks.md.
 #include <cmath>
@@ -21,16 +22,22 @@ __device__ __forceinline__ size_t head_row(size_t r, int NH, int D) {
   return n * 3 * C + part * C + h * D;
 }
 
+// The learned scale of head row r: sq[h] for a query head, else 1.
+__device__ __forceinline__ float row_scale(size_t r, int NH, const float* sq) {
+  return (r / NH) % 2 == 0 && sq ? sq[r % NH] : 1.0f;
+}
+
 // One thread per head row (D is a head's size).
 __global__ void qknorm_forward_kernel(float* out, float* rstd, const float* inp, const float* wq, const float* wk,
-                                      int N, int NH, int D, float eps) {
+                                      const float* sq, int N, int NH, int D, float eps) {
   GPT_GRID_STRIDE(r, size_t(N) * 2 * NH) {
     const size_t o = head_row(r, NH, D);
     const float* w = (r / NH) % 2 ? wk : wq;
+    const float hs = row_scale(r, NH, sq);
     float ss = 0.f;
     for (int d = 0; d < D; ++d) ss += inp[o + d] * inp[o + d];
     const float s = 1.0f / sqrtf(ss / D + eps);
-    for (int d = 0; d < D; ++d) out[o + d] = inp[o + d] * s * (w ? w[d] : 1.0f);
+    for (int d = 0; d < D; ++d) out[o + d] = inp[o + d] * s * ((w ? w[d] : 1.0f) * hs);
     if (rstd) rstd[r] = s;
   }
 }
@@ -44,22 +51,40 @@ __global__ void copy_values_kernel(float* out, const float* inp, int N, int NH, 
 }
 
 __global__ void qknorm_backward_input_kernel(float* dinp, const float* dout, const float* inp, const float* wq,
-                                             const float* wk, const float* rstd, int N, int NH, int D) {
+                                             const float* wk, const float* sq, const float* rstd, int N, int NH,
+                                             int D) {
   GPT_GRID_STRIDE(r, size_t(N) * 2 * NH) {
     const size_t o = head_row(r, NH, D);
     const float* w = (r / NH) % 2 ? wk : wq;
+    const float hs = row_scale(r, NH, sq);
     const float s = rstd[r];
     float gx = 0.f;
-    for (int d = 0; d < D; ++d) gx += dout[o + d] * (w ? w[d] : 1.0f) * inp[o + d] * s;
+    for (int d = 0; d < D; ++d) gx += dout[o + d] * ((w ? w[d] : 1.0f) * hs) * inp[o + d] * s;
     gx /= D;
-    for (int d = 0; d < D; ++d) dinp[o + d] += s * (dout[o + d] * (w ? w[d] : 1.0f) - inp[o + d] * s * gx);
+    for (int d = 0; d < D; ++d) dinp[o + d] += s * (dout[o + d] * ((w ? w[d] : 1.0f) * hs) - inp[o + d] * s * gx);
   }
+}
+
+// dsq[h] += Σ over tokens and channels of dout·x̂·wq for query head h: one
+// block per head, tokens over the threads, the block's sum added once.
+__global__ void qknorm_backward_scale_kernel(float* dsq, const float* dout, const float* inp, const float* wq,
+                                             const float* rstd, int N, int NH, int D) {
+  const int h = blockIdx.x;
+  float acc = 0.f;
+  for (int n = threadIdx.x; n < N; n += blockDim.x) {
+    const size_t r = size_t(n) * 2 * NH + h, o = head_row(r, NH, D);
+    float t = 0.f;
+    for (int d = 0; d < D; ++d) t += dout[o + d] * inp[o + d] * (wq ? wq[d] : 1.0f);
+    acc += t * rstd[r];
+  }
+  acc = block_sum(acc);
+  if (threadIdx.x == 0) dsq[h] += acc;
 }
 
 // dw[d] += Σ over the part's head rows of dout·x̂, column blocks of 32
 // channels, rows spread over threadIdx.y and blockIdx.y.
 __global__ void qknorm_backward_weight_kernel(float* dw, int part, const float* dout, const float* inp,
-                                              const float* rstd, int N, int NH, int D) {
+                                              const float* sq, const float* rstd, int N, int NH, int D) {
   GPT_SHARED(float, sw, [kColRows][33]);
   const int d = blockIdx.x * 32 + threadIdx.x;
   const size_t rows = size_t(N) * NH;
@@ -68,7 +93,7 @@ __global__ void qknorm_backward_weight_kernel(float* dw, int part, const float* 
     for (size_t k = blockIdx.y * kColRows + threadIdx.y; k < rows; k += size_t(gridDim.y) * kColRows) {
       const size_t n = k / NH, h = k % NH, r = (n * 2 + part) * NH + h;
       const size_t o = head_row(r, NH, D) + d;
-      acc += dout[o] * inp[o] * rstd[r];
+      acc += dout[o] * inp[o] * rstd[r] * row_scale(r, NH, sq);
     }
   sw[threadIdx.y][threadIdx.x] = acc;
   __syncthreads();
@@ -80,34 +105,39 @@ __global__ void qknorm_backward_weight_kernel(float* dw, int part, const float* 
 
 }  // namespace
 
-void qknorm_forward(float* out, float* rstd, const float* inp, const float* wq, const float* wk, int N, int NH, int D,
-                    double eps, cudaStream_t stream) {
+void qknorm_forward(float* out, float* rstd, const float* inp, const float* wq, const float* wk, const float* sq, int N,
+                    int NH, int D, double eps, cudaStream_t stream) {
   const size_t rows = size_t(N) * 2 * NH, values = size_t(N) * NH * D;
   if (rows == 0) return;
   GPT_LAUNCH(grid_for(rows, kThreads), kThreads, stream, qknorm_forward_kernel)
-  (out, rstd, inp, wq, wk, N, NH, D, static_cast<float>(eps));
+  (out, rstd, inp, wq, wk, sq, N, NH, D, static_cast<float>(eps));
   GPT_CUDA_CHECK_LAUNCH("qknorm_forward_kernel");
   GPT_LAUNCH(grid_for(values, kThreads), kThreads, stream, copy_values_kernel)(out, inp, N, NH, D, false);
   GPT_CUDA_CHECK_LAUNCH("copy_values_kernel");
 }
 
-void qknorm_backward(float* dinp, float* dwq, float* dwk, const float* dout, const float* inp, const float* wq,
-                     const float* wk, const float* rstd, int N, int NH, int D, cudaStream_t stream) {
+void qknorm_backward(float* dinp, float* dwq, float* dwk, float* dsq, const float* dout, const float* inp,
+                     const float* wq, const float* wk, const float* sq, const float* rstd, int N, int NH, int D,
+                     cudaStream_t stream) {
   const size_t rows = size_t(N) * 2 * NH, values = size_t(N) * NH * D;
   if (rows == 0) return;
   GPT_LAUNCH(grid_for(rows, kThreads), kThreads, stream, qknorm_backward_input_kernel)
-  (dinp, dout, inp, wq, wk, rstd, N, NH, D);
+  (dinp, dout, inp, wq, wk, sq, rstd, N, NH, D);
   GPT_CUDA_CHECK_LAUNCH("qknorm_backward_input_kernel");
   GPT_LAUNCH(grid_for(values, kThreads), kThreads, stream, copy_values_kernel)(dinp, dout, N, NH, D, true);
   GPT_CUDA_CHECK_LAUNCH("copy_values_kernel");
   const dim3 grid((D + 31) / 32, row_blocks(N * NH)), block(32, kColRows);
   if (dwq) {
-    GPT_LAUNCH(grid, block, stream, qknorm_backward_weight_kernel)(dwq, 0, dout, inp, rstd, N, NH, D);
+    GPT_LAUNCH(grid, block, stream, qknorm_backward_weight_kernel)(dwq, 0, dout, inp, sq, rstd, N, NH, D);
     GPT_CUDA_CHECK_LAUNCH("qknorm_backward_weight_kernel");
   }
   if (dwk) {
-    GPT_LAUNCH(grid, block, stream, qknorm_backward_weight_kernel)(dwk, 1, dout, inp, rstd, N, NH, D);
+    GPT_LAUNCH(grid, block, stream, qknorm_backward_weight_kernel)(dwk, 1, dout, inp, sq, rstd, N, NH, D);
     GPT_CUDA_CHECK_LAUNCH("qknorm_backward_weight_kernel");
+  }
+  if (dsq) {
+    GPT_LAUNCH(NH, kThreads, stream, qknorm_backward_scale_kernel)(dsq, dout, inp, wq, rstd, N, NH, D);
+    GPT_CUDA_CHECK_LAUNCH("qknorm_backward_scale_kernel");
   }
 }
 

@@ -119,12 +119,13 @@ class ParamBackend : public Device {
   X(relu2_backward, (T * dinp, const T* inp, const T* dout, size_t n), (dinp, inp, dout, n))                           \
   X(gqa_expand, (T * qkv, const T* grouped, int N, int NH, int NKV, int D), (qkv, grouped, N, NH, NKV, D))             \
   X(gqa_reduce, (T * dgrouped, const T* dqkv, int N, int NH, int NKV, int D), (dgrouped, dqkv, N, NH, NKV, D))         \
-  X(qknorm_forward, (T * out, Acc * rstd, const T* inp, const T* wq, const T* wk, int N, int NH, int D, double eps),   \
-    (out, rstd, inp, wq, wk, N, NH, D, eps))                                                                           \
+  X(qknorm_forward,                                                                                                    \
+    (T * out, Acc * rstd, const T* inp, const T* wq, const T* wk, const T* sq, int N, int NH, int D, double eps),      \
+    (out, rstd, inp, wq, wk, sq, N, NH, D, eps))                                                                       \
   X(qknorm_backward,                                                                                                   \
-    (T * dinp, Acc * dwq, Acc * dwk, const T* dout, const T* inp, const T* wq, const T* wk, const Acc* rstd, int N,    \
-     int NH, int D),                                                                                                   \
-    (dinp, dwq, dwk, dout, inp, wq, wk, rstd, N, NH, D))                                                               \
+    (T * dinp, Acc * dwq, Acc * dwk, Acc * dsq, const T* dout, const T* inp, const T* wq, const T* wk, const T* sq,    \
+     const Acc* rstd, int N, int NH, int D),                                                                           \
+    (dinp, dwq, dwk, dsq, dout, inp, wq, wk, sq, rstd, N, NH, D))                                                      \
   X(gelu_forward, (T * out, const T* inp, size_t n), (out, inp, n))                                                    \
   X(gelu_backward, (T * dinp, const T* inp, const T* dout, size_t n), (dinp, inp, dout, n))                            \
   X(residual_forward, (T * out, const T* a, const T* b, size_t n), (out, a, b, n))                                     \

@@ -131,25 +131,26 @@ class Bf16Backend final : public Backend<bf16> {
     });
   }
   // Rows of 3C; rstd has 2·NH values a row; the gains are summed in row order.
-  void qknorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* wq, const bf16* wk, int N, int NH, int D,
-                      double eps) override {
+  void qknorm_forward(bf16* out, float* rstd, const bf16* inp, const bf16* wq, const bf16* wk, const bf16* sq, int N,
+                      int NH, int D, double eps) override {
     const size_t W3 = 3 * static_cast<size_t>(NH) * D;
-    const float *fq = widen(2, wq, D), *fk = widen(3, wk, D);
+    const float *fq = widen(2, wq, D), *fk = widen(3, wk, D), *fs = widen(4, sq, NH);
     by_units(N, W3, [&](int r0, int nr) {
       float* o = scratch(0, nr * W3);
       wide_->qknorm_forward(o, rstd ? rstd + static_cast<size_t>(r0) * 2 * NH : nullptr,
-                            widen(1, inp + r0 * W3, nr * W3), fq, fk, nr, NH, D, eps);
+                            widen(1, inp + r0 * W3, nr * W3), fq, fk, fs, nr, NH, D, eps);
       narrow(out + r0 * W3, o, nr * W3);
     });
   }
-  void qknorm_backward(bf16* dinp, float* dwq, float* dwk, const bf16* dout, const bf16* inp, const bf16* wq,
-                       const bf16* wk, const float* rstd, int N, int NH, int D) override {
+  void qknorm_backward(bf16* dinp, float* dwq, float* dwk, float* dsq, const bf16* dout, const bf16* inp,
+                       const bf16* wq, const bf16* wk, const bf16* sq, const float* rstd, int N, int NH,
+                       int D) override {
     const size_t W3 = 3 * static_cast<size_t>(NH) * D;
-    const float *fq = widen(3, wq, D), *fk = widen(4, wk, D);
+    const float *fq = widen(3, wq, D), *fk = widen(4, wk, D), *fs = widen(5, sq, NH);
     by_units(N, W3, [&](int r0, int nr) {
       float* di = widen(0, dinp + r0 * W3, nr * W3);
-      wide_->qknorm_backward(di, dwq, dwk, widen(1, dout + r0 * W3, nr * W3), widen(2, inp + r0 * W3, nr * W3), fq, fk,
-                             rstd + static_cast<size_t>(r0) * 2 * NH, nr, NH, D);
+      wide_->qknorm_backward(di, dwq, dwk, dsq, widen(1, dout + r0 * W3, nr * W3), widen(2, inp + r0 * W3, nr * W3),
+                             fq, fk, fs, rstd + static_cast<size_t>(r0) * 2 * NH, nr, NH, D);
       narrow(dinp + r0 * W3, di, nr * W3);
     });
   }

@@ -132,6 +132,7 @@ void write_retrieval(const EvalArgs& a, const LoadedModel& lm, nlohmann::json j,
   j["context"]["override"] = !a.attention.context_empty();
   j["layer_plan"] = layer_plan_to_json(lm.model->per_layer_attention());
   j["block"] = block_to_json(lm.config.model);
+  j["optimizer"] = lm.config.train.optimizer;
   std::string out = a.out;
   if (out.empty()) {
     const fs::path run = run_dir_of(lm.path);
@@ -361,6 +362,7 @@ void run_eval(EvalArgs a) {
   nlohmann::json j = r.to_json();
   j["context"] = context_to_json(lm.model->attention());
   j["context"]["override"] = !a.attention.context_empty();
+  j["optimizer"] = lm.config.train.optimizer;
   if (!calibration.is_null()) {
     j["calibration"] = calibration;
     j["uncalibrated"] = before->to_json()["multiples"];

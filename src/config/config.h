@@ -43,6 +43,7 @@ struct ModelConfig {
   std::string bias = "all";             // linear-layer biases: "all" | "none" | "qkv" (Qwen2: the qkv projection only)
   std::string head = "tied";            // the LM head: "tied" (reads wte, GPT-2) | "untied" (its own matrix)
   std::string qk_norm = "none";         // "none" | "rms" (a gain per head channel, Qwen3) | "l2" (no gain, Llama 4)
+  std::string qk_norm_scale = "none";   // "none" | "learned": a learned scalar per query head times its logits
   std::string residual = "sequential";  // "sequential" | "parallel" (GPT-NeoX: x + attn(ln1 x) + mlp(ln2 x))
 
   // F: mlp_hidden, or 4C (gelu, relu2), or for swiglu Llama's rounding of

@@ -124,6 +124,9 @@ std::vector<Key> make_keys() {
       {GPT_KEY(model, qk_norm), one_of({"none", "rms", "l2"}),
        "QK-norm before RoPE: each head's q and k RMS-normalised over its channels with a gain per channel shared by "
        "the heads (rms: Qwen3, Gemma 3) or none (l2: Llama 4); eps model.norm_eps"},
+      {GPT_KEY(model, qk_norm_scale), one_of({"none", "learned"}),
+       "with QK-norm: learned = a learned scalar per query head (starting at 1) multiplying its normalised queries, "
+       "so its logits (qkscale)"},
       {GPT_KEY(model, residual), one_of({"sequential", "parallel"}),
        "sequential: x + attn(ln1 x), then + mlp(ln2 ·); parallel: x + attn(ln1 x) + mlp(ln2 x) (GPT-NeoX)"},
       {GPT_KEY(model, layer_plan), one_of({"none", "swan", "irope"}),
@@ -325,6 +328,9 @@ std::vector<Rule> make_rules() {
        [](const Config& c) {
          return c.model.norm == "rmsnorm" || c.model.qk_norm != "none" || c.model.norm_eps == 1e-5;
        }},
+      {"\"model.qk_norm_scale\" scales the logits that QK-norm bounds; it needs \"model.qk_norm\"",
+       {"model.qk_norm_scale", "model.qk_norm"},
+       [](const Config& c) { return c.model.qk_norm_scale == "none" || c.model.qk_norm != "none"; }},
       {"\"model.qk_norm\" normalises q and k, which \"attention.score\" = \"cosine\" already does (its scores "
        "are scale-free in both)",
        {"model.qk_norm", "attention.score", "attention.preset"},

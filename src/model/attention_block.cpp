@@ -170,7 +170,8 @@ void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x,
   } else {
     be.matmul_forward(raw, x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
   }
-  if (qk_norm) be.qknorm_forward(proj, x.qk_rstd.get(), raw, w.qnormw, w.knormw, N, NH, C / NH, m.norm_eps);
+  if (qk_norm)
+    be.qknorm_forward(proj, x.qk_rstd.get(), raw, w.qnormw, w.knormw, w.qkscale, N, NH, C / NH, m.norm_eps);
   if (la.rope) be.rope_forward(x.qkv.get(), proj, B, Tn, C, kh.rope_NH, spec.rope, 0);
   if (spec.forget()) {  // the forget gate: g = ln1·fgatewᵀ + fgateb, c = prefix sums of ln σ(g)
     be.matmul_forward(x.fgate.get(), x.ln1.get(), w.fgatew, w.fgateb, N, C, NH);
@@ -244,8 +245,8 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
   const T* dproj = a.dqkv.get();  // dL/d(the projection, key/value heads repeated)
   if (m.qk_norm != "none") {      // through QK-norm
     be.zero(a.dqkv_raw.get(), NC * 3);
-    be.qknorm_backward(a.dqkv_raw.get(), g.qnormw, g.knormw, a.dqkv.get(), x.qkv_raw.get(), w.qnormw, w.knormw,
-                       x.qk_rstd.get(), N, NH, C / NH);
+    be.qknorm_backward(a.dqkv_raw.get(), g.qnormw, g.knormw, g.qkscale, a.dqkv.get(), x.qkv_raw.get(), w.qnormw,
+                       w.knormw, w.qkscale, x.qk_rstd.get(), N, NH, C / NH);
     dproj = a.dqkv_raw.get();
   }
   if (NKV < NH) {  // the repeated key/value heads' gradients summed over each group

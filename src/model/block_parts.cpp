@@ -16,6 +16,7 @@ nlohmann::json block_to_json(const ModelConfig& m) {
                       {"qk_norm", m.qk_norm},
                       {"rope_pairing", m.rope_pairing}};
   if (m.norm == "rmsnorm" || m.qk_norm != "none") j["norm_eps"] = m.norm_eps;
+  if (m.qk_norm != "none") j["qk_norm_scale"] = m.qk_norm_scale;
   return j;
 }
 
@@ -28,7 +29,8 @@ std::string block_summary(const ModelConfig& m) {
     s += " (eps " + eps.str() + ")";
   }
   return s + ", " + m.mlp + " MLP of " + std::to_string(m.mlp_width()) + ", biases " + m.bias + ", " + m.head +
-         " head, " + m.residual + " residual" + (m.qk_norm == "none" ? "" : ", QK-norm " + m.qk_norm);
+          " head, " + m.residual + " residual" + (m.qk_norm == "none" ? "" : ", QK-norm " + m.qk_norm) +
+         (m.qk_norm_scale == "learned" ? " with a learned logit scale per head" : "");
 }
 
 template <typename T>

@@ -33,7 +33,8 @@ enum class InitKind {
 // width), FI (its first projection's width: 2F for swiglu's gate and up,
 // else F) and QKV (the qkv projection's: C + 2·n_kv_head·C/H, rows q, k, v). Weights are (out, in). The block's options
 // (docs/blocks.md) decide norm_bias (LayerNorm's biases; RMSNorm has none), qkv_bias and all_bias (model.bias) and
-// untied_head (model.head). Order = buffer order. `what` names the tensor for people (errors that say which tensors a
+// untied_head (model.head), qk_norm_gain (model.qk_norm rms), qk_norm_scale (model.qk_norm_scale learned). Order =
+// buffer order. `what` names the tensor for people (errors that say which tensors a
 // change of attention would add or drop). `present` may use learned_positions, learned_attn_scale and learned_attn_sink
 // (the sink logits ζ_h of normalisation "sink", starting at 0: the sink begins as softmax1's implicit zero logit) and
 // learned_kerple (KERPLE's raw (ρ₁, ρ₂) per head; `kerple_init` is its variant's InitKind) and learned_fire (FIRE's
@@ -62,6 +63,7 @@ enum class InitKind {
   X(fcprojb, (Shape{C}), InitKind::Zeros, false, all_bias, "the MLP's output bias")                                 \
   X(qnormw, (Shape{C / H}), InitKind::Ones, false, qk_norm_gain, "QK-norm's query gain")                            \
   X(knormw, (Shape{C / H}), InitKind::Ones, false, qk_norm_gain, "QK-norm's key gain")                              \
+  X(qkscale, (Shape{H}), InitKind::Ones, false, qk_norm_scale, "QK-norm's learned logit scale per query head")      \
   X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale, "the learned ssmax scales s_h")          \
   X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink, "the learned sink logits ζ_h")                 \
   X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple, "KERPLE's learned bias parameters r1, r2")       \

@@ -370,6 +370,8 @@ void Summary::loss_table() {
                {"multiples", json::array()}};
     // The run's block (docs/blocks.md), as its results recorded it.
     if (!v.results.empty() && v.results.front().contains("block")) jv["block"] = v.results.front()["block"];
+    if (!v.results.empty() && v.results.front().contains("optimizer"))
+      jv["optimizer"] = v.results.front()["optimizer"];
     for (int m : multiples) {
       const Stat s = stat_at(v, m, "loss");
       md << " " << fmt_stat(s) << " |";

@@ -251,6 +251,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     r.attention = attention_to_json(cfg.attention, attn);
     nlohmann::json j = r.to_json();
     j["context"] = context_to_json(attn);
+    j["optimizer"] = tc.optimizer;  // how the weights were trained (docs/optimizers.md)
     j["step"] = step;
     metrics->write({{"event", "eval"}, {"step", step}, {"results", j}});
     if (final) {

@@ -129,7 +129,7 @@ class Bf16OpsCheck {
   }
   int checked() const { return checked_; }
   static int expected_checks(const AttentionSpec& spec) {
-    return 62 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0) +
+    return 63 + (spec.scale == Scale::Ssmax ? 1 : 0) + (spec.learned_sink() ? 1 : 0) + (spec.kerple() ? 1 : 0) +
            (spec.forget() ? 1 : 0);
   }
 
@@ -231,24 +231,26 @@ class Bf16OpsCheck {
       expect_storage(dg, "gqa_reduce");
     }
     if (::testing::Test::HasFailure()) return;
-    {  // QK-norm: 2 heads of C/2 channels
+    {  // QK-norm: 2 heads of C/2 channels, with the learned logit scale
       const int D = C / 2;
       auto inp = pair(values(NC * 3, next(), 3.0f)), wq = pair(values(D, next())), wk = pair(values(D, next()));
+      auto sq = pair(values(2, next()));
       auto out = pair(std::vector<float>(NC * 3));
       auto rstd = acc_pair(std::vector<float>(N * 4));
-      s_.qknorm_forward(out.s.get(), rstd.s.get(), inp.s.get(), wq.s.get(), wk.s.get(), N, 2, D, 1e-6);
-      r_.qknorm_forward(out.r.get(), rstd.r.get(), inp.r.get(), wq.r.get(), wk.r.get(), N, 2, D, 1e-6);
+      s_.qknorm_forward(out.s.get(), rstd.s.get(), inp.s.get(), wq.s.get(), wk.s.get(), sq.s.get(), N, 2, D, 1e-6);
+      r_.qknorm_forward(out.r.get(), rstd.r.get(), inp.r.get(), wq.r.get(), wk.r.get(), sq.r.get(), N, 2, D, 1e-6);
       expect_storage(out, "qknorm_forward");
       expect_acc(rstd, "qknorm_forward rstd");
       auto dinp = pair(values(NC * 3, next())), dout = pair(values(NC * 3, next()));
-      auto dwq = acc_pair(values(D, next())), dwk = acc_pair(values(D, next()));
-      s_.qknorm_backward(dinp.s.get(), dwq.s.get(), dwk.s.get(), dout.s.get(), inp.s.get(), wq.s.get(), wk.s.get(),
-                         rstd.s.get(), N, 2, D);
-      r_.qknorm_backward(dinp.r.get(), dwq.r.get(), dwk.r.get(), dout.r.get(), inp.r.get(), wq.r.get(), wk.r.get(),
-                         rstd.r.get(), N, 2, D);
+      auto dwq = acc_pair(values(D, next())), dwk = acc_pair(values(D, next())), dsq = acc_pair(values(2, next()));
+      s_.qknorm_backward(dinp.s.get(), dwq.s.get(), dwk.s.get(), dsq.s.get(), dout.s.get(), inp.s.get(), wq.s.get(),
+                         wk.s.get(), sq.s.get(), rstd.s.get(), N, 2, D);
+      r_.qknorm_backward(dinp.r.get(), dwq.r.get(), dwk.r.get(), dsq.r.get(), dout.r.get(), inp.r.get(), wq.r.get(),
+                         wk.r.get(), sq.r.get(), rstd.r.get(), N, 2, D);
       expect_storage(dinp, "qknorm_backward dinp");
       expect_acc(dwq, "qknorm_backward dwq");
       expect_acc(dwk, "qknorm_backward dwk");
+      expect_acc(dsq, "qknorm_backward dsq");
     }
     if (::testing::Test::HasFailure()) return;
     {  // SwiGLU: rows of 2F = C inputs, F outputs

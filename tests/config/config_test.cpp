@@ -89,7 +89,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 103u);
+  EXPECT_EQ(from_schema.size(), 104u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -251,6 +251,8 @@ TEST(ConfigCrossField, BlockOptions) {
   EXPECT_NO_THROW(parse(R"({"model": {"qk_norm": "rms", "norm_eps": 1e-6}})"));
   expect_contains(parse_error(R"({"model": {"qk_norm": "l2"}, "attention": {"preset": "cosine"}})"),
                   {"model.qk_norm", "cosine"});
+  expect_contains(parse_error(R"({"model": {"qk_norm_scale": "learned"}})"), {"model.qk_norm_scale", "model.qk_norm"});
+  EXPECT_NO_THROW(parse(R"({"model": {"qk_norm": "l2", "qk_norm_scale": "learned"}})"));
   const gpt::ModelConfig m = parse(R"({"model": {"n_embd": 768, "mlp": "swiglu"}})").model;
   EXPECT_EQ(m.mlp_width(), 2048);  // Llama's rule: 8·768/3 = 2048, a multiple of 256
   EXPECT_EQ(m.mlp_in_width(), 4096);

@@ -329,7 +329,7 @@ TEST_F(DataParallel, ModernBlockUnderZeroOneFollowsOneRank) {
   const std::string block =
       "--set train.grad_accum=2 --set train.batch_size=4 --set model.norm=rmsnorm --set model.mlp=swiglu "
       "--set model.mlp_hidden=40 --set model.n_kv_head=1 --set model.qk_norm=rms --set model.bias=none "
-      "--set model.head=untied";
+      "--set model.head=untied --set model.qk_norm_scale=learned";
   const Result one = train(0, "one", block);
   ASSERT_EQ(one.status, 0) << one.output;
   EXPECT_NE(one.output.find("block: 1 key/value heads"), std::string::npos) << one.output;

@@ -338,12 +338,15 @@ TEST(ModelGradcheck, QkNorm) {
       cfg.qk_norm = kind;
       cfg.norm_eps = 1e-6;
       if (std::string(preset) == "ssmax") cfg.n_kv_head = 1;
+      // The learned logit scale per head with the stage-2 scales (softmax: without it).
+      if (std::string(preset) != "softmax") cfg.qk_norm_scale = "learned";
       AttentionConfig ac;
       ac.preset = preset;
       auto be = make_cpu_backend<double>();
       GPT<double> probe(cfg, resolve_attention(ac, cfg), *be);
       EXPECT_EQ(probe.layout().has("qnormw"), std::string(kind) == "rms");
       EXPECT_EQ(probe.layout().has("knormw"), std::string(kind) == "rms");
+      EXPECT_EQ(probe.layout().has("qkscale"), cfg.qk_norm_scale == "learned");
       check_model_gradient(cfg, ac, ContextConfig{}, std::string("qk_norm ") + kind + "," + preset);
     }
 }

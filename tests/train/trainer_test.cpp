@@ -171,10 +171,11 @@ TEST(Trainer, ModernBlockResumesBitIdentically) {
                                 c.model.bias = "none";
                                 c.model.n_kv_head = 1;
                                 c.model.qk_norm = "rms";
+                                c.model.qk_norm_scale = "learned";
                                 c.model.head = "untied";
                                 c.model.residual = "parallel";
                               },
-                              {"lmhead", "qnormw", "knormw", "fcw", "qkvw"});
+                              {"lmhead", "qnormw", "knormw", "qkscale", "fcw", "qkvw"});
 }
 
 // Muon (docs/optimizers.md): its momentum in the checkpoint's first-moment

@@ -264,27 +264,33 @@ TEST_F(CudaOps, GqaExpandAndReduce) {
 TEST_F(CudaOps, QkNorm) {
   const int N = 23, NH = 4, D = 48, C = NH * D;
   const auto inp = random_floats(N * 3 * C, 1, -2.f, 2.f), wq = random_floats(D, 2, 0.5f, 1.5f),
-             wk = random_floats(D, 3, 0.5f, 1.5f), dout = random_floats(N * 3 * C, 4);
-  for (bool gains : {true, false}) {
+             wk = random_floats(D, 3, 0.5f, 1.5f), sq = random_floats(NH, 8, 0.5f, 2.f),
+             dout = random_floats(N * 3 * C, 4);
+  for (auto [gains, scale] : {std::pair{true, false}, std::pair{false, false}, std::pair{true, true},
+                              std::pair{false, true}}) {
     std::vector<float> out(N * 3 * C), rstd(N * 2 * NH);
     cpu_->qknorm_forward(out.data(), rstd.data(), inp.data(), gains ? wq.data() : nullptr, gains ? wk.data() : nullptr,
-                         N, NH, D, 1e-6);
-    auto g_inp = up(inp), g_wq = up(wq), g_wk = up(wk), g_out = up(out), g_rstd = up(rstd), g_dout = up(dout);
+                         scale ? sq.data() : nullptr, N, NH, D, 1e-6);
+    auto g_inp = up(inp), g_wq = up(wq), g_wk = up(wk), g_sq = up(sq), g_out = up(out), g_rstd = up(rstd),
+         g_dout = up(dout);
     gpu_->zero(g_out.get(), out.size());
     gpu_->qknorm_forward(g_out.get(), g_rstd.get(), g_inp.get(), gains ? g_wq.get() : nullptr,
-                         gains ? g_wk.get() : nullptr, N, NH, D, 1e-6);
+                         gains ? g_wk.get() : nullptr, scale ? g_sq.get() : nullptr, N, NH, D, 1e-6);
     expect_close(down(g_out, out.size()), out, 1e-5, "qknorm_forward out");
     expect_close(down(g_rstd, rstd.size()), rstd, 1e-5, "qknorm_forward rstd");
-    auto dinp = random_floats(N * 3 * C, 5), dwq = random_floats(D, 6), dwk = random_floats(D, 7);
-    auto g_dinp = up(dinp), g_dwq = up(dwq), g_dwk = up(dwk), c_rstd = up(rstd);
-    cpu_->qknorm_backward(dinp.data(), gains ? dwq.data() : nullptr, gains ? dwk.data() : nullptr, dout.data(),
-                          inp.data(), gains ? wq.data() : nullptr, gains ? wk.data() : nullptr, rstd.data(), N, NH, D);
-    gpu_->qknorm_backward(g_dinp.get(), gains ? g_dwq.get() : nullptr, gains ? g_dwk.get() : nullptr, g_dout.get(),
-                          g_inp.get(), gains ? g_wq.get() : nullptr, gains ? g_wk.get() : nullptr, c_rstd.get(), N, NH,
-                          D);
+    auto dinp = random_floats(N * 3 * C, 5), dwq = random_floats(D, 6), dwk = random_floats(D, 7),
+         dsq = random_floats(NH, 9);
+    auto g_dinp = up(dinp), g_dwq = up(dwq), g_dwk = up(dwk), g_dsq = up(dsq), c_rstd = up(rstd);
+    cpu_->qknorm_backward(dinp.data(), gains ? dwq.data() : nullptr, gains ? dwk.data() : nullptr,
+                          scale ? dsq.data() : nullptr, dout.data(), inp.data(), gains ? wq.data() : nullptr,
+                          gains ? wk.data() : nullptr, scale ? sq.data() : nullptr, rstd.data(), N, NH, D);
+    gpu_->qknorm_backward(g_dinp.get(), gains ? g_dwq.get() : nullptr, gains ? g_dwk.get() : nullptr,
+                          scale ? g_dsq.get() : nullptr, g_dout.get(), g_inp.get(), gains ? g_wq.get() : nullptr,
+                          gains ? g_wk.get() : nullptr, scale ? g_sq.get() : nullptr, c_rstd.get(), N, NH, D);
     expect_close(down(g_dinp, dinp.size()), dinp, 1e-4, "qknorm_backward dinp");
     expect_close(down(g_dwq, D), dwq, 1e-4, "qknorm_backward dwq");
     expect_close(down(g_dwk, D), dwk, 1e-4, "qknorm_backward dwk");
+    expect_close(down(g_dsq, NH), dsq, 1e-4, "qknorm_backward dsq");
   }
 }
 
