@@ -42,7 +42,9 @@ struct ModelConfig {
   int mlp_hidden = 0;                   // the MLP's hidden width F; 0 = mlp_width()'s default
   std::string bias = "all";             // linear-layer biases: "all" | "none" | "qkv" (Qwen2: the qkv projection only)
   std::string head = "tied";            // the LM head: "tied" (reads wte, GPT-2) | "untied" (its own matrix)
-  std::string qk_norm = "none";         // "none" | "rms" (a gain per head channel, Qwen3) | "l2" (no gain, Llama 4)
+  // "none" | "rms" (a gain per head channel, Qwen3) | "l2" (no gain, Llama 4) | "rms_full" (the whole q and k
+  // projections, a gain per channel, OLMo 2)
+  std::string qk_norm = "none";
   std::string qk_norm_scale = "none";   // "none" | "learned": a learned scalar per query head times its logits
   std::string residual = "sequential";  // "sequential" | "parallel" (GPT-NeoX: x + attn(ln1 x) + mlp(ln2 x))
 
@@ -54,6 +56,9 @@ struct ModelConfig {
     const int f = 8 * n_embd / 3;
     return (f + 255) / 256 * 256;
   }
+  // QK-norm's groups of channels in q (and in k): each head's, or one over
+  // the whole projection (rms_full); qk_norm_heads() groups of n_embd / it.
+  int qk_norm_heads() const { return qk_norm == "rms_full" ? 1 : n_head; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   // The width of the qkv projection: q (n_embd) and NKV key and value heads.
   int qkv_width() const { return n_embd + 2 * kv_heads() * (n_embd / n_head); }

@@ -121,9 +121,10 @@ std::vector<Key> make_keys() {
        "linear-layer biases: all (GPT-2), none (Llama) or qkv (the qkv projection only, Qwen2)"},
       {GPT_KEY(model, head), one_of({"tied", "untied"}),
        "the LM head: tied (the token embedding, GPT-2) or untied (a matrix of its own)"},
-      {GPT_KEY(model, qk_norm), one_of({"none", "rms", "l2"}),
+      {GPT_KEY(model, qk_norm), one_of({"none", "rms", "l2", "rms_full"}),
        "QK-norm before RoPE: each head's q and k RMS-normalised over its channels with a gain per channel shared by "
-       "the heads (rms: Qwen3, Gemma 3) or none (l2: Llama 4); eps model.norm_eps"},
+       "the heads (rms: Qwen3, Gemma 3) or none (l2: Llama 4), or the whole q and k projections with a gain per "
+       "channel (rms_full: OLMo 2); eps model.norm_eps"},
       {GPT_KEY(model, qk_norm_scale), one_of({"none", "learned"}),
        "with QK-norm: learned = a learned scalar per query head (starting at 1) multiplying its normalised queries, "
        "so its logits (qkscale)"},
@@ -328,9 +329,17 @@ std::vector<Rule> make_rules() {
        [](const Config& c) {
          return c.model.norm == "rmsnorm" || c.model.qk_norm != "none" || c.model.norm_eps == 1e-5;
        }},
-      {"\"model.qk_norm_scale\" scales the logits that QK-norm bounds; it needs \"model.qk_norm\"",
+      {"\"model.qk_norm_scale\" scales each head's logits after a per-head QK-norm: it needs \"model.qk_norm\" = "
+       "\"rms\" or \"l2\" (with rms_full the op normalises the whole projection, not heads; not built)",
        {"model.qk_norm_scale", "model.qk_norm"},
-       [](const Config& c) { return c.model.qk_norm_scale == "none" || c.model.qk_norm != "none"; }},
+       [](const Config& c) {
+         return c.model.qk_norm_scale == "none" || c.model.qk_norm == "rms" || c.model.qk_norm == "l2";
+       }},
+      {"\"model.qk_norm\" = \"rms_full\" (OLMo 2) normalises the whole key projection, NKV·D channels with one gain "
+       "each; with grouped key/value heads (\"model.n_kv_head\" < \"model.n_head\") this project normalises the "
+       "repeated keys, whose gains would have to be tied within each group: not built",
+       {"model.qk_norm", "model.n_kv_head", "model.n_head"},
+       [](const Config& c) { return c.model.qk_norm != "rms_full" || c.model.kv_heads() == c.model.n_head; }},
       {"\"model.qk_norm\" normalises q and k, which \"attention.score\" = \"cosine\" already does (its scores "
        "are scale-free in both)",
        {"model.qk_norm", "attention.score", "attention.preset"},

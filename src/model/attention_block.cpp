@@ -171,7 +171,8 @@ void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x,
     be.matmul_forward(raw, x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
   }
   if (qk_norm)
-    be.qknorm_forward(proj, x.qk_rstd.get(), raw, w.qnormw, w.knormw, w.qkscale, N, NH, C / NH, m.norm_eps);
+    be.qknorm_forward(proj, x.qk_rstd.get(), raw, w.qnormw, w.knormw, w.qkscale, N, m.qk_norm_heads(),
+                      C / m.qk_norm_heads(), m.norm_eps);
   if (la.rope) be.rope_forward(x.qkv.get(), proj, B, Tn, C, kh.rope_NH, spec.rope, 0);
   if (spec.forget()) {  // the forget gate: g = ln1·fgatewᵀ + fgateb, c = prefix sums of ln σ(g)
     be.matmul_forward(x.fgate.get(), x.ln1.get(), w.fgatew, w.fgateb, N, C, NH);
@@ -246,7 +247,7 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
   if (m.qk_norm != "none") {      // through QK-norm
     be.zero(a.dqkv_raw.get(), NC * 3);
     be.qknorm_backward(a.dqkv_raw.get(), g.qnormw, g.knormw, g.qkscale, a.dqkv.get(), x.qkv_raw.get(), w.qnormw,
-                       w.knormw, w.qkscale, x.qk_rstd.get(), N, NH, C / NH);
+                       w.knormw, w.qkscale, x.qk_rstd.get(), N, m.qk_norm_heads(), C / m.qk_norm_heads());
     dproj = a.dqkv_raw.get();
   }
   if (NKV < NH) {  // the repeated key/value heads' gradients summed over each group

@@ -23,7 +23,8 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const bool norm_bias = m.norm == "layernorm";
   const bool qkv_bias = m.bias != "none", all_bias = m.bias == "all";
   const bool untied_head = m.head == "untied";
-  const bool qk_norm_gain = m.qk_norm == "rms";
+  const bool qk_norm_gain = m.qk_norm == "rms" || m.qk_norm == "rms_full";
+  const int64_t QN = C / m.qk_norm_heads();  // channels of a QK-norm group (a head's, or all of them)
   const bool qk_norm_scale = m.qk_norm != "none" && m.qk_norm_scale == "learned";
   // A tensor is present when some layer uses it (a per-layer plan may give
   // layers different variants; the other layers' slices stay unused).

@@ -31,7 +31,8 @@ enum class InitKind {
 // X(name, shape, init, decay, present, what). Shapes use C (channels), Vp
 // (padded vocabulary), P (position rows), H (heads), F (the MLP's hidden
 // width), FI (its first projection's width: 2F for swiglu's gate and up,
-// else F) and QKV (the qkv projection's: C + 2·n_kv_head·C/H, rows q, k, v). Weights are (out, in). The block's options
+// else F), QKV (the qkv projection's: C + 2·n_kv_head·C/H, rows q, k, v) and QN (QK-norm's group: a head's C/H
+// channels, or C for the whole projection). Weights are (out, in). The block's options
 // (docs/blocks.md) decide norm_bias (LayerNorm's biases; RMSNorm has none), qkv_bias and all_bias (model.bias) and
 // untied_head (model.head), qk_norm_gain (model.qk_norm rms), qk_norm_scale (model.qk_norm_scale learned). Order =
 // buffer order. `what` names the tensor for people (errors that say which tensors a
@@ -61,8 +62,8 @@ enum class InitKind {
   X(fcb, (Shape{FI}), InitKind::Zeros, false, all_bias, "the MLP's first bias")                                     \
   X(fcprojw, (Shape{C, F}), InitKind::NormalResidual, true, true, "the MLP's output projection")                    \
   X(fcprojb, (Shape{C}), InitKind::Zeros, false, all_bias, "the MLP's output bias")                                 \
-  X(qnormw, (Shape{C / H}), InitKind::Ones, false, qk_norm_gain, "QK-norm's query gain")                            \
-  X(knormw, (Shape{C / H}), InitKind::Ones, false, qk_norm_gain, "QK-norm's key gain")                              \
+  X(qnormw, (Shape{QN}), InitKind::Ones, false, qk_norm_gain, "QK-norm's query gain")                               \
+  X(knormw, (Shape{QN}), InitKind::Ones, false, qk_norm_gain, "QK-norm's key gain")                                 \
   X(qkscale, (Shape{H}), InitKind::Ones, false, qk_norm_scale, "QK-norm's learned logit scale per query head")      \
   X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale, "the learned ssmax scales s_h")          \
   X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink, "the learned sink logits ζ_h")                 \

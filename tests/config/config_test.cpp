@@ -253,6 +253,11 @@ TEST(ConfigCrossField, BlockOptions) {
                   {"model.qk_norm", "cosine"});
   expect_contains(parse_error(R"({"model": {"qk_norm_scale": "learned"}})"), {"model.qk_norm_scale", "model.qk_norm"});
   EXPECT_NO_THROW(parse(R"({"model": {"qk_norm": "l2", "qk_norm_scale": "learned"}})"));
+  EXPECT_NO_THROW(parse(R"({"model": {"qk_norm": "rms_full"}})"));
+  expect_contains(parse_error(R"({"model": {"qk_norm": "rms_full", "n_head": 4, "n_kv_head": 2}})"),
+                  {"rms_full", "model.n_kv_head"});
+  expect_contains(parse_error(R"({"model": {"qk_norm": "rms_full", "qk_norm_scale": "learned"}})"),
+                  {"model.qk_norm_scale", "rms_full"});
   const gpt::ModelConfig m = parse(R"({"model": {"n_embd": 768, "mlp": "swiglu"}})").model;
   EXPECT_EQ(m.mlp_width(), 2048);  // Llama's rule: 8·768/3 = 2048, a multiple of 256
   EXPECT_EQ(m.mlp_in_width(), 4096);

@@ -332,20 +332,23 @@ TEST(ModelGradcheck, GroupedQueryAttention) {
 // with grouped-query attention and the learned ssmax scales, and with the
 // log-n scale (the stage-2 scales act on the normalised logits).
 TEST(ModelGradcheck, QkNorm) {
-  for (const char* kind : {"rms", "l2"})
+  for (const char* kind : {"rms", "l2", "rms_full"})
     for (const char* preset : {"softmax", "ssmax", "logn"}) {
       ModelConfig cfg = tiny_config("rope");
       cfg.qk_norm = kind;
       cfg.norm_eps = 1e-6;
-      if (std::string(preset) == "ssmax") cfg.n_kv_head = 1;
+      const bool per_head = std::string(kind) != "rms_full";  // OLMo 2's form: the whole projection, no GQA
+      if (std::string(preset) == "ssmax" && per_head) cfg.n_kv_head = 1;
       // The learned logit scale per head with the stage-2 scales (softmax: without it).
-      if (std::string(preset) != "softmax") cfg.qk_norm_scale = "learned";
+      if (std::string(preset) != "softmax" && per_head) cfg.qk_norm_scale = "learned";
       AttentionConfig ac;
       ac.preset = preset;
       auto be = make_cpu_backend<double>();
       GPT<double> probe(cfg, resolve_attention(ac, cfg), *be);
-      EXPECT_EQ(probe.layout().has("qnormw"), std::string(kind) == "rms");
-      EXPECT_EQ(probe.layout().has("knormw"), std::string(kind) == "rms");
+      EXPECT_EQ(probe.layout().has("qnormw"), std::string(kind) != "l2");
+      EXPECT_EQ(probe.layout().has("knormw"), std::string(kind) != "l2");
+      if (probe.layout().has("qnormw"))
+        EXPECT_EQ(probe.layout().find("qnormw").shape.back(), per_head ? cfg.n_embd / cfg.n_head : cfg.n_embd);
       EXPECT_EQ(probe.layout().has("qkscale"), cfg.qk_norm_scale == "learned");
       check_model_gradient(cfg, ac, ContextConfig{}, std::string("qk_norm ") + kind + "," + preset);
     }

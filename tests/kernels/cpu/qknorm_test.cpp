@@ -48,6 +48,24 @@ TEST(QkNorm, EachQueryAndKeyHeadIsRmsNormalisedValuesCopied) {
   }
 }
 
+// OLMo 2's form (model.qk_norm rms_full): q_norm and k_norm over the whole
+// projections (C channels, C gains each), which the op is with one group of
+// C channels: the formula per token in double.
+TEST(QkNorm, WholeProjectionIsOneGroupOfAllChannels) {
+  const auto x = random_vector(N * 3 * C, 15, -2.0, 2.0), wq = random_vector(C, 16), wk = random_vector(C, 17);
+  std::vector<double> y(N * 3 * C), r(N * 2);
+  gpt::cpu::qknorm_forward(y.data(), r.data(), x.data(), wq.data(), wk.data(), static_cast<const double*>(nullptr), N,
+                           1, C, 1e-6);
+  for (int n = 0; n < N; ++n)
+    for (int part = 0; part < 2; ++part) {
+      const int o = n * 3 * C + part * C;
+      double ms = 0;
+      for (int c = 0; c < C; ++c) ms += x[o + c] * x[o + c] / C;
+      for (int c = 0; c < C; ++c)
+        EXPECT_NEAR(y[o + c], x[o + c] / std::sqrt(ms + 1e-6) * (part ? wk[c] : wq[c]), 1e-13);
+    }
+}
+
 TEST(QkNorm, GradientMatchesFiniteDifferences) {
   for (auto [gains, scale] : {std::pair{true, false}, std::pair{false, false}, std::pair{true, true},
                               std::pair{false, true}}) {
