@@ -239,6 +239,23 @@ class DataParallel : public ::testing::Test {
     return one.output;
   }
 
+  // ZeRO-1 on 2 ranks with `sets` (which hold train.grad_accum = 2): the
+  // trajectory of 1 rank, and exactly the plain 2-rank one (each update
+  // element is computed by one rank with the same arithmetic, then copied by
+  // the all-gather). Returns the 1-rank run's output.
+  std::string expect_zero_one_follows_one_rank(const std::string& sets, const std::string& tag) {
+    const Result one = train(0, "one", sets);
+    EXPECT_EQ(one.status, 0) << one.output;
+    const Result zero = train(2, "zero", sets + " --set train.zero=1");
+    EXPECT_EQ(zero.status, 0) << zero.output;
+    EXPECT_NE(zero.output.find("ZeRO-1"), std::string::npos) << zero.output;
+    const Result plain = train(2, "plain", sets);
+    EXPECT_EQ(plain.status, 0) << plain.output;
+    expect_close(train_losses(dir_ / "one"), train_losses(dir_ / "zero"), (tag + ": 1 rank vs 2 ranks ZeRO-1").c_str());
+    EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain")) << tag;
+    return one.output;
+  }
+
   std::string mpirun_;
   fs::path dir_;
   std::string log_;
@@ -288,19 +305,9 @@ TEST_F(DataParallel, TwoRanksWithAMixedTaskFollowOneRank) {
 }
 
 // ZeRO-1 with gradient accumulation: the same trajectory as one rank, and
-// exactly the plain 2-rank one (each update element is computed by one rank
-// with the same arithmetic, then copied by the all-gather).
+// exactly the plain 2-rank one (expect_zero_one_follows_one_rank).
 TEST_F(DataParallel, ZeroOneFollowsOneRankAndMatchesPlainDataParallel) {
-  const std::string accum = "--set train.grad_accum=2 --set train.batch_size=4";
-  const Result one = train(0, "one", accum);
-  ASSERT_EQ(one.status, 0) << one.output;
-  const Result zero = train(2, "zero", accum + " --set train.zero=1");
-  ASSERT_EQ(zero.status, 0) << zero.output;
-  EXPECT_NE(zero.output.find("ZeRO-1"), std::string::npos) << zero.output;
-  const Result plain = train(2, "plain", accum);
-  ASSERT_EQ(plain.status, 0) << plain.output;
-  expect_close(train_losses(dir_ / "one"), train_losses(dir_ / "zero"), "1 rank vs 2 ranks ZeRO-1");
-  EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
+  expect_zero_one_follows_one_rank("--set train.grad_accum=2 --set train.batch_size=4", "plain model");
 }
 
 // A per-layer plan whose second layer alone has the forget gate and ssmax
@@ -311,15 +318,8 @@ TEST_F(DataParallel, LayerPlanUnderZeroOneFollowsOneRank) {
       "--set train.grad_accum=2 --set train.batch_size=4 --set model.layer_pattern=LG --set "
       "'model.layer_kinds={\"L\": {\"window\": 8}, \"G\": {\"position\": \"none\", \"attention\": "
       "{\"preset\": \"ssmax\", \"position_bias\": \"forget\"}}}'";
-  const Result one = train(0, "one", plan);
-  ASSERT_EQ(one.status, 0) << one.output;
-  EXPECT_NE(one.output.find("layer plan: \"LG\" over 2 layers"), std::string::npos) << one.output;
-  const Result zero = train(2, "zero", plan + " --set train.zero=1");
-  ASSERT_EQ(zero.status, 0) << zero.output;
-  const Result plain = train(2, "plain", plan);
-  ASSERT_EQ(plain.status, 0) << plain.output;
-  expect_close(train_losses(dir_ / "one"), train_losses(dir_ / "zero"), "plan: 1 rank vs 2 ranks ZeRO-1");
-  EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
+  const std::string one = expect_zero_one_follows_one_rank(plan, "plan");
+  EXPECT_NE(one.find("layer plan: \"LG\" over 2 layers"), std::string::npos) << one;
 }
 
 // A modern block (docs/blocks.md): RMSNorm, SwiGLU, grouped-query attention,
@@ -330,15 +330,8 @@ TEST_F(DataParallel, ModernBlockUnderZeroOneFollowsOneRank) {
       "--set train.grad_accum=2 --set train.batch_size=4 --set model.norm=rmsnorm --set model.mlp=swiglu "
       "--set model.mlp_hidden=40 --set model.n_kv_head=1 --set model.qk_norm=rms --set model.bias=none "
       "--set model.head=untied --set model.qk_norm_scale=learned";
-  const Result one = train(0, "one", block);
-  ASSERT_EQ(one.status, 0) << one.output;
-  EXPECT_NE(one.output.find("block: 1 key/value heads"), std::string::npos) << one.output;
-  const Result zero = train(2, "zero", block + " --set train.zero=1");
-  ASSERT_EQ(zero.status, 0) << zero.output;
-  const Result plain = train(2, "plain", block);
-  ASSERT_EQ(plain.status, 0) << plain.output;
-  expect_close(train_losses(dir_ / "one"), train_losses(dir_ / "zero"), "block: 1 rank vs 2 ranks ZeRO-1");
-  EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
+  const std::string one = expect_zero_one_follows_one_rank(block, "block");
+  EXPECT_NE(one.find("block: 1 key/value heads"), std::string::npos) << one;
 }
 
 // Muon (docs/optimizers.md) under ZeRO-1: each rank forms the momentum
@@ -349,15 +342,8 @@ TEST_F(DataParallel, MuonUnderZeroOneFollowsOneRank) {
   const std::string muon =
       "--set train.grad_accum=2 --set train.batch_size=4 --set model.norm=rmsnorm --set model.mlp=swiglu "
       "--set model.mlp_hidden=40 --set model.n_kv_head=1 --set model.bias=none --set train.optimizer=muon";
-  const Result one = train(0, "one", muon);
-  ASSERT_EQ(one.status, 0) << one.output;
-  EXPECT_NE(one.output.find("optimizer muon"), std::string::npos) << one.output;
-  const Result zero = train(2, "zero", muon + " --set train.zero=1");
-  ASSERT_EQ(zero.status, 0) << zero.output;
-  const Result plain = train(2, "plain", muon);
-  ASSERT_EQ(plain.status, 0) << plain.output;
-  expect_close(train_losses(dir_ / "one"), train_losses(dir_ / "zero"), "muon: 1 rank vs 2 ranks ZeRO-1");
-  EXPECT_EQ(train_losses(dir_ / "zero"), train_losses(dir_ / "plain"));
+  const std::string one = expect_zero_one_follows_one_rank(muon, "muon");
+  EXPECT_NE(one.find("optimizer muon"), std::string::npos) << one;
 }
 
 // run.storage "bf16" under ZeRO-1: each rank updates its shard of the
