@@ -1,14 +1,17 @@
 // gpt convert: llm.c GPT-2 checkpoints <-> the project's checkpoints.
 //   gpt convert --from-llmc MODEL.bin OUT.bin [--context T] [--with-optimizer]
 //   gpt convert --to-llmc CHECKPOINT|RUN_DIR OUT.bin [--bf16]
+//   gpt convert --from-hf HF_DIR OUT.bin [--hf-context T] [--with-optimizer]
 #include <iostream>
 
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.h"
 #include "cli/validators.h"
+#include "convert/hf.h"
 #include "convert/llmc.h"
 #include "core/check.h"
+#include "model/block_parts.h"
 #include "train/model_io.h"
 
 namespace gpt::cli {
@@ -17,15 +20,40 @@ namespace {
 struct ConvertArgs {
   std::string from_llmc;
   std::string to_llmc;
+  std::string from_hf;
+  int hf_context = 0;
   std::string out;
   int context = 0;
   bool with_optimizer = false;
   bool bf16 = false;
 };
 
+// A Hugging Face model directory as one of our checkpoints.
+void convert_from_hf(const ConvertArgs& a) {
+  GPT_CHECK(!a.bf16 && a.context == 0, "convert: --bf16 and --context apply to llm.c files; --from-hf takes "
+            "--hf-context for the 1x length");
+  const HfModel hf(a.from_hf, HfOpenOptions{a.hf_context});
+  Checkpoint ckpt = hf.to_checkpoint();
+  if (a.with_optimizer) {
+    const size_t n = ckpt.tensors.size();
+    for (const char* prefix : {"adam_m/", "adam_v/"})
+      for (size_t i = 0; i < n; ++i)
+        ckpt.tensors.push_back({prefix + ckpt.tensors[i].name.substr(6), ckpt.tensors[i].shape,
+                                std::vector<float>(ckpt.tensors[i].data.size(), 0.0f)});
+  }
+  save_checkpoint(a.out, ckpt);
+  const LoadedModel lm = load_model(a.out);
+  std::cout << "wrote " << a.out << ": " << hf.model_type() << ", " << lm.model->num_params() << " parameters, "
+            << block_summary(lm.config.model) << ", context " << lm.config.model.context
+            << (a.with_optimizer ? ", zero AdamW moments" : "") << "\n";
+}
+
 void run_convert(const ConvertArgs& a) {
-  GPT_CHECK(a.from_llmc.empty() != a.to_llmc.empty(),
-            "convert: give exactly one of --from-llmc MODEL.bin (import) or --to-llmc CHECKPOINT (export)");
+  GPT_CHECK(!a.from_llmc.empty() + !a.to_llmc.empty() + !a.from_hf.empty() == 1,
+            "convert: give exactly one of --from-llmc MODEL.bin (import), --to-llmc CHECKPOINT (export) or "
+            "--from-hf HF_DIR (import)");
+  GPT_CHECK(a.hf_context == 0 || !a.from_hf.empty(), "convert: --hf-context applies to --from-hf");
+  if (!a.from_hf.empty()) return convert_from_hf(a);
   if (!a.from_llmc.empty()) {
     GPT_CHECK(!a.bf16, "convert: --bf16 applies to --to-llmc (an import keeps float32 values)");
     LlmcImportOptions opt;
@@ -60,12 +88,18 @@ void run_convert(const ConvertArgs& a) {
 void add_convert(CLI::App& app) {
   auto args = std::make_shared<ConvertArgs>();
   CLI::App* cmd =
-      app.add_subcommand("convert", "Import an llm.c GPT-2 checkpoint, or export a model to llm.c's format");
+      app.add_subcommand("convert", "Import an llm.c GPT-2 checkpoint or a Hugging Face model, or export a model to llm.c's format");
   cmd->add_option("--from-llmc", args->from_llmc, "llm.c checkpoint (version 3 float32 or 5 bfloat16) to import")
       ->type_name("MODEL.bin");
   cmd->add_option("--to-llmc", args->to_llmc,
                   "Checkpoint or run directory to export (learned positions and softmax attention only)")
       ->type_name("CHECKPOINT");
+  cmd->add_option("--from-hf", args->from_hf,
+                  "Hugging Face model directory (config.json + model.safetensors) to import (docs/hf_models.md)")
+      ->type_name("HF_DIR");
+  cmd->add_option("--hf-context", args->hf_context,
+                  "--from-hf: model.context of the result (default: config.json's max_position_embeddings)")
+      ->check(positive());
   cmd->add_option("out", args->out, "Output file: our checkpoint (import) or an llm.c file (export)")->required();
   cmd->add_option("--context", args->context, "Import: model.context of the result (default and maximum: llm.c's T)")
       ->check(positive());

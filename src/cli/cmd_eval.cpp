@@ -75,8 +75,11 @@ fs::path run_dir_of(const std::string& ckpt) {
   return dir.filename() == "checkpoints" ? dir.parent_path() : fs::path();
 }
 
-// RUN_DIR/eval/step_N.json; elsewhere, beside the checkpoint.
+// RUN_DIR/eval/step_N.json; HF_DIR/eval/extrapolation.json for a Hugging
+// Face model directory; elsewhere, beside the checkpoint.
 std::string default_output(const std::string& ckpt) {
+  std::error_code ec;
+  if (fs::is_directory(ckpt, ec)) return (fs::path(ckpt) / "eval" / "extrapolation.json").string();
   const fs::path run = run_dir_of(ckpt);
   if (!run.empty()) return (run / "eval" / (fs::path(ckpt).stem().string() + ".json")).string();
   return (fs::path(ckpt).replace_extension(".extrapolation.json")).string();
@@ -265,7 +268,8 @@ void run_eval(EvalArgs a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   parse_context_arg(a);
   if (!a.multiples.empty()) a.attention.multiples = a.multiples;
-  LoadedModel lm = load_model(a.checkpoint, a.attention, a.run.device, a.run.precision, a.run.storage);
+  LoadedModel lm = load_model(a.checkpoint, a.attention, a.run.device, a.run.precision, a.run.storage,
+                                a.run.hf_context);
   if (a.task != "loss") {
     // text_passkey: the key in the run's validation text. A synthetic task
     // from its task.json or data.mix_task; passkey on a run with neither
@@ -393,7 +397,8 @@ void add_eval(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "eval",
       "Evaluate a checkpoint: loss at multiples of its context, or (--context/--batch) its mean loss on shards");
-  cmd->add_option("checkpoint", args->checkpoint, "Checkpoint file, or a run directory (its latest checkpoint)")
+  cmd->add_option("checkpoint", args->checkpoint,
+                  "Checkpoint file, a run directory (its latest checkpoint), or a Hugging Face model directory")
       ->required();
   cmd->add_option("--multiples", args->multiples, "Context multiples to evaluate (default: the run's eval.multiples)")
       ->delimiter(',');

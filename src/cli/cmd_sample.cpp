@@ -52,7 +52,8 @@ int32_t pick_token(std::vector<float> logits, double temperature, int top_k, Rng
 
 void run_sample(const SampleArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  LoadedModel lm = load_model(a.checkpoint, {}, a.run.device, a.run.precision, a.run.storage);
+  LoadedModel lm = load_model(a.checkpoint, {}, a.run.device, a.run.precision, a.run.storage,
+                                a.run.hf_context);
   const ModelConfig& mc = lm.config.model;
   const std::string tok_spec = a.tokenizer.empty() ? lm.config.data.tokenizer : a.tokenizer;
   const std::unique_ptr<Tokenizer> tok = make_tokenizer(tok_spec);
@@ -82,7 +83,8 @@ void run_sample(const SampleArgs& a) {
 void add_sample(CLI::App& app) {
   auto args = std::make_shared<SampleArgs>();
   CLI::App* cmd = app.add_subcommand("sample", "Generate text from a checkpoint");
-  cmd->add_option("checkpoint", args->checkpoint, "Checkpoint file, or a run directory (its latest checkpoint)")
+  cmd->add_option("checkpoint", args->checkpoint,
+                  "Checkpoint file, a run directory (its latest checkpoint), or a Hugging Face model directory")
       ->required();
   cmd->add_option("--prompt", args->prompt, "Text to continue (default: empty, start of a document)");
   cmd->add_option("--tokens", args->tokens, "Number of tokens to generate")

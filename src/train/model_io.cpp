@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "config/attention.h"
+#include "convert/hf.h"
 #include "core/check.h"
 #include "core/files.h"
 
@@ -325,12 +326,22 @@ std::string resolve_checkpoint(const std::string& p) {
 namespace gpt {
 
 LoadedModel load_model(const std::string& path, const AttentionOverride& attention, const std::string& device,
-                       const std::string& precision, const std::string& storage) {
+                       const std::string& precision, const std::string& storage, int hf_context) {
   LoadedModel m;
-  m.path = resolve_checkpoint(path);
-  CheckpointReader ckpt(m.path);
-  m.config = checkpoint_config(ckpt.meta(), m.path);
-  m.progress = checkpoint_progress(ckpt.meta(), m.path);
+  // A Hugging Face model directory (convert/hf.h) or one of our checkpoints.
+  std::unique_ptr<HfModel> hf;
+  std::unique_ptr<CheckpointReader> ckpt;
+  if (is_hf_model_dir(path)) {
+    hf = std::make_unique<HfModel>(path, HfOpenOptions{hf_context});
+    m.path = path;
+    m.config = hf->config();
+  } else {
+    GPT_CHECK(hf_context == 0, "--hf-context applies to Hugging Face model directories; '", path, "' is not one");
+    m.path = resolve_checkpoint(path);
+    ckpt = std::make_unique<CheckpointReader>(m.path);
+    m.config = checkpoint_config(ckpt->meta(), m.path);
+    m.progress = checkpoint_progress(ckpt->meta(), m.path);
+  }
   AttentionSpec spec = resolve_attention(m.config);
   if (!attention.empty() || !attention.context_empty()) {
     nlohmann::json j = config_to_json(m.config);
@@ -369,7 +380,7 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
     m.config = wanted;
     spec = wanted_spec;
   }
-  check_checkpoint_tensors(ckpt, ParamLayout(m.config.model, spec), "param/");
+  if (ckpt) check_checkpoint_tensors(*ckpt, ParamLayout(m.config.model, spec), "param/");
   const std::string gemm_precision = !precision.empty() ? precision
                                      : device == "cuda" ? m.config.run.precision
                                                         : "fp32";
@@ -377,7 +388,10 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
   m.config.run.precision = gemm_precision;
   m.config.run.storage = !storage.empty() ? storage : m.config.run.storage;
   m.model = make_model(m.config.model, spec, device, gemm_precision, m.config.run.storage);
-  restore_checkpoint(ckpt, *m.model, nullptr);
+  if (hf)
+    hf->upload(*m.model);
+  else
+    restore_checkpoint(*ckpt, *m.model, nullptr);
   return m;
 }
 

@@ -116,8 +116,11 @@ struct AttentionOverride {
 // checkpoint's run.precision on "cuda", "fp32" on "cpu"; storage:
 // run.storage ("fp32" or "bf16"), empty: the checkpoint's. config.run.device,
 // config.run.precision and config.run.storage are set to what is used.
+// A Hugging Face model directory (config.json + safetensors, convert/hf.h)
+// loads the same way, straight from its files; hf_context (> 0) replaces its
+// 1x length (HfOpenOptions::context).
 LoadedModel load_model(const std::string& path, const AttentionOverride& attention = {},
                        const std::string& device = "cpu", const std::string& precision = "",
-                       const std::string& storage = "");
+                       const std::string& storage = "", int hf_context = 0);
 
 }  // namespace gpt

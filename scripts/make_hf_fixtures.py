@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Writes the Hugging Face test fixtures under tests/data/hf/ (docs/hf_models.md).
+
+Each fixture is a tiny model of one family with random weights, saved by
+transformers itself (config.json + model.safetensors), and golden.safetensors:
+  input_ids  (T,)    the token ids fed to the model (stored as F32, exact)
+  logits     (T, V)  transformers' float32 logits for them, one forward pass
+The project's tests (tests/convert/hf_test.cpp) load the model with its own
+code and compare logits. Not run by CI: needs PyTorch and transformers, which
+scripts/hf_fixtures.sh installs into a virtual environment.
+
+Usage: python3 scripts/make_hf_fixtures.py OUT_DIR   (default tests/data/hf)
+"""
+import json
+import math
+import os
+import sys
+
+import torch
+import transformers
+from safetensors.torch import save_file
+
+VOCAB = 96
+
+
+def randomise(model, seed):
+    """Every parameter random (norm gains near 1), so that each one matters."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() == 1:
+                gain = "norm" in name or name.endswith("ln_1.weight") or name.endswith("ln_2.weight") \
+                    or name.endswith("ln_f.weight")
+                if gain and name.endswith("weight"):
+                    p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
+                else:
+                    p.copy_(0.1 * torch.randn(p.shape, generator=g))
+            elif "embed" in name or "wte" in name or "wpe" in name or "lm_head" in name:
+                p.copy_(0.5 * torch.randn(p.shape, generator=g))
+            else:
+                fan_in = p.shape[0] if "transformer.h." in name else p.shape[1]  # GPT-2's Conv1D is (in, out)
+                p.copy_(torch.randn(p.shape, generator=g) / math.sqrt(fan_in))
+
+
+def llama_like(model_type, layers=2, **kw):
+    base = dict(hidden_size=64, num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                intermediate_size=64, vocab_size=VOCAB, max_position_embeddings=64, rms_norm_eps=1e-6,
+                tie_word_embeddings=False)
+    base.update(kw)
+    return transformers.AutoConfig.for_model(model_type, **base)
+
+
+def fixtures():
+    # name -> (config, tokens fed, dtype saved)
+    f = {}
+    f["gpt2"] = (transformers.GPT2Config(n_embd=32, n_layer=2, n_head=4, n_positions=64, vocab_size=VOCAB,
+                                          activation_function="gelu_new"), 64, torch.float32)
+    f["neox"] = (transformers.GPTNeoXConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                             intermediate_size=128, vocab_size=VOCAB, max_position_embeddings=64,
+                                             rotary_pct=0.25, use_parallel_residual=True), 64, torch.float32)
+    f["neox_sequential"] = (transformers.GPTNeoXConfig(hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
+                                                        intermediate_size=128, vocab_size=VOCAB,
+                                                        max_position_embeddings=64, rotary_pct=0.5,
+                                                        use_parallel_residual=False), 64, torch.float32)
+    f["llama"] = (llama_like("llama"), 64, torch.float32)
+    f["llama_bf16"] = (llama_like("llama"), 64, torch.bfloat16)
+    f["llama_linear"] = (llama_like("llama", 1, rope_parameters={"rope_type": "linear", "factor": 2.0,
+                                                                 "rope_theta": 10000.0}), 64, torch.float32)
+    f["llama_dynamic"] = (llama_like("llama", 1, max_position_embeddings=32,
+                                     rope_parameters={"rope_type": "dynamic", "factor": 2.0,
+                                                      "rope_theta": 10000.0}), 80, torch.float32)
+    f["llama_yarn"] = (llama_like("llama", 1, max_position_embeddings=128,
+                                  rope_parameters={"rope_type": "yarn", "factor": 4.0,
+                                                   "original_max_position_embeddings": 32,
+                                                   "rope_theta": 10000.0}), 96, torch.float32)
+    f["llama_yarn_mscale"] = (llama_like("llama", 1, max_position_embeddings=128,
+                                         rope_parameters={"rope_type": "yarn", "factor": 4.0,
+                                                          "original_max_position_embeddings": 32, "mscale": 2.0,
+                                                          "mscale_all_dim": 1.0, "beta_fast": 16.0,
+                                                          "beta_slow": 2.0, "rope_theta": 500.0}),
+                              96, torch.float32)
+    f["llama3"] = (llama_like("llama", 1, max_position_embeddings=256,
+                              rope_parameters={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                               "high_freq_factor": 4.0, "original_max_position_embeddings": 32,
+                                               "rope_theta": 10000.0}), 96, torch.float32)
+    f["mistral"] = (llama_like("mistral", sliding_window=16), 64, torch.float32)
+    f["qwen2"] = (llama_like("qwen2", tie_word_embeddings=True), 64, torch.float32)
+    f["qwen3"] = (llama_like("qwen3", head_dim=16, tie_word_embeddings=True), 64, torch.float32)
+    return f
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/hf"
+    torch.manual_seed(0)
+    summary = {}
+    for i, (name, (config, T, dtype)) in enumerate(fixtures().items()):
+        config._attn_implementation = "eager"
+        model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+        randomise(model, 1000 + i)
+        model = model.to(dtype).eval()
+        d = os.path.join(out, name)
+        os.makedirs(d, exist_ok=True)
+        model.save_pretrained(d, safe_serialization=True)
+        ids = torch.randint(0, VOCAB, (1, T), generator=torch.Generator().manual_seed(2000 + i))
+        # The golden logits come from the saved files, read back by transformers
+        # in float32 (a bf16 file's weights widened exactly; RoPE's frequencies
+        # recomputed in float32 as for any downloaded model).
+        reloaded = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32,
+                                                                     attn_implementation="eager").eval()
+        with torch.no_grad():
+            logits = reloaded(ids).logits[0].contiguous()
+        save_file({"input_ids": ids[0].to(torch.float32), "logits": logits}, os.path.join(d, "golden.safetensors"))
+        summary[name] = {"tokens": T, "params": sum(p.numel() for p in model.parameters()),
+                         "dtype": str(dtype), "max_abs_logit": float(logits.abs().max())}
+        print(f"{name}: {summary[name]}")
+    with open(os.path.join(out, "fixtures.json"), "w") as fh:
+        json.dump({"transformers": transformers.__version__, "torch": torch.__version__, "fixtures": summary}, fh,
+                  indent=2)
+        fh.write("\n")
+
+
+if __name__ == "__main__":
+    main()

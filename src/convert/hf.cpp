@@ -1,0 +1,574 @@
+// Hugging Face model directories: config.json mapping and the weight layouts
+// of each family (hf.h; the tables are described in docs/hf_models.md).
+#include "convert/hf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "config/attention.h"
+#include "core/check.h"
+#include "model/block_parts.h"
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+
+namespace {
+
+enum class Family { Gpt2, NeoX, Llama, Mistral, Qwen2, Qwen3 };
+
+struct FamilyInfo {
+  const char* model_type;
+  Family family;
+  const char* block;  // the block preset (docs/blocks.md)
+};
+constexpr FamilyInfo kFamilies[] = {{"gpt2", Family::Gpt2, "gpt2"},        {"gpt_neox", Family::NeoX, "neox"},
+                                    {"llama", Family::Llama, "llama"},     {"mistral", Family::Mistral, "llama"},
+                                    {"qwen2", Family::Qwen2, "qwen2"},     {"qwen3", Family::Qwen3, "qwen3"}};
+
+std::string family_list() {
+  std::string s;
+  for (const FamilyInfo& f : kFamilies) s += std::string(s.empty() ? "" : ", ") + f.model_type;
+  return s;
+}
+
+// config.json keys that do not change what the model computes in
+// evaluation or fine-tuning here: metadata, token ids (the tokenizer's
+// business), dropout rates (the project trains without dropout), the
+// initialiser's spread, inference-cache switches, and GPT-2's
+// sequence-summary head (a classifier head that is not loaded).
+constexpr const char* kInertKeys[] = {
+    "architectures", "transformers_version", "dtype", "torch_dtype", "_name_or_path", "bos_token_id",
+    "eos_token_id", "pad_token_id", "sep_token_id", "initializer_range", "use_cache", "attention_dropout",
+    "hidden_dropout", "classifier_dropout", "resid_pdrop", "embd_pdrop", "attn_pdrop", "summary_type",
+    "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "is_decoder",
+    "add_cross_attention", "tokenizer_class", "output_attentions", "output_hidden_states", "return_dict",
+    "id2label", "label2id", "problem_type", "task_specific_params", "reorder_and_upcast_attn",
+    "tie_encoder_decoder", "chunk_size_feed_forward", "model_type"};
+
+// Reads config.json keys, remembering which were read, so that the keys
+// nobody read can be refused by name at the end.
+class Keys {
+ public:
+  Keys(const nlohmann::json& j, std::string where) : j_(j), where_(std::move(where)) {}
+  bool has(const std::string& k) const { return j_.contains(k) && !j_[k].is_null(); }
+  const nlohmann::json& raw(const std::string& k) {
+    used_.insert(k);
+    return j_[k];
+  }
+  double number(const std::string& k, double def) {
+    used_.insert(k);
+    if (!has(k)) return def;
+    GPT_CHECK(j_[k].is_number(), where_, ": key '", k, "' = ", j_[k].dump(), " must be a number");
+    return j_[k].get<double>();
+  }
+  int integer(const std::string& k, int def) {
+    const double v = number(k, def);
+    GPT_CHECK(v == std::floor(v) && v >= 0 && v <= 1e9, where_, ": key '", k, "' = ", j_[k].dump(),
+              " must be a non-negative integer");
+    return static_cast<int>(v);
+  }
+  bool boolean(const std::string& k, bool def) {
+    used_.insert(k);
+    if (!has(k)) return def;
+    GPT_CHECK(j_[k].is_boolean(), where_, ": key '", k, "' = ", j_[k].dump(), " must be true or false");
+    return j_[k].get<bool>();
+  }
+  std::string string(const std::string& k, const std::string& def) {
+    used_.insert(k);
+    if (!has(k)) return def;
+    GPT_CHECK(j_[k].is_string(), where_, ": key '", k, "' = ", j_[k].dump(), " must be a string");
+    return j_[k].get<std::string>();
+  }
+  // The key must hold `want` (or be absent/null) because the project
+  // implements only that; `why` says what another value would ask for.
+  template <typename T>
+  void require(const std::string& k, const T& want, const std::string& why) {
+    used_.insert(k);
+    if (!has(k)) return;
+    GPT_CHECK(j_[k] == nlohmann::json(want), where_, ": key '", k, "' = ", j_[k].dump(), " is not implemented (",
+              why, "); this project implements ", nlohmann::json(want).dump());
+  }
+  void finish(const std::string& family) const {
+    for (const auto& [k, v] : j_.items()) {
+      if (used_.count(k)) continue;
+      if (std::find_if(std::begin(kInertKeys), std::end(kInertKeys), [&](const char* s) { return k == s; }) !=
+          std::end(kInertKeys))
+        continue;
+      fail(where_, ": key '", k, "' = ", v.dump(), " is not implemented by this project's ", family,
+           " import (docs/hf_models.md lists the keys it maps and the ones that do not change the model); "
+           "it is refused rather than ignored");
+    }
+  }
+
+ private:
+  const nlohmann::json& j_;
+  std::string where_;
+  std::set<std::string> used_;
+};
+
+// 0.1·m·ln s + 1 (1 for s <= 1): YaRN's mscale, as transformers computes it.
+double yarn_mscale(double s, double m) { return s <= 1 ? 1.0 : 0.1 * m * std::log(s) + 1.0; }
+
+// RoPE: θ, the rotated fraction, and the scaling of rope_parameters /
+// rope_scaling mapped onto model.rope_* and context.*; returns model.context
+// (the original length for yarn and llama3, else max_position_embeddings).
+int map_rope(Keys& k, const std::string& where, Family fam, nlohmann::json& model, nlohmann::json& context,
+             int max_pos, int context_override) {
+  nlohmann::json params = nlohmann::json::object();
+  const char* params_key = nullptr;
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (!k.has(key)) {
+      k.raw(key);
+      continue;
+    }
+    const nlohmann::json& p = k.raw(key);
+    GPT_CHECK(p.is_object(), where, ": key '", key, "' must be an object");
+    GPT_CHECK(!params_key, where, ": both rope_parameters and rope_scaling are set; a file states one");
+    GPT_CHECK(!p.empty() && !p.begin()->is_object(), where, ": key '", key,
+              "' holds RoPE parameters per layer type; this project runs one RoPE for every layer");
+    params = p, params_key = key;
+  }
+  const std::string pw = where + (params_key ? std::string(": ") + params_key : std::string());
+  Keys r(params, pw);
+  double theta = r.number("rope_theta", 0);
+  if (theta == 0) theta = k.number(fam == Family::NeoX ? "rotary_emb_base" : "rope_theta", 10000.0);
+  else k.number(fam == Family::NeoX ? "rotary_emb_base" : "rope_theta", 0);
+  GPT_CHECK(theta > 1, where, ": the RoPE base ", theta, " must be > 1");
+  model["rope_theta"] = theta;
+  double fraction = r.number("partial_rotary_factor", 0);
+  if (fam == Family::NeoX) {
+    const double top = k.number("partial_rotary_factor", 0), pct = k.number("rotary_pct", 0);
+    if (fraction == 0) fraction = top > 0 ? top : pct > 0 ? pct : 0.25;
+    // transformers rotates int(D · fraction) channels; the project's
+    // rope_fraction takes the even part of f·D, so an odd count is refused.
+    const int D = model["n_embd"].get<int>() / model["n_head"].get<int>();
+    const int rot = static_cast<int>(D * fraction);
+    GPT_CHECK(rot % 2 == 0 && rot >= 2, where, ": rotary_pct ", fraction, " rotates ", rot, " of ", D,
+              " head channels; RoPE rotates an even number >= 2 of them");
+    model["rope_fraction"] = static_cast<double>(rot) / D;
+  } else {
+    k.require("partial_rotary_factor", 1.0, "the family rotates every channel of a head");
+    GPT_CHECK(fraction == 0 || fraction == 1, pw, ": partial_rotary_factor ", fraction,
+              " is not implemented for this family (it rotates every channel)");
+  }
+  std::string type = r.string("rope_type", "");
+  const std::string legacy = r.string("type", "");
+  if (type.empty()) type = legacy.empty() ? "default" : legacy;
+  int n = context_override > 0 ? context_override : max_pos;
+  auto original = [&] {
+    // transformers: rope_parameters' value, else the top-level key (Phi-3
+    // style), else max_position_embeddings.
+    int o = r.integer("original_max_position_embeddings", 0);
+    if (o == 0) o = k.integer("original_max_position_embeddings", 0);
+    return o > 0 ? o : max_pos;
+  };
+  if (type == "default") {
+    k.integer("original_max_position_embeddings", 0);
+  } else {
+    GPT_CHECK(context_override == 0, where, ": rope_type \"", type,
+              "\" scales RoPE relative to the model's own trained length; it cannot be evaluated with another 1x "
+              "length (--hf-context)");
+    if (type == "linear") {
+      context["rope_scaling"] = "pi";
+      context["factor"] = r.number("factor", 0);
+      k.integer("original_max_position_embeddings", 0);
+    } else if (type == "dynamic") {
+      context["rope_scaling"] = "dynamic_ntk";
+      context["dynamic_alpha"] = r.number("factor", 0);
+      k.integer("original_max_position_embeddings", 0);
+    } else if (type == "yarn") {
+      n = original();
+      double s = r.number("factor", 0);
+      if (s == 0) s = static_cast<double>(max_pos) / n;
+      context["rope_scaling"] = "yarn";
+      context["factor"] = s;
+      const double bf = r.number("beta_fast", 0), bs = r.number("beta_slow", 0);
+      context["beta_fast"] = bf > 0 ? bf : 32.0;
+      context["beta_slow"] = bs > 0 ? bs : 1.0;
+      double t = r.number("attention_factor", 0);
+      const double ms = r.number("mscale", 0), msa = r.number("mscale_all_dim", 0);
+      if (t == 0) t = ms != 0 && msa != 0 ? yarn_mscale(s, ms) / yarn_mscale(s, msa) : yarn_mscale(s, 1.0);
+      context["attn_factor"] = t;
+      r.require("truncate", true,
+                "YaRN with truncate false keeps the correction range unrounded; the project floors and ceils it");
+    } else if (type == "llama3") {
+      n = original();
+      context["rope_scaling"] = "llama3";
+      context["factor"] = r.number("factor", 0);
+      context["low_freq"] = r.number("low_freq_factor", 1.0);
+      context["high_freq"] = r.number("high_freq_factor", 4.0);
+    } else {
+      fail(pw, ": rope_type \"", type,
+           "\" is not implemented (this project maps default, linear, dynamic, yarn and llama3)");
+    }
+    if (context.contains("factor"))
+      GPT_CHECK(context["factor"].get<double>() >= 1, pw, ": factor ", context["factor"].dump(), " must be >= 1");
+    if (context.contains("dynamic_alpha"))
+      GPT_CHECK(context["dynamic_alpha"].get<double>() >= 1, pw, ": factor ", context["dynamic_alpha"].dump(),
+                " must be >= 1");
+  }
+  r.finish(std::string("rope_type \"") + type + "\"");
+  return n;
+}
+
+// GPT-2, GPT-NeoX and the Llama-like families' config.json onto the project's.
+Config map_config(const nlohmann::json& hf, const std::string& dir, const HfOpenOptions& opt, Family& fam,
+                  std::string& model_type) {
+  const std::string where = "Hugging Face model '" + dir + "': config.json";
+  GPT_CHECK(hf.is_object(), where, " is not a JSON object");
+  Keys k(hf, where);
+  model_type = k.string("model_type", "");
+  const FamilyInfo* info = nullptr;
+  for (const FamilyInfo& f : kFamilies)
+    if (model_type == f.model_type) info = &f;
+  GPT_CHECK(info, where, ": model_type \"", model_type, "\" is not implemented; this project loads ", family_list());
+  fam = info->family;
+  nlohmann::json model = {{"block", info->block}, {"vocab_pad_multiple", 64}};
+  nlohmann::json context = nlohmann::json::object();
+  nlohmann::json eval = nlohmann::json::object();
+  k.require("quantization_config", nullptr, "quantised weights");
+  int max_pos = 0, n_ctx = 0;
+  if (fam == Family::Gpt2) {
+    model["n_embd"] = k.integer("n_embd", 768);
+    model["n_layer"] = k.integer("n_layer", 12);
+    model["n_head"] = k.integer("n_head", 12);
+    model["vocab_size"] = k.integer("vocab_size", 50257);
+    max_pos = k.integer("n_positions", 1024);
+    GPT_CHECK(k.integer("n_ctx", max_pos) == max_pos, where, ": n_ctx differs from n_positions");
+    model["position"] = "learned";
+    model["max_position"] = max_pos;
+    const int inner = k.integer("n_inner", 0);
+    if (inner > 0) model["mlp_hidden"] = inner;
+    const std::string act = k.string("activation_function", "gelu_new");
+    GPT_CHECK(act == "gelu_new" || act == "gelu_pytorch_tanh" || act == "gelu", where, ": activation_function \"",
+              act, "\" is not implemented (gelu_new and gelu_pytorch_tanh: GELU's tanh form; gelu: the exact one)");
+    model["mlp"] = act == "gelu" ? "gelu_erf" : "gelu";
+    k.require("layer_norm_epsilon", 1e-5, "the project's LayerNorm uses eps 1e-5");
+    k.require("scale_attn_weights", true, "unscaled attention logits");
+    k.require("scale_attn_by_inverse_layer_idx", false, "logits divided by the layer index");
+    model["head"] = k.boolean("tie_word_embeddings", true) ? "tied" : "untied";
+    n_ctx = opt.context > 0 ? opt.context : max_pos;
+    GPT_CHECK(n_ctx <= max_pos, where, ": --hf-context ", n_ctx, " exceeds the learned position table (n_positions = ",
+              max_pos, ")");
+    eval["multiples"] = {1};  // learned positions end at n_positions
+  } else {
+    model["n_embd"] = k.integer("hidden_size", 0);
+    model["n_layer"] = k.integer("num_hidden_layers", 0);
+    model["n_head"] = k.integer("num_attention_heads", 0);
+    model["vocab_size"] = k.integer("vocab_size", 0);
+    model["mlp_hidden"] = k.integer("intermediate_size", 0);
+    for (const char* key : {"n_embd", "n_layer", "n_head", "vocab_size", "mlp_hidden"})
+      GPT_CHECK(model[key].get<int>() > 0, where, ": the model's size keys (hidden_size, num_hidden_layers, "
+                "num_attention_heads, vocab_size, intermediate_size) must be set and > 0");
+    const int C = model["n_embd"], H = model["n_head"];
+    GPT_CHECK(C % H == 0, where, ": hidden_size ", C, " is not divisible by num_attention_heads ", H);
+    const int head_dim = k.integer("head_dim", C / H);
+    GPT_CHECK(head_dim == C / H, where, ": head_dim ", head_dim, " differs from hidden_size / num_attention_heads = ",
+              C / H, "; this project's heads are n_embd / n_head channels wide");
+    max_pos = k.integer("max_position_embeddings", 2048);
+    GPT_CHECK(max_pos >= 2, where, ": max_position_embeddings ", max_pos, " must be >= 2");
+    model["position"] = "rope";
+    const bool tied = k.boolean("tie_word_embeddings", false);
+    model["head"] = tied ? "tied" : "untied";
+    if (fam == Family::NeoX) {
+      const std::string act = k.string("hidden_act", "gelu");
+      GPT_CHECK(act == "gelu" || act == "gelu_new" || act == "gelu_pytorch_tanh", where, ": hidden_act \"", act,
+                "\" is not implemented (gelu: exact GELU; gelu_new and gelu_pytorch_tanh: its tanh form)");
+      model["mlp"] = act == "gelu" ? "gelu_erf" : "gelu";
+      k.require("layer_norm_eps", 1e-5, "the project's LayerNorm uses eps 1e-5");
+      model["residual"] = k.boolean("use_parallel_residual", true) ? "parallel" : "sequential";
+      k.require("attention_bias", true, "GPT-NeoX without attention biases");
+    } else {
+      k.require("hidden_act", "silu", "the SwiGLU MLP of these families gates with SiLU");
+      model["norm_eps"] = k.number("rms_norm_eps", 1e-6);
+      model["n_kv_head"] = k.integer("num_key_value_heads", H);
+      k.require("pretraining_tp", 1, "tensor-parallel slicing of the projections at pretraining");
+      k.require("mlp_bias", false, "biases in the MLP");
+      k.require("attention_bias", fam == Family::Qwen2, fam == Family::Qwen2 ? "Qwen2 has q/k/v biases only"
+                                                                              : "biases in the attention projections");
+      if (fam == Family::Mistral) {
+        const int w = k.integer("sliding_window", 0);
+        if (w > 0) context["mask"] = "window", context["window"] = w;
+      }
+      if (fam == Family::Qwen2 || fam == Family::Qwen3) {
+        k.require("use_sliding_window", false, "Qwen's sliding window in the upper layers");
+        k.raw("sliding_window"), k.raw("max_window_layers");  // read only with use_sliding_window
+        if (k.has("layer_types")) {
+          const nlohmann::json& lt = k.raw("layer_types");
+          GPT_CHECK(lt.is_array() && std::all_of(lt.begin(), lt.end(), [](const nlohmann::json& v) {
+                      return v == "full_attention";
+                    }),
+                    where, ": layer_types ", lt.dump(), " mixes layer kinds; this import implements full attention "
+                    "in every layer");
+        } else {
+          k.raw("layer_types");
+        }
+      }
+    }
+    n_ctx = map_rope(k, where, fam, model, context, max_pos, opt.context);
+  }
+  k.finish(model_type);
+  model["context"] = n_ctx;
+  const int multiple_max = eval.contains("multiples") ? 1 : 16;
+  eval["span"] = static_cast<int64_t>(multiple_max) * n_ctx;
+  eval["tokens"] = std::max<int64_t>(131072, static_cast<int64_t>(multiple_max) * n_ctx);
+  nlohmann::json j = {{"model", model}, {"eval", eval}};
+  if (!context.empty()) j["context"] = context;
+  try {
+    return config_from_json(j);
+  } catch (const Error& e) {
+    fail(where, " maps to a model this project cannot hold: ", e.what());
+  }
+}
+
+// Tensors of a file that are buffers of the modeling code, not parameters:
+// GPT-2's causal-mask buffers and older files' RoPE frequencies.
+bool is_buffer(const std::string& name) {
+  for (const char* end : {".attn.bias", ".attn.masked_bias", ".attention.bias", ".attention.masked_bias",
+                          ".rotary_emb.inv_freq"}) {
+    const size_t n = std::strlen(end);
+    if (name.size() >= n && name.compare(name.size() - n, n, end) == 0 &&
+        name.find("c_attn") == std::string::npos)
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+enum class Xf { Copy, Transpose, NeoxQkv };
+
+struct HfModel::Source {
+  std::string name;
+  Xf xf = Xf::Copy;
+};
+
+bool is_hf_model_dir(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  return fs::is_directory(p, ec) && fs::exists(p / "config.json", ec) &&
+         (fs::exists(p / "model.safetensors", ec) || fs::exists(p / "model.safetensors.index.json", ec));
+}
+
+HfModel::HfModel(const std::string& dir, const HfOpenOptions& opt) : dir_(dir) {
+  GPT_CHECK(is_hf_model_dir(dir), "'", dir,
+            "' is not a Hugging Face model directory (config.json with model.safetensors or "
+            "model.safetensors.index.json)");
+  const std::string cfg_path = (fs::path(dir) / "config.json").string();
+  nlohmann::json hf;
+  {
+    std::ifstream in(cfg_path);
+    GPT_CHECK(in, "'", cfg_path, "': cannot open (", std::strerror(errno), ")");
+    try {
+      hf = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      fail("'", cfg_path, "' is not valid JSON (", e.what(), ")");
+    }
+  }
+  Family fam;
+  config_ = map_config(hf, dir, opt, fam, model_type_);
+  weights_ = std::make_unique<SafetensorsModel>(dir);
+  if (fam == Family::Gpt2) prefix_ = weights_->has("transformer.wte.weight") ? "transformer." : "";
+}
+
+HfModel::~HfModel() = default;
+
+std::vector<HfModel::Source> HfModel::sources(const ParamSpec& spec, int layer) const {
+  const std::string& n = spec.name;
+  const std::string i = std::to_string(layer);
+  auto one = [](std::string name, Xf xf = Xf::Copy) { return std::vector<Source>{{std::move(name), xf}}; };
+  if (model_type_ == "gpt2") {
+    const std::string P = prefix_, lp = P + "h." + i + ".";
+    static const std::map<std::string, std::pair<std::string, Xf>> per_layer = {
+        {"ln1w", {"ln_1.weight", Xf::Copy}},          {"ln1b", {"ln_1.bias", Xf::Copy}},
+        {"qkvw", {"attn.c_attn.weight", Xf::Transpose}}, {"qkvb", {"attn.c_attn.bias", Xf::Copy}},
+        {"attprojw", {"attn.c_proj.weight", Xf::Transpose}}, {"attprojb", {"attn.c_proj.bias", Xf::Copy}},
+        {"ln2w", {"ln_2.weight", Xf::Copy}},          {"ln2b", {"ln_2.bias", Xf::Copy}},
+        {"fcw", {"mlp.c_fc.weight", Xf::Transpose}},   {"fcb", {"mlp.c_fc.bias", Xf::Copy}},
+        {"fcprojw", {"mlp.c_proj.weight", Xf::Transpose}}, {"fcprojb", {"mlp.c_proj.bias", Xf::Copy}}};
+    static const std::map<std::string, std::string> global = {
+        {"wte", "wte.weight"}, {"wpe", "wpe.weight"}, {"lnfw", "ln_f.weight"}, {"lnfb", "ln_f.bias"}};
+    if (spec.per_layer && per_layer.count(n)) return one(lp + per_layer.at(n).first, per_layer.at(n).second);
+    if (global.count(n)) return one(P + global.at(n));
+    if (n == "lmhead") return one("lm_head.weight");
+  } else if (model_type_ == "gpt_neox") {
+    const std::string P = "gpt_neox.", lp = P + "layers." + i + ".";
+    static const std::map<std::string, std::pair<std::string, Xf>> per_layer = {
+        {"ln1w", {"input_layernorm.weight", Xf::Copy}},
+        {"ln1b", {"input_layernorm.bias", Xf::Copy}},
+        {"qkvw", {"attention.query_key_value.weight", Xf::NeoxQkv}},
+        {"qkvb", {"attention.query_key_value.bias", Xf::NeoxQkv}},
+        {"attprojw", {"attention.dense.weight", Xf::Copy}},
+        {"attprojb", {"attention.dense.bias", Xf::Copy}},
+        {"ln2w", {"post_attention_layernorm.weight", Xf::Copy}},
+        {"ln2b", {"post_attention_layernorm.bias", Xf::Copy}},
+        {"fcw", {"mlp.dense_h_to_4h.weight", Xf::Copy}},
+        {"fcb", {"mlp.dense_h_to_4h.bias", Xf::Copy}},
+        {"fcprojw", {"mlp.dense_4h_to_h.weight", Xf::Copy}},
+        {"fcprojb", {"mlp.dense_4h_to_h.bias", Xf::Copy}}};
+    static const std::map<std::string, std::string> global = {
+        {"wte", "gpt_neox.embed_in.weight"}, {"lnfw", "gpt_neox.final_layer_norm.weight"},
+        {"lnfb", "gpt_neox.final_layer_norm.bias"}, {"lmhead", "embed_out.weight"}};
+    if (spec.per_layer && per_layer.count(n)) return one(lp + per_layer.at(n).first, per_layer.at(n).second);
+    if (global.count(n)) return one(global.at(n));
+  } else {
+    const std::string P = "model.", lp = P + "layers." + i + ".";
+    static const std::map<std::string, std::vector<std::string>> per_layer = {
+        {"ln1w", {"input_layernorm.weight"}},
+        {"qkvw", {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}},
+        {"qkvb", {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"}},
+        {"attprojw", {"self_attn.o_proj.weight"}},
+        {"ln2w", {"post_attention_layernorm.weight"}},
+        {"fcw", {"mlp.gate_proj.weight", "mlp.up_proj.weight"}},  // swiglu: [gate | up]
+        {"fcprojw", {"mlp.down_proj.weight"}},
+        {"qnormw", {"self_attn.q_norm.weight"}},
+        {"knormw", {"self_attn.k_norm.weight"}}};
+    static const std::map<std::string, std::string> global = {
+        {"wte", "model.embed_tokens.weight"}, {"lnfw", "model.norm.weight"}, {"lmhead", "lm_head.weight"}};
+    if (spec.per_layer && per_layer.count(n)) {
+      std::vector<Source> s;
+      for (const std::string& part : per_layer.at(n)) s.push_back({lp + part, Xf::Copy});
+      return s;
+    }
+    if (global.count(n)) return one(global.at(n));
+  }
+  fail("Hugging Face model '", dir_, "': the project's model has tensor ", spec.name, " (", spec.what,
+       "), which a ", model_type_, " file does not hold");
+}
+
+namespace {
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << "]";
+  return os.str();
+}
+}  // namespace
+
+void HfModel::fill(const ParamSpec& spec, int layer, float* out) const {
+  // The slice's shape: (rows, cols) with cols the product of the rest.
+  const size_t first = spec.per_layer ? 1 : 0;
+  std::vector<int64_t> shape(spec.shape.begin() + static_cast<long>(first), spec.shape.end());
+  const int64_t rows = shape.empty() ? 1 : shape[0];
+  int64_t cols = 1;
+  for (size_t d = 1; d < shape.size(); ++d) cols *= shape[d];
+  const bool vocab_rows = spec.name == "wte" || spec.name == "lmhead";  // padded to Vp with zero rows
+  const ModelConfig& m = config_.model;
+  // The rows each source fills: q, k and v of the qkv projection; swiglu's
+  // gate and up; else all of them (the real vocabulary for the embedding
+  // and the head, whose padding rows stay zero).
+  const std::vector<Source> srcs = sources(spec, layer);
+  const int64_t kv_rows = static_cast<int64_t>(m.kv_heads()) * (m.n_embd / m.n_head);
+  std::vector<int64_t> want_rows = {vocab_rows ? m.vocab_size : rows};
+  if (srcs.size() == 3) want_rows = {m.n_embd, kv_rows, kv_rows};
+  if (srcs.size() == 2) want_rows = {m.mlp_width(), m.mlp_width()};
+  int64_t row = 0;
+  std::vector<float> src;
+  for (size_t si = 0; si < srcs.size(); ++si) {
+    const Source& s = srcs[si];
+    const StTensor& t = weights_->tensor(s.name);
+    const std::string what = "Hugging Face model '" + dir_ + "': tensor '" + s.name + "' (for " + spec.name + ")";
+    src.resize(t.numel());
+    weights_->file_of(s.name).read(t, src.data());
+    used_.insert(s.name);
+    const std::vector<int64_t>& ts = t.shape;
+    if (s.xf == Xf::Transpose) {
+      GPT_CHECK(ts.size() == 2 && ts[0] == cols && ts[1] == want_rows[si], what, " has shape ", shape_text(ts),
+                "; as GPT-2's Conv1D (in, out) it should be [", cols, ", ", want_rows[si], "]");
+      for (int64_t r = 0; r < ts[1]; ++r)
+        for (int64_t c = 0; c < cols; ++c) out[(row + r) * cols + c] = src[c * ts[1] + r];
+      row += ts[1];
+      continue;
+    }
+    const int64_t t_rows = ts.empty() ? 1 : ts[0];
+    int64_t t_cols = 1;
+    for (size_t d = 1; d < ts.size(); ++d) t_cols *= ts[d];
+    GPT_CHECK(ts.size() == std::max<size_t>(shape.size(), 1) && t_cols == cols && t_rows == want_rows[si], what,
+              " has shape ", shape_text(ts), " but the model (", m.n_layer, " layers, n_embd ", m.n_embd, ", ",
+              m.n_head, " heads, ", m.kv_heads(), " key/value heads, MLP width ", m.mlp_width(), ", vocabulary ",
+              m.vocab_size, ") expects ", want_rows[si], shape.size() > 1 ? " rows of " + std::to_string(cols) : "",
+              " values there");
+    if (s.xf == Xf::NeoxQkv) {
+      // GPT-NeoX's rows are (head, [q, k, v], channel); ours ([q, k, v], head, channel).
+      const int64_t H = m.n_head, D = m.n_embd / m.n_head;
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t j = 0; j < 3; ++j)
+          std::memcpy(out + ((j * H + h) * D) * cols, src.data() + ((h * 3 + j) * D) * cols,
+                      static_cast<size_t>(D * cols) * sizeof(float));
+    } else {
+      std::memcpy(out + row * cols, src.data(), static_cast<size_t>(t_rows * cols) * sizeof(float));
+    }
+    row += t_rows;
+  }
+  std::fill(out + row * cols, out + rows * cols, 0.0f);  // the vocabulary's padding rows
+}
+
+void HfModel::check_all_used() const {
+  const ModelConfig& m = config_.model;
+  for (const std::string& name : weights_->names()) {
+    if (used_.count(name) || is_buffer(name)) continue;
+    const bool head = name == "lm_head.weight" || name == "embed_out.weight";
+    if (head && m.head == "tied") {
+      // A tied model's file may hold the head too; it must be the embedding.
+      const std::string emb = model_type_ == "gpt2"       ? prefix_ + "wte.weight"
+                              : model_type_ == "gpt_neox" ? "gpt_neox.embed_in.weight"
+                                                          : "model.embed_tokens.weight";
+      GPT_CHECK(weights_->read(name) == weights_->read(emb), "Hugging Face model '", dir_,
+                "': config.json says tie_word_embeddings true but tensor '", name, "' differs from '", emb,
+                "'; set tie_word_embeddings to false if the head is its own matrix");
+      continue;
+    }
+    fail("Hugging Face model '", dir_, "': tensor '", name, "' of the file is not used by the ", model_type_,
+         " model its config.json describes (", block_summary(m),
+         "); refusing rather than dropping it");
+  }
+}
+
+void HfModel::upload(Model<float>& model) const {
+  used_.clear();
+  const ParamLayout& layout = model.layout();
+  std::vector<float> host;
+  for (const ParamSpec& s : layout.specs) {
+    const int L = s.per_layer ? config_.model.n_layer : 1;
+    const size_t slice = s.numel() / static_cast<size_t>(L);
+    host.resize(slice);
+    for (int l = 0; l < L; ++l) {
+      fill(s, l, host.data());
+      model.backend().upload(model.params() + s.offset + static_cast<size_t>(l) * slice, host.data(), slice);
+    }
+  }
+  check_all_used();
+}
+
+Checkpoint HfModel::to_checkpoint() const {
+  used_.clear();
+  const ParamLayout layout(config_.model, resolve_attention(config_));
+  Checkpoint ckpt;
+  for (const ParamSpec& s : layout.specs) {
+    CheckpointTensor t{"param/" + s.name, s.shape, std::vector<float>(s.numel())};
+    const int L = s.per_layer ? config_.model.n_layer : 1;
+    const size_t slice = s.numel() / static_cast<size_t>(L);
+    for (int l = 0; l < L; ++l) fill(s, l, t.data.data() + static_cast<size_t>(l) * slice);
+    ckpt.tensors.push_back(std::move(t));
+  }
+  check_all_used();
+  ckpt.meta = {{"format", "gpt-checkpoint"},
+               {"config", config_to_json(config_)},
+               {"step", 0},
+               {"loader", {{"seed", config_.train.seed}, {"epoch", 0}, {"index", 0}}},
+               {"adam_steps", 0},
+               {"converted_from", {{"format", "huggingface"}, {"path", dir_}, {"model_type", model_type_}}}};
+  return ckpt;
+}
+
+}  // namespace gpt

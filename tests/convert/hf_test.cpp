@@ -1,0 +1,194 @@
+// Hugging Face model directories (convert/hf.h): the fixtures of
+// tests/data/hf/ (tiny random-weight models saved by transformers, with the
+// logits transformers computed for fixed tokens; scripts/make_hf_fixtures.py)
+// loaded by the project's own code must give the same logits.
+#include "convert/hf.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+
+#include "convert/safetensors.h"
+#include "core/check.h"
+#include "train/model_io.h"
+
+namespace fs = std::filesystem;
+
+namespace gpt {
+namespace {
+
+const fs::path kFixtures = fs::path(GPT_SOURCE_DIR) / "tests" / "data" / "hf";
+
+struct Golden {
+  std::vector<int32_t> ids;
+  std::vector<float> logits;  // (T, V)
+  int64_t vocab = 0;
+};
+
+Golden read_golden(const fs::path& dir) {
+  const SafetensorsModel g((dir / "golden.safetensors").string());
+  Golden out;
+  for (float v : g.read("input_ids")) out.ids.push_back(static_cast<int32_t>(v));
+  out.logits = g.read("logits");
+  out.vocab = g.tensor("logits").shape[1];
+  return out;
+}
+
+// max |ours - theirs| over the positions checked, relative to the largest
+// |logit| of the golden ones; every position (prefix by prefix), or only the
+// last one where the method reads the sequence's length (dynamic NTK: one
+// forward pass of the whole sequence is what transformers computed).
+double relative_logit_error(const std::string& name, bool last_only, const fs::path& model_dir = {}) {
+  const fs::path dir = model_dir.empty() ? kFixtures / name : model_dir;
+  const Golden g = read_golden(kFixtures / name);
+  LoadedModel lm = load_model(dir.string());
+  EXPECT_EQ(lm.config.model.vocab_size, g.vocab);
+  const int T = static_cast<int>(g.ids.size());
+  double max_err = 0, max_ref = 0;
+  for (float v : g.logits) max_ref = std::max(max_ref, static_cast<double>(std::fabs(v)));
+  for (int t = last_only ? T : 1; t <= T; ++t) {
+    const std::vector<float> ours = lm.model->next_token_logits(g.ids.data(), t);
+    EXPECT_EQ(static_cast<int64_t>(ours.size()), g.vocab);
+    for (int64_t v = 0; v < g.vocab; ++v)
+      max_err = std::max(max_err, std::fabs(static_cast<double>(ours[v]) - g.logits[(t - 1) * g.vocab + v]));
+  }
+  const double rel = max_err / max_ref;
+  std::cout << "hf fixture " << name << ": T=" << T << " V=" << g.vocab << " max|logit|=" << max_ref
+            << " max abs error=" << max_err << " relative=" << rel << "\n";
+  return rel;
+}
+
+// float32 on both sides: transformers' eager attention against ours.
+constexpr double kTolerance = 1e-4;
+
+TEST(HfModel, Gpt2LogitsMatchTransformers) { EXPECT_LE(relative_logit_error("gpt2", false), kTolerance); }
+TEST(HfModel, NeoXParallelLogitsMatchTransformers) { EXPECT_LE(relative_logit_error("neox", false), kTolerance); }
+TEST(HfModel, NeoXSequentialLogitsMatchTransformers) {
+  EXPECT_LE(relative_logit_error("neox_sequential", false), kTolerance);
+}
+TEST(HfModel, LlamaLogitsMatchTransformers) { EXPECT_LE(relative_logit_error("llama", false), kTolerance); }
+TEST(HfModel, LlamaBf16WeightsLogitsMatchTransformers) {
+  EXPECT_LE(relative_logit_error("llama_bf16", false), kTolerance);
+}
+TEST(HfModel, LinearRopeScalingMatchesTransformers) {
+  EXPECT_LE(relative_logit_error("llama_linear", false), kTolerance);
+}
+TEST(HfModel, DynamicRopeScalingMatchesTransformers) {
+  EXPECT_LE(relative_logit_error("llama_dynamic", true), kTolerance);
+}
+TEST(HfModel, YarnRopeScalingMatchesTransformers) { EXPECT_LE(relative_logit_error("llama_yarn", false), kTolerance); }
+TEST(HfModel, YarnMscaleAndBetasMatchTransformers) {
+  EXPECT_LE(relative_logit_error("llama_yarn_mscale", false), kTolerance);
+}
+TEST(HfModel, Llama3RopeScalingMatchesTransformers) { EXPECT_LE(relative_logit_error("llama3", false), kTolerance); }
+TEST(HfModel, MistralSlidingWindowMatchesTransformers) {
+  EXPECT_LE(relative_logit_error("mistral", false), kTolerance);
+}
+TEST(HfModel, Qwen2LogitsMatchTransformers) { EXPECT_LE(relative_logit_error("qwen2", false), kTolerance); }
+TEST(HfModel, Qwen3LogitsMatchTransformers) { EXPECT_LE(relative_logit_error("qwen3", false), kTolerance); }
+
+// A copy of fixture `name` under the test's temporary directory with its
+// config.json changed by `edit` (and the tensors of `drop` removed).
+fs::path edited_copy(const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+  const fs::path dir = fs::temp_directory_path() / ("gpt_hf_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"model.safetensors", "golden.safetensors"}) fs::copy_file(kFixtures / name / f, dir / f);
+  nlohmann::json c;
+  std::ifstream(kFixtures / name / "config.json") >> c;
+  edit(c);
+  std::ofstream(dir / "config.json") << c.dump(2);
+  return dir;
+}
+
+// The fixtures can fail: the same weights without the method that the
+// config states give other logits, far beyond the tolerance.
+TEST(HfModel, FixturesTellTheMethodsApart) {
+  const std::pair<const char*, std::function<void(nlohmann::json&)>> cases[] = {
+      {"mistral", [](nlohmann::json& c) { c["sliding_window"] = nullptr; }},
+      {"llama_yarn", [](nlohmann::json& c) { c["rope_parameters"]["attention_factor"] = 1.0; }},
+      {"llama3", [](nlohmann::json& c) { c["rope_parameters"]["high_freq_factor"] = 8.0; }},
+      {"neox", [](nlohmann::json& c) { c["use_parallel_residual"] = false; }},
+      {"llama", [](nlohmann::json& c) { c["rms_norm_eps"] = 1e-1; }},
+  };
+  for (const auto& [name, edit] : cases) {
+    const fs::path dir = edited_copy(name, edit);
+    EXPECT_GT(relative_logit_error(name, false, dir), 1e-2) << name;
+    fs::remove_all(dir);
+  }
+}
+
+std::string load_refusal(const fs::path& dir) {
+  try {
+    load_model(dir.string());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// What the project does not implement is refused by name, never ignored.
+TEST(HfModel, RefusesWhatItDoesNotImplementByName) {
+  struct Case {
+    const char* fixture;
+    std::function<void(nlohmann::json&)> edit;
+    const char* expect;
+  };
+  const Case cases[] = {
+      {"llama", [](nlohmann::json& c) { c["model_type"] = "phi3"; }, "model_type \"phi3\" is not implemented"},
+      {"llama", [](nlohmann::json& c) { c["foo_bar"] = 3; }, "key 'foo_bar' = 3 is not implemented"},
+      {"llama", [](nlohmann::json& c) { c["quantization_config"] = {{"bits", 4}}; }, "quantization_config"},
+      {"llama",
+       [](nlohmann::json& c) {
+         c["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 10000.0}, {"short_factor", {1.0}}};
+       },
+       "rope_type \"longrope\" is not implemented"},
+      {"llama_yarn", [](nlohmann::json& c) { c["rope_parameters"]["truncate"] = false; }, "'truncate' = false"},
+      {"llama_yarn", [](nlohmann::json& c) { c["rope_parameters"]["extra"] = 1; }, "key 'extra'"},
+      {"qwen3", [](nlohmann::json& c) { c["head_dim"] = 32; }, "head_dim 32 differs"},
+      {"qwen2", [](nlohmann::json& c) { c["layer_types"][1] = "sliding_attention"; }, "mixes layer kinds"},
+      {"qwen2", [](nlohmann::json& c) { c["use_sliding_window"] = true; }, "'use_sliding_window' = true"},
+      {"llama", [](nlohmann::json& c) { c["hidden_act"] = "gelu"; }, "'hidden_act' = \"gelu\""},
+      {"llama", [](nlohmann::json& c) { c["tie_word_embeddings"] = true; }, "differs from 'model.embed_tokens.weight'"},
+      {"qwen2", [](nlohmann::json& c) { c["tie_word_embeddings"] = false; }, "has no tensor 'lm_head.weight'"},
+      {"llama", [](nlohmann::json& c) { c["num_key_value_heads"] = 4; },
+       "tensor 'model.layers.0.self_attn.k_proj.weight' (for qkvw) has shape [32, 64] but the model"},
+      {"neox", [](nlohmann::json& c) { c["rope_parameters"]["partial_rotary_factor"] = 0.2; }, "rotates 3 of 16"},
+      {"gpt2", [](nlohmann::json& c) { c["scale_attn_by_inverse_layer_idx"] = true; }, "logits divided by the layer"},
+  };
+  for (const Case& c : cases) {
+    const fs::path dir = edited_copy(c.fixture, c.edit);
+    const std::string msg = load_refusal(dir);
+    EXPECT_NE(msg.find(c.expect), std::string::npos) << c.fixture << ": " << msg;
+    EXPECT_NE(msg.find(dir.string()), std::string::npos) << "the message names the model: " << msg;
+    fs::remove_all(dir);
+  }
+}
+
+// A tensor of the file that the described model does not use is refused.
+TEST(HfModel, RefusesTensorsTheModelDoesNotUse) {
+  const fs::path dir = edited_copy("llama", [](nlohmann::json&) {});
+  const SafetensorsModel st((kFixtures / "llama").string());
+  std::vector<std::vector<float>> values;
+  std::vector<StWriteTensor> tensors;
+  const std::vector<std::string> names = st.names();
+  for (const std::string& n : names) values.push_back(st.read(n));
+  const std::vector<float> extra(64, 1.0f);
+  for (size_t i = 0; i < names.size(); ++i) tensors.push_back({names[i], st.tensor(names[i]).shape, values[i].data()});
+  tensors.push_back({"model.layers.0.self_attn.extra.weight", {64}, extra.data()});
+  write_safetensors((dir / "model.safetensors").string(), tensors, StDtype::F32);
+  const std::string msg = load_refusal(dir);
+  EXPECT_NE(msg.find("tensor 'model.layers.0.self_attn.extra.weight' of the file is not used"), std::string::npos)
+      << msg;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace gpt
