@@ -9,6 +9,12 @@ The project's tests (tests/convert/hf_test.cpp) load the model with its own
 code and compare logits. Not run by CI: needs PyTorch and transformers, which
 scripts/hf_fixtures.sh installs into a virtual environment.
 
+It also trains small byte-level BPE tokenizers with the `tokenizers` library
+in the configurations of the families' real files (GPT-2/Pythia, Qwen2,
+Llama 3, SmolLM) and stores, under tokenizers/NAME/, tokenizer.json,
+tokenizer_config.json and golden_ids.json: fixed texts and the ids the
+library gives them (encode(text, add_special_tokens=False)).
+
 Usage: python3 scripts/make_hf_fixtures.py OUT_DIR   (default tests/data/hf)
 """
 import json
@@ -89,8 +95,87 @@ def fixtures():
     return f
 
 
+# The split patterns of Qwen2's and Llama 3's tokenizer.json files.
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+                r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+CORPUS = [
+    "In the beginning was the Word, and the Word was with God.",
+    "The quick brown fox jumps over the lazy dog; don't you think it's 42 times faster?",
+    "Numbers: 3.14159, 2718281828, 1,000,000 and 0x1F.",
+    "She said: \"I'll go\", we'd agree, they've seen, you're right, I'm here.",
+    "Tabs\tand  double  spaces\n\nand new lines\r\nend.",
+    "Caf\u00e9 na\u00efve r\u00e9sum\u00e9 \u2014 \u6771\u4eac \u00fcber stra\u00dfe \U0001F600!",
+]
+
+TEXTS = [
+    "Hello world",
+    "The quick brown fox jumps over the lazy dog; don't you think it's 42 times faster?",
+    "  leading spaces and trailing   ",
+    "line one\nline two\n\n\tindented 12345 67",
+    "I'll say we've won 1,000,000 times!!! ... ok?",
+    "Hello<|endoftext|>world<|endoftext|>",
+    "MiXeD CaSe WORDS and 'QUOTES' 'S 'LL",
+    "Caf\u00e9 na\u00efve \u2014 \u6771\u4eac \U0001F600 \u00fcber",
+]
+
+
+def tokenizer_fixtures(out):
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, trainers, normalizers, processors, Regex
+    cases = {}
+
+    def byte_level_bpe(pre, specials, normalizer=None, ignore_merges=False):
+        tok = Tokenizer(models.BPE(ignore_merges=ignore_merges))
+        tok.pre_tokenizer = pre
+        tok.decoder = decoders.ByteLevel()
+        if normalizer is not None:
+            tok.normalizer = normalizer
+        trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+        tok.train_from_iterator(CORPUS * 20, trainer=trainer)
+        return tok
+
+    t = byte_level_bpe(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True), ["<|endoftext|>"])
+    cases["gpt2_style"] = (t, {"eos_token": "<|endoftext|>", "bos_token": "<|endoftext|>"}, TEXTS)
+    t = byte_level_bpe(pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
+        ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], normalizer=normalizers.NFC())
+    ascii_texts = [x for x in TEXTS if x.isascii()] + ["<|im_start|>user\nhi<|im_end|>"]
+    cases["qwen2_style"] = (t, {"eos_token": "<|endoftext|>", "bos_token": None}, ascii_texts)
+    t = byte_level_bpe(pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
+        ["<|begin_of_text|>", "<|end_of_text|>"], ignore_merges=True)
+    t.post_processor = processors.TemplateProcessing(
+        single="<|begin_of_text|> $A", pair="<|begin_of_text|> $A <|begin_of_text|> $B",
+        special_tokens=[("<|begin_of_text|>", t.token_to_id("<|begin_of_text|>"))])
+    cases["llama3_style"] = (t, {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>"},
+                             TEXTS + ["<|begin_of_text|>x<|end_of_text|>"])
+    t = byte_level_bpe(pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]),
+                       ["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+    cases["smollm_style"] = (t, {"eos_token": "<|endoftext|>", "bos_token": "<|endoftext|>"}, TEXTS)
+
+    for name, (tok, cfg, texts) in cases.items():
+        d = os.path.join(out, "tokenizers", name)
+        os.makedirs(d, exist_ok=True)
+        tok.save(os.path.join(d, "tokenizer.json"))
+        with open(os.path.join(d, "tokenizer_config.json"), "w") as fh:
+            json.dump(dict(cfg, tokenizer_class="PreTrainedTokenizerFast"), fh, indent=2)
+            fh.write("\n")
+        ids = [tok.encode(x, add_special_tokens=False).ids for x in texts]
+        with open(os.path.join(d, "golden_ids.json"), "w") as fh:
+            json.dump({"texts": texts, "ids": ids}, fh, ensure_ascii=True)
+            fh.write("\n")
+        print(f"tokenizer {name}: vocab {tok.get_vocab_size()}, {sum(len(i) for i in ids)} ids over {len(texts)} texts")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/hf"
+    tokenizer_fixtures(out)
     torch.manual_seed(0)
     summary = {}
     for i, (name, (config, T, dtype)) in enumerate(fixtures().items()):

@@ -258,7 +258,7 @@ void add_synthetic(CLI::App& data) {
     std::string flag = name;
     std::replace(flag.begin(), flag.end(), '_', '-');
     cmd->add_option_function<std::string>(
-        "--" + flag, [args, name](const std::string& v) { args->words[name] = v; }, h);
+        "--" + flag, [args, key = name](const std::string& v) { args->words[key] = v; }, h);
   }
   cmd->callback([args] {
     const auto t0 = std::chrono::steady_clock::now();

@@ -57,11 +57,16 @@ void run_sample(const SampleArgs& a) {
   const ModelConfig& mc = lm.config.model;
   const std::string tok_spec = a.tokenizer.empty() ? lm.config.data.tokenizer : a.tokenizer;
   const std::unique_ptr<Tokenizer> tok = make_tokenizer(tok_spec);
-  GPT_CHECK(static_cast<int64_t>(tok->vocab_size()) == mc.vocab_size, "sample: the checkpoint has a vocabulary of ",
+  // A Hugging Face model's embedding often has spare rows past its
+  // tokenizer's ids (Pythia: 50304 against 50277); sampling keeps to the ids
+  // the tokenizer has. Elsewhere the two must agree.
+  const bool hf_tok = tok_spec.rfind("hf:", 0) == 0;
+  const auto n_tok = static_cast<int64_t>(tok->vocab_size());
+  GPT_CHECK(n_tok == mc.vocab_size || (hf_tok && n_tok < mc.vocab_size), "sample: the checkpoint has a vocabulary of ",
             mc.vocab_size, " tokens but tokenizer ", tok_spec, " has ", tok->vocab_size(),
             "; pass the tokenizer the model was trained with (--tokenizer)");
-  GPT_CHECK(a.top_k <= mc.vocab_size, "sample --top-k ", a.top_k, " is larger than the vocabulary of ", a.checkpoint,
-            " (", mc.vocab_size, " tokens); give 0 (all tokens) or at most ", mc.vocab_size);
+  GPT_CHECK(a.top_k <= n_tok, "sample --top-k ", a.top_k, " is larger than the vocabulary of ", a.checkpoint,
+            " (", n_tok, " tokens); give 0 (all tokens) or at most ", n_tok);
   int window = a.context > 0 ? a.context : mc.context;
   if (mc.position == "learned") window = std::min(window, mc.position_rows());
   std::vector<int32_t> ids = {static_cast<int32_t>(tok->end_of_text())};
@@ -70,7 +75,8 @@ void run_sample(const SampleArgs& a) {
   std::cout << a.prompt << std::flush;
   for (int n = 0; n < a.tokens; ++n) {
     const int len = std::min<int>(window, static_cast<int>(ids.size()));
-    const std::vector<float> logits = lm.model->next_token_logits(ids.data() + ids.size() - len, len);
+    std::vector<float> logits = lm.model->next_token_logits(ids.data() + ids.size() - len, len);
+    logits.resize(static_cast<size_t>(n_tok));
     const int32_t next = pick_token(logits, a.temperature, a.top_k, rng);
     ids.push_back(next);
     std::cout << tok->token_bytes(static_cast<uint32_t>(next)) << std::flush;

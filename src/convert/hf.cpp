@@ -15,6 +15,7 @@
 
 #include "config/attention.h"
 #include "core/check.h"
+#include "core/json.h"
 #include "model/block_parts.h"
 
 namespace fs = std::filesystem;
@@ -322,6 +323,9 @@ Config map_config(const nlohmann::json& hf, const std::string& dir, const HfOpen
   eval["span"] = static_cast<int64_t>(multiple_max) * n_ctx;
   eval["tokens"] = std::max<int64_t>(131072, static_cast<int64_t>(multiple_max) * n_ctx);
   nlohmann::json j = {{"model", model}, {"eval", eval}};
+  // Its own tokenizer where the directory has one (docs/hf_models.md §7).
+  std::error_code ec;
+  if (fs::exists(fs::path(dir) / "tokenizer.json", ec)) j["data"] = {{"tokenizer", "hf:" + dir}};
   if (!context.empty()) j["context"] = context;
   try {
     return config_from_json(j);
@@ -364,16 +368,8 @@ HfModel::HfModel(const std::string& dir, const HfOpenOptions& opt) : dir_(dir) {
             "' is not a Hugging Face model directory (config.json with model.safetensors or "
             "model.safetensors.index.json)");
   const std::string cfg_path = (fs::path(dir) / "config.json").string();
-  nlohmann::json hf;
-  {
-    std::ifstream in(cfg_path);
-    GPT_CHECK(in, "'", cfg_path, "': cannot open (", std::strerror(errno), ")");
-    try {
-      hf = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      fail("'", cfg_path, "' is not valid JSON (", e.what(), ")");
-    }
-  }
+  const nlohmann::json hf =
+      parse_json(read_text_file(cfg_path, "Hugging Face config"), "'" + cfg_path + "'", {.comments = false});
   Family fam;
   config_ = map_config(hf, dir, opt, fam, model_type_);
   weights_ = std::make_unique<SafetensorsModel>(dir);

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "core/json.h"
 #include "core/files.h"
 #include "kernels/bf16_round.h"
 
@@ -127,12 +128,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
               " exceeds the format's limit of ", kSafetensorsMaxHeader, " bytes");
     GPT_CHECK(n >= 2, "safetensors file '", path, "': the header length ", n, " cannot hold a JSON object");
     data_offset_ = 8 + n;
-    nlohmann::json header;
-    try {
-      header = nlohmann::json::parse(map_ + 8, map_ + 8 + n);
-    } catch (const nlohmann::json::exception& e) {
-      fail("safetensors file '", path, "': the header is not valid JSON (", e.what(), ")");
-    }
+    const nlohmann::json header =
+        parse_json(std::string_view(reinterpret_cast<const char*>(map_ + 8), n),
+                   "safetensors file '" + path + "': the header", {.comments = false});
     GPT_CHECK(header.is_object(), "safetensors file '", path, "': the header is JSON but not an object");
     const uint64_t data_bytes = size_ - data_offset_;
     for (const auto& [name, entry] : header.items()) {
@@ -251,16 +249,8 @@ SafetensorsModel::SafetensorsModel(const std::string& dir_or_file) : source_(dir
   }
   const fs::path index = p / "model.safetensors.index.json", single = p / "model.safetensors";
   if (fs::exists(index, ec)) {
-    nlohmann::json j;
-    {
-      std::ifstream in(index);
-      GPT_CHECK(in, "'", index.string(), "': cannot open (", std::strerror(errno), ")");
-      try {
-        j = nlohmann::json::parse(in);
-      } catch (const nlohmann::json::exception& e) {
-        fail("'", index.string(), "' is not valid JSON (", e.what(), ")");
-      }
-    }
+    const nlohmann::json j = parse_json(read_text_file(index.string(), "safetensors index"),
+                                        "'" + index.string() + "'", {.comments = false});
     GPT_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object() && !j["weight_map"].empty(),
               "'", index.string(), "' has no weight_map object naming each tensor's file");
     std::map<std::string, size_t> opened;

@@ -40,22 +40,32 @@ std::string quote_bytes(std::string_view bytes, char quote) {
   return s + quote;
 }
 
-BpeTokenizer::BpeTokenizer(std::string spec, BpeVocab vocab, const std::string& source)
-    : spec_(std::move(spec)), vocab_(std::move(vocab)) {
+namespace {
+std::vector<std::string> split_patterns(const BpeOptions& o) {
+  return o.split_patterns.empty() ? std::vector<std::string>{kGpt2SplitPattern} : o.split_patterns;
+}
+}  // namespace
+
+BpeTokenizer::BpeTokenizer(std::string spec, BpeVocab vocab, const std::string& source, BpeOptions options)
+    : spec_(std::move(spec)),
+      vocab_(std::move(vocab)),
+      options_(std::move(options)),
+      pretokenizer_(split_patterns(options_), source) {
+  const bool open = options_.open_vocabulary;
   static std::atomic<uint64_t> instances{0};
   instance_ = ++instances;
   const auto n = static_cast<uint32_t>(vocab_.tokens.size());
   if (n == 0) fail(source, ": the vocabulary is empty");
   if (vocab_.end_of_text >= n)
     fail(source, ": end-of-text id ", vocab_.end_of_text, " is outside the vocabulary of ", n);
-  vocab_.tokens[vocab_.end_of_text] = std::string(kEndOfTextText);
+  if (!open) vocab_.tokens[vocab_.end_of_text] = std::string(kEndOfTextText);
 
   // What makes each id: a byte, end-of-text or one merge.
   std::vector<int64_t> made_by(n, -1);  // -2 byte, -3 end-of-text, else the merge index
-  made_by[vocab_.end_of_text] = -3;
+  if (!open) made_by[vocab_.end_of_text] = -3;
   for (int b = 0; b < 256; ++b) {
     const uint32_t id = vocab_.byte_id[b];
-    if (id >= n || id == vocab_.end_of_text || vocab_.tokens[id] != std::string(1, static_cast<char>(b)))
+    if (id >= n || (!open && id == vocab_.end_of_text) || vocab_.tokens[id] != std::string(1, static_cast<char>(b)))
       fail(source, ": byte ", b, " has no single-byte token");
     made_by[id] = -2;
   }
@@ -63,10 +73,10 @@ BpeTokenizer::BpeTokenizer(std::string spec, BpeVocab vocab, const std::string& 
   for (size_t r = 0; r < vocab_.merges.size(); ++r) {
     const BpeMerge& m = vocab_.merges[r];
     for (uint32_t id : {m.left, m.right, m.result})
-      if (id >= n || id == vocab_.end_of_text)
+      if (id >= n || (!open && id == vocab_.end_of_text))
         fail(source, ": merge ", r, " names id ", id, ", which is ",
              id >= n ? "outside the vocabulary" : "end-of-text (it cannot be merged)");
-    if (made_by[m.result] != -1)
+    if (made_by[m.result] != -1 && !open)
       fail(source, ": merge ", r, " makes token ", m.result, " ", printable(vocab_.tokens[m.result]), ", which ",
            made_by[m.result] >= 0 ? "merge " + std::to_string(made_by[m.result]) + " already makes"
                                   : std::string("is a single byte"));
@@ -78,11 +88,20 @@ BpeTokenizer::BpeTokenizer(std::string spec, BpeVocab vocab, const std::string& 
       fail(source, ": merge ", r, " repeats the pair ", printable(vocab_.tokens[m.left]), " ",
            printable(vocab_.tokens[m.right]), " of an earlier merge");
   }
-  for (uint32_t id = 0; id < n; ++id)
+  for (uint32_t id = 0; id < n && !open; ++id)
     if (made_by[id] == -1)
       fail(source, ": token ", id, " ", printable(vocab_.tokens[id]),
            " is neither a byte, end-of-text nor made by a merge: the merge list is truncated or belongs to "
            "another vocabulary");
+  if (options_.ignore_merges)
+    for (uint32_t id = 0; id < n; ++id) whole_.emplace(vocab_.tokens[id], id);
+}
+
+std::vector<std::pair<std::string_view, uint32_t>> BpeTokenizer::special_tokens() const {
+  if (options_.specials.empty()) return Tokenizer::special_tokens();
+  std::vector<std::pair<std::string_view, uint32_t>> s;
+  for (const auto& [text, id] : options_.specials) s.emplace_back(text, id);
+  return s;
 }
 
 std::string_view BpeTokenizer::token_bytes(uint32_t id) const {
@@ -92,10 +111,25 @@ std::string_view BpeTokenizer::token_bytes(uint32_t id) const {
 }
 
 void BpeTokenizer::encode_ordinary(std::string_view text, std::vector<uint32_t>& out) const {
+  if (options_.nfc) {
+    // NFC leaves ASCII text as it is; the composition tables for the rest of
+    // Unicode are not built yet, so other text is refused, not mis-encoded.
+    for (size_t i = 0; i < text.size(); ++i)
+      if (static_cast<unsigned char>(text[i]) >= 0x80)
+        fail("tokenizer '", spec_, "' normalises text to Unicode NFC, which this project implements for ASCII text "
+             "only so far; byte ", i, " of the text is not ASCII");
+  }
   pretokenizer_.for_each_piece(text, [&](std::string_view piece) { encode_piece_cached(piece, out); });
 }
 
 void BpeTokenizer::encode_piece_cached(std::string_view piece, std::vector<uint32_t>& out) const {
+  if (options_.ignore_merges) {
+    const auto it = whole_.find(std::string(piece));
+    if (it != whole_.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
   if (piece.size() == 1) {
     out.push_back(vocab_.byte_id[static_cast<unsigned char>(piece[0])]);
     return;

@@ -18,8 +18,6 @@ namespace fs = std::filesystem;
 
 namespace gpt {
 
-namespace {
-
 // byte -> the code point GPT-2 writes it as.
 std::array<uint32_t, 256> byte_to_code_point() {
   std::array<uint32_t, 256> cp{};
@@ -30,6 +28,8 @@ std::array<uint32_t, 256> byte_to_code_point() {
   }
   return cp;
 }
+
+namespace {
 
 // A code point below 0x800 (all the table uses) as UTF-8.
 std::string utf8(uint32_t cp) {
@@ -52,8 +52,8 @@ bool next_code_point(const std::string& s, size_t& i, uint32_t& cp) {
   return true;
 }
 
-// The bytes a GPT-2 token string spells; false if it uses a code point
-// outside the table.
+}  // namespace
+
 bool token_string_to_bytes(const std::string& s, const std::unordered_map<uint32_t, char>& to_byte, std::string& out) {
   out.clear();
   for (size_t i = 0; i < s.size();) {
@@ -65,6 +65,8 @@ bool token_string_to_bytes(const std::string& s, const std::unordered_map<uint32
   }
   return !out.empty();
 }
+
+namespace {
 
 std::string read_file(const fs::path& path, const char* what) {
   std::error_code ec;
@@ -79,6 +81,13 @@ std::string read_file(const fs::path& path, const char* what) {
 
 }  // namespace
 
+std::unordered_map<uint32_t, char> code_point_to_byte() {
+  std::unordered_map<uint32_t, char> to_byte;
+  const auto cps = byte_to_code_point();
+  for (int b = 0; b < 256; ++b) to_byte[cps[b]] = static_cast<char>(b);
+  return to_byte;
+}
+
 std::unique_ptr<BpeTokenizer> load_gpt2_tokenizer(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
@@ -86,9 +95,8 @@ std::unique_ptr<BpeTokenizer> load_gpt2_tokenizer(const std::string& dir) {
   const fs::path enc_path = fs::path(dir) / "encoder.json", bpe_path = fs::path(dir) / "vocab.bpe";
   const std::string enc_name = enc_path.string(), bpe_name = bpe_path.string();
 
-  std::unordered_map<uint32_t, char> to_byte;
+  const std::unordered_map<uint32_t, char> to_byte = code_point_to_byte();
   const auto cps = byte_to_code_point();
-  for (int b = 0; b < 256; ++b) to_byte[cps[b]] = static_cast<char>(b);
 
   // encoder.json: every id 0..n-1 exactly once.
   const nlohmann::json enc =

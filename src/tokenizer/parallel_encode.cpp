@@ -43,6 +43,8 @@ std::vector<uint32_t> encode_spans(const Tokenizer& tok, std::string_view text, 
     };
     if (span.empty()) {
       add(0, 0);  // still carries its end-of-text
+    } else if (!tok.independent_cuts()) {
+      add(0, span.size());  // encoded whole (documents still run in parallel)
     } else {
       for (auto [b, e] : independent_chunks(span, kChunkBytes)) add(b, e);
     }

@@ -45,32 +45,52 @@ bool printable_non_space(char c) { return c > 0x20 && c < 0x7f; }
 
 }  // namespace
 
-Pretokenizer::Pretokenizer() {
-  int err = 0;
-  PCRE2_SIZE err_offset = 0;
-  code_ = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
-                        PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &err_offset, nullptr);
-  GPT_CHECK(code_ != nullptr, "GPT-2 pre-tokenisation pattern does not compile at offset ", err_offset, ": ",
-            pcre2_message(err));
-  jit_ = pcre2_jit_compile(code_, PCRE2_JIT_COMPLETE) == 0;
+const char* const kGpt2SplitPattern = kPattern;
+
+Pretokenizer::Pretokenizer() : Pretokenizer({kPattern}, "GPT-2's pre-tokenisation") {}
+
+Pretokenizer::Pretokenizer(const std::vector<std::string>& patterns, const std::string& source) {
+  for (const std::string& p : patterns) {
+    int err = 0;
+    PCRE2_SIZE err_offset = 0;
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.c_str()), p.size(),
+                                     PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &err_offset, nullptr);
+    if (!code) {
+      for (pcre2_code* c : codes_) pcre2_code_free(c);
+      fail(source, ": the split pattern ", p, " does not compile at offset ", err_offset, ": ", pcre2_message(err));
+    }
+    codes_.push_back(code);
+    jit_.push_back(pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0);
+  }
+  gpt2_ = patterns.size() == 1 && patterns[0] == kPattern;
 }
 
-Pretokenizer::~Pretokenizer() { pcre2_code_free(code_); }
+Pretokenizer::~Pretokenizer() {
+  for (pcre2_code* c : codes_) pcre2_code_free(c);
+}
 
-bool Pretokenizer::next_match(std::string_view text, size_t pos, size_t& begin, size_t& end) const {
+bool Pretokenizer::next_match(size_t level, std::string_view text, size_t pos, size_t& begin, size_t& end) const {
+  pcre2_code* code = codes_[level];
   // One match block per thread, reused; it only holds the two offsets we read.
   thread_local std::unique_ptr<pcre2_match_data, MatchDataDeleter> md(pcre2_match_data_create(4, nullptr));
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-  const int rc = jit_ ? pcre2_jit_match(code_, subject, text.size(), pos, 0, md.get(), nullptr)
-                      : pcre2_match(code_, subject, text.size(), pos, 0, md.get(), nullptr);
-  if (rc == PCRE2_ERROR_NOMATCH) return false;
-  GPT_CHECK(rc > 0, "pre-tokenisation: PCRE2 match failed at byte ", pos, ": ", pcre2_message(rc));
-  const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
-  begin = ov[0];
-  end = ov[1];
-  // Every alternative consumes at least one character.
-  GPT_CHECK(end > begin && begin >= pos, "pre-tokenisation: empty match at byte ", begin);
-  return true;
+  while (true) {
+    const int rc = jit_[level] ? pcre2_jit_match(code, subject, text.size(), pos, 0, md.get(), nullptr)
+                               : pcre2_match(code, subject, text.size(), pos, 0, md.get(), nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) return false;
+    GPT_CHECK(rc > 0, "pre-tokenisation: PCRE2 match failed at byte ", pos, ": ", pcre2_message(rc));
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
+    begin = ov[0];
+    end = ov[1];
+    GPT_CHECK(begin >= pos, "pre-tokenisation: match before byte ", pos);
+    // GPT-2's alternatives each consume at least one character; another
+    // pattern's empty match is passed over (as Hugging Face's splits do):
+    // search again from the next character.
+    if (end > begin) return true;
+    pos = begin + 1;
+    while (pos < text.size() && (static_cast<unsigned char>(text[pos]) & 0xC0) == 0x80) ++pos;
+    if (pos >= text.size()) return false;
+  }
 }
 
 size_t next_independent_cut(std::string_view text, size_t from) {

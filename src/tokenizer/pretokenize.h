@@ -11,6 +11,7 @@
 //   matches becomes one piece, so every byte lands in exactly one piece.
 #pragma once
 #include <cstddef>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -19,9 +20,17 @@ struct pcre2_real_code_8;
 
 namespace gpt {
 
+// The pattern above, for a Pretokenizer built from a list of patterns.
+extern const char* const kGpt2SplitPattern;
+
 class Pretokenizer {
  public:
-  Pretokenizer();  // compiles the pattern (JIT where PCRE2 has it)
+  Pretokenizer();  // GPT-2's pattern (JIT where PCRE2 has it)
+  // Several splits in turn (Hugging Face's Sequence of Split pre-tokenizers,
+  // each "Isolated"): the text is cut by the first pattern, each piece by the
+  // second, and so on. Patterns are PCRE2 syntax with Unicode classes; an
+  // error names `source` and the pattern.
+  Pretokenizer(const std::vector<std::string>& patterns, const std::string& source);
   ~Pretokenizer();
   Pretokenizer(const Pretokenizer&) = delete;
   Pretokenizer& operator=(const Pretokenizer&) = delete;
@@ -30,22 +39,34 @@ class Pretokenizer {
   // pieces concatenate to text. Thread-safe.
   template <typename F>
   void for_each_piece(std::string_view text, F&& piece) const {
+    for_each_piece_at(0, text, piece);
+  }
+  // Whether the pieces are GPT-2's (one split, its pattern), for which
+  // next_independent_cut holds.
+  bool gpt2() const { return gpt2_; }
+
+ private:
+  template <typename F>
+  void for_each_piece_at(size_t level, std::string_view text, F& piece) const {
+    if (level == codes_.size()) {
+      if (!text.empty()) piece(text);
+      return;
+    }
     size_t pos = 0;
     while (pos < text.size()) {
       size_t begin = 0, end = 0;
-      if (!next_match(text, pos, begin, end)) begin = end = text.size();
-      if (begin > pos) piece(text.substr(pos, begin - pos));  // bytes no part of the pattern matches
-      if (end > begin) piece(text.substr(begin, end - begin));
+      if (!next_match(level, text, pos, begin, end)) begin = end = text.size();
+      if (begin > pos) for_each_piece_at(level + 1, text.substr(pos, begin - pos), piece);  // unmatched bytes
+      if (end > begin) for_each_piece_at(level + 1, text.substr(begin, end - begin), piece);
       pos = end;
     }
   }
+  // The first match of pattern `level` at or after pos: [begin, end). False if none.
+  bool next_match(size_t level, std::string_view text, size_t pos, size_t& begin, size_t& end) const;
 
- private:
-  // The first match at or after pos: [begin, end). False if none.
-  bool next_match(std::string_view text, size_t pos, size_t& begin, size_t& end) const;
-
-  pcre2_real_code_8* code_ = nullptr;
-  bool jit_ = false;
+  std::vector<pcre2_real_code_8*> codes_;
+  std::vector<bool> jit_;
+  bool gpt2_ = false;
 };
 
 // The first position p >= from where text may be cut into text[..p) and

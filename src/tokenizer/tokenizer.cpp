@@ -51,13 +51,20 @@ std::vector<uint32_t> Tokenizer::encode(std::string_view text, bool special) con
   }
   // Ordinary text between the special tokens is encoded on its own, as
   // GPT-2's and tiktoken's encoders do with allowed special tokens.
+  const std::vector<std::pair<std::string_view, uint32_t>> specials = special_tokens();
   size_t pos = 0;
   while (true) {
-    const size_t at = text.find(kEndOfTextText, pos);
+    size_t at = std::string_view::npos, len = 0;
+    uint32_t id = 0;
+    for (const auto& [s, sid] : specials) {
+      if (s.empty()) continue;
+      const size_t f = text.find(s, pos);
+      if (f < at || (f == at && f != std::string_view::npos && s.size() > len)) at = f, len = s.size(), id = sid;
+    }
     encode_ordinary(text.substr(pos, at == std::string_view::npos ? std::string_view::npos : at - pos), ids);
     if (at == std::string_view::npos) break;
-    ids.push_back(end_of_text());
-    pos = at + kEndOfTextText.size();
+    ids.push_back(id);
+    pos = at + len;
   }
   return ids;
 }
@@ -73,6 +80,11 @@ std::unique_ptr<Tokenizer> make_byte_tokenizer() { return std::make_unique<ByteL
 
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& spec) {
   if (spec == "byte") return make_byte_tokenizer();
+  if (spec.rfind("hf:", 0) == 0) {
+    const std::string dir = spec.substr(3);
+    if (dir.empty()) fail("tokenizer 'hf:': give the folder, as hf:DIR (DIR holds tokenizer.json)");
+    return load_hf_tokenizer(dir);
+  }
   if (spec.rfind("gpt2:", 0) == 0) {
     const std::string dir = spec.substr(5);
     if (dir.empty()) fail("tokenizer 'gpt2:': give the folder, as gpt2:DIR (DIR holds encoder.json and vocab.bpe)");
