@@ -15,8 +15,10 @@
 
 #include "config/attention.h"
 #include "core/check.h"
+#include "core/files.h"
 #include "core/json.h"
 #include "model/block_parts.h"
+#include "train/model_io.h"
 
 namespace fs = std::filesystem;
 
@@ -347,14 +349,164 @@ bool is_buffer(const std::string& name) {
   return false;
 }
 
-}  // namespace
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << "]";
+  return os.str();
+}
 
+// How a file tensor becomes rows of ours: as it is, transposed (GPT-2's
+// Conv1D (in, out) weights), or regrouped (GPT-NeoX's fused qkv, whose rows
+// are (head, [q, k, v], channel) where ours are ([q, k, v], head, channel)).
 enum class Xf { Copy, Transpose, NeoxQkv };
 
-struct HfModel::Source {
+// One file tensor of a parameter's layer slice: its name, transform, the
+// rows of the slice it fills (in order) and its shape in the file.
+struct Piece {
   std::string name;
   Xf xf = Xf::Copy;
+  int64_t rows = 0;
+  std::vector<int64_t> file_shape;
 };
+
+// A parameter's layer slice as (rows, cols): cols the product of the
+// dimensions after the first.
+struct SliceShape {
+  int64_t rows = 1, cols = 1;
+  bool matrix = false;
+};
+SliceShape slice_shape(const ParamSpec& spec) {
+  const size_t first = spec.per_layer ? 1 : 0;
+  SliceShape s;
+  if (spec.shape.size() > first) s.rows = spec.shape[first];
+  for (size_t d = first + 1; d < spec.shape.size(); ++d) s.cols *= spec.shape[d];
+  s.matrix = spec.shape.size() > first + 1;
+  return s;
+}
+
+// The file tensors of parameter `spec`'s slice for layer `layer`
+// (docs/hf_models.md §5): the one table that loading and --to-hf read.
+std::vector<Piece> pieces(const std::string& model_type, const std::string& prefix, const ModelConfig& m,
+                          const ParamSpec& spec, int layer) {
+  const std::string& n = spec.name;
+  const std::string i = std::to_string(layer);
+  std::vector<std::pair<std::string, Xf>> names;
+  if (model_type == "gpt2") {
+    const std::string P = prefix, lp = P + "h." + i + ".";
+    static const std::map<std::string, std::pair<std::string, Xf>> per_layer = {
+        {"ln1w", {"ln_1.weight", Xf::Copy}},
+        {"ln1b", {"ln_1.bias", Xf::Copy}},
+        {"qkvw", {"attn.c_attn.weight", Xf::Transpose}},
+        {"qkvb", {"attn.c_attn.bias", Xf::Copy}},
+        {"attprojw", {"attn.c_proj.weight", Xf::Transpose}},
+        {"attprojb", {"attn.c_proj.bias", Xf::Copy}},
+        {"ln2w", {"ln_2.weight", Xf::Copy}},
+        {"ln2b", {"ln_2.bias", Xf::Copy}},
+        {"fcw", {"mlp.c_fc.weight", Xf::Transpose}},
+        {"fcb", {"mlp.c_fc.bias", Xf::Copy}},
+        {"fcprojw", {"mlp.c_proj.weight", Xf::Transpose}},
+        {"fcprojb", {"mlp.c_proj.bias", Xf::Copy}}};
+    static const std::map<std::string, std::string> global = {
+        {"wte", "wte.weight"}, {"wpe", "wpe.weight"}, {"lnfw", "ln_f.weight"}, {"lnfb", "ln_f.bias"}};
+    if (spec.per_layer && per_layer.count(n)) names = {{lp + per_layer.at(n).first, per_layer.at(n).second}};
+    if (!spec.per_layer && global.count(n)) names = {{P + global.at(n), Xf::Copy}};
+    if (n == "lmhead") names = {{"lm_head.weight", Xf::Copy}};
+  } else if (model_type == "gpt_neox") {
+    const std::string P = "gpt_neox.", lp = P + "layers." + i + ".";
+    static const std::map<std::string, std::pair<std::string, Xf>> per_layer = {
+        {"ln1w", {"input_layernorm.weight", Xf::Copy}},
+        {"ln1b", {"input_layernorm.bias", Xf::Copy}},
+        {"qkvw", {"attention.query_key_value.weight", Xf::NeoxQkv}},
+        {"qkvb", {"attention.query_key_value.bias", Xf::NeoxQkv}},
+        {"attprojw", {"attention.dense.weight", Xf::Copy}},
+        {"attprojb", {"attention.dense.bias", Xf::Copy}},
+        {"ln2w", {"post_attention_layernorm.weight", Xf::Copy}},
+        {"ln2b", {"post_attention_layernorm.bias", Xf::Copy}},
+        {"fcw", {"mlp.dense_h_to_4h.weight", Xf::Copy}},
+        {"fcb", {"mlp.dense_h_to_4h.bias", Xf::Copy}},
+        {"fcprojw", {"mlp.dense_4h_to_h.weight", Xf::Copy}},
+        {"fcprojb", {"mlp.dense_4h_to_h.bias", Xf::Copy}}};
+    static const std::map<std::string, std::string> global = {{"wte", "gpt_neox.embed_in.weight"},
+                                                              {"lnfw", "gpt_neox.final_layer_norm.weight"},
+                                                              {"lnfb", "gpt_neox.final_layer_norm.bias"},
+                                                              {"lmhead", "embed_out.weight"}};
+    if (spec.per_layer && per_layer.count(n)) names = {{lp + per_layer.at(n).first, per_layer.at(n).second}};
+    if (!spec.per_layer && global.count(n)) names = {{global.at(n), Xf::Copy}};
+  } else {
+    const std::string P = "model.", lp = P + "layers." + i + ".";
+    static const std::map<std::string, std::vector<std::string>> per_layer = {
+        {"ln1w", {"input_layernorm.weight"}},
+        {"qkvw", {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}},
+        {"qkvb", {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"}},
+        {"attprojw", {"self_attn.o_proj.weight"}},
+        {"ln2w", {"post_attention_layernorm.weight"}},
+        {"fcw", {"mlp.gate_proj.weight", "mlp.up_proj.weight"}},  // swiglu: [gate | up]
+        {"fcprojw", {"mlp.down_proj.weight"}},
+        {"qnormw", {"self_attn.q_norm.weight"}},
+        {"knormw", {"self_attn.k_norm.weight"}}};
+    static const std::map<std::string, std::string> global = {
+        {"wte", "model.embed_tokens.weight"}, {"lnfw", "model.norm.weight"}, {"lmhead", "lm_head.weight"}};
+    if (spec.per_layer && per_layer.count(n))
+      for (const std::string& part : per_layer.at(n)) names.emplace_back(lp + part, Xf::Copy);
+    if (!spec.per_layer && global.count(n)) names = {{global.at(n), Xf::Copy}};
+  }
+  GPT_CHECK(!names.empty(), "a ", model_type, " model file has no place for tensor ", spec.name, " (", spec.what,
+            ") of the project's model");
+  // The rows each fills: q, k and v of the qkv projection; swiglu's gate and
+  // up; else all of them (the real vocabulary for the embedding and the
+  // head, whose padding rows are zero).
+  const SliceShape sh = slice_shape(spec);
+  const int64_t kv_rows = static_cast<int64_t>(m.kv_heads()) * (m.n_embd / m.n_head);
+  std::vector<int64_t> rows = {n == "wte" || n == "lmhead" ? m.vocab_size : sh.rows};
+  if (names.size() == 3) rows = {m.n_embd, kv_rows, kv_rows};
+  if (names.size() == 2) rows = {m.mlp_width(), m.mlp_width()};
+  std::vector<Piece> out;
+  for (size_t k = 0; k < names.size(); ++k) {
+    Piece p{names[k].first, names[k].second, rows[k], {}};
+    if (p.xf == Xf::Transpose)
+      p.file_shape = {sh.cols, p.rows};
+    else if (sh.matrix)
+      p.file_shape = {p.rows, sh.cols};
+    else
+      p.file_shape = {p.rows};
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// A file tensor's values (file, p.file_shape) as p.rows rows of ours, and back.
+void to_ours(const Piece& p, const ModelConfig& m, int64_t cols, const float* file, float* ours) {
+  if (p.xf == Xf::Transpose) {
+    for (int64_t r = 0; r < p.rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) ours[r * cols + c] = file[c * p.rows + r];
+  } else if (p.xf == Xf::NeoxQkv) {
+    const int64_t H = m.n_head, D = m.n_embd / m.n_head;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < 3; ++j)
+        std::memcpy(ours + (j * H + h) * D * cols, file + (h * 3 + j) * D * cols,
+                    static_cast<size_t>(D * cols) * sizeof(float));
+  } else {
+    std::memcpy(ours, file, static_cast<size_t>(p.rows * cols) * sizeof(float));
+  }
+}
+void from_ours(const Piece& p, const ModelConfig& m, int64_t cols, const float* ours, float* file) {
+  if (p.xf == Xf::Transpose) {
+    for (int64_t r = 0; r < p.rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) file[c * p.rows + r] = ours[r * cols + c];
+  } else if (p.xf == Xf::NeoxQkv) {
+    const int64_t H = m.n_head, D = m.n_embd / m.n_head;
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t j = 0; j < 3; ++j)
+        std::memcpy(file + (h * 3 + j) * D * cols, ours + (j * H + h) * D * cols,
+                    static_cast<size_t>(D * cols) * sizeof(float));
+  } else {
+    std::memcpy(file, ours, static_cast<size_t>(p.rows * cols) * sizeof(float));
+  }
+}
+
+}  // namespace
 
 bool is_hf_model_dir(const std::string& path) {
   std::error_code ec;
@@ -378,135 +530,25 @@ HfModel::HfModel(const std::string& dir, const HfOpenOptions& opt) : dir_(dir) {
 
 HfModel::~HfModel() = default;
 
-std::vector<HfModel::Source> HfModel::sources(const ParamSpec& spec, int layer) const {
-  const std::string& n = spec.name;
-  const std::string i = std::to_string(layer);
-  auto one = [](std::string name, Xf xf = Xf::Copy) { return std::vector<Source>{{std::move(name), xf}}; };
-  if (model_type_ == "gpt2") {
-    const std::string P = prefix_, lp = P + "h." + i + ".";
-    static const std::map<std::string, std::pair<std::string, Xf>> per_layer = {
-        {"ln1w", {"ln_1.weight", Xf::Copy}},          {"ln1b", {"ln_1.bias", Xf::Copy}},
-        {"qkvw", {"attn.c_attn.weight", Xf::Transpose}}, {"qkvb", {"attn.c_attn.bias", Xf::Copy}},
-        {"attprojw", {"attn.c_proj.weight", Xf::Transpose}}, {"attprojb", {"attn.c_proj.bias", Xf::Copy}},
-        {"ln2w", {"ln_2.weight", Xf::Copy}},          {"ln2b", {"ln_2.bias", Xf::Copy}},
-        {"fcw", {"mlp.c_fc.weight", Xf::Transpose}},   {"fcb", {"mlp.c_fc.bias", Xf::Copy}},
-        {"fcprojw", {"mlp.c_proj.weight", Xf::Transpose}}, {"fcprojb", {"mlp.c_proj.bias", Xf::Copy}}};
-    static const std::map<std::string, std::string> global = {
-        {"wte", "wte.weight"}, {"wpe", "wpe.weight"}, {"lnfw", "ln_f.weight"}, {"lnfb", "ln_f.bias"}};
-    if (spec.per_layer && per_layer.count(n)) return one(lp + per_layer.at(n).first, per_layer.at(n).second);
-    if (global.count(n)) return one(P + global.at(n));
-    if (n == "lmhead") return one("lm_head.weight");
-  } else if (model_type_ == "gpt_neox") {
-    const std::string P = "gpt_neox.", lp = P + "layers." + i + ".";
-    static const std::map<std::string, std::pair<std::string, Xf>> per_layer = {
-        {"ln1w", {"input_layernorm.weight", Xf::Copy}},
-        {"ln1b", {"input_layernorm.bias", Xf::Copy}},
-        {"qkvw", {"attention.query_key_value.weight", Xf::NeoxQkv}},
-        {"qkvb", {"attention.query_key_value.bias", Xf::NeoxQkv}},
-        {"attprojw", {"attention.dense.weight", Xf::Copy}},
-        {"attprojb", {"attention.dense.bias", Xf::Copy}},
-        {"ln2w", {"post_attention_layernorm.weight", Xf::Copy}},
-        {"ln2b", {"post_attention_layernorm.bias", Xf::Copy}},
-        {"fcw", {"mlp.dense_h_to_4h.weight", Xf::Copy}},
-        {"fcb", {"mlp.dense_h_to_4h.bias", Xf::Copy}},
-        {"fcprojw", {"mlp.dense_4h_to_h.weight", Xf::Copy}},
-        {"fcprojb", {"mlp.dense_4h_to_h.bias", Xf::Copy}}};
-    static const std::map<std::string, std::string> global = {
-        {"wte", "gpt_neox.embed_in.weight"}, {"lnfw", "gpt_neox.final_layer_norm.weight"},
-        {"lnfb", "gpt_neox.final_layer_norm.bias"}, {"lmhead", "embed_out.weight"}};
-    if (spec.per_layer && per_layer.count(n)) return one(lp + per_layer.at(n).first, per_layer.at(n).second);
-    if (global.count(n)) return one(global.at(n));
-  } else {
-    const std::string P = "model.", lp = P + "layers." + i + ".";
-    static const std::map<std::string, std::vector<std::string>> per_layer = {
-        {"ln1w", {"input_layernorm.weight"}},
-        {"qkvw", {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"}},
-        {"qkvb", {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"}},
-        {"attprojw", {"self_attn.o_proj.weight"}},
-        {"ln2w", {"post_attention_layernorm.weight"}},
-        {"fcw", {"mlp.gate_proj.weight", "mlp.up_proj.weight"}},  // swiglu: [gate | up]
-        {"fcprojw", {"mlp.down_proj.weight"}},
-        {"qnormw", {"self_attn.q_norm.weight"}},
-        {"knormw", {"self_attn.k_norm.weight"}}};
-    static const std::map<std::string, std::string> global = {
-        {"wte", "model.embed_tokens.weight"}, {"lnfw", "model.norm.weight"}, {"lmhead", "lm_head.weight"}};
-    if (spec.per_layer && per_layer.count(n)) {
-      std::vector<Source> s;
-      for (const std::string& part : per_layer.at(n)) s.push_back({lp + part, Xf::Copy});
-      return s;
-    }
-    if (global.count(n)) return one(global.at(n));
-  }
-  fail("Hugging Face model '", dir_, "': the project's model has tensor ", spec.name, " (", spec.what,
-       "), which a ", model_type_, " file does not hold");
-}
-
-namespace {
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
-  os << "]";
-  return os.str();
-}
-}  // namespace
-
 void HfModel::fill(const ParamSpec& spec, int layer, float* out) const {
-  // The slice's shape: (rows, cols) with cols the product of the rest.
-  const size_t first = spec.per_layer ? 1 : 0;
-  std::vector<int64_t> shape(spec.shape.begin() + static_cast<long>(first), spec.shape.end());
-  const int64_t rows = shape.empty() ? 1 : shape[0];
-  int64_t cols = 1;
-  for (size_t d = 1; d < shape.size(); ++d) cols *= shape[d];
-  const bool vocab_rows = spec.name == "wte" || spec.name == "lmhead";  // padded to Vp with zero rows
   const ModelConfig& m = config_.model;
-  // The rows each source fills: q, k and v of the qkv projection; swiglu's
-  // gate and up; else all of them (the real vocabulary for the embedding
-  // and the head, whose padding rows stay zero).
-  const std::vector<Source> srcs = sources(spec, layer);
-  const int64_t kv_rows = static_cast<int64_t>(m.kv_heads()) * (m.n_embd / m.n_head);
-  std::vector<int64_t> want_rows = {vocab_rows ? m.vocab_size : rows};
-  if (srcs.size() == 3) want_rows = {m.n_embd, kv_rows, kv_rows};
-  if (srcs.size() == 2) want_rows = {m.mlp_width(), m.mlp_width()};
+  const SliceShape sh = slice_shape(spec);
   int64_t row = 0;
   std::vector<float> src;
-  for (size_t si = 0; si < srcs.size(); ++si) {
-    const Source& s = srcs[si];
-    const StTensor& t = weights_->tensor(s.name);
-    const std::string what = "Hugging Face model '" + dir_ + "': tensor '" + s.name + "' (for " + spec.name + ")";
+  for (const Piece& p : pieces(model_type_, prefix_, m, spec, layer)) {
+    const StTensor& t = weights_->tensor(p.name);
+    const std::string what = "Hugging Face model '" + dir_ + "': tensor '" + p.name + "' (for " + spec.name + ")";
+    GPT_CHECK(t.shape == p.file_shape, what, " has shape ", shape_text(t.shape), " but the model (", m.n_layer,
+              " layers, n_embd ", m.n_embd, ", ", m.n_head, " heads, ", m.kv_heads(), " key/value heads, MLP width ",
+              m.mlp_width(), ", vocabulary ", m.vocab_size, ") expects ", shape_text(p.file_shape),
+              p.xf == Xf::Transpose ? " (GPT-2's Conv1D stores (in, out))" : "");
     src.resize(t.numel());
-    weights_->file_of(s.name).read(t, src.data());
-    used_.insert(s.name);
-    const std::vector<int64_t>& ts = t.shape;
-    if (s.xf == Xf::Transpose) {
-      GPT_CHECK(ts.size() == 2 && ts[0] == cols && ts[1] == want_rows[si], what, " has shape ", shape_text(ts),
-                "; as GPT-2's Conv1D (in, out) it should be [", cols, ", ", want_rows[si], "]");
-      for (int64_t r = 0; r < ts[1]; ++r)
-        for (int64_t c = 0; c < cols; ++c) out[(row + r) * cols + c] = src[c * ts[1] + r];
-      row += ts[1];
-      continue;
-    }
-    const int64_t t_rows = ts.empty() ? 1 : ts[0];
-    int64_t t_cols = 1;
-    for (size_t d = 1; d < ts.size(); ++d) t_cols *= ts[d];
-    GPT_CHECK(ts.size() == std::max<size_t>(shape.size(), 1) && t_cols == cols && t_rows == want_rows[si], what,
-              " has shape ", shape_text(ts), " but the model (", m.n_layer, " layers, n_embd ", m.n_embd, ", ",
-              m.n_head, " heads, ", m.kv_heads(), " key/value heads, MLP width ", m.mlp_width(), ", vocabulary ",
-              m.vocab_size, ") expects ", want_rows[si], shape.size() > 1 ? " rows of " + std::to_string(cols) : "",
-              " values there");
-    if (s.xf == Xf::NeoxQkv) {
-      // GPT-NeoX's rows are (head, [q, k, v], channel); ours ([q, k, v], head, channel).
-      const int64_t H = m.n_head, D = m.n_embd / m.n_head;
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t j = 0; j < 3; ++j)
-          std::memcpy(out + ((j * H + h) * D) * cols, src.data() + ((h * 3 + j) * D) * cols,
-                      static_cast<size_t>(D * cols) * sizeof(float));
-    } else {
-      std::memcpy(out + row * cols, src.data(), static_cast<size_t>(t_rows * cols) * sizeof(float));
-    }
-    row += t_rows;
+    weights_->file_of(p.name).read(t, src.data());
+    used_.insert(p.name);
+    to_ours(p, m, sh.cols, src.data(), out + row * sh.cols);
+    row += p.rows;
   }
-  std::fill(out + row * cols, out + rows * cols, 0.0f);  // the vocabulary's padding rows
+  std::fill(out + row * sh.cols, out + sh.rows * sh.cols, 0.0f);  // the vocabulary's padding rows
 }
 
 void HfModel::check_all_used() const {
@@ -565,6 +607,170 @@ Checkpoint HfModel::to_checkpoint() const {
                {"adam_steps", 0},
                {"converted_from", {{"format", "huggingface"}, {"path", dir_}, {"model_type", model_type_}}}};
   return ckpt;
+}
+
+
+namespace {
+
+// The Hugging Face family a model of ours is (docs/hf_models.md §8), or a
+// refusal naming what no family holds.
+std::string family_of(const Config& cfg, const std::string& what) {
+  const ModelConfig& m = cfg.model;
+  GPT_CHECK(m.layer_plan == "none", what, ": its per-layer plan (model.layer_plan ", m.layer_plan,
+            ") has no Hugging Face family");
+  GPT_CHECK(m.qk_norm_scale == "none", what, ": model.qk_norm_scale learned has no Hugging Face family");
+  GPT_CHECK(m.position != "rope" || m.rope_pairing == "half", what,
+            ": RoPE with interleaved pairs is not the rotate-half layout of the Hugging Face families");
+  const bool rope = m.position == "rope", full_rope = rope && m.rope_fraction == 1.0;
+  if (m.position == "learned" && m.norm == "layernorm" && (m.mlp == "gelu" || m.mlp == "gelu_erf") &&
+      m.bias == "all" && m.residual == "sequential" && m.qk_norm == "none" && m.kv_heads() == m.n_head)
+    return "gpt2";
+  if (rope && m.norm == "layernorm" && (m.mlp == "gelu" || m.mlp == "gelu_erf") && m.bias == "all" &&
+      m.head == "untied" && m.qk_norm == "none" && m.kv_heads() == m.n_head)
+    return "gpt_neox";
+  if (full_rope && m.norm == "rmsnorm" && m.mlp == "swiglu" && m.residual == "sequential") {
+    if (m.bias == "none" && m.qk_norm == "none") return cfg.context.mask == "window" ? "mistral" : "llama";
+    if (m.bias == "qkv" && m.qk_norm == "none") return "qwen2";
+    if (m.bias == "none" && m.qk_norm == "rms") return "qwen3";
+  }
+  fail(what, ": its block (", block_summary(m), ", position ", m.position,
+       ") is none of the Hugging Face families this project writes: gpt2 (learned positions, LayerNorm, GELU, "
+       "biases), gpt_neox (RoPE, LayerNorm, GELU, biases, untied head), llama/mistral (RMSNorm, SwiGLU, no biases), "
+       "qwen2 (q/k/v biases), qwen3 (QK-norm per head)");
+}
+
+// The context section as rope_parameters (and a sliding window): refused
+// for anything else the section holds.
+nlohmann::json rope_parameters_of(const Config& cfg, const std::string& family, const std::string& what,
+                                  int& max_position) {
+  const ContextConfig& c = cfg.context;
+  const ModelConfig& m = cfg.model;
+  nlohmann::json ctx = config_to_json(cfg)["context"], plain = config_to_json(Config{})["context"];
+  nlohmann::json r = {{"rope_theta", m.rope_theta}};
+  if (family == "gpt_neox") r["partial_rotary_factor"] = m.rope_fraction;
+  max_position = m.context;
+  for (const char* k : {"rope_scaling", "factor", "beta_fast", "beta_slow", "low_freq", "high_freq", "dynamic_alpha",
+                        "attn_factor"})
+    ctx.erase(k), plain.erase(k);
+  if (family == "mistral")
+    for (const char* k : {"mask", "window"}) ctx.erase(k), plain.erase(k);
+  GPT_CHECK(ctx == plain, what, ": its context section ", ctx.dump(),
+            " holds methods with no Hugging Face config key (rope scaling pi, dynamic_ntk, yarn and llama3 with a "
+            "fixed factor, and Mistral's window, map)");
+  const std::string rs = c.rope_scaling;
+  auto fixed_factor = [&] {
+    GPT_CHECK(c.factor >= 1, what, ": context.rope_scaling ", rs,
+              " with factor 0 (the evaluated length over the context) has no Hugging Face form; give a fixed factor");
+    return c.factor;
+  };
+  if (rs == "none") {
+    r["rope_type"] = "default";
+  } else if (rs == "pi") {
+    r["rope_type"] = "linear", r["factor"] = fixed_factor();
+  } else if (rs == "dynamic_ntk") {
+    r["rope_type"] = "dynamic", r["factor"] = c.dynamic_alpha;
+  } else if (rs == "yarn") {
+    r["rope_type"] = "yarn", r["factor"] = fixed_factor();
+    r["original_max_position_embeddings"] = m.context;
+    r["beta_fast"] = c.beta_fast, r["beta_slow"] = c.beta_slow;
+    if (c.attn_factor) r["attention_factor"] = *c.attn_factor;
+    max_position = static_cast<int>(std::lround(m.context * c.factor));
+  } else if (rs == "llama3") {
+    r["rope_type"] = "llama3", r["factor"] = fixed_factor();
+    r["original_max_position_embeddings"] = m.context;
+    r["low_freq_factor"] = c.low_freq, r["high_freq_factor"] = c.high_freq;
+    max_position = static_cast<int>(std::lround(m.context * c.factor));
+  } else {
+    fail(what, ": context.rope_scaling ", rs, " has no Hugging Face rope_type (linear, dynamic, yarn, llama3)");
+  }
+  return r;
+}
+
+}  // namespace
+
+HfExport export_hf(const Checkpoint& ckpt, const std::string& ckpt_path, const std::string& out_dir, bool bf16) {
+  const std::string what = "export to Hugging Face of '" + ckpt_path + "'";
+  const Config cfg = checkpoint_config(ckpt, ckpt_path);
+  const ModelConfig& m = cfg.model;
+  nlohmann::json plain_attention = config_to_json(Config{})["attention"];
+  GPT_CHECK(config_to_json(cfg)["attention"] == plain_attention, what, ": its attention ",
+            config_to_json(cfg)["attention"].dump(),
+            " is not the plain softmax attention of the Hugging Face families (their modeling code has no other)");
+  const std::string family = family_of(cfg, what);
+  static const std::map<std::string, std::string> arch = {
+      {"gpt2", "GPT2LMHeadModel"}, {"gpt_neox", "GPTNeoXForCausalLM"}, {"llama", "LlamaForCausalLM"},
+      {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
+  nlohmann::ordered_json j = {{"architectures", {arch.at(family)}}, {"model_type", family}};
+  const bool tied = m.head == "tied";
+  const std::string act = m.mlp == "gelu" ? "gelu_new" : "gelu";
+  if (family == "gpt2") {
+    j["n_embd"] = m.n_embd, j["n_layer"] = m.n_layer, j["n_head"] = m.n_head, j["n_positions"] = m.position_rows();
+    j["n_inner"] = m.mlp_width() == 4 * m.n_embd ? nlohmann::ordered_json() : nlohmann::ordered_json(m.mlp_width());
+    j["activation_function"] = act, j["layer_norm_epsilon"] = 1e-5;
+    GPT_CHECK(config_to_json(cfg)["context"] == config_to_json(Config{})["context"], what,
+              ": a learned-position model has no Hugging Face form for its context section");
+  } else {
+    int max_position = m.context;
+    nlohmann::json rope = rope_parameters_of(cfg, family, what, max_position);
+    j["hidden_size"] = m.n_embd, j["num_hidden_layers"] = m.n_layer, j["num_attention_heads"] = m.n_head;
+    j["intermediate_size"] = m.mlp_width(), j["max_position_embeddings"] = max_position;
+    if (family == "gpt_neox") {
+      j["hidden_act"] = act, j["layer_norm_eps"] = 1e-5;
+      j["use_parallel_residual"] = m.residual == "parallel", j["attention_bias"] = true;
+    } else {
+      j["num_key_value_heads"] = m.kv_heads(), j["head_dim"] = m.n_embd / m.n_head, j["hidden_act"] = "silu";
+      j["rms_norm_eps"] = m.norm_eps, j["attention_bias"] = family == "qwen2", j["mlp_bias"] = false;
+      if (family == "mistral") j["sliding_window"] = cfg.context.window;
+    }
+    j["rope_parameters"] = rope;
+  }
+  j["tie_word_embeddings"] = tied, j["vocab_size"] = m.vocab_size;
+  j["dtype"] = bf16 ? "bfloat16" : "float32";
+
+  // The tensors, each built from our parameters through the loader's table.
+  const ParamLayout layout(m, resolve_attention(cfg));
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  std::vector<std::vector<float>> values;
+  for (const ParamSpec& s : layout.specs) {
+    const std::string name = "param/" + s.name;
+    GPT_CHECK(ckpt.has(name), what, ": it has no tensor ", name);
+    const std::vector<float>& all = ckpt.tensor(name).data;
+    const SliceShape sh = slice_shape(s);
+    const int L = s.per_layer ? m.n_layer : 1;
+    for (int l = 0; l < L; ++l) {
+      const float* slice = all.data() + static_cast<size_t>(l) * static_cast<size_t>(sh.rows * sh.cols);
+      int64_t row = 0;
+      for (const Piece& p : pieces(family, "transformer.", m, s, l)) {
+        std::vector<float> file(static_cast<size_t>(p.rows * sh.cols));
+        from_ours(p, m, sh.cols, slice + row * sh.cols, file.data());
+        shapes.emplace_back(p.name, p.file_shape);
+        values.push_back(std::move(file));
+        row += p.rows;
+      }
+    }
+  }
+  std::vector<StWriteTensor> tensors;
+  for (size_t i = 0; i < values.size(); ++i) tensors.push_back({shapes[i].first, shapes[i].second, values[i].data()});
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  GPT_CHECK(!ec, what, ": cannot create '", out_dir, "' (", ec.message(), ")");
+  write_safetensors((fs::path(out_dir) / "model.safetensors").string(), tensors, bf16 ? StDtype::BF16 : StDtype::F32,
+                    {{"format", "pt"}});
+  write_file_atomic((fs::path(out_dir) / "config.json").string(), j.dump(2) + "\n");
+
+  // The tokenizer, where the run's maps onto Hugging Face's files.
+  HfExport out{family, values.size(), false};
+  const std::string& tok = cfg.data.tokenizer;
+  if (tok.rfind("hf:", 0) == 0) {
+    const fs::path from = tok.substr(3);
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json"})
+      if (fs::exists(from / f, ec)) {
+        fs::copy_file(from / f, fs::path(out_dir) / f, fs::copy_options::overwrite_existing, ec);
+        GPT_CHECK(!ec, what, ": cannot copy ", (from / f).string(), " (", ec.message(), ")");
+        out.tokenizer = true;
+      }
+  }
+  return out;
 }
 
 }  // namespace gpt

@@ -63,8 +63,6 @@ class HfModel {
   Checkpoint to_checkpoint() const;
 
  private:
-  struct Source;
-  std::vector<Source> sources(const ParamSpec& spec, int layer) const;
   void check_all_used() const;
 
   std::string dir_, model_type_, prefix_;
@@ -72,5 +70,19 @@ class HfModel {
   std::unique_ptr<SafetensorsModel> weights_;
   mutable std::set<std::string> used_;  // the file tensors fill() has read
 };
+
+// Writes one of our checkpoints (ckpt_path names it in errors) as a Hugging
+// Face model directory: config.json of its family, model.safetensors (F32, or
+// BF16 rounded to nearest even) through the same tensor table the loader
+// reads, and the run's tokenizer files where its tokenizer is hf:DIR.
+// Refuses, saying why, what no family holds: attention other than plain
+// softmax, per-layer plans, context methods without a config key, a block
+// of no family (docs/hf_models.md §8).
+struct HfExport {
+  std::string model_type;
+  size_t tensors = 0;
+  bool tokenizer = false;  // tokenizer files written
+};
+HfExport export_hf(const Checkpoint& ckpt, const std::string& ckpt_path, const std::string& out_dir, bool bf16);
 
 }  // namespace gpt

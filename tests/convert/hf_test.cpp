@@ -190,5 +190,57 @@ TEST(HfModel, RefusesTensorsTheModelDoesNotUse) {
   fs::remove_all(dir);
 }
 
+// Import, export (--to-hf), import again: the same tensors bit for bit, the
+// same config, and so the golden logits (scripts/check_hf_export.py checks the
+// exported directories with transformers itself).
+TEST(HfModel, ExportRoundTripsEveryFamily) {
+  for (const char* name : {"gpt2", "neox", "neox_sequential", "llama", "llama_yarn", "llama_yarn_mscale", "llama3",
+                           "llama_linear", "llama_dynamic", "mistral", "qwen2", "qwen3"}) {
+    const fs::path out = fs::temp_directory_path() / ("gpt_hf_export_" + std::string(name) + "_" +
+                                                      std::to_string(::getpid()));
+    fs::remove_all(out);
+    const HfModel in((kFixtures / name).string());
+    const Checkpoint ckpt = in.to_checkpoint();
+    const HfExport e = export_hf(ckpt, name, out.string(), false);
+    EXPECT_EQ(e.model_type, in.model_type()) << name;
+    const HfModel back(out.string());
+    EXPECT_EQ(config_to_json(back.config())["model"], config_to_json(in.config())["model"]) << name;
+    EXPECT_EQ(config_to_json(back.config())["context"], config_to_json(in.config())["context"]) << name;
+    for (const std::string& t : in.weights().names())
+      if (back.weights().has(t)) EXPECT_EQ(back.weights().read(t), in.weights().read(t)) << name << " " << t;
+    EXPECT_EQ(back.weights().names().size(), in.weights().names().size()) << name;
+    const Checkpoint again = back.to_checkpoint();
+    for (const CheckpointTensor& t : ckpt.tensors) EXPECT_EQ(again.tensor(t.name).data, t.data) << name << " " << t.name;
+    const bool dynamic = std::string(name) == "llama_dynamic";
+    EXPECT_LE(relative_logit_error(name, dynamic, out), kTolerance) << name;
+    fs::remove_all(out);
+  }
+}
+
+TEST(HfModel, ExportRefusesWhatNoFamilyHolds) {
+  const Checkpoint base = HfModel((kFixtures / "llama").string()).to_checkpoint();
+  const std::pair<std::function<void(nlohmann::json&)>, const char*> cases[] = {
+      {[](nlohmann::json& c) { c["attention"]["preset"] = "lssa"; }, "plain softmax"},
+      {[](nlohmann::json& c) { c["model"]["rope_pairing"] = "interleaved"; }, "interleaved"},
+      {[](nlohmann::json& c) { c["context"]["remap"] = "rerope"; }, "no Hugging Face config key"},
+      {[](nlohmann::json& c) { c["context"]["rope_scaling"] = "yarn"; }, "fixed factor"},
+      {[](nlohmann::json& c) { c["context"]["rope_scaling"] = "ntk"; c["context"]["factor"] = 2.0; },
+       "no Hugging Face rope_type"},
+      {[](nlohmann::json& c) { c["model"]["mlp"] = "relu2"; c["model"]["mlp_hidden"] = 64; }, "none of the"},
+  };
+  for (const auto& [edit, expect] : cases) {
+    Checkpoint c = base;
+    edit(c.meta["config"]);
+    try {
+      export_hf(c, "edited.bin", (fs::temp_directory_path() / "gpt_hf_refused").string(), false);
+      ADD_FAILURE() << "exported: " << expect;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("edited.bin"), std::string::npos) << e.what();
+    }
+  }
+  fs::remove_all(fs::temp_directory_path() / "gpt_hf_refused");
+}
+
 }  // namespace
 }  // namespace gpt
