@@ -172,8 +172,8 @@ std::vector<Key> make_keys() {
       {GPT_KEY(train, checkpoint_every), at_least(0), "steps between checkpoints; 0 = only at the end"},
       {GPT_KEY(train, threads), between(0, 1024), "OpenMP threads; 0 = all cores"},
       {GPT_KEY(train, init_from), any(),
-       "checkpoint or run dir whose parameters of the same name and shape initialise a fresh run (fine-tuning); "
-       "\"\" = none"},
+       "checkpoint, run dir or Hugging Face model dir whose parameters of the same name and shape initialise a "
+       "fresh run (fine-tuning); \"\" = none"},
       {GPT_KEY(train, zero), between(0, 1), "ZeRO-1 with several ranks: 1 shards the optimizer state across the ranks"},
       {GPT_KEY(train, overlap_reduce), between(0, 1),
        "several ranks: 1 starts each layer's gradient all-reduce as soon as its backward pass is done, 0 reduces "

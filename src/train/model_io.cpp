@@ -267,6 +267,32 @@ void restore_checkpoint(CheckpointReader& r, Model<float>& model, Optimizer<floa
 }
 
 InitFromSummary init_from_checkpoint(Model<float>& model, const std::string& path) {
+  if (is_hf_model_dir(path)) {
+    // A Hugging Face model directory: its tensors in the project's layout
+    // (convert/hf.h), one layer slice at a time.
+    const HfModel hf(path);
+    const ParamLayout theirs(hf.config().model, resolve_attention(hf.config()));
+    InitFromSummary sum;
+    std::vector<float> host;
+    for (const ParamSpec& s : model.layout().specs) {
+      if (!theirs.has(s.name) || theirs.find(s.name).shape != s.shape) {
+        sum.kept.push_back(s.name);
+        continue;
+      }
+      const int L = s.per_layer ? model.config().n_layer : 1;
+      const size_t slice = s.numel() / static_cast<size_t>(L);
+      host.resize(slice);
+      for (int l = 0; l < L; ++l) {
+        hf.fill(theirs.find(s.name), l, host.data());
+        model.backend().upload(model.params() + s.offset + static_cast<size_t>(l) * slice, host.data(), slice);
+      }
+      sum.copied.push_back(s.name);
+    }
+    GPT_CHECK(!sum.copied.empty(), "train.init_from: no parameter tensor of the Hugging Face model ", path,
+              " matches this model's names and shapes; `gpt info --hf ", path,
+              "` prints the model section that does");
+    return sum;
+  }
   const std::string file = resolve_checkpoint(path);
   CheckpointReader r(file);
   InitFromSummary sum;

@@ -58,8 +58,9 @@ void restore_checkpoint(CheckpointReader& reader, Model<float>& model, Optimizer
 // tensor of layout under prefix ("param/", "adam_m/", ...) with its shape.
 void check_checkpoint_tensors(const CheckpointReader& reader, const ParamLayout& layout, const std::string& prefix);
 
-// Copies into `model` every parameter tensor of the checkpoint (file or run
-// directory) that the model has with the same name and shape; the others keep
+// Copies into `model` every parameter tensor of the checkpoint (file, run
+// directory, or Hugging Face model directory, convert/hf.h) that the model
+// has with the same name and shape; the others keep
 // their values (e.g. wpe when a learned-position model is fine-tuned with
 // rope). Returns the names copied and the names left, for the log. Throws if
 // no tensor matches.

@@ -15,6 +15,7 @@
 #include <functional>
 #include <iostream>
 
+#include "config/attention.h"
 #include "convert/safetensors.h"
 #include "core/check.h"
 #include "train/model_io.h"
@@ -240,6 +241,30 @@ TEST(HfModel, ExportRefusesWhatNoFamilyHolds) {
     }
   }
   fs::remove_all(fs::temp_directory_path() / "gpt_hf_refused");
+}
+
+// train.init_from a Hugging Face directory: a model of the same block with
+// another attention variant takes every tensor of the same name and shape
+// (ssmax adds its learned scales, which keep their initialisation); with the
+// file's own attention it computes the golden logits.
+TEST(HfModel, InitFromCopiesTheTensorsOfTheSameNameAndShape) {
+  const HfModel hf((kFixtures / "llama").string());
+  Config ssmax = hf.config();
+  ssmax.attention.preset = "ssmax";
+  const AttentionSpec spec = resolve_attention(ssmax);
+  auto model = make_model(ssmax.model, spec, "cpu", "fp32", "fp32");
+  model->init(7);
+  const InitFromSummary sum = init_from_checkpoint(*model, hf.dir());
+  EXPECT_EQ(sum.kept, (std::vector<std::string>{"attnscale"}));
+  EXPECT_EQ(sum.copied.size(), ParamLayout(hf.config().model).specs.size());
+
+  auto plain = make_model(hf.config().model, resolve_attention(hf.config()), "cpu", "fp32", "fp32");
+  plain->init(7);
+  init_from_checkpoint(*plain, hf.dir());
+  const Golden g = read_golden(kFixtures / "llama");
+  const std::vector<float> ours = plain->next_token_logits(g.ids.data(), static_cast<int>(g.ids.size()));
+  const size_t last = (g.ids.size() - 1) * static_cast<size_t>(g.vocab);
+  for (int64_t v = 0; v < g.vocab; ++v) EXPECT_NEAR(ours[v], g.logits[last + v], 1e-4) << v;
 }
 
 }  // namespace
