@@ -143,8 +143,8 @@ def tokenizer_fixtures(out):
         pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
         ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], normalizer=normalizers.NFC())
-    ascii_texts = [x for x in TEXTS if x.isascii()] + ["<|im_start|>user\nhi<|im_end|>"]
-    cases["qwen2_style"] = (t, {"eos_token": "<|endoftext|>", "bos_token": None}, ascii_texts)
+    nfc_texts = TEXTS + ["<|im_start|>user\nhi<|im_end|>", "Cafe\u0301 A\u030a \u212b \u1100\u1161\u11a8 d\u0307\u0323"]
+    cases["qwen2_style"] = (t, {"eos_token": "<|endoftext|>", "bos_token": None}, nfc_texts)
     t = byte_level_bpe(pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(LLAMA3_SPLIT), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]),
@@ -173,9 +173,31 @@ def tokenizer_fixtures(out):
         print(f"tokenizer {name}: vocab {tok.get_vocab_size()}, {sum(len(i) for i in ids)} ids over {len(texts)} texts")
 
 
+def nfc_cases(out):
+    """Strings and their NFC by Python's unicodedata, for the project's NFC."""
+    import random
+    import unicodedata
+    rng = random.Random(5)
+    pools = [range(0x41, 0x7B), range(0xC0, 0x180), range(0x300, 0x370), range(0x591, 0x5C8), range(0x1100, 0x1113),
+             range(0x1161, 0x1176), range(0x11A8, 0x11C3), range(0xAC00, 0xAC40), range(0x1E00, 0x1F00),
+             range(0x1F00, 0x2000), range(0x958, 0x960), range(0x2126, 0x212C), range(0xF900, 0xF910),
+             range(0x3099, 0x309B), range(0x304B, 0x3060), range(0x1D15E, 0x1D165)]
+    cases = ["e\u0301", "\u212b", "d\u0307\u0323", "\u1100\u1161\u11a8", "\u0958", "a\u0328\u0301",
+             "\u1e0b\u0323", "q\u0307\u0323", "\u304b\u3099", "\U0001D15F"]
+    for _ in range(400):
+        n = rng.randint(1, 12)
+        cases.append("".join(chr(rng.choice(rng.choice(pools))) for _ in range(n)))
+    with open(os.path.join(out, "tokenizers", "nfc_cases.json"), "w") as fh:
+        json.dump({"unicode": unicodedata.unidata_version,
+                   "cases": [[x, unicodedata.normalize("NFC", x)] for x in cases]}, fh, ensure_ascii=True)
+        fh.write("\n")
+    print(f"nfc cases: {len(cases)}")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/hf"
     tokenizer_fixtures(out)
+    nfc_cases(out)
     torch.manual_seed(0)
     summary = {}
     for i, (name, (config, T, dtype)) in enumerate(fixtures().items()):

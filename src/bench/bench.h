@@ -64,4 +64,8 @@ const std::vector<std::string>& bench_parts();
 // table to out.
 void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out);
 
+// gpt bench --hf HF_DIR (bench_hf.cpp): reading, loading and evaluating a
+// Hugging Face model directory; --contexts sets the evaluated lengths.
+void run_bench_hf(const std::string& dir, const BenchOptions& opt, std::ostream& out);
+
 }  // namespace gpt

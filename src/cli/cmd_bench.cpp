@@ -21,6 +21,7 @@ struct BenchArgs {
   std::string only;
   int threads = 0;
   std::string contexts;
+  std::string hf;
   std::string presets;
   std::string kernel;
   int steps = 3;
@@ -76,6 +77,10 @@ void add_bench(CLI::App& app) {
                   "after each phase)")
       ->type_name("PARTS");
   cmd->add_option("--threads", args->threads, "OpenMP threads (default: all cores)")->check(positive());
+  cmd->add_option("--hf", args->hf,
+                  "Bench a Hugging Face model directory instead: read, load and evaluation time and memory "
+                  "(--contexts: evaluated lengths, default 1x and 4x its context)")
+      ->type_name("HF_DIR");
   cmd->add_option("--contexts", args->contexts,
                   "Attention contexts (default 256,512,1024,2048,4096; cuda-attention: 1024,2048,4096,8192,16384)")
       ->type_name("T,T,...");
@@ -104,6 +109,19 @@ void add_bench(CLI::App& app) {
                   "peak as the GEMMs run)")
       ->check(non_negative());
   cmd->callback([args] {
+    if (!args->hf.empty()) {
+      BenchOptions opt;
+      if (!args->contexts.empty()) {
+        opt.attention_contexts = parse_ints(args->contexts, "--contexts");
+        opt.contexts_given = true;
+      }
+      opt.min_seconds = args->min_seconds;
+      if (args->threads > 0) omp_set_num_threads(args->threads);
+      GPT_CHECK(args->config.empty() && args->overrides.empty() && args->only.empty(),
+                "bench --hf: the model is the directory's; a config, --set and --only do not apply");
+      run_bench_hf(args->hf, opt, std::cout);
+      return;
+    }
     const Config cfg = load_config(args->config, args->overrides);
     BenchOptions opt;
     opt.config_name = args->config;

@@ -103,9 +103,9 @@ class Keys {
   void finish(const std::string& family) const {
     for (const auto& [k, v] : j_.items()) {
       if (used_.count(k)) continue;
-      if (std::find_if(std::begin(kInertKeys), std::end(kInertKeys), [&](const char* s) { return k == s; }) !=
-          std::end(kInertKeys))
-        continue;
+      bool inert = false;
+      for (const char* s : kInertKeys) inert = inert || k == s;
+      if (inert) continue;
       fail(where_, ": key '", k, "' = ", v.dump(), " is not implemented by this project's ", family,
            " import (docs/hf_models.md lists the keys it maps and the ones that do not change the model); "
            "it is refused rather than ignored");

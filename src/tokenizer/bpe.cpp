@@ -9,6 +9,7 @@
 #include <queue>
 
 #include "core/check.h"
+#include "tokenizer/unicode_nfc.h"
 
 namespace gpt {
 
@@ -111,13 +112,10 @@ std::string_view BpeTokenizer::token_bytes(uint32_t id) const {
 }
 
 void BpeTokenizer::encode_ordinary(std::string_view text, std::vector<uint32_t>& out) const {
+  std::string normalised;
   if (options_.nfc) {
-    // NFC leaves ASCII text as it is; the composition tables for the rest of
-    // Unicode are not built yet, so other text is refused, not mis-encoded.
-    for (size_t i = 0; i < text.size(); ++i)
-      if (static_cast<unsigned char>(text[i]) >= 0x80)
-        fail("tokenizer '", spec_, "' normalises text to Unicode NFC, which this project implements for ASCII text "
-             "only so far; byte ", i, " of the text is not ASCII");
+    normalised = unicode::nfc(text);
+    text = normalised;
   }
   pretokenizer_.for_each_piece(text, [&](std::string_view piece) { encode_piece_cached(piece, out); });
 }

@@ -40,7 +40,7 @@ struct BpeOptions {
   bool open_vocabulary = false;
   // The special tokens encode(text, true) matches; empty: "<|endoftext|>".
   std::vector<std::pair<std::string, uint32_t>> specials;
-  bool nfc = false;  // the text is normalised to Unicode NFC first (see encode_ordinary)
+  bool nfc = false;  // the text is normalised to Unicode NFC first (unicode_nfc.h)
 };
 
 class BpeTokenizer final : public Tokenizer {
@@ -49,7 +49,9 @@ class BpeTokenizer final : public Tokenizer {
   // bytes the concatenation of the pair's); errors name `source`.
   BpeTokenizer(std::string spec, BpeVocab vocab, const std::string& source, BpeOptions options = {});
   std::vector<std::pair<std::string_view, uint32_t>> special_tokens() const override;
-  bool independent_cuts() const override { return pretokenizer_.gpt2() && !options_.nfc; }
+  // NFC keeps the cuts: the printable ASCII character after one neither
+  // composes with nor reorders around what precedes it.
+  bool independent_cuts() const override { return pretokenizer_.gpt2(); }
 
   const std::string& spec() const override { return spec_; }
   uint32_t vocab_size() const override { return static_cast<uint32_t>(vocab_.tokens.size()); }

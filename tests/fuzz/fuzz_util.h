@@ -37,6 +37,7 @@ inline const std::filesystem::path& scratch() {
 
 inline std::string write_file(const std::string& name, std::string_view bytes) {
   const std::string path = (scratch() / name).string();
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   FILE* f = std::fopen(path.c_str(), "wb");
   if (!f) std::abort();
   if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) std::abort();
