@@ -136,7 +136,7 @@ int map_rope(Keys& k, const std::string& where, Family fam, nlohmann::json& mode
     const nlohmann::json& p = k.raw(key);
     GPT_CHECK(p.is_object(), where, ": key '", key, "' must be an object");
     GPT_CHECK(!params_key, where, ": both rope_parameters and rope_scaling are set; a file states one");
-    GPT_CHECK(!p.empty() && !p.begin()->is_object(), where, ": key '", key,
+    GPT_CHECK(p.empty() || !p.begin()->is_object(), where, ": key '", key,
               "' holds RoPE parameters per layer type; this project runs one RoPE for every layer");
     params = p, params_key = key;
   }

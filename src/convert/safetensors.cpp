@@ -214,6 +214,7 @@ const StTensor* SafetensorsFile::find(const std::string& name) const {
 void SafetensorsFile::read(const StTensor& t, float* out) const {
   const unsigned char* src = map_ + data_offset_ + t.begin;
   const uint64_t n = t.numel();
+  if (n == 0 && (t.dtype == StDtype::F32 || t.dtype == StDtype::F16 || t.dtype == StDtype::BF16)) return;
   switch (t.dtype) {
     case StDtype::F32:
       std::memcpy(out, src, n * 4);

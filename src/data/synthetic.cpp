@@ -520,7 +520,9 @@ std::unique_ptr<SyntheticTask> make_synthetic_task(const std::string& task, cons
   for (const auto& [key, v] : options.items()) {
     std::string flag = key;
     std::replace(flag.begin(), flag.end(), '_', '-');
-    const auto d = std::find_if(defs.begin(), defs.end(), [&](const SyntheticOption& x) { return x.name == key; });
+    const auto d = std::find_if(defs.begin(), defs.end(), [&flag_key = key](const SyntheticOption& x) {
+      return x.name == flag_key;
+    });
     GPT_CHECK(d != defs.end(), "synthetic ", task, ": --", flag, " is not an option of this task; it takes ",
               option_list(defs));
     if (d->default_value.is_string()) {
@@ -559,7 +561,9 @@ json synthetic_options_from_words(const std::string& task, const std::map<std::s
   for (const auto& [given, w] : words) {
     std::string key = given;
     std::replace(key.begin(), key.end(), '-', '_');
-    const auto d = std::find_if(defs.begin(), defs.end(), [&](const SyntheticOption& x) { return x.name == key; });
+    const auto d = std::find_if(defs.begin(), defs.end(), [&flag_key = key](const SyntheticOption& x) {
+      return x.name == flag_key;
+    });
     if (d == defs.end() || d->default_value.is_string()) {
       o[key] = w;  // make_synthetic_task names what is wrong with an unknown key
       continue;
