@@ -84,8 +84,9 @@ void run_bench_hf(const std::string& dir, const BenchOptions& opt, std::ostream&
     const double peak = proc_status_mib("VmHWM:");
     out << "eval   T=" << T << " (" << Table::fmt("%.2f", static_cast<double>(T) / m.context) << "x): "
         << Table::fmt("%.3f", s) << " s, " << Table::fmt("%.0f", T / s) << " tokens/s; peak resident set "
-        << Table::fmt("%.0f", peak) << " MiB (" << Table::fmt("%+.0f", peak - mark.before)
-        << " MiB over the loaded model)\n";
+        << Table::fmt("%.0f", peak) << " MiB (" << Table::fmt("%+.0f", peak - rss_loaded)
+        << " MiB over the loaded model" << (mark.peak_reset ? "" : "; peak since the start: /proc allows no reset")
+        << ")\n";
   }
 }
 

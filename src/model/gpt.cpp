@@ -46,14 +46,12 @@ GPT<T>::GPT(const ModelConfig& cfg, const AttentionSpec& attn, Backend<T>& backe
       be_(backend),
       layout_(cfg, attn) {
   params_ = Buffer<Acc>(be_, layout_.total);
-  grads_ = Buffer<Acc>(be_, layout_.total);
   if constexpr (kWorkingCopy) {
     working_ = Buffer<T>(be_, layout_.total);
     p_ = make_views(layout_, working_.get(), cfg_.n_layer);
   } else {
     p_ = make_views(layout_, params_.get(), cfg_.n_layer);
   }
-  g_ = make_views(layout_, grads_.get(), cfg_.n_layer);
 }
 
 template <typename T>
@@ -79,8 +77,19 @@ std::vector<accum_t<T>> GPT<T>::get_params() {
   return host;
 }
 
+// The gradients are allocated at their first use, so that a model that only
+// evaluates (gpt eval, gpt sample, a Hugging Face model) holds its
+// parameters and activations and nothing more.
+template <typename T>
+void GPT<T>::ensure_grads() {
+  if (grads_.get()) return;
+  grads_ = Buffer<Acc>(be_, layout_.total);
+  g_ = make_views(layout_, grads_.get(), cfg_.n_layer);
+}
+
 template <typename T>
 void GPT<T>::zero_grad() {
+  ensure_grads();
   be_.zero(grads_.get(), layout_.total);
 }
 
@@ -234,6 +243,7 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
   GPT_CHECK(train_acts_ && !train_stale_,
             "backward() needs the activations of a training forward(): there was none yet, or an inference pass "
             "has since run in them or freed them; run the training forward() again first");
+  ensure_grads();
   Activations<T>& a = *train_acts_;
   const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, N = B * Tn, Vp = cfg_.padded_vocab();
   const size_t NC = static_cast<size_t>(N) * C;

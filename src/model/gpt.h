@@ -108,7 +108,10 @@ class GPT : public Model<accum_t<T>> {
   const std::vector<LayerAttention>& per_layer_attention() const override { return layers_; }
   Backend<T>& backend() override { return be_; }
   Acc* params() override { return params_.get(); }
-  Acc* grads() override { return grads_.get(); }
+  Acc* grads() override {
+    ensure_grads();
+    return grads_.get();
+  }
   size_t storage_bytes() const override { return sizeof(T); }
 
   void init(uint64_t seed) override;
@@ -143,6 +146,7 @@ class GPT : public Model<accum_t<T>> {
   std::vector<LayerAttention> layers_;  // attn_ with each layer's kind applied
   Backend<T>& be_;
   ParamLayout layout_;
+  void ensure_grads();  // grads_ and g_ on first use (zero_grad, backward, grads)
   Buffer<Acc> params_, grads_;
   Buffer<T> working_;  // T != Acc only: the rounded master parameters
   ParamViews<T> p_;
