@@ -342,19 +342,9 @@ bool is_buffer(const std::string& name) {
   for (const char* end : {".attn.bias", ".attn.masked_bias", ".attention.bias", ".attention.masked_bias",
                           ".rotary_emb.inv_freq"}) {
     const size_t n = std::strlen(end);
-    if (name.size() >= n && name.compare(name.size() - n, n, end) == 0 &&
-        name.find("c_attn") == std::string::npos)
-      return true;
+    if (name.size() >= n && name.compare(name.size() - n, n, end) == 0) return true;
   }
   return false;
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::ostringstream os;
-  os << "[";
-  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
-  os << "]";
-  return os.str();
 }
 
 // How a file tensor becomes rows of ours: as it is, transposed (GPT-2's
@@ -538,9 +528,9 @@ void HfModel::fill(const ParamSpec& spec, int layer, float* out) const {
   for (const Piece& p : pieces(model_type_, prefix_, m, spec, layer)) {
     const StTensor& t = weights_->tensor(p.name);
     const std::string what = "Hugging Face model '" + dir_ + "': tensor '" + p.name + "' (for " + spec.name + ")";
-    GPT_CHECK(t.shape == p.file_shape, what, " has shape ", shape_text(t.shape), " but the model (", m.n_layer,
+    GPT_CHECK(t.shape == p.file_shape, what, " has shape ", st_shape_text(t.shape), " but the model (", m.n_layer,
               " layers, n_embd ", m.n_embd, ", ", m.n_head, " heads, ", m.kv_heads(), " key/value heads, MLP width ",
-              m.mlp_width(), ", vocabulary ", m.vocab_size, ") expects ", shape_text(p.file_shape),
+              m.mlp_width(), ", vocabulary ", m.vocab_size, ") expects ", st_shape_text(p.file_shape),
               p.xf == Xf::Transpose ? " (GPT-2's Conv1D stores (in, out))" : "");
     src.resize(t.numel());
     weights_->file_of(p.name).read(t, src.data());

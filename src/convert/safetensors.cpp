@@ -70,15 +70,15 @@ float half_to_float(uint16_t h) {
   return std::bit_cast<float>(bits);
 }
 
-std::string shape_str(const std::vector<int64_t>& s) {
+}  // namespace
+
+std::string st_shape_text(const std::vector<int64_t>& s) {
   std::ostringstream os;
   os << "[";
   for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
   os << "]";
   return os.str();
 }
-
-}  // namespace
 
 const char* st_dtype_name(StDtype d) {
   for (const DtypeInfo& i : kDtypes)
@@ -176,7 +176,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       GPT_CHECK(t.end <= data_bytes, where, ": data_offsets [", t.begin, ", ", t.end,
                 "] run past the end of the data (", data_bytes, " bytes after the header)");
       const uint64_t want = numel * static_cast<uint64_t>(info->bytes);
-      GPT_CHECK(t.end - t.begin == want, where, ": shape ", shape_str(t.shape), " of ", dt, " needs ", want,
+      GPT_CHECK(t.end - t.begin == want, where, ": shape ", st_shape_text(t.shape), " of ", dt, " needs ", want,
                 " bytes but data_offsets [", t.begin, ", ", t.end, "] hold ", t.end - t.begin);
       tensors_.push_back(std::move(t));
     }

@@ -33,6 +33,9 @@ enum class StDtype { F32, F16, BF16, F64, I64, I32, I16, I8, U8, BOOL, F8_E4M3, 
 const char* st_dtype_name(StDtype d);
 int st_dtype_bytes(StDtype d);
 
+// "[2, 3]": a shape as the header writes it, for messages.
+std::string st_shape_text(const std::vector<int64_t>& shape);
+
 struct StTensor {
   std::string name;
   StDtype dtype = StDtype::F32;
