@@ -177,9 +177,6 @@ int map_rope(Keys& k, const std::string& where, Family fam, nlohmann::json& mode
   if (type == "default") {
     k.integer("original_max_position_embeddings", 0);
   } else {
-    GPT_CHECK(context_override == 0, where, ": rope_type \"", type,
-              "\" scales RoPE relative to the model's own trained length; it cannot be evaluated with another 1x "
-              "length (--hf-context)");
     if (type == "linear") {
       context["rope_scaling"] = "pi";
       context["factor"] = r.number("factor", 0);
@@ -213,6 +210,9 @@ int map_rope(Keys& k, const std::string& where, Family fam, nlohmann::json& mode
       fail(pw, ": rope_type \"", type,
            "\" is not implemented (this project maps default, linear, dynamic, yarn and llama3)");
     }
+    GPT_CHECK(context_override == 0, where, ": rope_type \"", type,
+              "\" scales RoPE relative to the model's own trained length; it cannot be evaluated with another 1x "
+              "length (--hf-context)");
     if (context.contains("factor"))
       GPT_CHECK(context["factor"].get<double>() >= 1, pw, ": factor ", context["factor"].dump(), " must be >= 1");
     if (context.contains("dynamic_alpha"))
@@ -526,6 +526,11 @@ void HfModel::fill(const ParamSpec& spec, int layer, float* out) const {
   int64_t row = 0;
   std::vector<float> src;
   for (const Piece& p : pieces(model_type_, prefix_, m, spec, layer)) {
+    GPT_CHECK(weights_->has(p.name), "Hugging Face model '", dir_, "' has no tensor '", p.name, "' (for ", spec.name,
+              ", ", spec.what, ")",
+              spec.name == "lmhead" ? "; config.json says tie_word_embeddings false, but the file holds no head of its "
+                                      "own: is the model tied?"
+                                    : "");
     const StTensor& t = weights_->tensor(p.name);
     const std::string what = "Hugging Face model '" + dir_ + "': tensor '" + p.name + "' (for " + spec.name + ")";
     GPT_CHECK(t.shape == p.file_shape, what, " has shape ", st_shape_text(t.shape), " but the model (", m.n_layer,
