@@ -62,7 +62,7 @@ void run_bench_hf(const std::string& dir, const BenchOptions& opt, std::ostream&
   const double rss_loaded = proc_status_mib("VmRSS:"), peak_load = proc_status_mib("VmHWM:");
   const ModelConfig& m = lm.config.model;
   const double weights_mib = static_cast<double>(lm.model->num_params()) * 4 / kMiB;
-  out << "gpt bench --hf " << dir << ": " << HfModel(dir).model_type() << ", " << m.n_layer << " layers, C=" << m.n_embd
+  out << "gpt bench --hf " << dir << ": block " << m.block << ", " << m.n_layer << " layers, C=" << m.n_embd
       << ", " << m.n_head << " heads (" << m.kv_heads() << " key/value), V=" << m.vocab_size << ", "
       << lm.model->num_params() << " parameters, model.context " << m.context << "; " << omp_get_max_threads()
       << " threads, load average " << load_average() << "\n";

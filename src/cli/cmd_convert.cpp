@@ -36,13 +36,7 @@ void convert_from_hf(const ConvertArgs& a) {
             "--hf-context for the 1x length");
   const HfModel hf(a.from_hf, HfOpenOptions{a.hf_context});
   Checkpoint ckpt = hf.to_checkpoint();
-  if (a.with_optimizer) {
-    const size_t n = ckpt.tensors.size();
-    for (const char* prefix : {"adam_m/", "adam_v/"})
-      for (size_t i = 0; i < n; ++i)
-        ckpt.tensors.push_back({prefix + ckpt.tensors[i].name.substr(6), ckpt.tensors[i].shape,
-                                std::vector<float>(ckpt.tensors[i].data.size(), 0.0f)});
-  }
+  if (a.with_optimizer) add_zero_moments(ckpt);
   save_checkpoint(a.out, ckpt);
   const LoadedModel lm = load_model(a.out);
   std::cout << "wrote " << a.out << ": " << hf.model_type() << ", " << lm.model->num_params() << " parameters, "

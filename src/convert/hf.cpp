@@ -567,19 +567,19 @@ void HfModel::check_all_used() const {
   }
 }
 
+void HfModel::upload_tensor(Model<float>& model, const ParamSpec& spec) const {
+  const int L = spec.per_layer ? config_.model.n_layer : 1;
+  const size_t slice = spec.numel() / static_cast<size_t>(L);
+  std::vector<float> host(slice);
+  for (int l = 0; l < L; ++l) {
+    fill(spec, l, host.data());
+    model.backend().upload(model.params() + spec.offset + static_cast<size_t>(l) * slice, host.data(), slice);
+  }
+}
+
 void HfModel::upload(Model<float>& model) const {
   used_.clear();
-  const ParamLayout& layout = model.layout();
-  std::vector<float> host;
-  for (const ParamSpec& s : layout.specs) {
-    const int L = s.per_layer ? config_.model.n_layer : 1;
-    const size_t slice = s.numel() / static_cast<size_t>(L);
-    host.resize(slice);
-    for (int l = 0; l < L; ++l) {
-      fill(s, l, host.data());
-      model.backend().upload(model.params() + s.offset + static_cast<size_t>(l) * slice, host.data(), slice);
-    }
-  }
+  for (const ParamSpec& s : model.layout().specs) upload_tensor(model, s);
   check_all_used();
 }
 

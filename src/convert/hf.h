@@ -59,6 +59,9 @@ class HfModel {
   // through a host buffer of one slice; then checks that every tensor of the
   // files was used.
   void upload(Model<float>& model) const;
+  // One parameter of the model (spec from model.layout()) the same way;
+  // train.init_from calls it for the parameters both models have.
+  void upload_tensor(Model<float>& model, const ParamSpec& spec) const;
   // The whole model as one of the project's checkpoints (gpt convert --from-hf).
   Checkpoint to_checkpoint() const;
 

@@ -215,10 +215,7 @@ Checkpoint import_llmc(const std::string& path, const LlmcImportOptions& opt) {
     }
     ckpt.tensors.push_back(std::move(ct));
   }
-  if (opt.with_optimizer)
-    for (const char* prefix : {"adam_m/", "adam_v/"})
-      for (const LlmcTensor& t : table)
-        ckpt.tensors.push_back({prefix + std::string(t.name), t.shape, std::vector<float>(numel(t.shape), 0.0f)});
+  if (opt.with_optimizer) add_zero_moments(ckpt);
 
   // The fields make_checkpoint writes, for a model at step 0 that has not
   // been trained here, plus where it came from.

@@ -87,6 +87,8 @@ std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& dir);
 // GPT-2's and Hugging Face's byte-level vocabularies, and back.
 std::array<uint32_t, 256> byte_to_code_point();
 std::unordered_map<uint32_t, char> code_point_to_byte();
+// The token string of the single byte b (its code point as UTF-8).
+std::string byte_token_string(int b);
 // The bytes a token string spells; false if it uses a code point outside the
 // table or is empty.
 bool token_string_to_bytes(const std::string& s, const std::unordered_map<uint32_t, char>& to_byte, std::string& out);

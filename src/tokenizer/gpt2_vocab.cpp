@@ -29,13 +29,14 @@ std::array<uint32_t, 256> byte_to_code_point() {
   return cp;
 }
 
-namespace {
-
-// A code point below 0x800 (all the table uses) as UTF-8.
-std::string utf8(uint32_t cp) {
+std::string byte_token_string(int b) {
+  // The table's code points are below 0x800: one or two UTF-8 bytes.
+  const uint32_t cp = byte_to_code_point()[static_cast<size_t>(b)];
   if (cp < 0x80) return std::string(1, static_cast<char>(cp));
   return {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
 }
+
+namespace {
 
 // Decodes one UTF-8 code point at s[i], advancing i; false if malformed.
 bool next_code_point(const std::string& s, size_t& i, uint32_t& cp) {
@@ -96,7 +97,6 @@ std::unique_ptr<BpeTokenizer> load_gpt2_tokenizer(const std::string& dir) {
   const std::string enc_name = enc_path.string(), bpe_name = bpe_path.string();
 
   const std::unordered_map<uint32_t, char> to_byte = code_point_to_byte();
-  const auto cps = byte_to_code_point();
 
   // encoder.json: every id 0..n-1 exactly once.
   const nlohmann::json enc =
@@ -127,7 +127,7 @@ std::unique_ptr<BpeTokenizer> load_gpt2_tokenizer(const std::string& dir) {
   }
   if (!have_eot) fail("GPT-2 encoder '", enc_name, "': has no \"<|endoftext|>\" token");
   for (int b = 0; b < 256; ++b) {
-    const auto it = id_of.find(utf8(cps[b]));
+    const auto it = id_of.find(byte_token_string(b));
     if (it == id_of.end()) fail("GPT-2 encoder '", enc_name, "': byte ", b, " has no single-byte token");
     v.byte_id[b] = it->second;
   }

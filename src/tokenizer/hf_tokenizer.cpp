@@ -12,9 +12,7 @@
 // plus tokenizer_config.json's bos_token, eos_token and add_bos_token.
 // Everything else is refused by name.
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -27,16 +25,6 @@ namespace fs = std::filesystem;
 namespace gpt {
 
 namespace {
-
-std::string read_text(const fs::path& path, const std::string& what) {
-  std::error_code ec;
-  GPT_CHECK(fs::is_regular_file(path, ec), what, " '", path.string(), "': does not exist or is not a regular file");
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  GPT_CHECK(in && !in.bad(), what, " '", path.string(), "': cannot read");
-  return std::move(s).str();
-}
 
 // Keys of an object that the reader knows; any other is refused.
 void only_keys(const nlohmann::json& j, std::initializer_list<const char*> known, const std::string& where) {
@@ -107,7 +95,7 @@ std::string config_token(const nlohmann::json& cfg, const char* key) {
 std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& dir) {
   const fs::path path = fs::path(dir) / "tokenizer.json";
   const std::string where = "tokenizer 'hf:" + dir + "' (" + path.string() + ")";
-  const nlohmann::json j = parse_json(read_text(path, "Hugging Face tokenizer"), where, {.comments = false});
+  const nlohmann::json j = parse_json(read_text_file(path.string(), "Hugging Face tokenizer"), where, {.comments = false});
   GPT_CHECK(j.is_object(), where, ": not a JSON object");
   only_keys(j, {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer", "post_processor",
                 "decoder", "model"},
@@ -189,16 +177,8 @@ std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& dir) {
   for (uint32_t id : spelled_otherwise)
     GPT_CHECK(added_ids.count(id), mw, ": token ", nlohmann::json(v.tokens[id]).dump(), " (id ", id,
               ") is not spelled in GPT-2's byte table; this is not a byte-level BPE");
-  const auto cps = byte_to_code_point();
   for (int b = 0; b < 256; ++b) {
-    std::string s;
-    const uint32_t cp = cps[b];
-    if (cp < 0x80) {
-      s = std::string(1, static_cast<char>(cp));
-    } else {
-      s = {static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
-    }
-    const auto it = id_of.find(s);
+    const auto it = id_of.find(byte_token_string(b));
     GPT_CHECK(it != id_of.end(), mw, ": byte ", b, " has no single-byte token (a byte-level BPE has all 256)");
     v.byte_id[b] = it->second;
   }
@@ -265,7 +245,7 @@ std::unique_ptr<BpeTokenizer> load_hf_tokenizer(const std::string& dir) {
   const fs::path cfg_path = fs::path(dir) / "tokenizer_config.json";
   std::error_code ec;
   if (fs::exists(cfg_path, ec))
-    cfg = parse_json(read_text(cfg_path, "Hugging Face tokenizer config"), "'" + cfg_path.string() + "'",
+    cfg = parse_json(read_text_file(cfg_path.string(), "Hugging Face tokenizer config"), "'" + cfg_path.string() + "'",
                      {.comments = false});
   std::string bos = config_token(cfg, "bos_token"), eos = config_token(cfg, "eos_token");
   const bool add_bos = cfg.value("add_bos_token", false) || !template_bos.empty();

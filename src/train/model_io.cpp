@@ -138,6 +138,16 @@ Checkpoint make_checkpoint(Model<float>& model, Optimizer<float>* opt, const Con
   return ckpt;
 }
 
+void add_zero_moments(Checkpoint& ckpt) {
+  const size_t n = ckpt.tensors.size();
+  for (const char* prefix : {"adam_m/", "adam_v/"})
+    for (size_t i = 0; i < n; ++i) {
+      const CheckpointTensor& t = ckpt.tensors[i];
+      if (t.name.rfind("param/", 0) != 0) continue;
+      ckpt.tensors.push_back({prefix + t.name.substr(6), t.shape, std::vector<float>(t.data.size(), 0.0f)});
+    }
+}
+
 Config checkpoint_config(const Checkpoint& ckpt, const std::string& path) { return checkpoint_config(ckpt.meta, path); }
 
 Config checkpoint_config(const nlohmann::json& meta, const std::string& path) {
@@ -273,19 +283,12 @@ InitFromSummary init_from_checkpoint(Model<float>& model, const std::string& pat
     const HfModel hf(path);
     const ParamLayout theirs(hf.config().model, resolve_attention(hf.config()));
     InitFromSummary sum;
-    std::vector<float> host;
     for (const ParamSpec& s : model.layout().specs) {
       if (!theirs.has(s.name) || theirs.find(s.name).shape != s.shape) {
         sum.kept.push_back(s.name);
         continue;
       }
-      const int L = s.per_layer ? model.config().n_layer : 1;
-      const size_t slice = s.numel() / static_cast<size_t>(L);
-      host.resize(slice);
-      for (int l = 0; l < L; ++l) {
-        hf.fill(theirs.find(s.name), l, host.data());
-        model.backend().upload(model.params() + s.offset + static_cast<size_t>(l) * slice, host.data(), slice);
-      }
+      hf.upload_tensor(model, s);
       sum.copied.push_back(s.name);
     }
     GPT_CHECK(!sum.copied.empty(), "train.init_from: no parameter tensor of the Hugging Face model ", path,

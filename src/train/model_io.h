@@ -34,6 +34,11 @@ struct CheckpointState {
 CheckpointState checkpoint_state(Model<float>& model, Optimizer<float>* opt, const Config& cfg,
                                  const TrainProgress& progress);
 
+// Appends zero optimizer moments ("adam_m/NAME", "adam_v/NAME") for every
+// "param/NAME" tensor of an imported checkpoint, so that `gpt train --resume`
+// can fine-tune it (gpt convert --with-optimizer).
+void add_zero_moments(Checkpoint& ckpt);
+
 // The resolved config stored in a checkpoint (validated).
 Config checkpoint_config(const nlohmann::json& meta, const std::string& path);
 Config checkpoint_config(const Checkpoint& ckpt, const std::string& path);
