@@ -3,13 +3,16 @@
 
 Makes a random-weight Llama model of SmolLM2-135M's shape (30 layers, 576
 channels, 9 heads with 3 key/value heads, SwiGLU of 1536, 49152 tokens, tied
-head) with max_position_embeddings 512, saved in float32 by transformers; runs
+head) with max_position_embeddings 512, or with SHAPE qwen3-0.6b a Qwen3
+model of Qwen3-0.6B's shape (28 layers, 1024 channels, 16 heads of 128 with
+8 key/value heads, SwiGLU of 3072, 151936 tokens, tied head, QK-norm), saved
+in float32 by transformers; runs
 `gpt bench --hf` on it (read, load, eval at 1x and 4x), then times
 transformers' forward pass (float32, eager and sdpa attention, no gradient,
 the same thread count) at the same lengths, and prints tokens/s side by side.
 Optional, like the fixtures: needs PyTorch and transformers.
 
-Usage: python3 scripts/bench_hf.py [GPT_BINARY] [WORK_DIR] [THREADS]
+Usage: python3 scripts/bench_hf.py [GPT_BINARY] [WORK_DIR] [THREADS] [SHAPE: smollm2-135m | qwen3-0.6b]
 """
 import os
 import re
@@ -25,13 +28,24 @@ def main():
     gpt = sys.argv[1] if len(sys.argv) > 1 else "build/gpt"
     work = sys.argv[2] if len(sys.argv) > 2 else "/tmp/gpt_bench_hf"
     threads = int(sys.argv[3]) if len(sys.argv) > 3 else os.cpu_count()
+    shape = sys.argv[4] if len(sys.argv) > 4 else "smollm2-135m"
     torch.set_num_threads(threads)
-    d = os.path.join(work, "llama135m")
-    if not os.path.exists(os.path.join(d, "model.safetensors")):
+    if shape == "smollm2-135m":
+        d = os.path.join(work, "llama135m")
         cfg = transformers.LlamaConfig(hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                                        num_attention_heads=9, num_key_value_heads=3, vocab_size=49152,
                                        max_position_embeddings=512, rms_norm_eps=1e-5, tie_word_embeddings=True,
                                        rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    elif shape == "qwen3-0.6b":
+        d = os.path.join(work, "qwen3_0.6b")
+        cfg = transformers.Qwen3Config(hidden_size=1024, intermediate_size=3072, num_hidden_layers=28,
+                                       num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+                                       vocab_size=151936, max_position_embeddings=512, rms_norm_eps=1e-6,
+                                       tie_word_embeddings=True,
+                                       rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})
+    else:
+        sys.exit(f"unknown SHAPE {shape!r}; valid: smollm2-135m, qwen3-0.6b")
+    if not os.path.exists(os.path.join(d, "model.safetensors")):
         torch.manual_seed(0)
         model = transformers.AutoModelForCausalLM.from_config(cfg)
         model.save_pretrained(d, safe_serialization=True)
@@ -47,7 +61,7 @@ def main():
     for impl in ("eager", "sdpa"):
         model.config._attn_implementation = impl
         for T in lengths:
-            ids = torch.randint(0, 49152, (1, T), generator=torch.Generator().manual_seed(1))
+            ids = torch.randint(0, cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(1))
             with torch.no_grad():
                 model(ids)  # warm-up
                 best = float("inf")

@@ -92,6 +92,9 @@ def fixtures():
     f["mistral"] = (llama_like("mistral", sliding_window=16), 64, torch.float32)
     f["qwen2"] = (llama_like("qwen2", tie_word_embeddings=True), 64, torch.float32)
     f["qwen3"] = (llama_like("qwen3", head_dim=16, tie_word_embeddings=True), 64, torch.float32)
+    # Heads wider and narrower than hidden_size / num_attention_heads (Qwen3-0.6B: 16 heads of 128 in 1024).
+    f["qwen3_wide_heads"] = (llama_like("qwen3", head_dim=32), 64, torch.float32)
+    f["llama_narrow_heads"] = (llama_like("llama", 1, head_dim=8, num_key_value_heads=4), 64, torch.float32)
     return f
 
 

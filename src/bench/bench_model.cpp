@@ -91,7 +91,7 @@ void bench_model(const Config& cfg, const BenchOptions& opt, Table& t,
   const ModelConfig& m = cfg.model;
   const int B = cfg.train.batch_size, Tn = m.context;
   const double tokens = static_cast<double>(B) * Tn, W = matmul_weights(m);
-  const double attn = m.n_layer * attention_forward_flops(B, Tn, m.n_embd);
+  const double attn = m.n_layer * attention_forward_flops(B, Tn, m.attn_width());
   ModelBench mb(cfg, resolve_attention(cfg), opt.device, opt.precision);
   Model<float>& model = *mb.model;
   const auto inputs = random_tokens(static_cast<size_t>(tokens), m.vocab_size, 7),
@@ -167,7 +167,7 @@ void bench_memory(const Config& cfg, const BenchOptions& opt, Table& t, bool cud
       else
         note += " (process high-water mark: /proc/self/clear_refs not writable)";
     }
-    t.measured("memory", what, sec, L, 2 * W * L + m.n_layer * attention_forward_flops(1, L, m.n_embd), note);
+    t.measured("memory", what, sec, L, 2 * W * L + m.n_layer * attention_forward_flops(1, L, m.attn_width()), note);
   }
 }
 

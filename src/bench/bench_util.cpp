@@ -99,7 +99,8 @@ double matmul_weights(const ModelConfig& m) {
   // Per layer: the qkv projection (grouped with n_kv_head), the attention
   // output, the MLP's first layer (2F for swiglu) and its output (12C² for
   // GPT-2's block); and the LM head.
-  const double C = m.n_embd, per_layer = C * m.qkv_width() + C * C + C * m.mlp_in_width() + m.mlp_width() * C;
+  const double C = m.n_embd, A = m.attn_width();
+  const double per_layer = C * m.qkv_width() + A * C + C * m.mlp_in_width() + m.mlp_width() * C;
   return m.n_layer * per_layer + static_cast<double>(m.vocab_size) * C;
 }
 

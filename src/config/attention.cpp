@@ -27,7 +27,7 @@ const AttentionPreset* find_attention_preset(const std::string& name) {
 }
 
 int rope_rotated_dims(const ModelConfig& m) {
-  const int D = m.n_embd / m.n_head;
+  const int D = m.head_size();
   return static_cast<int>(m.rope_fraction * D / 2 + 1e-9) * 2;
 }
 

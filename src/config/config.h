@@ -17,6 +17,7 @@ struct ModelConfig {
   int n_layer = 4;
   int n_head = 4;
   int n_embd = 128;
+  int head_dim = 0;  // each head's width D; 0 = n_embd / n_head (Qwen3-0.6B: 128 with n_embd 1024 and 16 heads)
   int vocab_size = 257;           // real vocabulary (byte tokenizer: 256 + end-of-text)
   int vocab_pad_multiple = 64;    // padded vocabulary Vp = round_up(V, this); 64 or 128
   int context = 128;              // training context T
@@ -56,12 +57,17 @@ struct ModelConfig {
     const int f = 8 * n_embd / 3;
     return (f + 255) / 256 * 256;
   }
+  // D, a head's width, and A = n_head·D, the attention's width: that of q,
+  // of the attention output and of the output projection's input. A = C
+  // unless model.head_dim says otherwise.
+  int head_size() const { return head_dim > 0 ? head_dim : n_embd / n_head; }
+  int attn_width() const { return n_head * head_size(); }
   // QK-norm's groups of channels in q (and in k): each head's, or one over
-  // the whole projection (rms_full); qk_norm_heads() groups of n_embd / it.
+  // the whole projection (rms_full); qk_norm_heads() groups of A / it.
   int qk_norm_heads() const { return qk_norm == "rms_full" ? 1 : n_head; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
-  // The width of the qkv projection: q (n_embd) and NKV key and value heads.
-  int qkv_width() const { return n_embd + 2 * kv_heads() * (n_embd / n_head); }
+  // The width of the qkv projection: q (A) and NKV key and value heads.
+  int qkv_width() const { return attn_width() + 2 * kv_heads() * head_size(); }
   // The width of the MLP's first projection: [gate | up] (2F) for swiglu.
   int mlp_in_width() const { return mlp == "swiglu" ? 2 * mlp_width() : mlp_width(); }
 

@@ -50,9 +50,9 @@ LayerKind parse_kind(const std::string& letter, const nlohmann::json& body, cons
           "bias (set it per layer with attention.position_bias)");
       k.rope = v == "rope";
       if (*k.rope)
-        GPT_CONFIG_CHECK((m.n_embd / m.n_head) % 2 == 0, "config: \"", where,
-                         "\" = \"rope\" needs an even head size model.n_embd / model.n_head (got ", m.n_embd / m.n_head,
-                         ")");
+        GPT_CONFIG_CHECK(m.head_size() % 2 == 0, "config: \"", where,
+                         "\" = \"rope\" needs an even head size (model.head_dim, or model.n_embd / model.n_head; got ",
+                         m.head_size(), ")");
     } else if (key == "window") {
       GPT_CONFIG_CHECK(v.is_number() && v.get<double>() >= 0 &&
                            v.get<double>() == static_cast<double>(v.get<int64_t>()) && v.get<double>() <= (1 << 20),

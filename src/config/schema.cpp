@@ -88,7 +88,10 @@ std::vector<Key> make_keys() {
   return {
       {GPT_KEY(model, n_layer), between(1, 256), "transformer blocks"},
       {GPT_KEY(model, n_head), between(1, 256), "attention heads per block"},
-      {GPT_KEY(model, n_embd), between(1, 65536), "residual width C; must be divisible by n_head"},
+      {GPT_KEY(model, n_embd), between(1, 65536), "residual width C; must be divisible by n_head unless head_dim is set"},
+      {GPT_KEY(model, head_dim), between(0, 1024),
+       "each attention head's width D; 0 = n_embd / n_head. Another value makes the attention n_head·D wide (q, the "
+       "attention output and the output projection's input), as Qwen3-0.6B's 16 heads of 128 in a 1024-wide model"},
       {GPT_KEY(model, vocab_size), between(2, kMaxVocab), "real vocabulary size V (byte tokenizer: 257)"},
       {GPT_KEY(model, vocab_pad_multiple), one_of({"64", "128"}),
        "padded vocabulary Vp = V rounded up to this multiple"},
@@ -281,7 +284,7 @@ std::vector<Key> make_keys() {
 
 #undef GPT_KEY
 
-int head_size(const Config& c) { return c.model.n_embd / c.model.n_head; }
+int head_size(const Config& c) { return c.model.head_size(); }
 // d_r: the rotated channels of a head under model.rope_fraction.
 int rope_dims(const Config& c) { return rope_rotated_dims(c.model); }
 // Keys a masked row can keep: window plus sinks (the defaults as
@@ -344,11 +347,12 @@ std::vector<Rule> make_rules() {
        "are scale-free in both)",
        {"model.qk_norm", "attention.score", "attention.preset"},
        [](const Config& c) { return c.model.qk_norm == "none" || resolve_attention(c).score != Score::Cosine; }},
-      {"\"model.n_embd\" must be divisible by \"model.n_head\"",
-       {"model.n_embd", "model.n_head"},
-       [](const Config& c) { return c.model.n_embd % c.model.n_head == 0; }},
-      {"\"model.position\" = \"rope\" needs an even head size \"model.n_embd\" / \"model.n_head\"",
-       {"model.position", "model.n_embd", "model.n_head"},
+      {"\"model.n_embd\" must be divisible by \"model.n_head\" unless \"model.head_dim\" sets the head width",
+       {"model.n_embd", "model.n_head", "model.head_dim"},
+       [](const Config& c) { return c.model.head_dim > 0 || c.model.n_embd % c.model.n_head == 0; }},
+      {"\"model.position\" = \"rope\" needs an even head size (\"model.head_dim\", or \"model.n_embd\" / "
+       "\"model.n_head\")",
+       {"model.position", "model.head_dim", "model.n_embd", "model.n_head"},
        [](const Config& c) { return c.model.position != "rope" || head_size(c) % 2 == 0; }},
       {"\"model.max_position\" must be 0 or >= \"model.context\" when \"model.position\" = \"learned\"",
        {"model.max_position", "model.context", "model.position"},
@@ -371,16 +375,16 @@ std::vector<Rule> make_rules() {
                 c.attention.position_bias == "alibi";
        }},
       {"\"attention.differential\" = \"on\" splits each head's q and k into two halves: the head size "
-       "\"model.n_embd\" / \"model.n_head\" must be even, and a multiple of 4 with \"model.position\" = \"rope\" (each "
-       "half is rotated on its own)",
-       {"attention.differential", "model.n_embd", "model.n_head", "model.position"},
+       "(\"model.head_dim\", or \"model.n_embd\" / \"model.n_head\") must be even, and a multiple of 4 with "
+       "\"model.position\" = \"rope\" (each half is rotated on its own)",
+       {"attention.differential", "model.head_dim", "model.n_embd", "model.n_head", "model.position"},
        [](const Config& c) {
          if (c.attention.differential != "on") return true;
          return head_size(c) % (c.model.position == "rope" ? 4 : 2) == 0;
        }},
       {"\"model.rope_fraction\" must rotate an even number >= 2 of each head's channels (f·D >= 2) and applies only "
        "to \"model.position\" = \"rope\"",
-       {"model.rope_fraction", "model.position", "model.n_embd", "model.n_head"},
+       {"model.rope_fraction", "model.position", "model.head_dim", "model.n_embd", "model.n_head"},
        [](const Config& c) {
          if (c.model.position != "rope") return c.model.rope_fraction == 1.0;
          return rope_dims(c) >= 2;
@@ -396,7 +400,7 @@ std::vector<Rule> make_rules() {
        {"context.rope_scaling", "context.factor"},
        [](const Config& c) { return c.context.rope_scaling != "dynamic_ntk" || c.context.factor == 0; }},
       {"\"context.rope_scaling\" ntk and dynamic_ntk need at least 4 rotated channels per head (d_r/(d_r-2))",
-       {"context.rope_scaling", "model.rope_fraction", "model.n_embd", "model.n_head"},
+       {"context.rope_scaling", "model.rope_fraction", "model.head_dim", "model.n_embd", "model.n_head"},
        [](const Config& c) {
          const bool ntk = c.context.rope_scaling == "ntk" || c.context.rope_scaling == "dynamic_ntk";
          return !ntk || rope_dims(c) >= 4;

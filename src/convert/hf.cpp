@@ -273,10 +273,14 @@ Config map_config(const nlohmann::json& hf, const std::string& dir, const HfOpen
       GPT_CHECK(model[key].get<int>() > 0, where, ": the model's size keys (hidden_size, num_hidden_layers, "
                 "num_attention_heads, vocab_size, intermediate_size) must be set and > 0");
     const int C = model["n_embd"], H = model["n_head"];
-    GPT_CHECK(C % H == 0, where, ": hidden_size ", C, " is not divisible by num_attention_heads ", H);
-    const int head_dim = k.integer("head_dim", C / H);
-    GPT_CHECK(head_dim == C / H, where, ": head_dim ", head_dim, " differs from hidden_size / num_attention_heads = ",
-              C / H, "; this project's heads are n_embd / n_head channels wide");
+    // A head's width: head_dim where the family reads it (Qwen3's class
+    // defaults it to 128, the others to hidden_size / num_attention_heads;
+    // GPT-NeoX always divides).
+    const int even = C % H == 0 ? C / H : 0;
+    const int head_dim = fam == Family::NeoX ? even : k.integer("head_dim", fam == Family::Qwen3 ? 128 : even);
+    GPT_CHECK(head_dim > 0, where, ": hidden_size ", C, " is not divisible by num_attention_heads ", H,
+              fam == Family::NeoX ? "" : " and no head_dim is given");
+    if (head_dim != even) model["head_dim"] = head_dim;
     max_pos = k.integer("max_position_embeddings", 2048);
     GPT_CHECK(max_pos >= 2, where, ": max_position_embeddings ", max_pos, " must be >= 2");
     model["position"] = "rope";
@@ -448,9 +452,9 @@ std::vector<Piece> pieces(const std::string& model_type, const std::string& pref
   // up; else all of them (the real vocabulary for the embedding and the
   // head, whose padding rows are zero).
   const SliceShape sh = slice_shape(spec);
-  const int64_t kv_rows = static_cast<int64_t>(m.kv_heads()) * (m.n_embd / m.n_head);
+  const int64_t kv_rows = static_cast<int64_t>(m.kv_heads()) * m.head_size();
   std::vector<int64_t> rows = {n == "wte" || n == "lmhead" ? m.vocab_size : sh.rows};
-  if (names.size() == 3) rows = {m.n_embd, kv_rows, kv_rows};
+  if (names.size() == 3) rows = {m.attn_width(), kv_rows, kv_rows};
   if (names.size() == 2) rows = {m.mlp_width(), m.mlp_width()};
   std::vector<Piece> out;
   for (size_t k = 0; k < names.size(); ++k) {
@@ -472,7 +476,7 @@ void to_ours(const Piece& p, const ModelConfig& m, int64_t cols, const float* fi
     for (int64_t r = 0; r < p.rows; ++r)
       for (int64_t c = 0; c < cols; ++c) ours[r * cols + c] = file[c * p.rows + r];
   } else if (p.xf == Xf::NeoxQkv) {
-    const int64_t H = m.n_head, D = m.n_embd / m.n_head;
+    const int64_t H = m.n_head, D = m.head_size();
     for (int64_t h = 0; h < H; ++h)
       for (int64_t j = 0; j < 3; ++j)
         std::memcpy(ours + (j * H + h) * D * cols, file + (h * 3 + j) * D * cols,
@@ -486,7 +490,7 @@ void from_ours(const Piece& p, const ModelConfig& m, int64_t cols, const float* 
     for (int64_t r = 0; r < p.rows; ++r)
       for (int64_t c = 0; c < cols; ++c) file[c * p.rows + r] = ours[r * cols + c];
   } else if (p.xf == Xf::NeoxQkv) {
-    const int64_t H = m.n_head, D = m.n_embd / m.n_head;
+    const int64_t H = m.n_head, D = m.head_size();
     for (int64_t h = 0; h < H; ++h)
       for (int64_t j = 0; j < 3; ++j)
         std::memcpy(file + (h * 3 + j) * D * cols, ours + (j * H + h) * D * cols,
@@ -692,6 +696,9 @@ HfExport export_hf(const Checkpoint& ckpt, const std::string& ckpt_path, const s
             config_to_json(cfg)["attention"].dump(),
             " is not the plain softmax attention of the Hugging Face families (their modeling code has no other)");
   const std::string family = family_of(cfg, what);
+  GPT_CHECK(m.attn_width() == m.n_embd || (family != "gpt2" && family != "gpt_neox"), what, ": its heads of ",
+            m.head_size(), " channels (model.head_dim) make the attention ", m.attn_width(), " wide, not n_embd = ",
+            m.n_embd, "; the ", family, " family's heads are n_embd / n_head wide");
   static const std::map<std::string, std::string> arch = {
       {"gpt2", "GPT2LMHeadModel"}, {"gpt_neox", "GPTNeoXForCausalLM"}, {"llama", "LlamaForCausalLM"},
       {"mistral", "MistralForCausalLM"}, {"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}};
@@ -713,7 +720,7 @@ HfExport export_hf(const Checkpoint& ckpt, const std::string& ckpt_path, const s
       j["hidden_act"] = act, j["layer_norm_eps"] = 1e-5;
       j["use_parallel_residual"] = m.residual == "parallel", j["attention_bias"] = true;
     } else {
-      j["num_key_value_heads"] = m.kv_heads(), j["head_dim"] = m.n_embd / m.n_head, j["hidden_act"] = "silu";
+      j["num_key_value_heads"] = m.kv_heads(), j["head_dim"] = m.head_size(), j["hidden_act"] = "silu";
       j["rms_norm_eps"] = m.norm_eps, j["attention_bias"] = family == "qwen2", j["mlp_bias"] = false;
       if (family == "mistral") j["sliding_window"] = cfg.context.window;
     }

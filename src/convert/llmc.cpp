@@ -239,9 +239,9 @@ void export_llmc(const Checkpoint& ckpt, const std::string& ckpt_path, const std
   const ModelConfig gpt2_block;
   const bool gpt2 = m.norm == gpt2_block.norm && m.mlp == gpt2_block.mlp && m.mlp_width() == 4 * m.n_embd &&
                     m.bias == gpt2_block.bias && m.head == gpt2_block.head && m.residual == gpt2_block.residual &&
-                    m.kv_heads() == m.n_head && m.qk_norm == gpt2_block.qk_norm;
+                    m.kv_heads() == m.n_head && m.attn_width() == m.n_embd && m.qk_norm == gpt2_block.qk_norm;
   GPT_CHECK(gpt2, "export to llm.c: '", ckpt_path, "' has the block ", block_summary(m),
-            "; llm.c's format holds only GPT-2's block (a key/value head per query head, no QK-norm, layernorm, gelu "
+            "; llm.c's format holds only GPT-2's block (a key/value head per query head of n_embd / n_head, no QK-norm, layernorm, gelu "
             "MLP of 4·n_embd, all biases, tied head, sequential residual)");
   GPT_CHECK(resolve_layer_plan(m).empty(), "export to llm.c: '", ckpt_path, "' has a per-layer plan (",
             layer_plan_summary(m), "); llm.c's format holds one plain softmax attention for every layer");

@@ -10,7 +10,8 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
   auto a = std::make_unique<Activations<T>>();
   a->alloc_B = B;
   a->alloc_Tn = Tn;
-  const size_t N = static_cast<size_t>(B) * Tn, C = cfg.n_embd, C3 = 3 * C;
+  // C: the residual width; A: the attention's (q, its output), A3 = 3A: qkv with its key/value heads repeated.
+  const size_t N = static_cast<size_t>(B) * Tn, C = cfg.n_embd, A = cfg.attn_width(), A3 = 3 * A;
   const size_t F = cfg.mlp_width(), FI = cfg.mlp_in_width();
   const size_t Vp = cfg.padded_vocab();
   a->layers.resize(training ? cfg.n_layer : 1);
@@ -43,15 +44,15 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
     GPT_LAYER_ACTS(GPT_ALLOC)
     GPT_LAYER_STATS(GPT_ALLOC_STAT)
 #undef GPT_ALLOC_STAT
-    l.qkv = Buffer<T>(be, N * C3);
-    if (far) l.qkvf = Buffer<T>(be, N * C3);
+    l.qkv = Buffer<T>(be, N * A3);
+    if (far) l.qkvf = Buffer<T>(be, N * A3);
     if (training) l.att_stats = Buffer<Acc>(be, N * stat_heads * ls.stats_per_row());
     if (diff) {
-      l.atty2 = Buffer<T>(be, N * 2 * C);
+      l.atty2 = Buffer<T>(be, N * 2 * A);
       l.diff_rstd = Buffer<Acc>(be, N * cfg.n_head);
     }
     if (cfg.qk_norm != "none") {
-      l.qkv_raw = Buffer<T>(be, N * C3);
+      l.qkv_raw = Buffer<T>(be, N * A3);
       l.qk_rstd = Buffer<Acc>(be, N * 2 * cfg.n_head);
     }
     if (forget) {
@@ -59,24 +60,24 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
       l.fcum = Buffer<Acc>(be, N * cfg.n_head);
     }
     if (gate) {
-      l.ogate = Buffer<T>(be, N * C);
-      l.attg = Buffer<T>(be, N * C);
+      l.ogate = Buffer<T>(be, N * A);
+      l.attg = Buffer<T>(be, N * A);
     }
   }
   a->attproj = Buffer<T>(be, N * C);
   a->fcproj = Buffer<T>(be, N * C);
   if (any_diff) {
-    a->qkv2 = Buffer<T>(be, N * 2 * C3);
-    if (diff_far) a->qkvf2 = Buffer<T>(be, N * 2 * C3);
+    a->qkv2 = Buffer<T>(be, N * 2 * A3);
+    if (diff_far) a->qkvf2 = Buffer<T>(be, N * 2 * A3);
     if (diff_forget) a->fcum2 = Buffer<Acc>(be, N * cfg.n_head * attn::diff::kHeads);
     if (training) {
-      a->datty2 = Buffer<T>(be, N * 2 * C);
-      a->dqkv2 = Buffer<T>(be, N * 2 * C3);
-      if (diff_far) a->dqkvf2 = Buffer<T>(be, N * 2 * C3);
+      a->datty2 = Buffer<T>(be, N * 2 * A);
+      a->dqkv2 = Buffer<T>(be, N * 2 * A3);
+      if (diff_far) a->dqkvf2 = Buffer<T>(be, N * 2 * A3);
       if (diff_forget) a->dfcum2 = Buffer<Acc>(be, N * cfg.n_head * attn::diff::kHeads);
     }
   }
-  if (any_rope) a->qkv_pre = Buffer<T>(be, N * C3);
+  if (any_rope) a->qkv_pre = Buffer<T>(be, N * A3);
   const bool gqa = cfg.kv_heads() < cfg.n_head;
   if (gqa) a->qkv_grouped = Buffer<T>(be, N * cfg.qkv_width());
   a->encoded = Buffer<T>(be, N * C);
@@ -92,18 +93,18 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
 #define GPT_ALLOC_SCRATCH(name, width) a->name = Buffer<T>(be, N * (width));
     GPT_GRAD_SCRATCH(GPT_ALLOC_SCRATCH)
 #undef GPT_ALLOC_SCRATCH
-    if (any_rope) a->dqkvr = Buffer<T>(be, N * C3);
+    if (any_rope) a->dqkvr = Buffer<T>(be, N * A3);
     if (cfg.residual == "parallel") a->dln2 = Buffer<T>(be, N * C);
     if (gqa) a->dqkv_grouped = Buffer<T>(be, N * cfg.qkv_width());
-    if (cfg.qk_norm != "none") a->dqkv_raw = Buffer<T>(be, N * C3);
-    if (any_far) a->dqkvf = Buffer<T>(be, N * C3);
+    if (cfg.qk_norm != "none") a->dqkv_raw = Buffer<T>(be, N * A3);
+    if (any_far) a->dqkvf = Buffer<T>(be, N * A3);
     if (any_forget) {
       a->dfgate = Buffer<T>(be, N * cfg.n_head);
       a->dfcum = Buffer<Acc>(be, N * cfg.n_head);
     }
     if (any_gate) {
-      a->dattg = Buffer<T>(be, N * C);
-      a->dogate = Buffer<T>(be, N * C);
+      a->dattg = Buffer<T>(be, N * A);
+      a->dogate = Buffer<T>(be, N * A);
     }
   }
 #undef GPT_ALLOC

@@ -14,13 +14,14 @@
 namespace gpt {
 
 // Per-layer activations (storage type T): X(name, width per token). Widths
-// use C, C3 = 3C, FI (the MLP's first projection: 2F for swiglu, else F) and
-// F (its hidden width, model.mlp_width()).
-#define GPT_LAYER_ACTS(X) X(ln1, C) X(atty, C) X(res2, C) X(ln2, C) X(fch, FI) X(fch_act, F) X(res3, C)
+// use C, A (the attention's width n_head·D, model.attn_width()), A3 = 3A,
+// FI (the MLP's first projection: 2F for swiglu, else F) and F (its hidden
+// width, model.mlp_width()).
+#define GPT_LAYER_ACTS(X) X(ln1, C) X(atty, A) X(res2, C) X(ln2, C) X(fch, FI) X(fch_act, F) X(res3, C)
 // Per-layer row statistics (float32 side, Acc): one value per token.
 #define GPT_LAYER_STATS(X) X(ln1_mean) X(ln1_rstd) X(ln2_mean) X(ln2_rstd)
 // Gradient scratch for the backward pass, shared by all layers.
-#define GPT_GRAD_SCRATCH(X) X(dres, C) X(dln, C) X(dqkv, C3) X(datty, C) X(dfch, FI) X(dfch_act, F)
+#define GPT_GRAD_SCRATCH(X) X(dres, C) X(dln, C) X(dqkv, A3) X(datty, A) X(dfch, FI) X(dfch_act, F)
 
 template <typename T>
 struct LayerActs {
@@ -34,11 +35,11 @@ struct LayerActs {
   Buffer<Acc> att_stats;  // (B, NH, Tn, stats_per_row), training only
   Buffer<T> fgate;        // the forget gate's logits g (B, Tn, NH) (forget only)
   Buffer<Acc> fcum;       // its c (B, NH, Tn), c_t = Σ_{l<=t} ln σ(g_l): attention's input
-  Buffer<T> ogate;        // the output gate's logits x·W_gᵀ + b_g (N, C) (output_gate only)
+  Buffer<T> ogate;        // the output gate's logits x·W_gᵀ + b_g (N, A) (output_gate only)
   Buffer<T> attg;         // the gated attention output atty·σ(ogate), the output projection's input
-  Buffer<T> atty2;        // differential: the kernel heads' outputs (N, 2C), which atty combines
+  Buffer<T> atty2;        // differential: the kernel heads' outputs (N, 2A), which atty combines
   Buffer<Acc> diff_rstd;  // differential: 1/rms of each head's combination (N, NH)
-  Buffer<T> qkv_raw;      // QK-norm: the projection before it (N, 3C)
+  Buffer<T> qkv_raw;      // QK-norm: the projection before it (N, 3A)
   Buffer<Acc> qk_rstd;    // and each q and k head's 1/rms (N, 2, NH)
 };
 
@@ -64,7 +65,7 @@ struct Activations {
   // backward) and its dL/db (B, NH, Tn, Tn); grown on first use (fire only).
   Buffer<Acc> fire_table, dfire;
   // Differential attention (attn::diff), shared by the layers: qkv split into
-  // the kernel heads (N, 6C; the far copy's too), made again in the backward;
+  // the kernel heads (N, 6A; the far copy's too), made again in the backward;
   // the forget gate's c and FIRE's table repeated over a head's kernel heads,
   // and the gradients of all of them (grown on first use where noted).
   Buffer<T> qkv2, qkvf2, datty2, dqkv2, dqkvf2;

@@ -153,9 +153,11 @@ void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, c
 template <typename T>
 void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
                              const LayerAttention& la, int layer, const ModelConfig& m, double* diag) {
+  // C: the residual width, the projections' input; A = NH·D: the attention's width (C unless model.head_dim).
   const int B = a.B, Tn = a.Tn, N = B * Tn, C = m.n_embd, NH = m.n_head, NKV = m.kv_heads();
+  const int A = m.attn_width(), D = m.head_size();
   const AttentionSpec spec = for_length(la.spec, Tn);  // YaRN's attention factor depends on the length
-  const KernelHeads kh = kernel_heads(spec, C, NH);
+  const KernelHeads kh = kernel_heads(spec, A, NH);
   // qkv = ln1·qkvwᵀ + qkvb; with rope positions into the shared scratch, and
   // RoPE writes the layer's qkv (and the far copy of a distance remapping).
   // Grouped-query attention projects NKV key/value heads and repeats each
@@ -166,14 +168,14 @@ void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x,
   T* const raw = qk_norm ? x.qkv_raw.get() : proj;
   if (NKV < NH) {
     be.matmul_forward(a.qkv_grouped.get(), x.ln1.get(), w.qkvw, w.qkvb, N, C, m.qkv_width());
-    be.gqa_expand(raw, a.qkv_grouped.get(), N, NH, NKV, C / NH);
+    be.gqa_expand(raw, a.qkv_grouped.get(), N, NH, NKV, D);
   } else {
-    be.matmul_forward(raw, x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * C);
+    be.matmul_forward(raw, x.ln1.get(), w.qkvw, w.qkvb, N, C, 3 * A);
   }
   if (qk_norm)
     be.qknorm_forward(proj, x.qk_rstd.get(), raw, w.qnormw, w.knormw, w.qkscale, N, m.qk_norm_heads(),
-                      C / m.qk_norm_heads(), m.norm_eps);
-  if (la.rope) be.rope_forward(x.qkv.get(), proj, B, Tn, C, kh.rope_NH, spec.rope, 0);
+                      A / m.qk_norm_heads(), m.norm_eps);
+  if (la.rope) be.rope_forward(x.qkv.get(), proj, B, Tn, A, kh.rope_NH, spec.rope, 0);
   if (spec.forget()) {  // the forget gate: g = ln1·fgatewᵀ + fgateb, c = prefix sums of ln σ(g)
     be.matmul_forward(x.fgate.get(), x.ln1.get(), w.fgatew, w.fgateb, N, C, NH);
     be.forget_forward(x.fcum.get(), x.fgate.get(), B, Tn, NH);
@@ -183,18 +185,18 @@ void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x,
   if (remap::on(spec.rope)) {
     RopeSpec far_rope = spec.rope;
     far_rope.far_positions = true;
-    be.rope_forward(x.qkvf.get(), proj, B, Tn, C, kh.rope_NH, far_rope, 0);
+    be.rope_forward(x.qkvf.get(), proj, B, Tn, A, kh.rope_NH, far_rope, 0);
     qkv_far = x.qkvf.get();
   }
-  attention_op_forward(be, a, x, w, spec, layer, C, NH, x.qkv.get(), qkv_far, spec.forget() ? x.fcum.get() : nullptr,
+  attention_op_forward(be, a, x, w, spec, layer, A, NH, x.qkv.get(), qkv_far, spec.forget() ? x.fcum.get() : nullptr,
                        fire, diag);
   const T* att_out = x.atty.get();
   if (spec.output_gate) {  // gated attention: atty ⊙ σ(ln1·W_gᵀ + b_g)
-    be.matmul_forward(x.ogate.get(), x.ln1.get(), w.ogatew, w.ogateb, N, C, C);
-    be.sigmoid_gate_forward(x.attg.get(), x.atty.get(), x.ogate.get(), static_cast<size_t>(N) * C);
+    be.matmul_forward(x.ogate.get(), x.ln1.get(), w.ogatew, w.ogateb, N, C, A);
+    be.sigmoid_gate_forward(x.attg.get(), x.atty.get(), x.ogate.get(), static_cast<size_t>(N) * A);
     att_out = x.attg.get();
   }
-  be.matmul_forward(a.attproj.get(), att_out, w.attprojw, w.attprojb, N, C, C);
+  be.matmul_forward(a.attproj.get(), att_out, w.attprojw, w.attprojb, N, A, C);
 }
 
 template <typename T>
@@ -203,23 +205,24 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
                               const ModelConfig& m) {
   using Acc = accum_t<T>;
   const int B = a.B, Tn = a.Tn, N = B * Tn, C = m.n_embd, NH = m.n_head, NKV = m.kv_heads();
-  const size_t NC = static_cast<size_t>(N) * C;
+  const int A = m.attn_width(), D = m.head_size();
+  const size_t NC = static_cast<size_t>(N) * C, NA = static_cast<size_t>(N) * A;
   const AttentionSpec spec = for_length(la.spec, Tn);
-  const KernelHeads kh = kernel_heads(spec, C, NH);
+  const KernelHeads kh = kernel_heads(spec, A, NH);
   const bool far = remap::on(spec.rope), gate = spec.output_gate, forget = spec.forget(), fire = spec.fire();
   // Through the output projection (and the output gate) to dL/d atty.
-  be.zero(a.datty.get(), NC);
+  be.zero(a.datty.get(), NA);
   if (gate) {
-    be.zero(a.dattg.get(), NC);
-    be.matmul_backward(a.dattg.get(), g.attprojw, g.attprojb, a.dres.get(), x.attg.get(), w.attprojw, N, C, C);
-    be.zero(a.dogate.get(), NC);
-    be.sigmoid_gate_backward(a.datty.get(), a.dogate.get(), a.dattg.get(), x.atty.get(), x.ogate.get(), NC);
+    be.zero(a.dattg.get(), NA);
+    be.matmul_backward(a.dattg.get(), g.attprojw, g.attprojb, a.dres.get(), x.attg.get(), w.attprojw, N, A, C);
+    be.zero(a.dogate.get(), NA);
+    be.sigmoid_gate_backward(a.datty.get(), a.dogate.get(), a.dattg.get(), x.atty.get(), x.ogate.get(), NA);
   } else {
-    be.matmul_backward(a.datty.get(), g.attprojw, g.attprojb, a.dres.get(), x.atty.get(), w.attprojw, N, C, C);
+    be.matmul_backward(a.datty.get(), g.attprojw, g.attprojb, a.dres.get(), x.atty.get(), w.attprojw, N, A, C);
   }
   // Through the attention op to dL/d(qkv as attention read it): rotated
   // (rope) or as projected; the far copy's separately.
-  be.zero(a.dqkv.get(), NC * 3);
+  be.zero(a.dqkv.get(), NA * 3);
   if (forget) be.zero(a.dfcum.get(), static_cast<size_t>(N) * NH);
   const Acc* fire_tab = fire ? make_fire_table(be, a, w.attnfire, spec, NH, Tn) : nullptr;
   Acc* dfire = nullptr;
@@ -229,35 +232,35 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
     be.zero(dfire, n);
   }
   T* const dq_att = la.rope ? a.dqkvr.get() : a.dqkv.get();
-  if (la.rope) be.zero(a.dqkvr.get(), NC * 3);
-  if (far) be.zero(a.dqkvf.get(), NC * 3);
-  attention_op_backward(be, a, x, w, g, spec, layer, C, NH, dq_att, far ? a.dqkvf.get() : nullptr,
+  if (la.rope) be.zero(a.dqkvr.get(), NA * 3);
+  if (far) be.zero(a.dqkvf.get(), NA * 3);
+  attention_op_backward(be, a, x, w, g, spec, layer, A, NH, dq_att, far ? a.dqkvf.get() : nullptr,
                         forget ? x.fcum.get() : nullptr, forget ? a.dfcum.get() : nullptr, fire_tab, dfire);
   if (la.rope) {
-    be.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, C, kh.rope_NH, spec.rope, 0);
+    be.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, A, kh.rope_NH, spec.rope, 0);
     if (far) {
       RopeSpec far_rope = spec.rope;
       far_rope.far_positions = true;
-      be.rope_backward(a.dqkv.get(), a.dqkvf.get(), B, Tn, C, kh.rope_NH, far_rope, 0);
+      be.rope_backward(a.dqkv.get(), a.dqkvf.get(), B, Tn, A, kh.rope_NH, far_rope, 0);
     }
   }
   // Through the projections that read ln1: qkv, the output gate, the forget gate.
   be.zero(a.dln.get(), NC);
   const T* dproj = a.dqkv.get();  // dL/d(the projection, key/value heads repeated)
   if (m.qk_norm != "none") {      // through QK-norm
-    be.zero(a.dqkv_raw.get(), NC * 3);
+    be.zero(a.dqkv_raw.get(), NA * 3);
     be.qknorm_backward(a.dqkv_raw.get(), g.qnormw, g.knormw, g.qkscale, a.dqkv.get(), x.qkv_raw.get(), w.qnormw,
-                       w.knormw, w.qkscale, x.qk_rstd.get(), N, m.qk_norm_heads(), C / m.qk_norm_heads());
+                       w.knormw, w.qkscale, x.qk_rstd.get(), N, m.qk_norm_heads(), A / m.qk_norm_heads());
     dproj = a.dqkv_raw.get();
   }
   if (NKV < NH) {  // the repeated key/value heads' gradients summed over each group
     be.zero(a.dqkv_grouped.get(), static_cast<size_t>(N) * m.qkv_width());
-    be.gqa_reduce(a.dqkv_grouped.get(), dproj, N, NH, NKV, C / NH);
+    be.gqa_reduce(a.dqkv_grouped.get(), dproj, N, NH, NKV, D);
     be.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, a.dqkv_grouped.get(), x.ln1.get(), w.qkvw, N, C, m.qkv_width());
   } else {
-    be.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, dproj, x.ln1.get(), w.qkvw, N, C, 3 * C);
+    be.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, dproj, x.ln1.get(), w.qkvw, N, C, 3 * A);
   }
-  if (gate) be.matmul_backward(a.dln.get(), g.ogatew, g.ogateb, a.dogate.get(), x.ln1.get(), w.ogatew, N, C, C);
+  if (gate) be.matmul_backward(a.dln.get(), g.ogatew, g.ogateb, a.dogate.get(), x.ln1.get(), w.ogatew, N, C, A);
   if (fire)  // through FIRE's table to its MLP, c and m
     be.fire_backward(g.attnfire, dfire, w.attnfire, B, Tn, NH, attn::fire::threshold0(spec.trained_context));
   if (forget) {  // through c's prefix sums and ln σ(g) to the gate's projection

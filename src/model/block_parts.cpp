@@ -6,6 +6,7 @@ namespace gpt {
 
 nlohmann::json block_to_json(const ModelConfig& m) {
   nlohmann::json j = {{"block", m.block},
+                      {"head_dim", m.head_size()},
                       {"n_kv_head", m.kv_heads()},
                       {"norm", m.norm},
                       {"mlp", m.mlp},
@@ -21,7 +22,8 @@ nlohmann::json block_to_json(const ModelConfig& m) {
 }
 
 std::string block_summary(const ModelConfig& m) {
-  std::string s = m.kv_heads() < m.n_head ? std::to_string(m.kv_heads()) + " key/value heads (grouped-query), " : "";
+  std::string s = m.attn_width() != m.n_embd ? "heads of " + std::to_string(m.head_size()) + " channels, " : "";
+  if (m.kv_heads() < m.n_head) s += std::to_string(m.kv_heads()) + " key/value heads (grouped-query), ";
   s += m.norm;
   if (m.norm == "rmsnorm") {
     std::ostringstream eps;

@@ -32,6 +32,7 @@ std::vector<LayerAttention> model_layers(std::vector<LayerAttention> layers, con
     if (la.spec.differential) {
       ModelConfig half = cfg;
       half.n_head = 2 * cfg.n_head;
+      half.head_dim = cfg.head_size() / 2;
       la.spec.rope.rot_dims = rope_rotated_dims(half);
     }
   return layers;

@@ -24,7 +24,8 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const bool qkv_bias = m.bias != "none", all_bias = m.bias == "all";
   const bool untied_head = m.head == "untied";
   const bool qk_norm_gain = m.qk_norm == "rms" || m.qk_norm == "rms_full";
-  const int64_t QN = C / m.qk_norm_heads();  // channels of a QK-norm group (a head's, or all of them)
+  const int64_t A = m.attn_width(), D = m.head_size();  // the attention's width n_head·D, a head's D
+  const int64_t QN = A / m.qk_norm_heads();  // channels of a QK-norm group (a head's, or all of them)
   const bool qk_norm_scale = m.qk_norm != "none" && m.qk_norm_scale == "learned";
   // A tensor is present when some layer uses it (a per-layer plan may give
   // layers different variants; the other layers' slices stay unused).
@@ -52,12 +53,12 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   GPT_GLOBAL_TAIL_PARAMS(GPT_ADD_GLOBAL)
 #undef GPT_ADD_GLOBAL
 #undef GPT_ADD_LAYER
-  const int64_t KV = static_cast<int64_t>(m.kv_heads()) * (C / H);
+  const int64_t KV = static_cast<int64_t>(m.kv_heads()) * D;
   for (ParamSpec& s : specs) {
     if (!s.hidden_matrix()) continue;
     GPT_CHECK(s.shape.size() == 3, "parameter table: hidden matrix ", s.name, " is not (L, rows, cols)");
     if (s.name == "qkvw")
-      s.row_blocks = {C, KV, KV};
+      s.row_blocks = {A, KV, KV};
     else if (s.name == "fcw" && m.mlp == "swiglu")
       s.row_blocks = {F, F};
     else

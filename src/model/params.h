@@ -29,10 +29,12 @@ enum class InitKind {
 };
 
 // X(name, shape, init, decay, present, what). Shapes use C (channels), Vp
-// (padded vocabulary), P (position rows), H (heads), F (the MLP's hidden
-// width), FI (its first projection's width: 2F for swiglu's gate and up,
-// else F), QKV (the qkv projection's: C + 2·n_kv_head·C/H, rows q, k, v) and QN (QK-norm's group: a head's C/H
-// channels, or C for the whole projection). Weights are (out, in). The block's options
+// (padded vocabulary), P (position rows), H (heads), D (a head's width,
+// model.head_size()), A (the attention's width H·D; C unless model.head_dim
+// says otherwise), F (the MLP's hidden width), FI (its first projection's
+// width: 2F for swiglu's gate and up, else F), QKV (the qkv projection's:
+// A + 2·n_kv_head·D, rows q, k, v) and QN (QK-norm's group: a head's D
+// channels, or A for the whole projection). Weights are (out, in). The block's options
 // (docs/blocks.md) decide norm_bias (LayerNorm's biases; RMSNorm has none), qkv_bias and all_bias (model.bias) and
 // untied_head (model.head), qk_norm_gain (model.qk_norm rms), qk_norm_scale (model.qk_norm_scale learned). Order =
 // buffer order. `what` names the tensor for people (errors that say which tensors a
@@ -54,7 +56,7 @@ enum class InitKind {
   X(ln1b, (Shape{C}), InitKind::Zeros, false, norm_bias, "the attention LayerNorm's bias")                          \
   X(qkvw, (Shape{QKV, C}), InitKind::Normal, true, true, "the qkv projection")                                      \
   X(qkvb, (Shape{QKV}), InitKind::Zeros, false, qkv_bias, "the qkv projection's bias")                              \
-  X(attprojw, (Shape{C, C}), InitKind::NormalResidual, true, true, "the attention output projection")               \
+  X(attprojw, (Shape{C, A}), InitKind::NormalResidual, true, true, "the attention output projection")               \
   X(attprojb, (Shape{C}), InitKind::Zeros, false, all_bias, "the attention output projection's bias")               \
   X(ln2w, (Shape{C}), InitKind::Ones, false, true, "the MLP norm's gain")                                           \
   X(ln2b, (Shape{C}), InitKind::Zeros, false, norm_bias, "the MLP LayerNorm's bias")                                \
@@ -71,10 +73,10 @@ enum class InitKind {
   X(attnfire, (Shape{attn::fire::count(H)}), InitKind::Fire, false, learned_fire, "FIRE's MLP, c and L")            \
   X(fgatew, (Shape{H, C}), InitKind::Normal, true, learned_forget, "the forget gate's projection")                  \
   X(fgateb, (Shape{H}), InitKind::Zeros, false, learned_forget, "the forget gate's bias")                           \
-  X(ogatew, (Shape{C, C}), InitKind::Normal, true, output_gate, "the output gate's projection W_g")                 \
-  X(ogateb, (Shape{C}), InitKind::Zeros, false, output_gate, "the output gate's bias b_g")                          \
-  X(attnlambda, (Shape{2 * (C / H)}), InitKind::DiffLambda, false, differential, "differential attention's lambda") \
-  X(attnsubln, (Shape{C / H}), InitKind::Ones, false, differential, "differential attention's head-norm gain")
+  X(ogatew, (Shape{A, C}), InitKind::Normal, true, output_gate, "the output gate's projection W_g")                 \
+  X(ogateb, (Shape{A}), InitKind::Zeros, false, output_gate, "the output gate's bias b_g")                          \
+  X(attnlambda, (Shape{2 * D}), InitKind::DiffLambda, false, differential, "differential attention's lambda") \
+  X(attnsubln, (Shape{D}), InitKind::Ones, false, differential, "differential attention's head-norm gain")
 
 #define GPT_GLOBAL_TAIL_PARAMS(X)                                                      \
   X(lnfw, (Shape{C}), InitKind::Ones, false, true, "the final norm's gain")            \

@@ -55,7 +55,7 @@ struct TempFile {
 };
 
 const std::string kModelKeys =
-    "n_layer, n_head, n_embd, vocab_size, vocab_pad_multiple, context, position, rope_theta, rope_pairing, "
+    "n_layer, n_head, n_embd, head_dim, vocab_size, vocab_pad_multiple, context, position, rope_theta, rope_pairing, "
     "rope_fraction, "
     "max_position, init_std";
 const std::string kSections = "model, data, train, eval, attention, context, run";
@@ -89,7 +89,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 104u);
+  EXPECT_EQ(from_schema.size(), 105u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -236,6 +236,12 @@ TEST(ConfigErrors, MultiplesList) {
 TEST(ConfigCrossField, EmbdDivisibleByHeads) {
   expect_contains(parse_error(R"({"model": {"n_embd": 100, "n_head": 3}})"),
                   {"\"model.n_embd\" must be divisible by \"model.n_head\"", "model.n_embd = 100", "model.n_head = 3"});
+  // model.head_dim sets the heads' width apart from the residual's.
+  const gpt::Config c = parse(R"({"model": {"n_embd": 100, "n_head": 3, "head_dim": 16}})");
+  EXPECT_EQ(c.model.head_size(), 16);
+  EXPECT_EQ(c.model.attn_width(), 48);
+  EXPECT_EQ(c.model.qkv_width(), 3 * 48);
+  EXPECT_EQ(parse(R"({"model": {"n_embd": 64, "n_head": 4}})").model.head_size(), 16);
 }
 
 // The block's rules (docs/blocks.md): key/value heads divide the heads,
@@ -321,6 +327,9 @@ TEST(ConfigCrossField, RopeNeedsEvenHeadSize) {
   expect_contains(parse_error(R"({"model": {"n_embd": 12, "n_head": 4, "position": "rope"}})"),
                   {"even head size", "model.n_embd = 12", "model.n_head = 4"});
   EXPECT_NO_THROW(parse(R"({"model": {"n_embd": 12, "n_head": 4, "position": "learned"}})"));
+  expect_contains(parse_error(R"({"model": {"n_embd": 16, "n_head": 4, "head_dim": 5, "position": "rope"}})"),
+                  {"even head size", "model.head_dim = 5"});
+  EXPECT_NO_THROW(parse(R"({"model": {"n_embd": 12, "n_head": 4, "head_dim": 4, "position": "rope"}})"));
 }
 
 TEST(ConfigCrossField, LearnedMaxPositionCoversContext) {

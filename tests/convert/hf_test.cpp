@@ -66,6 +66,9 @@ double relative_logit_error(const std::string& name, bool last_only, const fs::p
   return rel;
 }
 
+fs::path edited_copy(const std::string& name, const std::function<void(nlohmann::json&)>& edit);
+std::string load_refusal(const fs::path& dir);
+
 // float32 on both sides: transformers' eager attention against ours.
 constexpr double kTolerance = 1e-4;
 
@@ -94,6 +97,31 @@ TEST(HfModel, MistralSlidingWindowMatchesTransformers) {
 }
 TEST(HfModel, Qwen2LogitsMatchTransformers) { EXPECT_LE(relative_logit_error("qwen2", false), kTolerance); }
 TEST(HfModel, Qwen3LogitsMatchTransformers) { EXPECT_LE(relative_logit_error("qwen3", false), kTolerance); }
+// Heads of head_dim channels other than hidden_size / num_attention_heads:
+// Qwen3's wider (4 heads of 32 in 64, with grouped keys and QK-norm), Llama's
+// narrower (4 of 8).
+TEST(HfModel, Qwen3WideHeadsMatchTransformers) {
+  EXPECT_LE(relative_logit_error("qwen3_wide_heads", false), kTolerance);
+  const LoadedModel lm = load_model((kFixtures / "qwen3_wide_heads").string());
+  EXPECT_EQ(lm.config.model.head_size(), 32);
+  EXPECT_EQ(lm.config.model.attn_width(), 128);
+}
+TEST(HfModel, LlamaNarrowHeadsMatchTransformers) {
+  EXPECT_LE(relative_logit_error("llama_narrow_heads", false), kTolerance);
+  EXPECT_EQ(load_model((kFixtures / "llama_narrow_heads").string()).config.model.head_size(), 8);
+}
+// Qwen3's config class defaults head_dim to 128, whatever hidden_size and
+// num_attention_heads (the other families to hidden_size / heads): a file
+// without the key is read so.
+TEST(HfModel, Qwen3HeadDimDefaultsTo128) {
+  const fs::path dir = edited_copy("qwen3", [](nlohmann::json& c) { c.erase("head_dim"); });
+  const std::string msg = load_refusal(dir);
+  EXPECT_NE(msg.find("has shape [64, 64] but the model"), std::string::npos) << msg;  // q_proj: 4 heads of 16, not 128
+  fs::remove_all(dir);
+  const fs::path llama = edited_copy("llama", [](nlohmann::json& c) { c.erase("head_dim"); });
+  EXPECT_LE(relative_logit_error("llama", false, llama), kTolerance);
+  fs::remove_all(llama);
+}
 
 // A copy of fixture `name` under the test's temporary directory with its
 // config.json changed by `edit` (and the tensors of `drop` removed).
@@ -153,7 +181,7 @@ TEST(HfModel, RefusesWhatItDoesNotImplementByName) {
        "rope_type \"longrope\" is not implemented"},
       {"llama_yarn", [](nlohmann::json& c) { c["rope_parameters"]["truncate"] = false; }, "'truncate' = false"},
       {"llama_yarn", [](nlohmann::json& c) { c["rope_parameters"]["extra"] = 1; }, "key 'extra'"},
-      {"qwen3", [](nlohmann::json& c) { c["head_dim"] = 32; }, "head_dim 32 differs"},
+      {"neox", [](nlohmann::json& c) { c["head_dim"] = 8; }, "key 'head_dim' = 8 is not implemented"},
       {"qwen2", [](nlohmann::json& c) { c["layer_types"][1] = "sliding_attention"; }, "mixes layer kinds"},
       {"qwen2", [](nlohmann::json& c) { c["use_sliding_window"] = true; }, "'use_sliding_window' = true"},
       {"llama", [](nlohmann::json& c) { c["hidden_act"] = "gelu"; }, "'hidden_act' = \"gelu\""},
@@ -196,7 +224,8 @@ TEST(HfModel, RefusesTensorsTheModelDoesNotUse) {
 // exported directories with transformers itself).
 TEST(HfModel, ExportRoundTripsEveryFamily) {
   for (const char* name : {"gpt2", "neox", "neox_sequential", "llama", "llama_yarn", "llama_yarn_mscale", "llama3",
-                           "llama_linear", "llama_dynamic", "mistral", "qwen2", "qwen3"}) {
+                           "llama_linear", "llama_dynamic", "mistral", "qwen2", "qwen3", "qwen3_wide_heads",
+                           "llama_narrow_heads"}) {
     const fs::path out = fs::temp_directory_path() / ("gpt_hf_export_" + std::string(name) + "_" +
                                                       std::to_string(::getpid()));
     fs::remove_all(out);
@@ -239,6 +268,17 @@ TEST(HfModel, ExportRefusesWhatNoFamilyHolds) {
       EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("edited.bin"), std::string::npos) << e.what();
     }
+  }
+  fs::remove_all(fs::temp_directory_path() / "gpt_hf_refused");
+  // GPT-NeoX's heads are hidden_size / num_attention_heads wide, always.
+  Checkpoint neox = HfModel((kFixtures / "neox").string()).to_checkpoint();
+  neox.meta["config"]["model"]["head_dim"] = 8;
+  try {
+    export_hf(neox, "neox.bin", (fs::temp_directory_path() / "gpt_hf_refused").string(), false);
+    ADD_FAILURE() << "exported GPT-NeoX with heads of 8";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the gpt_neox family's heads are n_embd / n_head wide"), std::string::npos)
+        << e.what();
   }
   fs::remove_all(fs::temp_directory_path() / "gpt_hf_refused");
 }

@@ -354,6 +354,61 @@ TEST(ModelGradcheck, QkNorm) {
     }
 }
 
+// Heads of model.head_dim channels other than n_embd / n_head (Qwen3-0.6B:
+// 16 heads of 128 in 1024): the attention is n_head·D wide, the qkv
+// projection (A + 2·NKV·D, C), the output projection (C, A), the output
+// gate (A, C); through the whole model against finite differences, wider and
+// narrower than C / H, with grouped keys, QK-norm, the output gate,
+// differential attention and a distance remapping.
+TEST(ModelGradcheck, HeadWidthApartFromResidualWidth) {
+  struct Case {
+    const char* label;
+    int head_dim;
+    std::function<void(ModelConfig&, AttentionConfig&, ContextConfig&)> set;
+  };
+  const std::vector<Case> cases = {
+      {"wider, rope, lssar", 6, [](ModelConfig&, AttentionConfig& a, ContextConfig&) { a.preset = "lssar"; }},
+      {"narrower, rope", 2, [](ModelConfig&, AttentionConfig&, ContextConfig&) {}},
+      {"wider, gqa, qk_norm rms, ssmax", 6,
+       [](ModelConfig& m, AttentionConfig& a, ContextConfig&) {
+         m.n_kv_head = 1;
+         m.qk_norm = "rms";
+         m.norm_eps = 1e-6;
+         a.preset = "ssmax";
+       }},
+      {"wider, qk_norm rms_full, output gate", 6,
+       [](ModelConfig& m, AttentionConfig& a, ContextConfig&) {
+         m.qk_norm = "rms_full";
+         m.norm_eps = 1e-6;
+         a.output_gate = "sigmoid";
+       }},
+      {"wider, differential", 8, [](ModelConfig&, AttentionConfig& a, ContextConfig&) { a.differential = "on"; }},
+      {"narrower, rerope", 2,
+       [](ModelConfig&, AttentionConfig&, ContextConfig& c) {
+         c.remap = "rerope";
+         c.remap_window = 2;
+       }},
+  };
+  for (const Case& c : cases) {
+    ModelConfig cfg = tiny_config("rope");
+    cfg.head_dim = c.head_dim;
+    AttentionConfig ac;
+    ContextConfig cc;
+    c.set(cfg, ac, cc);
+    const int64_t L = cfg.n_layer, C = cfg.n_embd, D = c.head_dim, A = cfg.n_head * D, KV = cfg.kv_heads() * D;
+    auto be = make_cpu_backend<double>();
+    GPT<double> probe(cfg, resolve_attention(ac, cfg, cc), *be);
+    EXPECT_EQ(probe.layout().find("qkvw").shape, (Shape{L, A + 2 * KV, C})) << c.label;
+    EXPECT_EQ(probe.layout().find("qkvw").row_blocks, (std::vector<int64_t>{A, KV, KV})) << c.label;
+    EXPECT_EQ(probe.layout().find("attprojw").shape, (Shape{L, C, A})) << c.label;
+    if (ac.output_gate == "sigmoid") EXPECT_EQ(probe.layout().find("ogatew").shape, (Shape{L, A, C})) << c.label;
+    if (cfg.qk_norm == "rms") EXPECT_EQ(probe.layout().find("qnormw").shape, (Shape{L, D})) << c.label;
+    if (cfg.qk_norm == "rms_full") EXPECT_EQ(probe.layout().find("qnormw").shape, (Shape{L, A})) << c.label;
+    if (ac.differential == "on") EXPECT_EQ(probe.layout().find("attnsubln").shape, (Shape{L, D})) << c.label;
+    check_model_gradient(cfg, ac, cc, std::string("head_dim ") + c.label);
+  }
+}
+
 TEST(Model, GroupedQueryAttentionIsMultiHeadWithRepeatedKeyValueHeads) {
   ModelConfig g = tiny_config("rope");
   g.n_head = 4;

@@ -773,6 +773,22 @@ TEST_F(CudaOps, TinyModelWithDifferentialAttentionTrainsLikeCpu) {
   p.expect_trains_alike(3, 96, "evaluation losses with differential attention");
 }
 
+// Heads wider than n_embd / n_head (model.head_dim, Qwen3-0.6B's shape):
+// two heads of 32 in a 32-wide model, one key/value head, QK-norm and the
+// output gate, train on the device as on the CPU.
+TEST_F(CudaOps, TinyModelWithWideHeadsTrainsLikeCpu) {
+  ModelConfig mc = TinyModelPair::model_config();
+  mc.head_dim = 32;
+  mc.n_kv_head = 1;
+  mc.qk_norm = "rms";
+  mc.norm_eps = 1e-6;
+  mc.layer_pattern = "GS";
+  mc.layer_kinds = nlohmann::json::parse(R"({"G": {"attention": {"output_gate": "sigmoid"}}, "S": {}})");
+  TinyModelPair p(*cpu_, *gpu_, mc);
+  ASSERT_EQ(p.on_gpu.layout().find("attprojw").shape, (Shape{2, 32, 64}));
+  p.expect_trains_alike(3, 95, "evaluation losses with heads of 32 in a 32-wide model");
+}
+
 // These run everywhere: the CUDA backend where a device is present, otherwise
 // a clear error (a machine without a GPU, a CPU-only build).
 TEST(CudaBackendFactory, CudaBackendOrClearError) {
