@@ -95,6 +95,11 @@ def fixtures():
     # Heads wider and narrower than hidden_size / num_attention_heads (Qwen3-0.6B: 16 heads of 128 in 1024).
     f["qwen3_wide_heads"] = (llama_like("qwen3", head_dim=32), 64, torch.float32)
     f["llama_narrow_heads"] = (llama_like("llama", 1, head_dim=8, num_key_value_heads=4), 64, torch.float32)
+    # Qwen's sliding-window layers: from max_window_layers on (Qwen2), or as layer_types lists them (Qwen3).
+    f["qwen2_sliding"] = (llama_like("qwen2", use_sliding_window=True, sliding_window=16, max_window_layers=1),
+                          64, torch.float32)
+    f["qwen3_sliding"] = (llama_like("qwen3", head_dim=16, use_sliding_window=True, sliding_window=8,
+                                     layer_types=["sliding_attention", "full_attention"]), 64, torch.float32)
     return f
 
 

@@ -57,6 +57,10 @@ constexpr const char* kInertKeys[] = {
     "id2label", "label2id", "problem_type", "task_specific_params", "reorder_and_upcast_attn",
     "tie_encoder_decoder", "chunk_size_feed_forward", "model_type"};
 
+// The letters of a per-layer plan made from Qwen's layer_types (and written
+// back by the export): full attention and a sliding window.
+constexpr char kFullLayer = 'F', kSlidingLayer = 'S';
+
 // Reads config.json keys, remembering which were read, so that the keys
 // nobody read can be refused by name at the end.
 class Keys {
@@ -120,6 +124,41 @@ class Keys {
 
 // 0.1·m·ln s + 1 (1 for s <= 1): YaRN's mscale, as transformers computes it.
 double yarn_mscale(double s, double m) { return s <= 1 ? 1.0 : 0.1 * m * std::log(s) + 1.0; }
+
+// Qwen2's and Qwen3's sliding-window layers, as their config classes decide
+// them: sliding_window counts only with use_sliding_window; layer_types, when
+// given, names each layer's kind, else the layers from max_window_layers on
+// slide. All layers sliding: the window mask (as Mistral's); some: a
+// per-layer plan of full (F) and sliding (S) layers (docs/hf_models.md §3).
+void qwen_sliding_layers(Keys& k, const std::string& where, nlohmann::json& model, nlohmann::json& context) {
+  const int L = model["n_layer"];
+  const bool use = k.boolean("use_sliding_window", false);
+  const int window = k.integer("sliding_window", 0), from = k.integer("max_window_layers", 28);
+  std::string letters;
+  if (k.has("layer_types")) {
+    const nlohmann::json& lt = k.raw("layer_types");
+    GPT_CHECK(lt.is_array() && static_cast<int>(lt.size()) == L, where, ": layer_types ", lt.dump(),
+              " must list one kind per layer (num_hidden_layers = ", L, ")");
+    for (const nlohmann::json& v : lt) {
+      GPT_CHECK(v == "full_attention" || v == "sliding_attention", where, ": layer_types entry ", v.dump(),
+                " is not implemented (full_attention, sliding_attention)");
+      letters += v == "full_attention" ? kFullLayer : kSlidingLayer;
+    }
+  } else {
+    k.raw("layer_types");
+    for (int l = 0; l < L; ++l) letters += use && window > 0 && l >= from ? kSlidingLayer : kFullLayer;
+  }
+  if (letters.find(kSlidingLayer) == std::string::npos) return;
+  GPT_CHECK(use && window > 0, where, ": layer_types has sliding_attention layers but ",
+            use ? "sliding_window is not set" : "use_sliding_window is false", "; they would have no window");
+  if (letters.find(kFullLayer) == std::string::npos) {
+    context["mask"] = "window", context["window"] = window;
+    return;
+  }
+  model["layer_pattern"] = letters;
+  model["layer_kinds"] = {{std::string(1, kFullLayer), {{"window", 0}}},
+                          {std::string(1, kSlidingLayer), {{"window", window}}}};
+}
 
 // RoPE: θ, the rotated fraction, and the scaling of rope_parameters /
 // rope_scaling mapped onto model.rope_* and context.*; returns model.context
@@ -306,20 +345,7 @@ Config map_config(const nlohmann::json& hf, const std::string& dir, const HfOpen
         const int w = k.integer("sliding_window", 0);
         if (w > 0) context["mask"] = "window", context["window"] = w;
       }
-      if (fam == Family::Qwen2 || fam == Family::Qwen3) {
-        k.require("use_sliding_window", false, "Qwen's sliding window in the upper layers");
-        k.raw("sliding_window"), k.raw("max_window_layers");  // read only with use_sliding_window
-        if (k.has("layer_types")) {
-          const nlohmann::json& lt = k.raw("layer_types");
-          GPT_CHECK(lt.is_array() && std::all_of(lt.begin(), lt.end(), [](const nlohmann::json& v) {
-                      return v == "full_attention";
-                    }),
-                    where, ": layer_types ", lt.dump(), " mixes layer kinds; this import implements full attention "
-                    "in every layer");
-        } else {
-          k.raw("layer_types");
-        }
-      }
+      if (fam == Family::Qwen2 || fam == Family::Qwen3) qwen_sliding_layers(k, where, model, context);
     }
     n_ctx = map_rope(k, where, fam, model, context, max_pos, opt.context);
   }
@@ -615,8 +641,6 @@ namespace {
 // refusal naming what no family holds.
 std::string family_of(const Config& cfg, const std::string& what) {
   const ModelConfig& m = cfg.model;
-  GPT_CHECK(m.layer_plan == "none", what, ": its per-layer plan (model.layer_plan ", m.layer_plan,
-            ") has no Hugging Face family");
   GPT_CHECK(m.qk_norm_scale == "none", what, ": model.qk_norm_scale learned has no Hugging Face family");
   GPT_CHECK(m.position != "rope" || m.rope_pairing == "half", what,
             ": RoPE with interleaved pairs is not the rotate-half layout of the Hugging Face families");
@@ -638,6 +662,32 @@ std::string family_of(const Config& cfg, const std::string& what) {
        "qwen2 (q/k/v biases), qwen3 (QK-norm per head)");
 }
 
+// Each layer's sliding window (0: full attention) where the family holds
+// one: Mistral's window mask, Qwen's window mask or plan of full and sliding
+// layers (qwen_sliding_layers' inverse); empty for none. Any other per-layer
+// plan, or a window in another family, is refused.
+std::vector<int> sliding_windows(const Config& cfg, const std::string& family, const std::string& what) {
+  const ModelConfig& m = cfg.model;
+  const bool qwen = family == "qwen2" || family == "qwen3", mask = cfg.context.mask == "window";
+  const LayerPlan plan = resolve_layer_plan(m);
+  if (plan.empty()) return mask && (qwen || family == "mistral") ? std::vector<int>(m.n_layer, cfg.context.window)
+                                                                  : std::vector<int>{};
+  GPT_CHECK(qwen && !mask, what, ": its per-layer plan (", layer_plan_summary(m), ") has no ", family,
+            " form; only Qwen2's and Qwen3's layer_types of full and sliding-window layers map");
+  std::vector<int> w;
+  for (int kind : plan.layer_kind) {
+    const LayerKind& k = plan.kinds[kind];
+    GPT_CHECK(k.window && !k.rope && !k.temperature && !k.rope_theta && !k.attention, what, ": layer kind \"",
+              k.name, "\" ", k.source.dump(), " is not one of Qwen's layer_types (a window of 0 or of w keys, nothing "
+              "else)");
+    w.push_back(*k.window);
+  }
+  for (int x : w)
+    GPT_CHECK(x == 0 || x == *std::max_element(w.begin(), w.end()), what,
+              ": Qwen's sliding layers share one sliding_window; the plan has several");
+  return w;
+}
+
 // The context section as rope_parameters (and a sliding window): refused
 // for anything else the section holds.
 nlohmann::json rope_parameters_of(const Config& cfg, const std::string& family, const std::string& what,
@@ -651,7 +701,7 @@ nlohmann::json rope_parameters_of(const Config& cfg, const std::string& family, 
   for (const char* k : {"rope_scaling", "factor", "beta_fast", "beta_slow", "low_freq", "high_freq", "dynamic_alpha",
                         "attn_factor"})
     ctx.erase(k), plain.erase(k);
-  if (family == "mistral")
+  if (family == "mistral" || family == "qwen2" || family == "qwen3")  // sliding_windows' business
     for (const char* k : {"mask", "window"}) ctx.erase(k), plain.erase(k);
   GPT_CHECK(ctx == plain, what, ": its context section ", ctx.dump(),
             " holds methods with no Hugging Face config key (rope scaling pi, dynamic_ntk, yarn and llama3 with a "
@@ -696,6 +746,7 @@ HfExport export_hf(const Checkpoint& ckpt, const std::string& ckpt_path, const s
             config_to_json(cfg)["attention"].dump(),
             " is not the plain softmax attention of the Hugging Face families (their modeling code has no other)");
   const std::string family = family_of(cfg, what);
+  const std::vector<int> windows = sliding_windows(cfg, family, what);
   GPT_CHECK(m.attn_width() == m.n_embd || (family != "gpt2" && family != "gpt_neox"), what, ": its heads of ",
             m.head_size(), " channels (model.head_dim) make the attention ", m.attn_width(), " wide, not n_embd = ",
             m.n_embd, "; the ", family, " family's heads are n_embd / n_head wide");
@@ -722,7 +773,15 @@ HfExport export_hf(const Checkpoint& ckpt, const std::string& ckpt_path, const s
     } else {
       j["num_key_value_heads"] = m.kv_heads(), j["head_dim"] = m.head_size(), j["hidden_act"] = "silu";
       j["rms_norm_eps"] = m.norm_eps, j["attention_bias"] = family == "qwen2", j["mlp_bias"] = false;
-      if (family == "mistral") j["sliding_window"] = cfg.context.window;
+      const int window = windows.empty() ? 0 : *std::max_element(windows.begin(), windows.end());
+      if (family == "mistral") j["sliding_window"] = window;
+      if ((family == "qwen2" || family == "qwen3") && window > 0) {
+        j["use_sliding_window"] = true, j["sliding_window"] = window;
+        j["max_window_layers"] = std::find(windows.begin(), windows.end(), window) - windows.begin();
+        nlohmann::json types = nlohmann::json::array();
+        for (int w : windows) types.push_back(w > 0 ? "sliding_attention" : "full_attention");
+        j["layer_types"] = types;
+      }
     }
     j["rope_parameters"] = rope;
   }

@@ -110,6 +110,27 @@ TEST(HfModel, LlamaNarrowHeadsMatchTransformers) {
   EXPECT_LE(relative_logit_error("llama_narrow_heads", false), kTolerance);
   EXPECT_EQ(load_model((kFixtures / "llama_narrow_heads").string()).config.model.head_size(), 8);
 }
+// Qwen's sliding-window layers: Qwen2's from max_window_layers on (layer 1
+// of 2, window 16), Qwen3's as layer_types lists them (layer 0, window 8),
+// as a per-layer plan of full and sliding layers.
+TEST(HfModel, QwenSlidingLayersMatchTransformers) {
+  EXPECT_LE(relative_logit_error("qwen2_sliding", false), kTolerance);
+  EXPECT_LE(relative_logit_error("qwen3_sliding", false), kTolerance);
+  const ModelConfig m = load_model((kFixtures / "qwen3_sliding").string()).config.model;
+  EXPECT_EQ(m.layer_pattern, "SF");
+  EXPECT_EQ(m.layer_kinds["S"]["window"], 8);
+  EXPECT_EQ(m.layer_kinds["F"]["window"], 0);
+  // Every layer sliding: the window mask, as Mistral's.
+  const fs::path all = edited_copy("qwen3_sliding", [](nlohmann::json& c) {
+    c["layer_types"] = {"sliding_attention", "sliding_attention"};
+  });
+  const LoadedModel lm = load_model(all.string());
+  EXPECT_EQ(lm.config.context.mask, "window");
+  EXPECT_EQ(lm.config.context.window, 8);
+  EXPECT_EQ(lm.config.model.layer_pattern, "");
+  fs::remove_all(all);
+}
+
 // Qwen3's config class defaults head_dim to 128, whatever hidden_size and
 // num_attention_heads (the other families to hidden_size / heads): a file
 // without the key is read so.
@@ -146,6 +167,8 @@ TEST(HfModel, FixturesTellTheMethodsApart) {
       {"llama3", [](nlohmann::json& c) { c["rope_parameters"]["high_freq_factor"] = 8.0; }},
       {"neox", [](nlohmann::json& c) { c["use_parallel_residual"] = false; }},
       {"llama", [](nlohmann::json& c) { c["rms_norm_eps"] = 1e-1; }},
+      {"qwen2_sliding", [](nlohmann::json& c) { c["layer_types"] = {"full_attention", "full_attention"}; }},
+      {"qwen3_sliding", [](nlohmann::json& c) { c["layer_types"] = {"full_attention", "sliding_attention"}; }},
   };
   for (const auto& [name, edit] : cases) {
     const fs::path dir = edited_copy(name, edit);
@@ -182,8 +205,11 @@ TEST(HfModel, RefusesWhatItDoesNotImplementByName) {
       {"llama_yarn", [](nlohmann::json& c) { c["rope_parameters"]["truncate"] = false; }, "'truncate' = false"},
       {"llama_yarn", [](nlohmann::json& c) { c["rope_parameters"]["extra"] = 1; }, "key 'extra'"},
       {"neox", [](nlohmann::json& c) { c["head_dim"] = 8; }, "key 'head_dim' = 8 is not implemented"},
-      {"qwen2", [](nlohmann::json& c) { c["layer_types"][1] = "sliding_attention"; }, "mixes layer kinds"},
-      {"qwen2", [](nlohmann::json& c) { c["use_sliding_window"] = true; }, "'use_sliding_window' = true"},
+      {"qwen2", [](nlohmann::json& c) { c["layer_types"][1] = "sliding_attention"; },
+       "has sliding_attention layers but use_sliding_window is false"},
+      {"qwen2", [](nlohmann::json& c) { c["layer_types"][1] = "chunked_attention"; },
+       "layer_types entry \"chunked_attention\" is not implemented"},
+      {"qwen2", [](nlohmann::json& c) { c["layer_types"] = {"full_attention"}; }, "must list one kind per layer"},
       {"llama", [](nlohmann::json& c) { c["hidden_act"] = "gelu"; }, "'hidden_act' = \"gelu\""},
       {"llama", [](nlohmann::json& c) { c["tie_word_embeddings"] = true; }, "differs from 'model.embed_tokens.weight'"},
       {"qwen2", [](nlohmann::json& c) { c["tie_word_embeddings"] = false; }, "has no tensor 'lm_head.weight'"},
@@ -225,7 +251,7 @@ TEST(HfModel, RefusesTensorsTheModelDoesNotUse) {
 TEST(HfModel, ExportRoundTripsEveryFamily) {
   for (const char* name : {"gpt2", "neox", "neox_sequential", "llama", "llama_yarn", "llama_yarn_mscale", "llama3",
                            "llama_linear", "llama_dynamic", "mistral", "qwen2", "qwen3", "qwen3_wide_heads",
-                           "llama_narrow_heads"}) {
+                           "llama_narrow_heads", "qwen2_sliding", "qwen3_sliding"}) {
     const fs::path out = fs::temp_directory_path() / ("gpt_hf_export_" + std::string(name) + "_" +
                                                       std::to_string(::getpid()));
     fs::remove_all(out);
@@ -257,6 +283,11 @@ TEST(HfModel, ExportRefusesWhatNoFamilyHolds) {
       {[](nlohmann::json& c) { c["context"]["rope_scaling"] = "ntk"; c["context"]["factor"] = 2.0; },
        "no Hugging Face rope_type"},
       {[](nlohmann::json& c) { c["model"]["mlp"] = "relu2"; c["model"]["mlp_hidden"] = 64; }, "none of the"},
+      {[](nlohmann::json& c) {
+         c["model"]["layer_pattern"] = "LG";
+         c["model"]["layer_kinds"] = {{"L", {{"window", 8}}}, {"G", {{"window", 0}}}};
+       },
+       "has no llama form; only Qwen2's and Qwen3's layer_types"},
   };
   for (const auto& [edit, expect] : cases) {
     Checkpoint c = base;
@@ -270,6 +301,22 @@ TEST(HfModel, ExportRefusesWhatNoFamilyHolds) {
     }
   }
   fs::remove_all(fs::temp_directory_path() / "gpt_hf_refused");
+  // A Qwen plan holds full and sliding layers of one window, nothing else.
+  const Checkpoint qwen = HfModel((kFixtures / "qwen3_sliding").string()).to_checkpoint();
+  const std::pair<std::function<void(nlohmann::json&)>, const char*> qwen_cases[] = {
+      {[](nlohmann::json& k) { k["S"]["position"] = "none"; }, "is not one of Qwen's layer_types"},
+      {[](nlohmann::json& k) { k["F"]["window"] = 4; }, "share one sliding_window"},
+  };
+  for (const auto& [edit, expect] : qwen_cases) {
+    Checkpoint c = qwen;
+    edit(c.meta["config"]["model"]["layer_kinds"]);
+    try {
+      export_hf(c, "qwen.bin", (fs::temp_directory_path() / "gpt_hf_refused").string(), false);
+      ADD_FAILURE() << "exported: " << expect;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(expect), std::string::npos) << e.what();
+    }
+  }
   // GPT-NeoX's heads are hidden_size / num_attention_heads wide, always.
   Checkpoint neox = HfModel((kFixtures / "neox").string()).to_checkpoint();
   neox.meta["config"]["model"]["head_dim"] = 8;
