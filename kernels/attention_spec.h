@@ -112,6 +112,10 @@ struct RopeSpec {
   int trained_context = 0;   // N
   double beta_fast = 32;     // yarn: pairs rotating more than beta_fast times in N keep θ_k
   double beta_slow = 1;      // yarn: pairs rotating fewer than beta_slow times are interpolated
+  bool yarn_truncate = true;  // yarn: the ramp's ends floored and ceiled to whole pairs (false: exact, gpt-oss)
+  // p-RoPE (Barbero et al. 2025): the share p of the d_r/2 pairs that turn,
+  // the highest frequencies; pairs k >= floor(p·d_r/2) turn at frequency 0.
+  double keep = 1;
   double low_freq = 1;       // llama3 l_f
   double high_freq = 4;      // llama3 h_f
   double dynamic_alpha = 1;  // dynamic_ntk α

@@ -100,6 +100,12 @@ def fixtures():
                           64, torch.float32)
     f["qwen3_sliding"] = (llama_like("qwen3", head_dim=16, use_sliding_window=True, sliding_window=8,
                                      layer_types=["sliding_attention", "full_attention"]), 64, torch.float32)
+    # YaRN's exact ramp (truncate false, as gpt-oss ships it), a base that puts both ends inside the head.
+    f["llama_yarn_exact"] = (llama_like("llama", 1, max_position_embeddings=128,
+                                        rope_parameters={"rope_type": "yarn", "factor": 4.0,
+                                                         "original_max_position_embeddings": 32, "truncate": False,
+                                                         "beta_fast": 8.0, "beta_slow": 0.5, "rope_theta": 100.0}),
+                             96, torch.float32)
     return f
 
 

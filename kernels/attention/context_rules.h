@@ -69,8 +69,11 @@ GPT_HD inline double yarn_pair(double rotations, int d_r, double base, double N)
   return d_r * log(N / (rotations * 2.0 * 3.14159265358979323846)) / (2.0 * log(base));
 }
 
-// θ'_k of pair k (0 <= k < d_r/2) for windows of L tokens.
-GPT_HD inline double inv_freq(const RopeSpec& r, int k, int d_r, int L) {
+// p-RoPE's pairs that turn: floor(p·d_r/2) (all of them at p = 1).
+GPT_HD inline int kept_pairs(const RopeSpec& r, int d_r) { return static_cast<int>(r.keep * d_r / 2 + 1e-9); }
+
+// θ'_k of pair k (0 <= k < d_r/2) for windows of L tokens, before p-RoPE.
+GPT_HD inline double scaled_inv_freq(const RopeSpec& r, int k, int d_r, int L) {
   const double b = r.theta, e = -2.0 * k / d_r;
   const double theta_k = pow(b, e);
   const double N = r.trained_context;
@@ -88,7 +91,8 @@ GPT_HD inline double inv_freq(const RopeSpec& r, int k, int d_r, int L) {
     case RopeScaling::Ntk:
       return pow(b * pow(s, d_r / (d_r - 2.0)), e);
     case RopeScaling::Yarn: {
-      double lo = floor(yarn_pair(r.beta_fast, d_r, b, N)), hi = ceil(yarn_pair(r.beta_slow, d_r, b, N));
+      double lo = yarn_pair(r.beta_fast, d_r, b, N), hi = yarn_pair(r.beta_slow, d_r, b, N);
+      if (r.yarn_truncate) lo = floor(lo), hi = ceil(hi);
       lo = lo > 0 ? lo : 0;
       hi = hi < d_r - 1 ? hi : d_r - 1;
       if (hi == lo) hi += 0.001;
@@ -106,6 +110,11 @@ GPT_HD inline double inv_freq(const RopeSpec& r, int k, int d_r, int L) {
     default:
       return theta_k;
   }
+}
+
+// θ'_k with p-RoPE's truncation: the lowest frequencies (k >= kept_pairs) turn at 0.
+GPT_HD inline double inv_freq(const RopeSpec& r, int k, int d_r, int L) {
+  return k < kept_pairs(r, d_r) ? scaled_inv_freq(r, k, d_r, L) : 0.0;
 }
 
 }  // namespace rope

@@ -64,6 +64,8 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
   r.factor = ctx.factor;
   r.beta_fast = ctx.beta_fast;
   r.beta_slow = ctx.beta_slow;
+  r.yarn_truncate = ctx.yarn_truncate == 1;
+  r.keep = m.p_rope;
   r.low_freq = ctx.low_freq;
   r.high_freq = ctx.high_freq;
   r.dynamic_alpha = ctx.dynamic_alpha;
@@ -158,9 +160,11 @@ nlohmann::json context_to_json(const AttentionSpec& s) {
   const RopeSpec& r = s.rope;
   nlohmann::json j = {{"rope_scaling", stage_name(r.scaling)}, {"rope_rot_dims", r.rot_dims}};
   if (r.scaling != RopeScaling::None) j["factor"] = r.factor > 0 ? nlohmann::json(r.factor) : nlohmann::json("L/N");
+  if (r.keep < 1) j["p_rope"] = r.keep;
   if (r.scaling == RopeScaling::Yarn) {
     j["beta_fast"] = r.beta_fast;
     j["beta_slow"] = r.beta_slow;
+    j["yarn_truncate"] = r.yarn_truncate;
   }
   if (r.scaling == RopeScaling::Llama3) {
     j["low_freq"] = r.low_freq;

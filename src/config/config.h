@@ -25,6 +25,7 @@ struct ModelConfig {
   double rope_theta = 10000.0;
   std::string rope_pairing = "half";  // RoPE's channel pairs: "half" (i, i + d/2) | "interleaved" (2i, 2i + 1)
   double rope_fraction = 1.0;         // partial RoPE: share of each head's channels rotated (d_r = even part of f·D)
+  double p_rope = 1.0;                // p-RoPE: share p of the frequencies kept (the highest); the rest turn at 0
   int max_position = 0;               // rows of the learned position table; 0 = context
   double init_std = 0.02;
   // Per-layer plans (config/layer_plan.h): the kind of each layer, by one
@@ -171,6 +172,7 @@ struct ContextConfig {
   double factor = 0;                        // s; 0 = evaluated length / model.context
   double beta_fast = 32;                    // yarn
   double beta_slow = 1;                     // yarn
+  int yarn_truncate = 1;                    // yarn: 1 = ramp ends floored/ceiled (the paper), 0 = exact (gpt-oss)
   double low_freq = 1;                      // llama3 l_f
   double high_freq = 4;                     // llama3 h_f
   double dynamic_alpha = 1;                 // dynamic_ntk α

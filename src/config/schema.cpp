@@ -103,6 +103,10 @@ std::vector<Key> make_keys() {
        "RoFormer)"},
       {GPT_KEY(model, rope_fraction), above_up_to(0, 1),
        "partial RoPE: share f of each head's channels rotated (d_r = f·D rounded down to even, >= 2); 1 = all"},
+      {GPT_KEY(model, p_rope), above_up_to(0, 1),
+       "p-RoPE (Barbero et al. 2025): the share p of RoPE's frequency pairs that turn, the highest, at their own "
+       "frequencies; pairs k >= floor(p·d_r/2) (the lowest frequencies) do not turn. 1 = all. Not rope_fraction, "
+       "which rotates fewer channels over the whole spectrum"},
       {GPT_KEY(model, max_position), between(0, kMaxVocab), "rows of the learned position table; 0 = context"},
       {GPT_KEY(model, init_std), above(0), "standard deviation of the weight init"},
       {GPT_KEY(model, block), one_of(block_preset_names()),
@@ -237,6 +241,9 @@ std::vector<Key> make_keys() {
        "scale factor s of the rope rule: 0 = evaluated length / model.context per window, or a fixed s >= 1"},
       {GPT_KEY(context, beta_fast), above(0), "yarn: pairs rotating more than this often in N keep their frequency"},
       {GPT_KEY(context, beta_slow), above(0), "yarn: pairs rotating fewer times than this in N are interpolated"},
+      {GPT_KEY(context, yarn_truncate), between(0, 1),
+       "yarn: 1 = the ramp's ends floored and ceiled to whole pairs (the paper, transformers' default); 0 = exact "
+       "(transformers' truncate false, gpt-oss)"},
       {GPT_KEY(context, low_freq), above(0), "llama3 low_freq_factor l_f (wavelengths above N/l_f are interpolated)"},
       {GPT_KEY(context, high_freq), above(0), "llama3 high_freq_factor h_f (wavelengths below N/h_f are kept)"},
       {GPT_KEY(context, dynamic_alpha), above(0), "dynamic_ntk α: base b·(α·L/N − α + 1)^(d_r/(d_r−2)) for L > N"},
@@ -389,6 +396,16 @@ std::vector<Rule> make_rules() {
          if (c.model.position != "rope") return c.model.rope_fraction == 1.0;
          return rope_dims(c) >= 2;
        }},
+      {"\"model.p_rope\" < 1 keeps some of RoPE's frequencies: it needs \"model.position\" = \"rope\" and at least "
+       "one turning pair per head (floor(p·d_r/2) >= 1)",
+       {"model.p_rope", "model.position", "model.rope_fraction", "model.head_dim", "model.n_embd", "model.n_head"},
+       [](const Config& c) {
+         if (c.model.p_rope == 1.0) return true;
+         return c.model.position == "rope" && static_cast<int>(c.model.p_rope * rope_dims(c) / 2 + 1e-9) >= 1;
+       }},
+      {"\"context.yarn_truncate\" = 0 (the exact ramp) belongs to \"context.rope_scaling\" = \"yarn\"",
+       {"context.yarn_truncate", "context.rope_scaling"},
+       [](const Config& c) { return c.context.yarn_truncate == 1 || c.context.rope_scaling == "yarn"; }},
       {"\"context.rope_scaling\" changes RoPE's frequencies and needs \"model.position\" = \"rope\"",
        {"context.rope_scaling", "model.position"},
        [](const Config& c) { return c.context.rope_scaling == "none" || c.model.position == "rope"; }},

@@ -237,8 +237,7 @@ int map_rope(Keys& k, const std::string& where, Family fam, nlohmann::json& mode
       const double ms = r.number("mscale", 0), msa = r.number("mscale_all_dim", 0);
       if (t == 0) t = ms != 0 && msa != 0 ? yarn_mscale(s, ms) / yarn_mscale(s, msa) : yarn_mscale(s, 1.0);
       context["attn_factor"] = t;
-      r.require("truncate", true,
-                "YaRN with truncate false keeps the correction range unrounded; the project floors and ceils it");
+      context["yarn_truncate"] = r.boolean("truncate", true) ? 1 : 0;
     } else if (type == "llama3") {
       n = original();
       context["rope_scaling"] = "llama3";
@@ -642,6 +641,8 @@ namespace {
 std::string family_of(const Config& cfg, const std::string& what) {
   const ModelConfig& m = cfg.model;
   GPT_CHECK(m.qk_norm_scale == "none", what, ": model.qk_norm_scale learned has no Hugging Face family");
+  GPT_CHECK(m.p_rope == 1.0, what, ": p-RoPE (model.p_rope ", m.p_rope,
+            ") has no form in the Hugging Face families this project writes");
   GPT_CHECK(m.position != "rope" || m.rope_pairing == "half", what,
             ": RoPE with interleaved pairs is not the rotate-half layout of the Hugging Face families");
   const bool rope = m.position == "rope", full_rope = rope && m.rope_fraction == 1.0;
@@ -698,8 +699,8 @@ nlohmann::json rope_parameters_of(const Config& cfg, const std::string& family, 
   nlohmann::json r = {{"rope_theta", m.rope_theta}};
   if (family == "gpt_neox") r["partial_rotary_factor"] = m.rope_fraction;
   max_position = m.context;
-  for (const char* k : {"rope_scaling", "factor", "beta_fast", "beta_slow", "low_freq", "high_freq", "dynamic_alpha",
-                        "attn_factor"})
+  for (const char* k : {"rope_scaling", "factor", "beta_fast", "beta_slow", "yarn_truncate", "low_freq", "high_freq",
+                        "dynamic_alpha", "attn_factor"})
     ctx.erase(k), plain.erase(k);
   if (family == "mistral" || family == "qwen2" || family == "qwen3")  // sliding_windows' business
     for (const char* k : {"mask", "window"}) ctx.erase(k), plain.erase(k);
@@ -722,6 +723,7 @@ nlohmann::json rope_parameters_of(const Config& cfg, const std::string& family, 
     r["rope_type"] = "yarn", r["factor"] = fixed_factor();
     r["original_max_position_embeddings"] = m.context;
     r["beta_fast"] = c.beta_fast, r["beta_slow"] = c.beta_slow;
+    if (c.yarn_truncate == 0) r["truncate"] = false;
     if (c.attn_factor) r["attention_factor"] = *c.attn_factor;
     max_position = static_cast<int>(std::lround(m.context * c.factor));
   } else if (rs == "llama3") {

@@ -13,14 +13,15 @@
 namespace gpt {
 
 // The spec as the model runs it: the model config decides the position
-// encoding's part (ALiBi, RoPE's base and rotated channels), whatever the
-// caller passed.
+// encoding's part (ALiBi, RoPE's base, rotated channels and p-RoPE's kept
+// frequencies), whatever the caller passed.
 AttentionSpec spec_for_model(AttentionSpec s, const ModelConfig& cfg) {
   if (cfg.position == "alibi") s.position_bias = PositionBias::Alibi;
   if (s.trained_context == 0) s.trained_context = cfg.context;
   s.rope.theta = cfg.rope_theta;
   s.rope.interleaved = cfg.rope_pairing == "interleaved";
   s.rope.rot_dims = rope_rotated_dims(cfg);
+  s.rope.keep = cfg.p_rope;
   if (s.rope.trained_context == 0) s.rope.trained_context = cfg.context;
   return s;
 }

@@ -56,7 +56,7 @@ struct TempFile {
 
 const std::string kModelKeys =
     "n_layer, n_head, n_embd, head_dim, vocab_size, vocab_pad_multiple, context, position, rope_theta, rope_pairing, "
-    "rope_fraction, "
+    "rope_fraction, p_rope, "
     "max_position, init_std";
 const std::string kSections = "model, data, train, eval, attention, context, run";
 
@@ -89,7 +89,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 105u);
+  EXPECT_EQ(from_schema.size(), 107u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -327,6 +327,12 @@ TEST(ConfigCrossField, RopeNeedsEvenHeadSize) {
   expect_contains(parse_error(R"({"model": {"n_embd": 12, "n_head": 4, "position": "rope"}})"),
                   {"even head size", "model.n_embd = 12", "model.n_head = 4"});
   EXPECT_NO_THROW(parse(R"({"model": {"n_embd": 12, "n_head": 4, "position": "learned"}})"));
+  expect_contains(parse_error(R"({"model": {"p_rope": 0.5, "position": "learned"}})"),
+                  {"\"model.p_rope\" < 1", "model.position = \"learned\""});
+  expect_contains(parse_error(R"({"model": {"p_rope": 0.01}})"), {"at least one turning pair"});
+  expect_contains(parse_error(R"({"context": {"yarn_truncate": 0}})"),
+                  {"\"context.yarn_truncate\" = 0", "\"context.rope_scaling\" = \"yarn\""});
+  EXPECT_NO_THROW(parse(R"({"model": {"p_rope": 0.25}, "context": {"rope_scaling": "yarn", "yarn_truncate": 0}})"));
   expect_contains(parse_error(R"({"model": {"n_embd": 16, "n_head": 4, "head_dim": 5, "position": "rope"}})"),
                   {"even head size", "model.head_dim = 5"});
   EXPECT_NO_THROW(parse(R"({"model": {"n_embd": 12, "n_head": 4, "head_dim": 4, "position": "rope"}})"));

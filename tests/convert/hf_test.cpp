@@ -91,6 +91,11 @@ TEST(HfModel, YarnRopeScalingMatchesTransformers) { EXPECT_LE(relative_logit_err
 TEST(HfModel, YarnMscaleAndBetasMatchTransformers) {
   EXPECT_LE(relative_logit_error("llama_yarn_mscale", false), kTolerance);
 }
+// YaRN's ramp with its ends unrounded (truncate false) to context.yarn_truncate 0.
+TEST(HfModel, YarnUntruncatedMatchesTransformers) {
+  EXPECT_LE(relative_logit_error("llama_yarn_exact", false), kTolerance);
+  EXPECT_EQ(load_model((kFixtures / "llama_yarn_exact").string()).config.context.yarn_truncate, 0);
+}
 TEST(HfModel, Llama3RopeScalingMatchesTransformers) { EXPECT_LE(relative_logit_error("llama3", false), kTolerance); }
 TEST(HfModel, MistralSlidingWindowMatchesTransformers) {
   EXPECT_LE(relative_logit_error("mistral", false), kTolerance);
@@ -168,6 +173,7 @@ TEST(HfModel, FixturesTellTheMethodsApart) {
       {"neox", [](nlohmann::json& c) { c["use_parallel_residual"] = false; }},
       {"llama", [](nlohmann::json& c) { c["rms_norm_eps"] = 1e-1; }},
       {"qwen2_sliding", [](nlohmann::json& c) { c["layer_types"] = {"full_attention", "full_attention"}; }},
+      {"llama_yarn_exact", [](nlohmann::json& c) { c["rope_parameters"]["truncate"] = true; }},
       {"qwen3_sliding", [](nlohmann::json& c) { c["layer_types"] = {"full_attention", "sliding_attention"}; }},
   };
   for (const auto& [name, edit] : cases) {
@@ -202,7 +208,6 @@ TEST(HfModel, RefusesWhatItDoesNotImplementByName) {
          c["rope_parameters"] = {{"rope_type", "longrope"}, {"rope_theta", 10000.0}, {"short_factor", {1.0}}};
        },
        "rope_type \"longrope\" is not implemented"},
-      {"llama_yarn", [](nlohmann::json& c) { c["rope_parameters"]["truncate"] = false; }, "'truncate' = false"},
       {"llama_yarn", [](nlohmann::json& c) { c["rope_parameters"]["extra"] = 1; }, "key 'extra'"},
       {"neox", [](nlohmann::json& c) { c["head_dim"] = 8; }, "key 'head_dim' = 8 is not implemented"},
       {"qwen2", [](nlohmann::json& c) { c["layer_types"][1] = "sliding_attention"; },
@@ -251,7 +256,7 @@ TEST(HfModel, RefusesTensorsTheModelDoesNotUse) {
 TEST(HfModel, ExportRoundTripsEveryFamily) {
   for (const char* name : {"gpt2", "neox", "neox_sequential", "llama", "llama_yarn", "llama_yarn_mscale", "llama3",
                            "llama_linear", "llama_dynamic", "mistral", "qwen2", "qwen3", "qwen3_wide_heads",
-                           "llama_narrow_heads", "qwen2_sliding", "qwen3_sliding"}) {
+                           "llama_narrow_heads", "qwen2_sliding", "qwen3_sliding", "llama_yarn_exact"}) {
     const fs::path out = fs::temp_directory_path() / ("gpt_hf_export_" + std::string(name) + "_" +
                                                       std::to_string(::getpid()));
     fs::remove_all(out);
@@ -288,6 +293,7 @@ TEST(HfModel, ExportRefusesWhatNoFamilyHolds) {
          c["model"]["layer_kinds"] = {{"L", {{"window", 8}}}, {"G", {{"window", 0}}}};
        },
        "has no llama form; only Qwen2's and Qwen3's layer_types"},
+      {[](nlohmann::json& c) { c["model"]["p_rope"] = 0.5; }, "p-RoPE (model.p_rope 0.5) has no form"},
   };
   for (const auto& [edit, expect] : cases) {
     Checkpoint c = base;

@@ -223,6 +223,27 @@ TEST(ModelGradcheck, Differential) {
   }
 }
 
+// p-RoPE (model.p_rope) through the whole model: the truncated pairs pass
+// q and k through unrotated, in the forward and in RoPE's backward; alone,
+// with partial RoPE and with YaRN's exact ramp past the training length.
+TEST(ModelGradcheck, PRope) {
+  for (double keep : {0.5, 0.75}) {
+    ModelConfig cfg = tiny_config("rope");
+    cfg.n_embd = 16;  // heads of 8: 4 pairs, 2 or 3 of them turning
+    cfg.p_rope = keep;
+    check_model_gradient(cfg, AttentionConfig{}, ContextConfig{}, "rope,p_rope " + std::to_string(keep));
+  }
+  ModelConfig cfg = tiny_config("rope");
+  cfg.n_embd = 16;
+  cfg.p_rope = 0.5;
+  cfg.context = 3;  // the check runs at T = context; YaRN acts past it only, so a factor fixed above 1
+  ContextConfig cc;
+  cc.rope_scaling = "yarn";
+  cc.factor = 4;
+  cc.yarn_truncate = 0;
+  check_model_gradient(cfg, AttentionConfig{}, cc, "rope,p_rope 0.5,yarn exact");
+}
+
 // Gated attention's output gate through the whole model (W_g, b_g, and
 // through the gate to the attention and ln1), on softmax and on the sink.
 TEST(ModelGradcheck, OutputGate) {

@@ -84,7 +84,16 @@ TEST(ContextExtension, RopeFrequenciesMatchKnownValues) {
 
 // The doc's formulas once more, written independently as the reference of
 // the kernels' rotation (every method, automatic and fixed factors).
+// p-RoPE (Barbero et al. 2025, §6 and the appendix's apply_p_rope): of the
+// d_r/2 pairs, the first floor(p·d_r/2) (highest frequencies) keep theirs,
+// the others turn at 0. YaRN untruncated (transformers' truncate false):
+// the ramp's ends c(β) are not rounded.
+double ref_inv_freq_scaled(const RopeSpec& r, int k, int d_r, int L);
 double ref_inv_freq(const RopeSpec& r, int k, int d_r, int L) {
+  if (k >= std::floor(r.keep * d_r / 2 + 1e-9)) return 0.0;
+  return ref_inv_freq_scaled(r, k, d_r, L);
+}
+double ref_inv_freq_scaled(const RopeSpec& r, int k, int d_r, int L) {
   const double b = r.theta, N = r.trained_context, th = std::pow(b, -2.0 * k / d_r);
   if (r.scaling == RopeScaling::DynamicNtk) {
     if (L <= N) return th;
@@ -104,8 +113,8 @@ double ref_inv_freq(const RopeSpec& r, int k, int d_r, int L) {
   }
   // yarn: the ramp over the pair index between ⌊c(β_fast)⌋ and ⌈c(β_slow)⌉
   auto c = [&](double rot) { return d_r * std::log(N / (rot * 2 * kPi)) / (2 * std::log(b)); };
-  const double lo = std::max(0.0, std::floor(c(r.beta_fast)));
-  double hi = std::min(d_r - 1.0, std::ceil(c(r.beta_slow)));
+  const double lo = std::max(0.0, r.yarn_truncate ? std::floor(c(r.beta_fast)) : c(r.beta_fast));
+  double hi = std::min(d_r - 1.0, r.yarn_truncate ? std::ceil(c(r.beta_slow)) : c(r.beta_slow));
   if (hi == lo) hi += 0.001;
   const double g = std::clamp((k - lo) / (hi - lo), 0.0, 1.0);
   return g * th / s + (1 - g) * th;
@@ -156,6 +165,56 @@ TEST(ContextExtension, RopeKernelMatchesReferenceForEveryRule) {
           for (int c = 0; c < 3 * C; ++c)
             if (c >= 2 * C || c % D >= d_r) {
               ASSERT_EQ(y[static_cast<size_t>(t) * 3 * C + c], x[t * 3 * C + c]);
+            }
+      }
+}
+
+// p-RoPE with every frequency rule, and YaRN's untruncated ramp, against the
+// reference: the kernel's rotation, and the pairs past floor(p·d_r/2) left
+// as they are (their channels equal the input's).
+TEST(ContextExtension, PRopeAndUntruncatedYarnMatchReference) {
+  const int B = 2, T = 37, C = 48, NH = 2, D = C / NH;
+  const std::vector<double> x = random_vector(static_cast<size_t>(B) * T * 3 * C, 5);
+  // Known values (d_r = 64, b = 10000): p = 0.5 keeps pairs 0..15 at θ_k = 10^(−k/8).
+  RopeSpec half = rope_rule(RopeScaling::None, 1024);
+  half.keep = 0.5;
+  EXPECT_EQ(rope::inv_freq(half, 8, 64, 1024), 0.1);
+  EXPECT_EQ(rope::inv_freq(half, 15, 64, 1024), std::pow(10.0, -15.0 / 8));
+  EXPECT_EQ(rope::inv_freq(half, 16, 64, 1024), 0.0);
+  half.keep = 0.3;  // floor(0.3·32) = 9 pairs
+  EXPECT_GT(rope::inv_freq(half, 8, 64, 1024), 0.0);
+  EXPECT_EQ(rope::inv_freq(half, 9, 64, 1024), 0.0);
+  // YaRN at d_r = 64, N = 1024, s = 8: the ramp of pair 17 is (17 − 5)/(18 − 5)
+  // between the rounded ends ⌊c(32)⌋ = 5 and ⌈c(1)⌉ = 18, and (17 − c(32))/(c(1) − c(32))
+  // between the exact ones.
+  RopeSpec yarn = rope_rule(RopeScaling::Yarn, 1024, 8);
+  const double t17 = rope::inv_freq(yarn, 17, 64, 1024);
+  yarn.yarn_truncate = false;
+  const double e17 = rope::inv_freq(yarn, 17, 64, 1024);
+  EXPECT_NE(t17, e17);
+  EXPECT_NEAR(e17, ref_inv_freq(yarn, 17, 64, 1024), 1e-15);
+  std::printf("[p-rope reference] method, p, d_r: max abs difference (double)\n");
+  for (int rule = 0; rule < kRopeScalingCount; ++rule)
+    for (double keep : {0.5, 0.75})
+      for (int d_r : {D, 8}) {
+        RopeSpec r = rope_rule(static_cast<RopeScaling>(rule), 9, rule == 3 ? 0.0 : 3.0);
+        r.rot_dims = d_r;
+        r.keep = keep;
+        r.yarn_truncate = false;
+        if (r.scaling == RopeScaling::DynamicNtk) r.dynamic_alpha = 2;
+        const std::vector<double> ref = ref_rope(x, B, T, C, NH, r, d_r, 0);
+        std::vector<double> y(x.size());
+        rope_forward(y.data(), x.data(), B, T, C, NH, r, 0);
+        const double e = max_abs_diff(y, ref);
+        std::printf("[p-rope reference] %-12s %.2f %2d: %.1e\n", stage_name(r.scaling), keep, d_r, e);
+        EXPECT_LT(e, 1e-12) << stage_name(r.scaling) << " p " << keep << " d_r " << d_r;
+        const int kept = static_cast<int>(keep * d_r / 2), halfw = d_r / 2;
+        for (int t = 1; t < T; ++t)  // a truncated pair's two channels pass through
+          for (int h = 0; h < 2 * NH; ++h)
+            for (int k = kept; k < halfw; ++k) {
+              const size_t o = static_cast<size_t>(t) * 3 * C + static_cast<size_t>(h) * D;
+              ASSERT_EQ(y[o + k], x[o + k]);
+              ASSERT_EQ(y[o + k + halfw], x[o + k + halfw]);
             }
       }
 }

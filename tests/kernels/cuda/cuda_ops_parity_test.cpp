@@ -554,13 +554,17 @@ TEST_F(CudaOps, RopeEveryFrequencyRuleAndPartialRope) {
   const int B = 2, T = 45, C = 48, NH = 3;
   const size_t n = size_t(B) * T * 3 * C;
   const auto inp = random_floats(n, 4), dout = random_floats(n, 5);
+  // With p-RoPE's truncation (p = 0.5) and YaRN's exact ramp too.
   for (int rule = 0; rule < kRopeScalingCount; ++rule)
-    for (int d_r : {0, 8}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const int d_r = variant % 2 ? 8 : 0;
       RopeSpec rs;
       rs.scaling = static_cast<RopeScaling>(rule);
       rs.trained_context = 11;
       rs.rot_dims = d_r;
-      const std::string what = std::string(stage_name(rs.scaling)) + " d_r=" + std::to_string(d_r);
+      if (variant >= 2) rs.keep = 0.5, rs.yarn_truncate = false;
+      const std::string what = std::string(stage_name(rs.scaling)) + " d_r=" + std::to_string(d_r) +
+                               (variant >= 2 ? " p=0.5, yarn exact" : "");
       std::vector<float> out(n);
       cpu_->rope_forward(out.data(), inp.data(), B, T, C, NH, rs, 0);
       auto g_inp = up(inp), g_out = up(std::vector<float>(n));
