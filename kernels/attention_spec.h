@@ -66,9 +66,10 @@ namespace gpt {
 #define GPT_ROPE_SCALINGS(X) \
   X(None, "none") X(Pi, "pi") X(Ntk, "ntk") X(DynamicNtk, "dynamic_ntk") X(Yarn, "yarn") X(Llama3, "llama3")
 #define GPT_CONTEXT_MASKS(X) X(None, "none") X(Window, "window") X(Sinks, "sinks") X(Lambda, "lambda")
-#define GPT_CONTEXT_REMAPS(X) X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend")
-#define GPT_REMAP_KINDS(X) \
-  X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend") X(Cap, "cap") X(CacheSinks, "cache_sinks")
+#define GPT_CONTEXT_REMAPS(X) X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend") X(String, "string")
+#define GPT_REMAP_KINDS(X)                                                                                     \
+  X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend") X(Cap, "cap") X(CacheSinks, "cache_sinks") \
+  X(String, "string")
 #define GPT_SINK_POSITIONS(X) X(Original, "original") X(Cache, "cache")
 #define GPT_CONTEXT_TEMPERATURES(X) X(None, "none") X(Yarn, "yarn") X(Llama4, "llama4")
 #define GPT_CONTEXT_ROW_INDICES(X) X(Position, "position") X(Keys, "keys")
@@ -124,7 +125,8 @@ struct RopeSpec {
   // of q and k, rotated at far_query_pos(m) and far_key_pos(n) instead of m
   // and n (remap::), so that it is seen at the distance Δ′ of the rule.
   RemapKind remap = RemapKind::None;
-  int remap_window = 0;        // w (rerope), w_n (self_extend), n_local (cap), w (cache_sinks)
+  int remap_window = 0;        // w (rerope), w_n (self_extend), n_local (cap), w (cache_sinks), S (string)
+  int remap_local = 0;         // string: W, the distance a key at Δ = S is seen at
   double rerope_kappa = 0;     // rerope: 0 = Δ′ = w; κ > 1: the leaky Δ′ = w + (Δ − w)/κ
   int group = 1;               // self_extend G; <= 0: chosen per length by for_length
   int remap_sinks = 0;         // cache_sinks: k_s

@@ -21,6 +21,7 @@ GPT_HD inline bool far(const RopeSpec& r, int m, int n) {
 //   self_extend  Δ′ = ⌊m/G⌋ − ⌊n/G⌋ + (w_n − ⌊w_n/G⌋)
 //   cap          Δ′ = n_local (LM-Infinite's min(Δ, n_local) for Δ >= n_local)
 //   cache_sinks  Δ′ = min(m, k_s + w − 1) − n (StreamingLLM's positions inside the cache)
+//   string       Δ′ = Δ − S + W: q at m − S + W, k at n (STRING's shifted positions)
 GPT_HD inline double far_query_pos(const RopeSpec& r, int m) {
   const int w = r.remap_window;
   switch (r.remap) {
@@ -34,6 +35,8 @@ GPT_HD inline double far_query_pos(const RopeSpec& r, int m) {
       const int top = r.remap_sinks + w - 1;
       return m < top ? m : top;
     }
+    case RemapKind::String:
+      return m - w + r.remap_local;
     default:
       return m;
   }

@@ -87,6 +87,10 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
     r.remap = RemapKind::SelfExtend;
     r.remap_window = ctx.remap_window > 0 ? ctx.remap_window : std::max(1, m.context / 4);
     r.group = ctx.group;  // 0: per length (for_length)
+  } else if (remap == ContextRemap::String) {
+    r.remap = RemapKind::String;
+    r.remap_window = ctx.remap_window > 0 ? ctx.remap_window : std::max(1, static_cast<int>(0.33 * m.context));
+    r.remap_local = ctx.remap_local > 0 ? ctx.remap_local : std::max(1, m.context / 1024);
   } else if (mask == ContextMask::Lambda) {
     r.remap = RemapKind::Cap;
     r.remap_window = s.window;  // Δ′ = min(Δ, n_local)
@@ -126,6 +130,7 @@ constexpr ContextMethod kContextMethods[] = {
     {"lambda", "mask", "lambda", "mask"},
     {"rerope", "remap", "rerope", "distance remapping"},
     {"self_extend", "remap", "self_extend", "distance remapping"},
+    {"string", "remap", "string", "distance remapping"},
     {"yarn_temp", "temperature", "yarn", "temperature"},
     {"llama4_temp", "temperature", "llama4", "temperature"},
 };
@@ -177,6 +182,7 @@ nlohmann::json context_to_json(const AttentionSpec& s) {
   j["remap"] = stage_name(r.remap);
   if (r.remap != RemapKind::None) j["remap_window"] = r.remap_window;
   if (r.remap == RemapKind::Rerope) j["rerope_kappa"] = r.rerope_kappa;
+  if (r.remap == RemapKind::String) j["remap_local"] = r.remap_local;
   if (r.remap == RemapKind::SelfExtend) j["group"] = r.group > 0 ? nlohmann::json(r.group) : nlohmann::json("auto");
   if (s.window > 0) {
     j["window"] = s.window;
@@ -240,6 +246,11 @@ std::string context_summary(const AttentionSpec& s) {
       m << r.group;
     else
       m << "auto";
+    add(m.str());
+  }
+  if (r.remap == RemapKind::String) {
+    std::ostringstream m;
+    m << "string S=" << r.remap_window << " W=" << r.remap_local;
     add(m.str());
   }
   if (s.temperature == Temperature::Yarn) add("temperature yarn (t=" + t_text + ")");

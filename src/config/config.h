@@ -182,7 +182,8 @@ struct ContextConfig {
   int sinks = 0;                            // k_s of mask sinks (0: 4) or n_global of lambda (0: 10)
   std::string sink_positions = "original";  // sinks: original positions, or cache (re-indexed, StreamingLLM)
   std::string remap = "none";               // none | rerope | self_extend: relative-distance remapping
-  int remap_window = 0;                     // rerope w (0: N/2), self_extend w_n (0: N/4)
+  int remap_window = 0;                     // rerope w (0: N/2), self_extend w_n (0: N/4), string S (0: ⌊0.33·N⌋)
+  int remap_local = 0;                      // string W (0: max(1, ⌊N/1024⌋), the paper's 128 at 128K)
   double rerope_kappa = 0;                  // rerope: 0 = Δ' = w beyond w; κ > 1: leaky w + (Δ - w)/κ
   int group = 0;                            // self_extend G; 0 = the smallest G that keeps distances below N
   std::string row_index = "position";       // position | keys: the i of the scales and of re-weighting

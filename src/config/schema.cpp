@@ -261,9 +261,13 @@ std::vector<Key> make_keys() {
        "distance min(m, k_s + w - 1) - n)"},
       {GPT_KEY(context, remap), one_of(names_of(kContextRemapNames)),
        "relative-distance remapping (docs/context_extension.md §2): rerope (distances beyond w seen as w), self_extend "
-       "(grouped distances beyond w_n)"},
+       "(grouped distances beyond w_n), string (STRING: distances d >= S seen as d - S + W)"},
       {GPT_KEY(context, remap_window), between(0, kMaxContext),
-       "rerope w (0 = model.context/2), self_extend neighbour window w_n (0 = model.context/4)"},
+       "rerope w (0 = model.context/2), self_extend neighbour window w_n (0 = model.context/4), string shift S (0 = "
+       "floor(0.33 model.context))"},
+      {GPT_KEY(context, remap_local), between(0, kMaxContext),
+       "string: W, the distance the first shifted key (d = S) is seen at; 0 = max(1, model.context/1024), the "
+       "paper's 128 at 128K"},
       {GPT_KEY(context, rerope_kappa), at_least(0),
        "rerope: 0 = distances beyond w are w; kappa > 1: w + (d - w)/kappa"},
       {GPT_KEY(context, group), between(0, kMaxContext),
@@ -472,10 +476,22 @@ std::vector<Rule> make_rules() {
        {"context.sink_positions", "context.mask"},
        [](const Config& c) { return c.context.sink_positions == "original" || c.context.mask == "sinks"; }},
       {"a distance remapping composes with the frequency rule yarn only (YaRN + ReRoPE, as in the YaRN repository); "
-       "not with pi, ntk, dynamic_ntk or llama3",
+       "not with pi, ntk, dynamic_ntk or llama3 (string, which shifts positions only, composes with every rule, as "
+       "its authors run it on Llama 3.1's llama3 frequencies)",
        {"context.remap", "context.mask", "context.sink_positions", "context.rope_scaling"},
        [](const Config& c) {
-         return !remaps(c) || c.context.rope_scaling == "none" || c.context.rope_scaling == "yarn";
+         return !remaps(c) || c.context.remap == "string" || c.context.rope_scaling == "none" ||
+                c.context.rope_scaling == "yarn";
+       }},
+      {"\"context.remap_local\" is STRING's W: it needs \"context.remap\" = \"string\" and W < the shift S "
+       "(\"context.remap_window\"; a W >= S would lengthen the distances it shifts)",
+       {"context.remap_local", "context.remap", "context.remap_window", "model.context"},
+       [](const Config& c) {
+         if (c.context.remap != "string") return c.context.remap_local == 0;
+         const int S = c.context.remap_window > 0 ? c.context.remap_window
+                                                  : std::max(1, static_cast<int>(0.33 * c.model.context));
+         const int W = c.context.remap_local > 0 ? c.context.remap_local : std::max(1, c.model.context / 1024);
+         return W < S;
        }},
       {"\"context.remap_window\", \"context.rerope_kappa\" and \"context.group\" need \"context.remap\"",
        {"context.remap_window", "context.rerope_kappa", "context.group", "context.remap"},

@@ -89,7 +89,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 107u);
+  EXPECT_EQ(from_schema.size(), 108u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -333,6 +333,13 @@ TEST(ConfigCrossField, RopeNeedsEvenHeadSize) {
   expect_contains(parse_error(R"({"context": {"yarn_truncate": 0}})"),
                   {"\"context.yarn_truncate\" = 0", "\"context.rope_scaling\" = \"yarn\""});
   EXPECT_NO_THROW(parse(R"({"model": {"p_rope": 0.25}, "context": {"rope_scaling": "yarn", "yarn_truncate": 0}})"));
+  // STRING: W < S, W only with string; it composes with every frequency rule.
+  expect_contains(parse_error(R"({"context": {"remap": "string", "remap_window": 10, "remap_local": 10}})"),
+                  {"\"context.remap_local\" is STRING's W", "context.remap_local = 10"});
+  expect_contains(parse_error(R"({"context": {"remap": "rerope", "remap_local": 2}})"), {"STRING's W"});
+  const gpt::Config st = parse(R"({"context": {"remap": "string", "rope_scaling": "llama3", "factor": 4}})");
+  EXPECT_EQ(gpt::resolve_attention(st).rope.remap_window, 42);  // floor(0.33 · 128)
+  EXPECT_EQ(gpt::resolve_attention(st).rope.remap_local, 1);
   expect_contains(parse_error(R"({"model": {"n_embd": 16, "n_head": 4, "head_dim": 5, "position": "rope"}})"),
                   {"even head size", "model.head_dim = 5"});
   EXPECT_NO_THROW(parse(R"({"model": {"n_embd": 12, "n_head": 4, "head_dim": 4, "position": "rope"}})"));

@@ -697,6 +697,10 @@ std::vector<ContextGradCase> context_grad_cases() {
        }},
       {"rope,self_extend", "rope", "softmax", 1.0,
        [](ContextConfig& c) { c.remap = "self_extend", c.remap_window = 2, c.group = 2; }},
+      {"rope,string+llama3", "rope", "softmax", 1.0,
+       [](ContextConfig& c) {
+         c.remap = "string", c.remap_window = 3, c.remap_local = 1, c.rope_scaling = "llama3", c.factor = 2;
+       }},
       {"rope,lambda", "rope", "softmax", 1.0, [](ContextConfig& c) { c.mask = "lambda", c.sinks = 1, c.window = 3; }},
       {"rope,streaming_llm", "rope", "softmax", 1.0,
        [](ContextConfig& c) { c.mask = "sinks", c.sinks = 1, c.window = 3, c.sink_positions = "cache"; }},

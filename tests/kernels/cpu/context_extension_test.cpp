@@ -539,7 +539,9 @@ TEST(ContextExtension, MaskedKernelDoesNotDependOnThreadCount) {
   EXPECT_EQ(y1, y2);
   EXPECT_EQ(g1, g2);
   // A distance remapping (lambda: sinks, window and the far copy) likewise.
-  AttentionSpec lam = remap_cases(37)[9].spec;  // softmax+lambda
+  AttentionSpec lam;
+  for (const Case& rc : remap_cases(37))
+    if (rc.name == "softmax+lambda") lam = rc.spec;
   ASSERT_EQ(lam.rope.remap, RemapKind::Cap);
   const std::vector<float> far = cast<float>(random_vector(s.qkv_size(), 63));
   auto run = [&](std::vector<float>& dq, std::vector<float>& df) {
@@ -595,6 +597,11 @@ double ref_remapped(const AttentionSpec& sp, int m, int n) {
       // a sink key outside the window sits at cache position n, the query at min(m, k_s + w − 1)
       if (D < w) return D;
       return std::min(m, r.remap_sinks + w - 1) - n;
+    case RemapKind::String:
+      // STRING (An et al. 2024, arXiv 2410.18745, §4; the authors' decoding path): distances from the
+      // shift S on are scored as if S − W closer
+      if (D < w) return D;
+      return D - w + r.remap_local;
     default:
       return D;
   }
@@ -613,11 +620,13 @@ std::vector<Case> remap_cases(int N) {
   auto rerope = [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 20; };
   auto leaky = [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 20, c.rerope_kappa = 4; };
   auto selfext = [](ContextConfig& c) { c.remap = "self_extend", c.remap_window = 8, c.group = 3; };
+  auto shifted = [](ContextConfig& c) { c.remap = "string", c.remap_window = 20, c.remap_local = 3; };
   auto lambda = [](ContextConfig& c) { c.mask = "lambda", c.sinks = 3, c.window = 30; };
   auto cache = [](ContextConfig& c) { c.mask = "sinks", c.sinks = 4, c.window = 25, c.sink_positions = "cache"; };
   for (const char* p : {"softmax", "lssar", "ssmax", "cosine"}) {
     v.push_back(make_case(p, N, rerope, std::string(p) + "+rerope"));
     v.push_back(make_case(p, N, selfext, std::string(p) + "+self_extend"));
+    v.push_back(make_case(p, N, shifted, std::string(p) + "+string"));
   }
   v.push_back(make_case("softmax", N, leaky, "softmax+rerope_leaky"));
   v.push_back(make_case("softmax", N, lambda, "softmax+lambda"));
@@ -692,7 +701,7 @@ std::vector<Case> remap_grad_cases(int N) {
   std::vector<Case> v;
   for (const Case& c : remap_cases(N))
     if (c.name.rfind("softmax+", 0) == 0 || c.name == "lssar+rerope" || c.name == "ssmax+self_extend" ||
-        c.name == "cosine+rerope" || c.name == "lssar+lambda")
+        c.name == "cosine+rerope" || c.name == "lssar+lambda" || c.name == "lssar+string")
       v.push_back(c);
   return v;
 }
@@ -705,7 +714,8 @@ TEST_P(RemapGradcheck, MatchesFiniteDifferences) {
   const Case c0 = remap_grad_cases(11)[GetParam()];
   AttentionSpec spec = for_length(c0.spec, s.T);
   spec.rope.rot_dims = 0;
-  if (spec.rope.remap == RemapKind::Rerope || spec.rope.remap == RemapKind::SelfExtend)
+  if (spec.rope.remap == RemapKind::Rerope || spec.rope.remap == RemapKind::SelfExtend ||
+      spec.rope.remap == RemapKind::String)
     spec.rope.remap_window = std::min(spec.rope.remap_window, 9);  // far pairs in both row blocks
   std::vector<double> qkv = random_vector(s.qkv_size(), 33, -1.5, 1.5);
   std::vector<double> far = random_vector(s.qkv_size(), 34, -1.5, 1.5);
@@ -754,6 +764,16 @@ TEST(ContextExtension, FarPositionsOfEachRemapping) {
   EXPECT_EQ(self_extend_group(32, 128, 128), 1);
   EXPECT_TRUE(remap::far(r, 50, 42));
   EXPECT_FALSE(remap::far(r, 50, 43));
+  // STRING with S = 43253 and W = 128 (the authors' Llama 3.1 setting): the key at
+  // distance S is seen at 128, the farthest of 131072 at 131071 − 43253 + 128 = 87946.
+  RopeSpec st;
+  st.remap = RemapKind::String;
+  st.remap_window = 43253;
+  st.remap_local = 128;
+  EXPECT_FALSE(remap::far(st, 43252, 0));
+  EXPECT_TRUE(remap::far(st, 43253, 0));
+  EXPECT_EQ(remap::far_query_pos(st, 43253) - remap::far_key_pos(st, 0), 128);
+  EXPECT_EQ(remap::far_query_pos(st, 131071) - remap::far_key_pos(st, 0), 87946);
 }
 
 // The diagnostics see keys, not columns: with sinks the first key keeps

@@ -658,6 +658,9 @@ TEST_F(CudaAttention, ContextDistanceRemappings) {
   auto selfext = [](ContextConfig& c) { c.remap = "self_extend", c.remap_window = 20, c.group = 5; };
   auto lambda = [](ContextConfig& c) { c.mask = "lambda", c.sinks = 3, c.window = 50; };
   auto cache = [](ContextConfig& c) { c.mask = "sinks", c.sinks = 4, c.window = 45, c.sink_positions = "cache"; };
+  auto shifted = [](ContextConfig& c) { c.remap = "string", c.remap_window = 60, c.remap_local = 5; };
+  run_case({"softmax+string", context_spec("softmax", kN, shifted), 1, 200, 64, 2, kTol});
+  run_case({"lssar+string D=16", context_spec("lssar", kN, shifted), 2, 150, 64, 4, kTolSharp});
   for (const char* p : {"softmax", "lssar", "ssmax", "cosine", "sigmoid"}) {
     const double tol = std::string(p) == "lssar" ? kTolSharp : kTol;
     run_case({std::string(p) + "+rerope", context_spec(p, kN, rerope), 1, 200, 64, 2, tol});
