@@ -18,6 +18,7 @@
 #include "data/synthetic.h"
 #include "eval/calibrate.h"
 #include "eval/extrapolation.h"
+#include "eval/kl_divergence.h"
 #include "eval/passkey.h"
 #include "eval/shard_loss.h"
 #include "eval/task_eval.h"
@@ -43,6 +44,8 @@ struct EvalArgs {
   RunOptions run;  // --device, --precision, --storage
   AttentionOverride attention;
   std::string task = "loss";
+  // --kl-against REF|base: KL at 1x against another model, or the same one without the overrides
+  std::string kl_against;
   // --calibrate
   std::string calibrate;
   int calibrate_on = 0;
@@ -267,6 +270,9 @@ void parse_context_arg(EvalArgs& a) {
 void run_eval(EvalArgs a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   parse_context_arg(a);
+  GPT_CHECK(a.kl_against.empty() || (a.task == "loss" && !a.shard_loss_mode()),
+            "eval: --kl-against belongs to the extrapolation evaluation (not --task ", a.task,
+            " or the mean-loss mode of --context T)");
   if (!a.multiples.empty()) a.attention.multiples = a.multiples;
   LoadedModel lm = load_model(a.checkpoint, a.attention, a.run.device, a.run.precision, a.run.storage,
                                 a.run.hf_context);
@@ -361,6 +367,16 @@ void run_eval(EvalArgs a) {
     calibration["evaluation_tokens"] = {split, full.size()};
   }
   ExtrapolationResult r = evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens, text_ptr);
+  std::optional<KlResult> kl;
+  if (!a.kl_against.empty()) {
+    // The reference: "base" is the same model as its run configured it (no
+    // --attention / --context overrides, no calibration); else another model.
+    const std::string ref_path = a.kl_against == "base" ? a.checkpoint : a.kl_against;
+    LoadedModel ref = load_model(ref_path, {}, a.run.device, a.run.precision, a.run.storage, a.run.hf_context);
+    spdlog::info("KL at 1x against {} ({})", ref.path, context_summary(ref.model->attention()));
+    kl = evaluate_kl(*lm.model, *ref.model, val, r.layout, T);
+    kl->reference = a.kl_against == "base" ? "base (" + ref.path + " without the overrides)" : ref.path;
+  }
   r.attention = attention_to_json(lm.config.attention, lm.model->attention());
   r.attention["override"] = !a.attention.empty();
   nlohmann::json j = r.to_json();
@@ -371,6 +387,7 @@ void run_eval(EvalArgs a) {
     j["calibration"] = calibration;
     j["uncalibrated"] = before->to_json()["multiples"];
   }
+  if (kl) j["kl_at_1x"] = kl->to_json();
   j["checkpoint"] = lm.path;
   j["step"] = lm.progress.step;
   j["data"] = pattern;
@@ -387,6 +404,7 @@ void run_eval(EvalArgs a) {
               << before->table() << "calibrated (" << a.calibrate << " = " << calibration["fitted"].get<double>()
               << "), on the evaluation split:\n";
   std::cout << r.table() << "attention diagnostics (mean over heads and rows, per layer):\n" << r.diagnostics_table();
+  if (kl) std::cout << kl->table();
   spdlog::info("results written to {}", out);
 }
 
@@ -435,6 +453,11 @@ void add_eval(CLI::App& app) {
           context_method_names() +
           " (docs: docs/context_extension.md). Or a number T: the mean-loss mode's sequence "
           "length (default: the model's context); prints `val loss X over N tokens`");
+  cmd->add_option("--kl-against", args->kl_against,
+                  "KL at 1x (llama.cpp's --kl-divergence): compare the next-token distributions at the training "
+                  "context with those of REF (a run directory, checkpoint or Hugging Face directory with the same "
+                  "vocabulary), or with 'base', the same model without --attention/--context; reports mean KL, "
+                  "same top token and delta p with standard errors");
   cmd->add_option("--calibrate", args->calibrate,
                   "Fit one scalar before evaluating, by a golden-section search on a held-out calibration split: "
                   "temperature (a global logit scale), yarn_attn_factor (YaRN's t; needs --context yarn or yarn_temp) "

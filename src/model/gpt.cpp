@@ -304,23 +304,32 @@ void GPT<T>::forward_losses(const int32_t* tokens, const int32_t* targets, int B
 
 template <typename T>
 void GPT<T>::forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax) {
+  const size_t V = cfg_.vocab_size;
+  argmax.resize(static_cast<size_t>(B) * Tn);
+  forward_logits(tokens, B, Tn, [&](size_t first, size_t rows, const Acc* logits) {
+    for (size_t n = 0; n < rows; ++n) {
+      const Acc* row = logits + n * V;
+      argmax[first + n] = static_cast<int32_t>(std::max_element(row, row + V) - row);
+    }
+  });
+}
+
+template <typename T>
+void GPT<T>::forward_logits(const int32_t* tokens, int B, int Tn, const typename Model<Acc>::LogitRows& visit) {
   const size_t N = static_cast<size_t>(B) * Tn;
   check_tokens(tokens, N, "input token");
   Activations<T>& a = activations(B, Tn, false);
   be_.upload_tokens(a.tokens.get(), tokens, N);
   forward_trunk(a);
-  const size_t Vp = cfg_.padded_vocab();
+  const size_t Vp = cfg_.padded_vocab(), V = cfg_.vocab_size;
   // Rows come down in chunks so host memory stays small at large vocabularies.
   constexpr size_t kChunk = 256;
-  std::vector<Acc> logits(std::min(N, kChunk) * Vp);
-  argmax.resize(N);
+  std::vector<Acc> padded(std::min(N, kChunk) * Vp), real(std::min(N, kChunk) * V);
   for (size_t n0 = 0; n0 < N; n0 += kChunk) {
     const size_t rows = std::min(kChunk, N - n0);
-    download_as_acc(logits.data(), a.logits.get() + n0 * Vp, rows * Vp);
-    for (size_t n = 0; n < rows; ++n) {
-      const Acc* row = logits.data() + n * Vp;
-      argmax[n0 + n] = static_cast<int32_t>(std::max_element(row, row + cfg_.vocab_size) - row);
-    }
+    download_as_acc(padded.data(), a.logits.get() + n0 * Vp, rows * Vp);
+    for (size_t n = 0; n < rows; ++n) std::copy_n(padded.data() + n * Vp, V, real.data() + n * V);
+    visit(n0, rows, real.data());
   }
 }
 

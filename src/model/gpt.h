@@ -81,6 +81,12 @@ class Model {
   virtual void forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax) = 0;
   // Inference: logits (first V entries) of the last position of one sequence.
   virtual std::vector<A> next_token_logits(const int32_t* tokens, int Tn) = 0;
+  // Inference: the logits of every position (B*Tn rows of the real
+  // vocabulary's V entries), handed to `visit` in order a block of rows at a
+  // time (the first row's index, the block's row count, rows·V values), so
+  // host memory holds one block whatever the vocabulary.
+  using LogitRows = std::function<void(size_t first, size_t rows, const A* logits)>;
+  virtual void forward_logits(const int32_t* tokens, int B, int Tn, const LogitRows& visit) = 0;
 
   // While set (non-null), inference passes add every layer's attention
   // diagnostics to *acc: (n_layer, n_head, kAttentionDiagStats) doubles,
@@ -123,6 +129,7 @@ class GPT : public Model<accum_t<T>> {
   void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<Acc>& losses) override;
   void forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax) override;
   std::vector<Acc> next_token_logits(const int32_t* tokens, int Tn) override;
+  void forward_logits(const int32_t* tokens, int B, int Tn, const typename Model<Acc>::LogitRows& visit) override;
   void collect_attention_diagnostics(std::vector<double>* acc) override;
 
  private:
