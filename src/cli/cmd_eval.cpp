@@ -19,6 +19,7 @@
 #include "eval/calibrate.h"
 #include "eval/extrapolation.h"
 #include "eval/kl_divergence.h"
+#include "eval/longppl.h"
 #include "eval/passkey.h"
 #include "eval/shard_loss.h"
 #include "eval/task_eval.h"
@@ -46,6 +47,9 @@ struct EvalArgs {
   std::string task = "loss";
   // --kl-against REF|base: KL at 1x against another model, or the same one without the overrides
   std::string kl_against;
+  // --longppl-evaluator REF|base: LongPPL's key tokens judged by REF
+  std::string longppl_evaluator;
+  double longppl_alpha = 2, longppl_beta = -2;
   // --calibrate
   std::string calibrate;
   int calibrate_on = 0;
@@ -270,8 +274,8 @@ void parse_context_arg(EvalArgs& a) {
 void run_eval(EvalArgs a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   parse_context_arg(a);
-  GPT_CHECK(a.kl_against.empty() || (a.task == "loss" && !a.shard_loss_mode()),
-            "eval: --kl-against belongs to the extrapolation evaluation (not --task ", a.task,
+  GPT_CHECK((a.kl_against.empty() && a.longppl_evaluator.empty()) || (a.task == "loss" && !a.shard_loss_mode()),
+            "eval: --kl-against and --longppl-evaluator belong to the extrapolation evaluation (not --task ", a.task,
             " or the mean-loss mode of --context T)");
   if (!a.multiples.empty()) a.attention.multiples = a.multiples;
   LoadedModel lm = load_model(a.checkpoint, a.attention, a.run.device, a.run.precision, a.run.storage,
@@ -366,7 +370,22 @@ void run_eval(EvalArgs a) {
     calibration["calibration_tokens"] = {0, split};
     calibration["evaluation_tokens"] = {split, full.size()};
   }
-  ExtrapolationResult r = evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens, text_ptr);
+  // LongPPL: the key tokens of this evaluation's windows, judged once by the
+  // evaluator with the longest evaluated context against a short one of T.
+  std::optional<KeyTokens> key;
+  if (!a.longppl_evaluator.empty()) {
+    const std::string ev_path = a.longppl_evaluator == "base" ? a.checkpoint : a.longppl_evaluator;
+    LoadedModel ev = load_model(ev_path, {}, a.run.device, a.run.precision, a.run.storage, a.run.hf_context);
+    const int long_context = ec.multiples.back() * T;
+    if (ev.config.model.context < long_context)
+      spdlog::warn("LongPPL: the evaluator {} was trained at {} tokens, shorter than the long context {} it judges "
+                   "with; its long-context losses are extrapolated ({})",
+                   ev.path, ev.config.model.context, long_context, context_summary(ev.model->attention()));
+    const EvalLayout layout = eval_layout(val, ec, T, text_ptr ? text_ptr->separator : -1);
+    key = select_key_tokens(*ev.model, val, layout, T, long_context, a.longppl_alpha, a.longppl_beta);
+    key->evaluator = a.longppl_evaluator == "base" ? "base (" + ev.path + " without the overrides)" : ev.path;
+  }
+  ExtrapolationResult r = evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens, text_ptr, key ? &*key : nullptr);
   std::optional<KlResult> kl;
   if (!a.kl_against.empty()) {
     // The reference: "base" is the same model as its run configured it (no
@@ -388,6 +407,7 @@ void run_eval(EvalArgs a) {
     j["uncalibrated"] = before->to_json()["multiples"];
   }
   if (kl) j["kl_at_1x"] = kl->to_json();
+  if (key) j["longppl"] = key->to_json();
   j["checkpoint"] = lm.path;
   j["step"] = lm.progress.step;
   j["data"] = pattern;
@@ -404,6 +424,7 @@ void run_eval(EvalArgs a) {
               << before->table() << "calibrated (" << a.calibrate << " = " << calibration["fitted"].get<double>()
               << "), on the evaluation split:\n";
   std::cout << r.table() << "attention diagnostics (mean over heads and rows, per layer):\n" << r.diagnostics_table();
+  if (key) std::cout << r.longppl_table();
   if (kl) std::cout << kl->table();
   spdlog::info("results written to {}", out);
 }
@@ -458,6 +479,13 @@ void add_eval(CLI::App& app) {
                   "context with those of REF (a run directory, checkpoint or Hugging Face directory with the same "
                   "vocabulary), or with 'base', the same model without --attention/--context; reports mean KL, "
                   "same top token and delta p with standard errors");
+  cmd->add_option("--longppl-evaluator", args->longppl_evaluator,
+                  "LongPPL (Fang et al. 2025): the loss over the key tokens, those whose log-probability under "
+                  "REF (a model reading the longest evaluated context; 'base' = this model without the overrides) "
+                  "gains more than alpha from the long context over a short one of T, and exceeds beta");
+  cmd->add_option("--longppl-alpha", args->longppl_alpha, "LongPPL's alpha: the least log-probability gain (default 2)");
+  cmd->add_option("--longppl-beta", args->longppl_beta,
+                  "LongPPL's beta: the least long-context log-probability (default -2)");
   cmd->add_option("--calibrate", args->calibrate,
                   "Fit one scalar before evaluating, by a golden-section search on a held-out calibration split: "
                   "temperature (a global logit scale), yarn_attn_factor (YaRN's t; needs --context yarn or yarn_temp) "

@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/check.h"
+#include "eval/longppl.h"
 #include "model/block_parts.h"
 
 namespace gpt {
@@ -189,12 +190,16 @@ double ratio_standard_error(const std::vector<double>& num, const std::vector<do
 }
 
 ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStream& val, const EvalConfig& eval,
-                                           int trained_context, int64_t batch_tokens, const EvalText* text) {
+                                           int trained_context, int64_t batch_tokens, const EvalText* text,
+                                           const KeyTokens* key) {
   check_eval_contexts(model.config(), eval, trained_context);
   const int T = trained_context;
   ExtrapolationResult res;
   res.layout = eval_layout(val, eval, T, text ? text->separator : -1);
   const EvalLayout& lay = res.layout;
+  GPT_CHECK(!key || (key->span == lay.span && key->mask.size() == lay.starts.size() * static_cast<size_t>(lay.span)),
+            "eval: LongPPL's key tokens were judged on another layout than this evaluation's");
+  res.longppl = key != nullptr;
   const int K = static_cast<int>(lay.starts.size());
   res.trained_context = T;
   res.tokens_per_multiple = lay.span * K;
@@ -218,7 +223,7 @@ ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStrea
     const int nb = std::min(eval.profile_buckets, L);
     // Sums per window (and per bucket and window): the mean is their ratio,
     // the standard error that of a ratio estimator over the windows.
-    std::vector<double> w_sum(K, 0.0), w_n(K, 0.0), w_bytes(K, 0.0);
+    std::vector<double> w_sum(K, 0.0), w_n(K, 0.0), w_bytes(K, 0.0), w_key(K, 0.0), w_nkey(K, 0.0);
     std::vector<double> b_sum(static_cast<size_t>(nb) * K, 0.0), b_n(b_sum.size(), 0.0);
     double sum_past = 0;
     int64_t n_past = 0;
@@ -244,6 +249,8 @@ ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStrea
           w_n[k] += 1;
           if (bytes_known) w_bytes[k] += text->bytes[static_cast<size_t>(targets[at])];
           if (t >= T) sum_past += l, ++n_past;
+          if (key && key->is_key(k, static_cast<int64_t>(pc.start + t) - static_cast<int64_t>(lay.starts[k])))
+            w_key[k] += l, w_nkey[k] += 1;
           const size_t bk = static_cast<size_t>(static_cast<int64_t>(t) * nb / L) * K + k;
           b_sum[bk] += l;
           b_n[bk] += 1;
@@ -264,6 +271,13 @@ ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStrea
     r.tokens = static_cast<int64_t>(n);
     r.loss = sum / n;
     r.loss_se = ratio_standard_error(w_sum, w_n);
+    if (key) {
+      double ks = 0, kn = 0;
+      for (int k = 0; k < K; ++k) ks += w_key[k], kn += w_nkey[k];
+      r.key_tokens = static_cast<int64_t>(kn);
+      r.key_loss = kn > 0 ? ks / kn : std::numeric_limits<double>::quiet_NaN();
+      r.key_loss_se = ratio_standard_error(w_key, w_nkey);
+    }
     r.loss_past_train = n_past ? sum_past / n_past : std::numeric_limits<double>::quiet_NaN();
     r.bytes = static_cast<int64_t>(bytes);
     const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -369,6 +383,11 @@ nlohmann::json ExtrapolationResult::to_json() const {
                          {"bits_per_byte", finite_or_null(r.bits_per_byte)},
                          {"bits_per_byte_se", finite_or_null(r.bits_per_byte_se)},
                          {"window_losses", r.window_losses},
+                         {"longppl", longppl ? nlohmann::json({{"key_tokens", r.key_tokens},
+                                                               {"key_loss", finite_or_null(r.key_loss)},
+                                                               {"key_loss_se", finite_or_null(r.key_loss_se)},
+                                                               {"longppl", finite_or_null(std::exp(r.key_loss))}})
+                                             : nlohmann::json(nullptr)},
                          {"profile", profile},
                          {"attention_diagnostics", diagnostics_json(r.attention_diag, n_layer, n_head, layer_kinds)}});
   }
@@ -410,6 +429,22 @@ std::string ExtrapolationResult::diagnostics_table() const {
         }
       out += "\n";
     }
+  }
+  return out;
+}
+
+std::string ExtrapolationResult::longppl_table() const {
+  std::string out = "LongPPL (loss over the key tokens; perplexity exp of it):\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "%-9s %8s %10s %10s %8s %12s\n", "multiple", "context", "key tokens", "key loss",
+                "± se", "LongPPL");
+  out += line;
+  for (const auto& r : rows) {
+    char se[32] = "-";
+    if (std::isfinite(r.key_loss_se)) std::snprintf(se, sizeof se, "%.4f", r.key_loss_se);
+    std::snprintf(line, sizeof line, "%-9s %8d %10lld %10.4f %8s %12.3f\n", (std::to_string(r.multiple) + "x").c_str(),
+                  r.context, static_cast<long long>(r.key_tokens), r.key_loss, se, std::exp(r.key_loss));
+    out += line;
   }
   return out;
 }

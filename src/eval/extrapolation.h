@@ -102,12 +102,19 @@ struct MultipleResult {
   double bits_per_byte = 0;    // total loss / (ln 2 · bytes) (NaN: unknown)
   double bits_per_byte_se = 0;
   std::vector<double> window_losses;  // mean loss per window of the layout
+  // LongPPL (eval/longppl.h), with key tokens only: the mean loss over the key
+  // tokens scored here, its standard error over the windows, their count;
+  // LongPPL = exp(key_loss).
+  int64_t key_tokens = 0;
+  double key_loss = 0, key_loss_se = 0;
   std::vector<double> profile;        // mean loss per bucket of positions (NaN: nothing scored there)
   std::vector<double> profile_se;
   // Attention diagnostics, sums over rows: (n_layer, n_head, kAttentionDiagStats)
   // as GPT::collect_attention_diagnostics accumulates them.
   std::vector<double> attention_diag;
 };
+
+struct KeyTokens;
 
 struct ExtrapolationResult {
   int trained_context = 0;
@@ -119,8 +126,10 @@ struct ExtrapolationResult {
   nlohmann::json block;                  // the block's options (block_to_json)
   std::vector<std::string> layer_kinds;  // each layer's kind of the per-layer plan; "" without one
   std::vector<MultipleResult> rows;
+  bool longppl = false;  // rows hold key_* (key tokens were given)
   nlohmann::json to_json() const;
   std::string table() const;  // the human-readable 1×–16× table
+  std::string longppl_table() const;  // LongPPL per multiple (longppl only)
   // Entropy, sink and recent-N shares per multiple and layer (means over heads and rows).
   std::string diagnostics_table() const;
 };
@@ -129,9 +138,11 @@ struct ExtrapolationResult {
 // tokens of one forward pass (sequences per batch = max(1, batch_tokens / (m·T))).
 // text (may be null) gives bits per byte and the documents' separator.
 // Throws if the validation stream cannot hold the layout (eval_layout), or if
-// learned positions cannot reach the largest context.
+// learned positions cannot reach the largest context. key (may be null):
+// LongPPL's key tokens of the same layout, whose loss each row also reports.
 ExtrapolationResult evaluate_extrapolation(Model<float>& model, const TokenStream& val, const EvalConfig& eval,
-                                           int trained_context, int64_t batch_tokens, const EvalText* text = nullptr);
+                                           int trained_context, int64_t batch_tokens, const EvalText* text = nullptr,
+                                           const KeyTokens* key = nullptr);
 
 // Throws, naming the cause, when eval.tokens or the validation data cannot
 // hold one window of eval.span. Run before training starts.
