@@ -278,6 +278,20 @@ TEST(HfModel, ExportRoundTripsEveryFamily) {
   }
 }
 
+// A window mask of context.window 0 runs with the window model.context; the
+// export writes that, not 0 (which transformers would read as no window).
+TEST(HfModel, ExportWritesTheWindowAsItRuns) {
+  Checkpoint c = HfModel((kFixtures / "mistral").string()).to_checkpoint();
+  c.meta["config"]["context"]["window"] = 0;
+  const fs::path out = fs::temp_directory_path() / ("gpt_hf_window_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  export_hf(c, "mistral.bin", out.string(), false);
+  nlohmann::json j;
+  std::ifstream(out / "config.json") >> j;
+  EXPECT_EQ(j["sliding_window"], c.meta["config"]["model"]["context"]);
+  fs::remove_all(out);
+}
+
 TEST(HfModel, ExportRefusesWhatNoFamilyHolds) {
   const Checkpoint base = HfModel((kFixtures / "llama").string()).to_checkpoint();
   const std::pair<std::function<void(nlohmann::json&)>, const char*> cases[] = {
