@@ -98,6 +98,24 @@ TaskEvalResult evaluate_task(Model<float>& model, const SyntheticTask& task, con
   return res;
 }
 
+int effective_multiple(const std::vector<int>& multiples, const std::vector<double>& scores, double keep) {
+  GPT_CHECK(multiples.size() == scores.size(), "effective_multiple: ", multiples.size(), " multiples but ",
+            scores.size(), " scores");
+  const auto one = std::find(multiples.begin(), multiples.end(), 1);
+  if (one == multiples.end() || !(scores[one - multiples.begin()] > 0)) return 0;
+  const double floor = keep * scores[one - multiples.begin()];
+  int best = 1;
+  std::vector<size_t> order(multiples.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return multiples[a] < multiples[b]; });
+  for (size_t i : order) {
+    if (multiples[i] <= 1) continue;
+    if (scores[i] < floor) break;
+    best = multiples[i];
+  }
+  return best;
+}
+
 nlohmann::json TaskEvalResult::to_json() const {
   nlohmann::json rows = nlohmann::json::array();
   for (size_t i = 0; i < config.multiples.size(); ++i) {
@@ -121,6 +139,7 @@ nlohmann::json TaskEvalResult::to_json() const {
           {"samples", config.samples},
           {"seed", config.seed},
           {"scoring", "teacher-forced argmax at every answer token (the task's checker)"},
+          {"effective_multiple", effective_json()},
           {"multiples", rows}};
 }
 
@@ -157,7 +176,19 @@ std::string TaskEvalResult::table() const {
       out += "\n";
     }
   }
+  const int ex = effective_multiple(config.multiples, mean_exact),
+            tok = effective_multiple(config.multiples, mean_token_accuracy);
+  auto name = [](int m) { return m > 0 ? std::to_string(m) + "x" : std::string("undefined (no 1x score)"); };
+  out += "effective length (every multiple up to it keeps >= " + std::to_string(static_cast<int>(kEffectiveKeep * 100)) +
+         "% of the 1x score): exact match " + name(ex) + ", token accuracy " + name(tok) + "\n";
   return out;
+}
+
+nlohmann::json TaskEvalResult::effective_json() const {
+  auto m = [](int v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  return {{"keep", kEffectiveKeep},
+          {"exact", m(effective_multiple(config.multiples, mean_exact))},
+          {"token_accuracy", m(effective_multiple(config.multiples, mean_token_accuracy))}};
 }
 
 }  // namespace gpt

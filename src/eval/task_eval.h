@@ -46,6 +46,15 @@ struct TaskEvalConfig {
   uint64_t seed = 20261203;                                  // the same examples for every model evaluated
 };
 
+// Effective length (RULER, Hsieh et al. 2024, arXiv 2404.06654; NoLiMa,
+// arXiv 2502.05167): the largest multiple m such that the score at every
+// evaluated multiple up to m keeps at least `keep` of the score at 1×
+// (default 85%). Needs 1 among the multiples and a 1× score above 0; else
+// 0 (undefined). 1 when the first multiple past 1× already falls short.
+constexpr double kEffectiveKeep = 0.85;
+int effective_multiple(const std::vector<int>& multiples, const std::vector<double>& scores,
+                       double keep = kEffectiveKeep);
+
 struct TaskEvalResult {
   nlohmann::json task;  // SyntheticTask::to_json()
   int trained_context = 0;
@@ -55,6 +64,7 @@ struct TaskEvalResult {
   std::vector<std::vector<double>> exact, token_accuracy;
   std::vector<double> mean_exact, mean_token_accuracy;  // per multiple, over its cells
   nlohmann::json to_json() const;
+  nlohmann::json effective_json() const;  // effective_multiple of the mean exact match and token accuracy
   std::string table() const;  // exact match and token accuracy, cells × multiples
 };
 

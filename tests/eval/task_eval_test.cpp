@@ -226,3 +226,22 @@ TEST(TaskEval, TinyModelLearnsAMixedInductionTaskBesideText) {
 
 }  // namespace
 }  // namespace gpt
+
+namespace gpt {
+namespace {
+
+// Effective length as RULER and NoLiMa define it, here over multiples: the
+// largest multiple up to which every score keeps >= 85% of the 1x score.
+TEST(EffectiveLength, LargestMultipleKeepingTheShareOfTheOneXScore) {
+  EXPECT_EQ(effective_multiple({1, 2, 4, 8, 16}, {1.0, 0.9, 0.86, 0.84, 0.95}), 4);  // 16x recovers: not counted
+  EXPECT_EQ(effective_multiple({1, 2}, {1.0, 0.85}), 2);                              // the bound itself keeps
+  EXPECT_EQ(effective_multiple({1, 2, 4}, {0.5, 0.3, 0.6}), 1);
+  EXPECT_EQ(effective_multiple({4, 1, 2}, {0.9, 1.0, 0.9}), 4);  // in order of the multiples, not of the list
+  EXPECT_EQ(effective_multiple({1, 2}, {0.0, 0.5}), 0);          // no 1x score: undefined
+  EXPECT_EQ(effective_multiple({2, 4}, {0.9, 0.9}), 0);          // no 1x at all
+  EXPECT_EQ(effective_multiple({1, 2, 4}, {0.8, 0.5, 0.5}, 0.5), 4);
+  EXPECT_THROW(effective_multiple({1, 2}, {1.0}), Error);
+}
+
+}  // namespace
+}  // namespace gpt
