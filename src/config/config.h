@@ -132,7 +132,7 @@ struct EvalConfig {
 
 // The evaluation protocols (eval.protocol, gpt eval --protocol, sweep evals[].protocol).
 inline const std::vector<std::string>& eval_protocols() {
-  static const std::vector<std::string> names = {"chunks", "sliding", "documents"};
+  static const std::vector<std::string> names = {"chunks", "sliding", "documents", "llamacpp"};
   return names;
 }
 

@@ -202,7 +202,7 @@ std::vector<Key> make_keys() {
       {GPT_KEY(eval, protocol), one_of(std::vector<std::string_view>(eval_protocols().begin(), eval_protocols().end())),
        "chunks: non-overlapping sequences of m * model.context; sliding: windows of m * model.context advanced by "
        "eval.stride, scoring their last eval.stride positions; documents: windows opening documents that hold a "
-       "whole span"},
+       "whole span; llamacpp: llama.cpp's perplexity, chunks scoring only positions m*T/2 .. m*T - 2"},
       {GPT_KEY(eval, stride), between(0, 1 << 24), "sliding protocol: the stride S in tokens; 0 = model.context"},
 
       {GPT_KEY(attention, preset), one_of(preset_names()), "named attention variant (docs/attention.md)"},

@@ -158,6 +158,14 @@ std::vector<EvalPiece> eval_pieces(const EvalLayout& layout, int L) {
   GPT_CHECK(L >= 1 && L <= W, "eval: context ", L, " does not fit in the span ", W);
   for (size_t k = 0; k < layout.starts.size(); ++k) {
     const int64_t p = static_cast<int64_t>(layout.starts[k]);
+    if (layout.protocol == "llamacpp") {
+      // llama.cpp's perplexity: each chunk scores its second half's predictions
+      // of tokens inside the chunk (logits first .. L − 2, first = L/2).
+      GPT_CHECK(L >= 4, "eval: protocol llamacpp needs a context of at least 4 tokens (half of it scored), got ", L);
+      for (int64_t j = 0; j + L <= W; j += L)
+        out.push_back({static_cast<uint64_t>(p + j), L / 2, L - 1, static_cast<int>(k)});
+      continue;
+    }
     if (layout.protocol != "sliding") {
       for (int64_t j = 0; j + L <= W; j += L) out.push_back({static_cast<uint64_t>(p + j), 0, L, static_cast<int>(k)});
       continue;

@@ -77,7 +77,9 @@ struct EvalPiece {
   int window = 0;
 };
 // The pieces at context L: chunks and documents cut each window into
-// floor(span / L) sequences scored whole; sliding scores each window in
+// floor(span / L) sequences scored whole; llamacpp cuts them so too but
+// scores positions L/2 .. L − 2 of each (llama.cpp's perplexity, whose
+// scored tokens therefore differ by multiple); sliding scores each window in
 // blocks of S, each block the last positions of a sequence of L that ends
 // with it (the window's first block reaches back before the window when the
 // stream allows, else it is the stream's first L tokens, scored whole), so

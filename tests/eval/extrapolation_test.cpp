@@ -59,6 +59,31 @@ class Extrapolation : public ::testing::Test {
   std::vector<uint32_t> tokens_;
 };
 
+// llama.cpp's perplexity protocol (its examples/perplexity: non-overlapping
+// chunks of n_ctx, the logits of positions n_ctx/2 .. n_ctx − 2 scored, each
+// predicting a token inside its chunk): the same chunks as `chunks`, fewer
+// positions.
+TEST_F(Extrapolation, LlamaCppProtocolScoresTheSecondHalfOfEachChunk) {
+  TokenStream val(write_val(65), 257);
+  EvalConfig ec;
+  ec.multiples = {1, 2, 4};
+  ec.tokens = 64;
+  ec.protocol = "llamacpp";
+  const ExtrapolationResult r = evaluate_extrapolation(*model_, val, ec, 4, 8);
+  for (const MultipleResult& row : r.rows) {
+    const int L = 4 * row.multiple;
+    double sum = 0;
+    int n = 0;
+    for (int s = 0; s < 64 / L; ++s) {
+      const auto l = losses_at(static_cast<uint64_t>(s) * L, L);
+      for (int t = L / 2; t <= L - 2; ++t) sum += l[t], ++n;
+    }
+    EXPECT_EQ(row.tokens, n) << row.multiple;
+    EXPECT_NEAR(row.loss, sum / n, 1e-5) << row.multiple;
+  }
+  EXPECT_EQ(r.to_json()["scored"]["protocol"], "llamacpp");
+}
+
 TEST_F(Extrapolation, MatchesBruteForceOnContiguousWindows) {
   // 4 windows of the longest context (4x4 = 16 tokens) fill 64 tokens + 1.
   TokenStream val(write_val(65), 257);
