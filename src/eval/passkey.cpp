@@ -147,6 +147,16 @@ PasskeyResult evaluate_passkey(Model<float>& model, const TokenStream& val, cons
   return res;
 }
 
+std::vector<double> PasskeyResult::mean_exact() const {
+  std::vector<double> out;
+  for (const std::vector<double>& row : exact) {
+    double s = 0;
+    for (double v : row) s += v;
+    out.push_back(row.empty() ? 0.0 : s / static_cast<double>(row.size()));
+  }
+  return out;
+}
+
 nlohmann::json PasskeyResult::to_json() const {
   nlohmann::json rows = nlohmann::json::array();
   for (size_t i = 0; i < config.multiples.size(); ++i) {
@@ -158,7 +168,11 @@ nlohmann::json PasskeyResult::to_json() const {
   }
   return {{"task", "passkey"},       {"trained_context", trained_context},
           {"digits", config.digits}, {"samples", config.samples},
-          {"seed", config.seed},     {"multiples", rows}};
+          {"seed", config.seed},     {"multiples", rows},
+          {"effective_multiple", {{"keep", kEffectiveKeep}, {"exact", [&]() -> nlohmann::json {
+                                    const int m = effective_multiple(config.multiples, mean_exact());
+                                    return m > 0 ? nlohmann::json(m) : nlohmann::json(nullptr);
+                                  }()}}}};
 }
 
 std::string PasskeyResult::table() const {
@@ -178,6 +192,10 @@ std::string PasskeyResult::table() const {
     }
     out += "\n";
   }
+  const int m = effective_multiple(config.multiples, mean_exact());
+  out += "effective length (every multiple up to it keeps >= " + std::to_string(static_cast<int>(kEffectiveKeep * 100)) +
+         "% of the 1x exact match, mean over depths): " +
+         (m > 0 ? std::to_string(m) + "x" : std::string("undefined (no 1x score)")) + "\n";
   return out;
 }
 

@@ -93,8 +93,9 @@ struct PasskeyResult {
   // model's top prediction (= greedy decoding reproduces the key), and the
   // mean share of answer tokens predicted right.
   std::vector<std::vector<double>> exact, token_accuracy;
-  nlohmann::json to_json() const;
-  std::string table() const;  // depth × multiple grid of exact-match accuracy
+  std::vector<double> mean_exact() const;  // per multiple, over its depths
+  nlohmann::json to_json() const;  // with effective_multiple (eval/task_eval.h) of mean_exact
+  std::string table() const;  // depth × multiple grid of exact-match accuracy, then the effective length
 };
 
 // Scores the model on passkey prompts of m·T tokens built from validation text

@@ -15,6 +15,7 @@
 #include "data/rng.h"
 #include "data/shard.h"
 #include "eval/passkey.h"
+#include "eval/task_eval.h"
 #include "model/gpt.h"
 
 namespace gpt {
@@ -198,6 +199,13 @@ TEST(Passkey, EvaluationGridHasEveryCell) {
   EXPECT_EQ(j["multiples"].size(), 2u);
   EXPECT_EQ(j["multiples"][1]["context"], 80);
   EXPECT_NE(r.table().find("1.00"), std::string::npos);  // the depth row label
+  // The effective length is that of the mean exact match over the depths.
+  const std::vector<double> mean = r.mean_exact();
+  ASSERT_EQ(mean.size(), 2u);
+  EXPECT_DOUBLE_EQ(mean[1], (r.exact[1][0] + r.exact[1][1]) / 2);
+  const int eff = effective_multiple(pc.multiples, mean);
+  EXPECT_EQ(j["effective_multiple"]["exact"], eff > 0 ? nlohmann::json(eff) : nlohmann::json(nullptr));
+  EXPECT_NE(r.table().find("effective length"), std::string::npos);
   pc.digits = 30;                                        // does not fit in 40 tokens
   EXPECT_THROW(evaluate_passkey(model, val, *tok, pc, 40, 160), Error);
   std::filesystem::remove_all(dir);
