@@ -271,6 +271,18 @@ void parse_context_arg(EvalArgs& a) {
   context_methods_to_json(a.attention.context_methods);  // unknown names fail here, before loading
 }
 
+// A second model beside the evaluated one (--kl-against, --longppl-evaluator):
+// "base" is the evaluated checkpoint as its run configured it (no --attention
+// / --context overrides, no calibration); else another run, checkpoint or
+// Hugging Face directory. Returns it and how the reports name it.
+std::pair<LoadedModel, std::string> load_reference(const EvalArgs& a, const std::string& spec) {
+  const bool base = spec == "base";
+  LoadedModel m = load_model(base ? a.checkpoint : spec, {}, a.run.device, a.run.precision, a.run.storage,
+                             a.run.hf_context);
+  std::string name = base ? "base (" + m.path + " without the overrides)" : m.path;
+  return {std::move(m), std::move(name)};
+}
+
 void run_eval(EvalArgs a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   parse_context_arg(a);
@@ -374,8 +386,7 @@ void run_eval(EvalArgs a) {
   // evaluator with the longest evaluated context against a short one of T.
   std::optional<KeyTokens> key;
   if (!a.longppl_evaluator.empty()) {
-    const std::string ev_path = a.longppl_evaluator == "base" ? a.checkpoint : a.longppl_evaluator;
-    LoadedModel ev = load_model(ev_path, {}, a.run.device, a.run.precision, a.run.storage, a.run.hf_context);
+    auto [ev, ev_name] = load_reference(a, a.longppl_evaluator);
     const int long_context = ec.multiples.back() * T;
     if (ev.config.model.context < long_context)
       spdlog::warn("LongPPL: the evaluator {} was trained at {} tokens, shorter than the long context {} it judges "
@@ -383,18 +394,15 @@ void run_eval(EvalArgs a) {
                    ev.path, ev.config.model.context, long_context, context_summary(ev.model->attention()));
     const EvalLayout layout = eval_layout(val, ec, T, text_ptr ? text_ptr->separator : -1);
     key = select_key_tokens(*ev.model, val, layout, T, long_context, a.longppl_alpha, a.longppl_beta);
-    key->evaluator = a.longppl_evaluator == "base" ? "base (" + ev.path + " without the overrides)" : ev.path;
+    key->evaluator = ev_name;
   }
   ExtrapolationResult r = evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens, text_ptr, key ? &*key : nullptr);
   std::optional<KlResult> kl;
   if (!a.kl_against.empty()) {
-    // The reference: "base" is the same model as its run configured it (no
-    // --attention / --context overrides, no calibration); else another model.
-    const std::string ref_path = a.kl_against == "base" ? a.checkpoint : a.kl_against;
-    LoadedModel ref = load_model(ref_path, {}, a.run.device, a.run.precision, a.run.storage, a.run.hf_context);
+    auto [ref, ref_name] = load_reference(a, a.kl_against);
     spdlog::info("KL at 1x against {} ({})", ref.path, context_summary(ref.model->attention()));
     kl = evaluate_kl(*lm.model, *ref.model, val, r.layout, T);
-    kl->reference = a.kl_against == "base" ? "base (" + ref.path + " without the overrides)" : ref.path;
+    kl->reference = ref_name;
   }
   r.attention = attention_to_json(lm.config.attention, lm.model->attention());
   r.attention["override"] = !a.attention.empty();

@@ -295,7 +295,6 @@ std::vector<Key> make_keys() {
 
 #undef GPT_KEY
 
-int head_size(const Config& c) { return c.model.head_size(); }
 // d_r: the rotated channels of a head under model.rope_fraction.
 int rope_dims(const Config& c) { return rope_rotated_dims(c.model); }
 // Keys a masked row can keep: window plus sinks (the defaults as
@@ -364,7 +363,7 @@ std::vector<Rule> make_rules() {
       {"\"model.position\" = \"rope\" needs an even head size (\"model.head_dim\", or \"model.n_embd\" / "
        "\"model.n_head\")",
        {"model.position", "model.head_dim", "model.n_embd", "model.n_head"},
-       [](const Config& c) { return c.model.position != "rope" || head_size(c) % 2 == 0; }},
+       [](const Config& c) { return c.model.position != "rope" || c.model.head_size() % 2 == 0; }},
       {"\"model.max_position\" must be 0 or >= \"model.context\" when \"model.position\" = \"learned\"",
        {"model.max_position", "model.context", "model.position"},
        [](const Config& c) {
@@ -391,7 +390,7 @@ std::vector<Rule> make_rules() {
        {"attention.differential", "model.head_dim", "model.n_embd", "model.n_head", "model.position"},
        [](const Config& c) {
          if (c.attention.differential != "on") return true;
-         return head_size(c) % (c.model.position == "rope" ? 4 : 2) == 0;
+         return c.model.head_size() % (c.model.position == "rope" ? 4 : 2) == 0;
        }},
       {"\"model.rope_fraction\" must rotate an even number >= 2 of each head's channels (f·D >= 2) and applies only "
        "to \"model.position\" = \"rope\"",
@@ -405,7 +404,7 @@ std::vector<Rule> make_rules() {
        {"model.p_rope", "model.position", "model.rope_fraction", "model.head_dim", "model.n_embd", "model.n_head"},
        [](const Config& c) {
          if (c.model.p_rope == 1.0) return true;
-         return c.model.position == "rope" && static_cast<int>(c.model.p_rope * rope_dims(c) / 2 + 1e-9) >= 1;
+         return c.model.position == "rope" && rope::kept_pairs(resolve_attention(c).rope, rope_dims(c)) >= 1;
        }},
       {"\"context.yarn_truncate\" = 0 (the exact ramp) belongs to \"context.rope_scaling\" = \"yarn\"",
        {"context.yarn_truncate", "context.rope_scaling"},
@@ -488,10 +487,8 @@ std::vector<Rule> make_rules() {
        {"context.remap_local", "context.remap", "context.remap_window", "model.context"},
        [](const Config& c) {
          if (c.context.remap != "string") return c.context.remap_local == 0;
-         const int S = c.context.remap_window > 0 ? c.context.remap_window
-                                                  : std::max(1, static_cast<int>(0.33 * c.model.context));
-         const int W = c.context.remap_local > 0 ? c.context.remap_local : std::max(1, c.model.context / 1024);
-         return W < S;
+         const RopeSpec r = resolve_attention(c).rope;  // S and W with their defaults
+         return r.remap_local < r.remap_window;
        }},
       {"\"context.remap_window\", \"context.rerope_kappa\" and \"context.group\" need \"context.remap\"",
        {"context.remap_window", "context.rerope_kappa", "context.group", "context.remap"},

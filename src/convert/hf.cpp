@@ -671,10 +671,9 @@ std::vector<int> sliding_windows(const Config& cfg, const std::string& family, c
   const ModelConfig& m = cfg.model;
   const bool qwen = family == "qwen2" || family == "qwen3", mask = cfg.context.mask == "window";
   const LayerPlan plan = resolve_layer_plan(m);
-  // The window as it runs: context.window, or model.context when 0.
-  const int window = cfg.context.window > 0 ? cfg.context.window : m.context;
-  if (plan.empty()) return mask && (qwen || family == "mistral") ? std::vector<int>(m.n_layer, window)
-                                                                  : std::vector<int>{};
+  if (plan.empty())  // the window as it runs (context.window 0: model.context)
+    return mask && (qwen || family == "mistral") ? std::vector<int>(m.n_layer, resolve_attention(cfg).window)
+                                                 : std::vector<int>{};
   GPT_CHECK(qwen && !mask, what, ": its per-layer plan (", layer_plan_summary(m), ") has no ", family,
             " form; only Qwen2's and Qwen3's layer_types of full and sliding-window layers map");
   std::vector<int> w;

@@ -169,10 +169,9 @@ nlohmann::json PasskeyResult::to_json() const {
   return {{"task", "passkey"},       {"trained_context", trained_context},
           {"digits", config.digits}, {"samples", config.samples},
           {"seed", config.seed},     {"multiples", rows},
-          {"effective_multiple", {{"keep", kEffectiveKeep}, {"exact", [&]() -> nlohmann::json {
-                                    const int m = effective_multiple(config.multiples, mean_exact());
-                                    return m > 0 ? nlohmann::json(m) : nlohmann::json(nullptr);
-                                  }()}}}};
+          {"effective_multiple",
+           {{"keep", kEffectiveKeep},
+            {"exact", effective_multiple_json(effective_multiple(config.multiples, mean_exact()))}}}};
 }
 
 std::string PasskeyResult::table() const {
@@ -192,10 +191,9 @@ std::string PasskeyResult::table() const {
     }
     out += "\n";
   }
-  const int m = effective_multiple(config.multiples, mean_exact());
   out += "effective length (every multiple up to it keeps >= " + std::to_string(static_cast<int>(kEffectiveKeep * 100)) +
          "% of the 1x exact match, mean over depths): " +
-         (m > 0 ? std::to_string(m) + "x" : std::string("undefined (no 1x score)")) + "\n";
+         effective_multiple_text(effective_multiple(config.multiples, mean_exact())) + "\n";
   return out;
 }
 

@@ -116,6 +116,11 @@ int effective_multiple(const std::vector<int>& multiples, const std::vector<doub
   return best;
 }
 
+nlohmann::json effective_multiple_json(int m) { return m > 0 ? nlohmann::json(m) : nlohmann::json(nullptr); }
+std::string effective_multiple_text(int m) {
+  return m > 0 ? std::to_string(m) + "x" : std::string("undefined (no 1x score)");
+}
+
 nlohmann::json TaskEvalResult::to_json() const {
   nlohmann::json rows = nlohmann::json::array();
   for (size_t i = 0; i < config.multiples.size(); ++i) {
@@ -176,19 +181,17 @@ std::string TaskEvalResult::table() const {
       out += "\n";
     }
   }
-  const int ex = effective_multiple(config.multiples, mean_exact),
-            tok = effective_multiple(config.multiples, mean_token_accuracy);
-  auto name = [](int m) { return m > 0 ? std::to_string(m) + "x" : std::string("undefined (no 1x score)"); };
   out += "effective length (every multiple up to it keeps >= " + std::to_string(static_cast<int>(kEffectiveKeep * 100)) +
-         "% of the 1x score): exact match " + name(ex) + ", token accuracy " + name(tok) + "\n";
+         "% of the 1x score): exact match " +
+         effective_multiple_text(effective_multiple(config.multiples, mean_exact)) + ", token accuracy " +
+         effective_multiple_text(effective_multiple(config.multiples, mean_token_accuracy)) + "\n";
   return out;
 }
 
 nlohmann::json TaskEvalResult::effective_json() const {
-  auto m = [](int v) { return v > 0 ? nlohmann::json(v) : nlohmann::json(nullptr); };
   return {{"keep", kEffectiveKeep},
-          {"exact", m(effective_multiple(config.multiples, mean_exact))},
-          {"token_accuracy", m(effective_multiple(config.multiples, mean_token_accuracy))}};
+          {"exact", effective_multiple_json(effective_multiple(config.multiples, mean_exact))},
+          {"token_accuracy", effective_multiple_json(effective_multiple(config.multiples, mean_token_accuracy))}};
 }
 
 }  // namespace gpt

@@ -54,6 +54,9 @@ struct TaskEvalConfig {
 constexpr double kEffectiveKeep = 0.85;
 int effective_multiple(const std::vector<int>& multiples, const std::vector<double>& scores,
                        double keep = kEffectiveKeep);
+// An effective_multiple for the results JSON (null when undefined) and for tables ("4x").
+nlohmann::json effective_multiple_json(int m);
+std::string effective_multiple_text(int m);
 
 struct TaskEvalResult {
   nlohmann::json task;  // SyntheticTask::to_json()
