@@ -65,7 +65,8 @@ namespace gpt {
 // identity for s <= 1 (which other rules are not, at their defaults: §7).
 #define GPT_ROPE_SCALINGS(X) \
   X(None, "none") X(Pi, "pi") X(Ntk, "ntk") X(DynamicNtk, "dynamic_ntk") X(Yarn, "yarn") X(Llama3, "llama3")
-#define GPT_CONTEXT_MASKS(X) X(None, "none") X(Window, "window") X(Sinks, "sinks") X(Lambda, "lambda")
+#define GPT_CONTEXT_MASKS(X) \
+  X(None, "none") X(Window, "window") X(Sinks, "sinks") X(Lambda, "lambda") X(Chunked, "chunked")
 #define GPT_CONTEXT_REMAPS(X) X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend") X(String, "string")
 #define GPT_REMAP_KINDS(X)                                                                                     \
   X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend") X(Cap, "cap") X(CacheSinks, "cache_sinks") \
@@ -180,6 +181,7 @@ struct AttentionSpec {
   int trained_context = 0;  // N: the context length the model was trained at
   // Context extension (docs/context_extension.md §3–4).
   int window = 0;                           // keys m − window < n <= m are kept; 0 = no window
+  bool chunked = false;                     // window is a chunk: keys ⌊n/w⌋ = ⌊m/w⌋, n <= m (Llama 4)
   int sinks = 0;                            // keys n < sinks are kept whatever the window
   RowIndex row_index = RowIndex::Position;  // the i of the scales and of sharpening
   Temperature temperature = Temperature::None;
@@ -307,14 +309,19 @@ inline constexpr double kNormEps = 1e-6;
 
 // ---- masks and the row index (docs/context_extension.md §3) --------------------------
 // Key n (0-based) is kept for query m (0-based): causal, inside the window
-// (m − window < n) or a sink (n < sinks).
+// (m − window < n) or a sink (n < sinks). A chunked mask (Llama 4's chunked
+// local attention) keeps the keys of the query's own chunk of w tokens,
+// ⌊n/w⌋ = ⌊m/w⌋: the window then begins at m − (m mod w), and every kernel
+// sees the mask through window_begin (a contiguous band up to the query).
 GPT_HD inline bool masked(const AttentionSpec& s) { return s.window > 0; }
-GPT_HD inline bool key_kept(const AttentionSpec& s, int m, int n) {
-  return n <= m && (s.window <= 0 || n > m - s.window || n < s.sinks);
-}
 // The first window key of query m (0-based; 0 without a window).
 GPT_HD inline int window_begin(const AttentionSpec& s, int m) {
-  return s.window > 0 && m - s.window + 1 > 0 ? m - s.window + 1 : 0;
+  if (s.window <= 0) return 0;
+  if (s.chunked) return m - m % s.window;
+  return m - s.window + 1 > 0 ? m - s.window + 1 : 0;
+}
+GPT_HD inline bool key_kept(const AttentionSpec& s, int m, int n) {
+  return n <= m && (s.window <= 0 || n >= window_begin(s, m) || n < s.sinks);
 }
 // Whether any query of rows q_first..q_last keeps any key of k_first..k_last
 // (0-based, inclusive): kernels skip key blocks where it is false.
@@ -324,6 +331,7 @@ GPT_HD inline bool block_seen(const AttentionSpec& s, int q_first, int q_last, i
 }
 // The number of keys row i (1-based) keeps.
 GPT_HD inline int kept_keys(const AttentionSpec& s, int i) {
+  if (s.chunked && s.window > 0) return i - window_begin(s, i - 1);
   if (s.window <= 0 || i <= s.window) return i;
   const int start = i - s.window;  // first window key
   return s.window + (s.sinks < start ? s.sinks : start);

@@ -76,6 +76,7 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
               : mask == ContextMask::Lambda ? (ctx.sinks > 0 ? ctx.sinks : 10)
                                             : 0;
     s.window = ctx.window > 0 ? ctx.window : mask == ContextMask::Sinks ? m.context - s.sinks : m.context;
+    s.chunked = mask == ContextMask::Chunked;
   }
   // Distance remappings (the far copy of q and k).
   const ContextRemap remap = stage_from<ContextRemap>(ctx.remap, kContextRemapNames, "remap", "context");
@@ -128,6 +129,7 @@ constexpr ContextMethod kContextMethods[] = {
     {"sinks", "mask", "sinks", "mask"},
     {"streaming_llm", "mask", "sinks", "mask", "sink_positions", "cache"},
     {"lambda", "mask", "lambda", "mask"},
+    {"chunked", "mask", "chunked", "mask"},
     {"rerope", "remap", "rerope", "distance remapping"},
     {"self_extend", "remap", "self_extend", "distance remapping"},
     {"string", "remap", "string", "distance remapping"},
@@ -161,6 +163,12 @@ nlohmann::json context_methods_to_json(const std::vector<std::string>& methods) 
   return j;
 }
 
+std::string mask_name(const AttentionSpec& s) {
+  if (s.window <= 0) return "none";
+  if (s.chunked) return "chunked";
+  return s.rope.remap == RemapKind::Cap ? "lambda" : s.sinks > 0 ? "sinks" : "window";
+}
+
 nlohmann::json context_to_json(const AttentionSpec& s) {
   const RopeSpec& r = s.rope;
   nlohmann::json j = {{"rope_scaling", stage_name(r.scaling)}, {"rope_rot_dims", r.rot_dims}};
@@ -178,7 +186,7 @@ nlohmann::json context_to_json(const AttentionSpec& s) {
   if (r.scaling == RopeScaling::DynamicNtk) j["dynamic_alpha"] = r.dynamic_alpha;
   if (r.scaling == RopeScaling::Yarn || s.temperature == Temperature::Yarn)
     j["attn_factor"] = s.attn_factor > 0 ? nlohmann::json(s.attn_factor) : nlohmann::json("0.1 ln s + 1");
-  j["mask"] = s.window > 0 ? (s.rope.remap == RemapKind::Cap ? "lambda" : s.sinks > 0 ? "sinks" : "window") : "none";
+  j["mask"] = mask_name(s);
   j["remap"] = stage_name(r.remap);
   if (r.remap != RemapKind::None) j["remap_window"] = r.remap_window;
   if (r.remap == RemapKind::Rerope) j["rerope_kappa"] = r.rerope_kappa;
@@ -223,7 +231,9 @@ std::string context_summary(const AttentionSpec& s) {
   }
   if (s.window > 0) {
     std::ostringstream m;
-    if (s.rope.remap == RemapKind::Cap)
+    if (s.chunked)
+      m << "chunked (chunks of " << s.window << ")";
+    else if (s.rope.remap == RemapKind::Cap)
       m << "lambda (n_global " << s.sinks << ", n_local " << s.window << ", distances capped at n_local)";
     else if (s.sinks > 0)
       m << "sinks " << s.sinks << " + window " << s.window

@@ -27,6 +27,8 @@ int rope_rotated_dims(const ModelConfig& m);
 
 // The context-extension part of a spec (RoPE rule and its parameters, mask,
 // row index, temperature), recorded in results beside the attention.
+// The mask as the config names it (context.mask): none, window, sinks, lambda or chunked.
+std::string mask_name(const AttentionSpec& s);
 nlohmann::json context_to_json(const AttentionSpec& s);
 // One line, e.g. "yarn s=L/N (t=0.1 ln s + 1), window 128" or "none".
 std::string context_summary(const AttentionSpec& s);

@@ -167,6 +167,7 @@ AttentionSpec apply_kind(AttentionSpec s, const LayerKind& k, const ModelConfig&
   if (k.window) {  // the kind's mask replaces the run's (and the remappings that belong to it)
     s.window = *k.window;
     s.sinks = 0;
+    s.chunked = false;
     if (s.rope.remap == RemapKind::Cap || s.rope.remap == RemapKind::CacheSinks) {
       s.rope.remap = RemapKind::None;
       s.rope.remap_window = 0;
@@ -271,7 +272,7 @@ nlohmann::json layer_plan_to_json(const std::vector<LayerAttention>& layers) {
                    {"kind", layers[l].kind},
                    {"position", layers[l].rope ? "rope" : "none"},
                    {"attention", stages},
-                   {"mask", s.window > 0 ? (s.sinks > 0 ? "sinks" : "window") : "none"},
+                   {"mask", mask_name(s)},
                    {"window", s.window},
                    {"temperature", stage_name(s.temperature)},
                    {"rope_scaling", stage_name(layers[l].rope ? s.rope.scaling : RopeScaling::None)},

@@ -251,11 +251,12 @@ std::vector<Key> make_keys() {
        "YaRN's attention factor t (logits × t²) with rope_scaling or temperature yarn; null: 0.1·ln s + 1"},
       {GPT_KEY(context, mask), one_of(names_of(kContextMaskNames)),
        "keys a query sees: none, window (the last w keys), sinks (StreamingLLM: the first k_s keys and the last w), "
-       "lambda (LM-Infinite: n_global first keys, n_local last ones, distances capped at n_local)"},
+       "lambda (LM-Infinite: n_global first keys, n_local last ones, distances capped at n_local), chunked (Llama 4's "
+       "chunked local attention: the keys of the query's own chunk of w tokens)"},
       {GPT_KEY(context, window), between(0, kMaxContext),
-       "w of mask window/sinks, n_local of lambda; 0 = model.context (sinks: minus k_s)"},
+       "w of mask window/sinks, the chunk of mask chunked, n_local of lambda; 0 = model.context (sinks: minus k_s)"},
       {GPT_KEY(context, sinks), between(0, kMaxContext),
-       "k_s, the sink keys of mask sinks (0 = 4), or n_global of lambda (0 = 10)"},
+       "k_s, the sink keys of mask sinks (0 = 4), or n_global of lambda (0 = 10); 0 with other masks"},
       {GPT_KEY(context, sink_positions), one_of(names_of(kSinkPositionsNames)),
        "mask sinks: sink keys at their original positions, or at cache positions (StreamingLLM: a sink is seen at "
        "distance min(m, k_s + w - 1) - n)"},
@@ -441,12 +442,15 @@ std::vector<Rule> make_rules() {
        "\"yarn\" is that factor alone (without the frequency change): use one of them",
        {"context.rope_scaling", "context.temperature"},
        [](const Config& c) { return !(c.context.rope_scaling == "yarn" && c.context.temperature == "yarn"); }},
-      {"\"context.window\" and \"context.row_index\" = \"keys\" need a mask: \"context.mask\" = \"window\", \"sinks\" "
-       "or \"lambda\"",
+      {"\"context.window\" and \"context.row_index\" = \"keys\" need a mask: \"context.mask\" = \"window\", \"sinks\", "
+       "\"lambda\" or \"chunked\"",
        {"context.window", "context.row_index", "context.mask"},
        [](const Config& c) {
          return c.context.mask != "none" || (c.context.window == 0 && c.context.row_index == "position");
        }},
+      {"\"context.sinks\" counts the sink keys of \"context.mask\" = \"sinks\" or \"lambda\"; other masks have none",
+       {"context.sinks", "context.mask"},
+       [](const Config& c) { return c.context.sinks == 0 || c.context.mask == "sinks" || c.context.mask == "lambda"; }},
       {"\"context.mask\" = \"sinks\" with the default window N - k_s needs \"context.sinks\" < \"model.context\"",
        {"context.mask", "context.sinks", "context.window", "model.context"},
        [](const Config& c) {

@@ -77,6 +77,20 @@ TEST(ContextConfig, ResolvesEveryKey) {
   EXPECT_EQ(attn::kept_keys(keys, 62), 62);
   EXPECT_EQ(attn::kept_keys(keys, 63), 62);
 
+  // Llama 4's chunked mask: chunks of w (default N); row i keeps the keys of its chunk.
+  const AttentionSpec ch = spec_of(R"({"context": {"mask": "chunked", "window": 50}})");
+  EXPECT_TRUE(ch.chunked);
+  EXPECT_EQ(ch.window, 50);
+  EXPECT_EQ(ch.sinks, 0);
+  EXPECT_EQ(attn::kept_keys(ch, 1), 1);
+  EXPECT_EQ(attn::kept_keys(ch, 50), 50);
+  EXPECT_EQ(attn::kept_keys(ch, 51), 1);    // key 50 opens the second chunk
+  EXPECT_EQ(attn::kept_keys(ch, 120), 20);  // keys 100..119
+  EXPECT_FALSE(attn::key_kept(ch, 100, 99));
+  EXPECT_TRUE(attn::key_kept(ch, 99, 50));
+  EXPECT_EQ(spec_of(R"({"context": {"mask": "chunked"}})").window, 128);
+  EXPECT_EQ(context_to_json(ch)["mask"], "chunked");
+
   const AttentionSpec l4 = spec_of(R"({"context": {"temperature": "llama4", "temp_beta": 0.2}})");
   EXPECT_EQ(l4.temperature, Temperature::Llama4);
   EXPECT_DOUBLE_EQ(attn::row_temperature(l4, 127), 1.0);  // ⌊127/128⌋ = 0
@@ -126,6 +140,8 @@ TEST(ContextConfig, RefusedCombinationsNameBothParts) {
   expect_contains(error_of(R"({"context": {"window": 64}})"), {"context.window", "context.mask"});
   expect_contains(error_of(R"({"context": {"row_index": "keys"}})"), {"context.row_index", "context.mask"});
   expect_contains(error_of(R"({"context": {"mask": "sinks", "sinks": 128}})"), {"context.sinks", "model.context"});
+  expect_contains(error_of(R"({"context": {"mask": "window", "sinks": 3}})"), {"context.sinks", "context.mask"});
+  expect_contains(error_of(R"({"context": {"mask": "chunked", "sinks": 3}})"), {"context.sinks", "\"lambda\""});
   // A window that never hides a key at the longest evaluated context.
   expect_contains(error_of(R"({"eval": {"multiples": [1, 2]}, "context": {"mask": "window", "window": 256}})"),
                   {"never hide", "context.window", "eval.multiples"});

@@ -298,6 +298,13 @@ std::vector<Case> mask_cases(int N) {
     v.push_back(make_case(p, N, window, std::string(p) + "+window"));
     v.push_back(make_case(p, N, sinks, std::string(p) + "+sinks"));
   }
+  // Llama 4's chunked local attention: chunks of 17 (rows of three 64-row
+  // blocks cross several chunk boundaries).
+  auto chunked = [](ContextConfig& c) { c.mask = "chunked", c.window = 17; };
+  auto chunked_keys = [](ContextConfig& c) { c.mask = "chunked", c.window = 17, c.row_index = "keys"; };
+  for (const char* p : {"softmax", "lssar", "ssmax", "stick_breaking"})
+    v.push_back(make_case(p, N, chunked, std::string(p) + "+chunked"));
+  v.push_back(make_case("lssar", N, chunked_keys, "lssar+chunked+keys"));
   v.push_back(make_case("lssar", N, window_keys, "lssar+window+keys"));
   v.push_back(make_case("ssmax", N, window_keys, "ssmax+window+keys"));
   v.push_back(make_case("softmax", N, llama4, "softmax+llama4"));
@@ -339,7 +346,9 @@ std::vector<double> scales_for(const AttentionSpec& s, int NH) {
 }
 
 // The reference, from the doc: query m (0-based) keeps key n when n <= m and
-// (n > m − w or n < k_s); the row index i of the scales and the re-weighting
+// (n > m − w or n < k_s), or with a chunked mask (Llama 4's chunked local
+// attention, HF modeling_llama4's chunked mask) when n and m lie in the same
+// chunk of w tokens, ⌊n/w⌋ = ⌊m/w⌋; the row index i of the scales and the re-weighting
 // is m + 1, or the count of kept keys; the logits are multiplied by t² and
 // by Llama 4's 1 + β ln(⌊(m+1)/F⌋ + 1). Masked keys get weight 0.
 
@@ -367,7 +376,8 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, co
       for (int m = 0; m < T; ++m) {
         std::vector<bool> keep(m + 1);
         int kept = 0;
-        for (int n = 0; n <= m; ++n) kept += (keep[n] = w_len <= 0 || n > m - w_len || n < k_s);
+        for (int n = 0; n <= m; ++n)
+          kept += (keep[n] = w_len <= 0 || (sp.chunked ? n / w_len == m / w_len : n > m - w_len || n < k_s));
         const double i = sp.row_index == RowIndex::Keys ? kept : m + 1;
         double temp = sp.logit_factor;
         if (sp.temperature == Temperature::Llama4) {

@@ -636,6 +636,11 @@ TEST_F(CudaAttention, ContextMasksAndTemperatures) {
     run_case({std::string(p) + "+window40", context_spec(p, kN, window), 2, 300, 64, 2, tol});
     run_case({std::string(p) + "+sinks4+29", context_spec(p, kN, sinks), 1, 300, 64, 2, tol});
   }
+  // Llama 4's chunked local attention: chunks of 37, rows crossing tile edges.
+  auto chunked = [](ContextConfig& c) { c.mask = "chunked", c.window = 37; };
+  run_case({"softmax+chunked37", context_spec("softmax", kN, chunked), 1, 300, 64, 2, kTol});
+  run_case({"lssar+chunked37", context_spec("lssar", kN, chunked), 1, 300, 64, 2, kTolSharp});
+  run_case({"stick_breaking+chunked37", context_spec("stick_breaking", kN, chunked), 1, 200, 64, 2, kTol});
   run_case({"lssar+sinks+keys", context_spec("lssar", kN, keys), 1, 200, 64, 2, kTolSharp});
   run_case({"ssmax+sinks+keys", context_spec("ssmax", kN, keys), 1, 200, 64, 2, kTol});
   run_case({"softmax+llama4", context_spec("softmax", kN, llama4), 1, 200, 64, 2, kTol});
