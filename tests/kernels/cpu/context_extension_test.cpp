@@ -301,10 +301,10 @@ std::vector<Case> mask_cases(int N) {
   // Llama 4's chunked local attention: chunks of 17 (rows of three 64-row
   // blocks cross several chunk boundaries).
   auto chunked = [](ContextConfig& c) { c.mask = "chunked", c.window = 17; };
-  auto chunked_keys = [](ContextConfig& c) { c.mask = "chunked", c.window = 17, c.row_index = "keys"; };
+  auto chunked_keys = [](ContextConfig& c) { c.mask = "chunked", c.window = 13, c.row_index = "keys"; };
   for (const char* p : {"softmax", "lssar", "ssmax", "stick_breaking"})
     v.push_back(make_case(p, N, chunked, std::string(p) + "+chunked"));
-  v.push_back(make_case("lssar", N, chunked_keys, "lssar+chunked+keys"));
+  v.push_back(make_case("ssmax", N, chunked_keys, "ssmax+chunked+keys"));
   v.push_back(make_case("lssar", N, window_keys, "lssar+window+keys"));
   v.push_back(make_case("ssmax", N, window_keys, "ssmax+window+keys"));
   v.push_back(make_case("softmax", N, llama4, "softmax+llama4"));
