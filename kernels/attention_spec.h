@@ -821,3 +821,4 @@ inline void add_attention_diag(double* acc, const double* more) {
 #include "kernels/attention/context_rules.h"
 #include "kernels/attention/differential.h"
 #include "kernels/attention/fire.h"
+#include "kernels/attention/pope.h"

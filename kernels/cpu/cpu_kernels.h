@@ -135,6 +135,26 @@ void fire_forward(T* table, const T* p, int Tn, int NH, double L0);
 template <typename T>
 void fire_backward(T* dp, const T* dtable, const T* p, int B, int Tn, int NH, double L0);
 
+// ---- PoPE (attn::pope; docs/context_extension.md) -------------------------------------
+// qkv (N,3C) of NH heads of D (N = B·Tn rows, row n at position n mod Tn)
+// into qkv2 (N,6C): the q, k and v blocks of NH kernel heads of 2D channels,
+// q′ = √2·μ_q·[cos φ | sin φ], k′ = μ_k·[cos(φ + δ) | sin(φ + δ)], v′ = [v | 0],
+// μ = softplus, φ_c = t·θ_c, θ_c = theta^(−c/D), δ (C values, head-major) clamped
+// to [−2π, 0].
+template <typename T>
+void pope_forward(T* qkv2, const T* qkv, const T* delta, int B, int Tn, int C, int NH, double theta);
+// dqkv (N,3C) and ddelta (C) += the gradients from dqkv2 (N,6C); δ outside
+// [−2π, 0] gets none (the clamp).
+template <typename T>
+void pope_backward(T* dqkv, T* ddelta, const T* dqkv2, const T* qkv, const T* delta, int B, int Tn, int C, int NH,
+                   double theta);
+// y (N,C) = the first D channels of each kernel head of y2 (N,2C); the
+// backward writes dy2 (overwritten: dy there, 0 in the other D channels).
+template <typename T>
+void pope_output_forward(T* y, const T* y2, int N, int C, int NH);
+template <typename T>
+void pope_output_backward(T* dy2, const T* dy, int N, int C, int NH);
+
 // ---- differential attention (attn::diff; docs/contenders.md) --------------------------
 // qkv (N,3C) of NH heads (D = C/NH, d = D/2) into qkv2 (N,6C): the q, k and v
 // blocks of 4·NH kernel heads of d channels (2C each), kernel head

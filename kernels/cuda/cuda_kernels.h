@@ -189,6 +189,14 @@ void fire_forward(float* table, const float* p, int Tn, int NH, double L0, cudaS
 void fire_backward(float* dp, const float* dtable, const float* p, int B, int Tn, int NH, double L0,
                    cudaStream_t stream);
 
+// ---- PoPE (as cpu::pope_*) -------------------------------------------------------------------
+void pope_forward(float* qkv2, const float* qkv, const float* delta, int B, int Tn, int C, int NH, double theta,
+                  cudaStream_t stream);
+void pope_backward(float* dqkv, float* ddelta, const float* dqkv2, const float* qkv, const float* delta, int B, int Tn,
+                   int C, int NH, double theta, cudaStream_t stream);
+void pope_output_forward(float* y, const float* y2, int N, int C, int NH, cudaStream_t stream);
+void pope_output_backward(float* dy2, const float* dy, int N, int C, int NH, cudaStream_t stream);
+
 // ---- differential attention (as cpu::diff_*, head_repeat, head_reduce) -----------------------
 void diff_split_forward(float* qkv2, const float* qkv, int N, int C, int NH, cudaStream_t stream);
 void diff_split_backward(float* dqkv, const float* dqkv2, int N, int C, int NH, cudaStream_t stream);

@@ -93,6 +93,8 @@ class ParamBackend : public Device {
 //   diff_*           differential attention: qkv split into the kernel heads of the two maps and
 //                    back; their outputs combined (λ from lam, the gain, 1 − lambda_init) and back
 //                    (dy2 overwritten, dlam and dgain +=)
+//   pope_*           PoPE: qkv into the kernel heads of 2D channels (polar coordinates) and back
+//                    (dqkv, ddelta +=); the output's first D channels of each head and back
 //   head_repeat      per-head float32-side inputs repeated over a head's group of kernel heads;
 //   head_reduce      their gradients added back
 //   crossentropy_*   a target of kIgnoreTarget (core/tokens.h) has loss 0 and a zero gradient row
@@ -141,6 +143,14 @@ class ParamBackend : public Device {
   X(fire_forward, (Acc * table, const T* p, int Tn, int NH, double L0), (table, p, Tn, NH, L0))                        \
   X(fire_backward, (Acc * dp, const Acc* dtable, const T* p, int B, int Tn, int NH, double L0),                        \
     (dp, dtable, p, B, Tn, NH, L0))                                                                                    \
+  X(pope_forward, (T * qkv2, const T* qkv, const T* delta, int B, int Tn, int C, int NH, double theta),                \
+    (qkv2, qkv, delta, B, Tn, C, NH, theta))                                                                           \
+  X(pope_backward,                                                                                                     \
+    (T * dqkv, Acc * ddelta, const T* dqkv2, const T* qkv, const T* delta, int B, int Tn, int C, int NH,               \
+     double theta),                                                                                                    \
+    (dqkv, ddelta, dqkv2, qkv, delta, B, Tn, C, NH, theta))                                                            \
+  X(pope_output_forward, (T * y, const T* y2, int N, int C, int NH), (y, y2, N, C, NH))                                \
+  X(pope_output_backward, (T * dy2, const T* dy, int N, int C, int NH), (dy2, dy, N, C, NH))                           \
   X(diff_split_forward, (T * qkv2, const T* qkv, int N, int C, int NH), (qkv2, qkv, N, C, NH))                         \
   X(diff_split_backward, (T * dqkv, const T* dqkv2, int N, int C, int NH), (dqkv, dqkv2, N, C, NH))                    \
   X(diff_combine_forward,                                                                                              \

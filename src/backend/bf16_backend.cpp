@@ -286,6 +286,45 @@ class Bf16Backend final : public Backend<bf16> {
       narrow(dinp + off, di, n);
     });
   }
+  // PoPE: whole sequences in chunks (positions restart per sequence), the
+  // phase biases widened whole; their gradient float32, added per chunk in order.
+  void pope_forward(bf16* qkv2, const bf16* qkv, const bf16* delta, int B, int Tn, int C, int NH,
+                    double theta) override {
+    const size_t unit = static_cast<size_t>(Tn) * 3 * C;
+    by_units(B, 2 * unit, [&](int b0, int nb) {
+      const size_t off = b0 * unit, n = nb * unit;
+      float* o = scratch(0, 2 * n);
+      wide_->pope_forward(o, widen(1, qkv + off, n), widen(2, delta, C), nb, Tn, C, NH, theta);
+      narrow(qkv2 + 2 * off, o, 2 * n);
+    });
+  }
+  void pope_backward(bf16* dqkv, float* ddelta, const bf16* dqkv2, const bf16* qkv, const bf16* delta, int B, int Tn,
+                     int C, int NH, double theta) override {
+    const size_t unit = static_cast<size_t>(Tn) * 3 * C;
+    by_units(B, 2 * unit, [&](int b0, int nb) {
+      const size_t off = b0 * unit, n = nb * unit;
+      float* d = widen(0, dqkv + off, n);
+      wide_->pope_backward(d, ddelta, widen(1, dqkv2 + 2 * off, 2 * n), widen(2, qkv + off, n), widen(3, delta, C), nb,
+                           Tn, C, NH, theta);
+      narrow(dqkv + off, d, n);
+    });
+  }
+  void pope_output_forward(bf16* y, const bf16* y2, int N, int C, int NH) override {
+    by_units(N, 2 * static_cast<size_t>(C), [&](int r0, int nr) {
+      const size_t off = static_cast<size_t>(r0) * C, n = static_cast<size_t>(nr) * C;
+      float* o = scratch(0, n);
+      wide_->pope_output_forward(o, widen(1, y2 + 2 * off, 2 * n), nr, C, NH);
+      narrow(y + off, o, n);
+    });
+  }
+  void pope_output_backward(bf16* dy2, const bf16* dy, int N, int C, int NH) override {
+    by_units(N, 2 * static_cast<size_t>(C), [&](int r0, int nr) {
+      const size_t off = static_cast<size_t>(r0) * C, n = static_cast<size_t>(nr) * C;
+      float* o = scratch(0, 2 * n);
+      wide_->pope_output_backward(o, widen(1, dy + off, n), nr, C, NH);
+      narrow(dy2 + 2 * off, o, 2 * n);
+    });
+  }
   // Sequences in chunks of their qkv (Tn·3C); stats (B,NH,T,kStatsPerRow)
   // and the diagnostics (added to by every call) follow.
   void attention_forward(bf16* out, float* stats, const bf16* qkv, int B, int Tn, int C, int NH,

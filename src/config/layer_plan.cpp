@@ -183,6 +183,10 @@ AttentionSpec apply_kind(AttentionSpec s, const LayerKind& k, const ModelConfig&
 }  // namespace
 
 std::vector<LayerAttention> layer_attention(const ModelConfig& m, const LayerPlan& plan, const AttentionSpec& base) {
+  GPT_CONFIG_CHECK(plan.empty() || m.position != "pope",
+                   "config: a per-layer plan (model.layer_plan, layer_pattern) with \"model.position\" = \"pope\" is "
+                   "not supported: PoPE runs every layer on heads of 2D channels, and per-layer kinds (position, "
+                   "window, attention) have not been built for it");
   std::vector<LayerAttention> out(m.n_layer);
   for (int l = 0; l < m.n_layer; ++l) {
     LayerAttention& la = out[l];

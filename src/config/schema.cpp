@@ -96,8 +96,11 @@ std::vector<Key> make_keys() {
       {GPT_KEY(model, vocab_pad_multiple), one_of({"64", "128"}),
        "padded vocabulary Vp = V rounded up to this multiple"},
       {GPT_KEY(model, context), between(1, kMaxContext), "training context length T"},
-      {GPT_KEY(model, position), one_of({"learned", "rope", "none", "alibi"}), "position encoding"},
-      {GPT_KEY(model, rope_theta), above(0), "RoPE base frequency"},
+      {GPT_KEY(model, position), one_of({"learned", "rope", "none", "alibi", "pope"}),
+       "position encoding: learned (a table added to the embedding), rope, none (NoPE), alibi, or pope (PoPE, "
+       "Gopalakrishnan et al. 2025: softplus magnitudes of q and k with position-only phases, D frequencies per "
+       "head and a learned key phase bias)"},
+      {GPT_KEY(model, rope_theta), above(0), "RoPE base frequency (PoPE's too: theta_c = base^(-c/D))"},
       {GPT_KEY(model, rope_pairing), one_of({"half", "interleaved"}),
        "RoPE's channel pairs: half (i with i + d/2: GPT-NeoX, Llama, Qwen) or interleaved (2i with 2i + 1: GPT-J, "
        "RoFormer)"},
@@ -393,6 +396,10 @@ std::vector<Rule> make_rules() {
          if (c.attention.differential != "on") return true;
          return c.model.head_size() % (c.model.position == "rope" ? 4 : 2) == 0;
        }},
+      {"\"model.position\" = \"pope\" runs each head as one kernel head of 2D channels; \"attention.differential\" "
+       "splits heads into halves of their own: use one of them",
+       {"model.position", "attention.differential"},
+       [](const Config& c) { return c.model.position != "pope" || c.attention.differential != "on"; }},
       {"\"model.rope_fraction\" must rotate an even number >= 2 of each head's channels (f·D >= 2) and applies only "
        "to \"model.position\" = \"rope\"",
        {"model.rope_fraction", "model.position", "model.head_dim", "model.n_embd", "model.n_head"},

@@ -12,6 +12,9 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
   a->alloc_Tn = Tn;
   // C: the residual width; A: the attention's (q, its output), A3 = 3A: qkv with its key/value heads repeated.
   const size_t N = static_cast<size_t>(B) * Tn, C = cfg.n_embd, A = cfg.attn_width(), A3 = 3 * A;
+  // PoPE: every layer's attention runs on heads of 2D channels (the shared
+  // qkv2 and its gradient) with outputs of 2D (atty2, kept per layer).
+  const bool pope = cfg.position == "pope";
   const size_t F = cfg.mlp_width(), FI = cfg.mlp_in_width();
   const size_t Vp = cfg.padded_vocab();
   a->layers.resize(training ? cfg.n_layer : 1);
@@ -47,10 +50,8 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
     l.qkv = Buffer<T>(be, N * A3);
     if (far) l.qkvf = Buffer<T>(be, N * A3);
     if (training) l.att_stats = Buffer<Acc>(be, N * stat_heads * ls.stats_per_row());
-    if (diff) {
-      l.atty2 = Buffer<T>(be, N * 2 * A);
-      l.diff_rstd = Buffer<Acc>(be, N * cfg.n_head);
-    }
+    if (diff || pope) l.atty2 = Buffer<T>(be, N * 2 * A);
+    if (diff) l.diff_rstd = Buffer<Acc>(be, N * cfg.n_head);
     if (cfg.qk_norm != "none") {
       l.qkv_raw = Buffer<T>(be, N * A3);
       l.qk_rstd = Buffer<Acc>(be, N * 2 * cfg.n_head);
@@ -66,7 +67,7 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
   }
   a->attproj = Buffer<T>(be, N * C);
   a->fcproj = Buffer<T>(be, N * C);
-  if (any_diff) {
+  if (any_diff || pope) {
     a->qkv2 = Buffer<T>(be, N * 2 * A3);
     if (diff_far) a->qkvf2 = Buffer<T>(be, N * 2 * A3);
     if (diff_forget) a->fcum2 = Buffer<Acc>(be, N * cfg.n_head * attn::diff::kHeads);

@@ -81,11 +81,18 @@ DiffInputs<T> split_for_kernels(Backend<T>& be, Activations<T>& a, const T* qkv,
 // runs its two maps as kernel heads and combines them into x.atty.
 template <typename T>
 void attention_op_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
-                          const AttentionSpec& spec, int layer, int C, int NH, const T* qkv, const T* qkv_far,
-                          const accum_t<T>* fcum, const accum_t<T>* fire, double* diag) {
+                          const AttentionSpec& spec, bool pope, int layer, int C, int NH, const T* qkv,
+                          const T* qkv_far, const accum_t<T>* fcum, const accum_t<T>* fire, double* diag) {
   using Acc = accum_t<T>;
   const int B = a.B, Tn = a.Tn;
   Acc* stats = a.training ? x.att_stats.get() : nullptr;
+  if (pope) {  // heads of 2D channels in polar coordinates; the output's first D of each head
+    be.pope_forward(a.qkv2.get(), qkv, w.attnpope, B, Tn, C, NH, spec.rope.theta);
+    be.attention_forward(x.atty2.get(), stats, a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, fcum, fire),
+                         diag, nullptr);
+    be.pope_output_forward(x.atty.get(), x.atty2.get(), B * Tn, C, NH);
+    return;
+  }
   if (!spec.differential) {
     be.attention_forward(x.atty.get(), stats, qkv, B, Tn, C, NH, spec, head_params(w, fcum, fire), diag, qkv_far);
     return;
@@ -108,13 +115,23 @@ void attention_op_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, co
 // the caller), and the learned per-head parameters' gradients in g.
 template <typename T>
 void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
-                           const LayerViews<accum_t<T>>& g, const AttentionSpec& spec, int layer, int C, int NH,
-                           T* dq_att, T* dqkv_far, const accum_t<T>* fcum, accum_t<T>* dfcum, const accum_t<T>* fire,
+                           const LayerViews<accum_t<T>>& g, const AttentionSpec& spec, bool pope, int layer, int C,
+                           int NH, T* dq_att, T* dqkv_far, const accum_t<T>* fcum, accum_t<T>* dfcum, const accum_t<T>* fire,
                            accum_t<T>* dfire) {
   using Acc = accum_t<T>;
   const int B = a.B, Tn = a.Tn, N = B * Tn;
   const size_t NC = static_cast<size_t>(N) * C;
   const T* qkv_far = dqkv_far ? x.qkvf.get() : nullptr;
+  if (pope) {  // through the output's slice, the attention on the recomputed 2D heads, and the transform
+    be.pope_output_backward(a.datty2.get(), a.datty.get(), N, C, NH);
+    be.pope_forward(a.qkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta);
+    be.zero(a.dqkv2.get(), NC * 6);
+    be.attention_backward(a.dqkv2.get(), head_grads(g, dfcum, dfire), a.datty2.get(), x.atty2.get(),
+                          x.att_stats.get(), a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, fcum, fire), nullptr,
+                          nullptr);
+    be.pope_backward(dq_att, g.attnpope, a.dqkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta);
+    return;
+  }
   if (!spec.differential) {
     be.attention_backward(dq_att, head_grads(g, dfcum, dfire), a.datty.get(), x.atty.get(), x.att_stats.get(),
                           x.qkv.get(), B, Tn, C, NH, spec, head_params(w, fcum, fire), dqkv_far, qkv_far);
@@ -188,7 +205,7 @@ void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x,
     be.rope_forward(x.qkvf.get(), proj, B, Tn, A, kh.rope_NH, far_rope, 0);
     qkv_far = x.qkvf.get();
   }
-  attention_op_forward(be, a, x, w, spec, layer, A, NH, x.qkv.get(), qkv_far, spec.forget() ? x.fcum.get() : nullptr,
+  attention_op_forward(be, a, x, w, spec, m.position == "pope", layer, A, NH, x.qkv.get(), qkv_far, spec.forget() ? x.fcum.get() : nullptr,
                        fire, diag);
   const T* att_out = x.atty.get();
   if (spec.output_gate) {  // gated attention: atty ⊙ σ(ln1·W_gᵀ + b_g)
@@ -234,7 +251,7 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
   T* const dq_att = la.rope ? a.dqkvr.get() : a.dqkv.get();
   if (la.rope) be.zero(a.dqkvr.get(), NA * 3);
   if (far) be.zero(a.dqkvf.get(), NA * 3);
-  attention_op_backward(be, a, x, w, g, spec, layer, A, NH, dq_att, far ? a.dqkvf.get() : nullptr,
+  attention_op_backward(be, a, x, w, g, spec, m.position == "pope", layer, A, NH, dq_att, far ? a.dqkvf.get() : nullptr,
                         forget ? x.fcum.get() : nullptr, forget ? a.dfcum.get() : nullptr, fire_tab, dfire);
   if (la.rope) {
     be.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, A, kh.rope_NH, spec.rope, 0);

@@ -37,6 +37,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const bool learned_fire = learned.fire;
   const bool output_gate = learned.output_gate;
   const bool differential = learned.differential;
+  const bool pope = m.position == "pope";
   const InitKind kerple_init =
       learned.kerple_kind == PositionBias::KerplePower ? InitKind::KerplePower : InitKind::KerpleLog;
   auto add = [&](const char* name, Shape shape, InitKind init, bool decay, bool present, bool per_layer,

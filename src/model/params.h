@@ -45,7 +45,9 @@ enum class InitKind {
 // projection C → H and bias: f_t = σ(fgatew·x_t + fgateb), x_t the layer's normalised input; N(0, init_std) and zeros,
 // as the Forgetting Transformer's reference initialises them) and output_gate (gated attention's W_g, b_g: N(0,
 // init_std) and zeros, so every gate starts near σ(0) = 1/2) and differential (differential attention's λ vectors, 4 ×
-// D/2 values, and the gain of its per-head RMSNorm, D values, starting at 1; attn::diff; no weight decay).
+// D/2 values, and the gain of its per-head RMSNorm, D values, starting at 1; attn::diff; no weight decay) and pope
+// (PoPE's phase biases δ_{h,c}, model.position "pope", starting at 0 as the paper's language models; attn::pope; no
+// weight decay).
 #define GPT_GLOBAL_HEAD_PARAMS(X)                                             \
   X(wte, (Shape{Vp, C}), InitKind::Normal, true, true, "the token embedding") \
   X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions, "the learned position table")
@@ -76,7 +78,8 @@ enum class InitKind {
   X(ogatew, (Shape{A, C}), InitKind::Normal, true, output_gate, "the output gate's projection W_g")                 \
   X(ogateb, (Shape{A}), InitKind::Zeros, false, output_gate, "the output gate's bias b_g")                          \
   X(attnlambda, (Shape{2 * D}), InitKind::DiffLambda, false, differential, "differential attention's lambda") \
-  X(attnsubln, (Shape{D}), InitKind::Ones, false, differential, "differential attention's head-norm gain")
+  X(attnsubln, (Shape{D}), InitKind::Ones, false, differential, "differential attention's head-norm gain")      \
+  X(attnpope, (Shape{A}), InitKind::Zeros, false, pope, "PoPE's key phase biases δ (per head and frequency)")
 
 #define GPT_GLOBAL_TAIL_PARAMS(X)                                                      \
   X(lnfw, (Shape{C}), InitKind::Ones, false, true, "the final norm's gain")            \

@@ -129,6 +129,25 @@ TEST_P(ModelGradcheck, WholeModelMatchesFiniteDifferences) {
   check_model_gradient(tiny_config(position), ac, ContextConfig{}, position + "," + preset);
 }
 
+// PoPE (model.position "pope") through the whole model: every parameter,
+// the key phase biases δ included, set inside (−2π, 0) away from the clamp's
+// ends (at init they sit on the end 0, where a stencil straddles the kink).
+// lssar uses h = 2e-4: at the 5e-5 of the RoPE models the rounding noise of
+// PoPE's larger scores reaches 1.2e-6 on qkvw (6e-7 at 2e-4, 1e-8 on δ).
+TEST(ModelGradcheckPope, WholeModelMatchesFiniteDifferences) {
+  for (const char* preset : {"softmax", "lssar"}) {
+    AttentionConfig ac;
+    ac.preset = preset;
+    check_model_gradient(tiny_config("pope"), ac, ContextConfig{}, std::string("pope,") + preset,
+                         std::string(preset) == "lssar" ? 2e-4 : 0,
+                         [](std::vector<double>& p, const ParamLayout& layout) {
+                           const ParamSpec& d = layout.find("attnpope");
+                           const auto v = test::random_vector(d.numel(), 21, -6.0, -0.3);
+                           for (size_t i = 0; i < d.numel(); ++i) p[d.offset + i] = v[i];
+                         });
+  }
+}
+
 // KERPLE's learned biases through the whole model, as the paper runs them
 // (no other position encoding): their raw parameters (attnkerple) are one of
 // the tensors checked.

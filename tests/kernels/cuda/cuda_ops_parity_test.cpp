@@ -474,6 +474,42 @@ TEST_F(CudaOps, DifferentialOps) {
   expect_close(down(g_red, red.size()), red, 0.0, "head_reduce");
 }
 
+// PoPE's transform, its backward (δ's gradient summed per channel over the
+// rows, one inside and one outside the clamp) and the output slice.
+TEST_F(CudaOps, PopeOps) {
+  const int B = 3, Tn = 29, NH = 3, D = 16, C = NH * D, N = B * Tn;
+  const auto qkv = random_floats(size_t(N) * 3 * C, 21, -2.f, 2.f), dqkv2 = random_floats(size_t(N) * 6 * C, 22);
+  auto delta = random_floats(C, 23, -6.f, -0.1f);
+  delta[1] = 0.4f, delta[2] = -7.f;  // clamped: no gradient
+  std::vector<float> qkv2(size_t(N) * 6 * C), dqkv = random_floats(size_t(N) * 3 * C, 24), ddelta = random_floats(C, 25);
+  auto g_qkv = up(qkv), g_qkv2 = up(qkv2), g_delta = up(delta), g_dqkv2 = up(dqkv2), g_dqkv = up(dqkv),
+       g_ddelta = up(ddelta);
+  cpu_->pope_forward(qkv2.data(), qkv.data(), delta.data(), B, Tn, C, NH, 10000.0);
+  gpu_->pope_forward(g_qkv2.get(), g_qkv.get(), g_delta.get(), B, Tn, C, NH, 10000.0);
+  expect_close(down(g_qkv2, qkv2.size()), qkv2, 1e-6, "pope_forward");
+  cpu_->pope_backward(dqkv.data(), ddelta.data(), dqkv2.data(), qkv.data(), delta.data(), B, Tn, C, NH, 10000.0);
+  gpu_->pope_backward(g_dqkv.get(), g_ddelta.get(), g_dqkv2.get(), g_qkv.get(), g_delta.get(), B, Tn, C, NH, 10000.0);
+  expect_close(down(g_dqkv, dqkv.size()), dqkv, 1e-6, "pope_backward dqkv");
+  expect_close(down(g_ddelta, ddelta.size()), ddelta, 1e-6, "pope_backward ddelta");
+  const auto y2 = random_floats(size_t(N) * 2 * C, 26), dy = random_floats(size_t(N) * C, 27);
+  std::vector<float> y(size_t(N) * C), dy2(size_t(N) * 2 * C, 3.f);
+  auto g_y2 = up(y2), g_dy = up(dy), g_y = up(y), g_dy2 = up(dy2);
+  cpu_->pope_output_forward(y.data(), y2.data(), N, C, NH);
+  gpu_->pope_output_forward(g_y.get(), g_y2.get(), N, C, NH);
+  expect_close(down(g_y, y.size()), y, 0.0, "pope_output_forward");
+  cpu_->pope_output_backward(dy2.data(), dy.data(), N, C, NH);
+  gpu_->pope_output_backward(g_dy2.get(), g_dy.get(), N, C, NH);
+  expect_close(down(g_dy2, dy2.size()), dy2, 0.0, "pope_output_backward");
+}
+
+TEST_F(CudaOps, TinyModelWithPopeTrainsLikeCpu) {
+  ModelConfig mc = TinyModelPair::model_config();
+  mc.position = "pope";
+  TinyModelPair p(*cpu_, *gpu_, mc);
+  ASSERT_EQ(p.on_gpu.layout().find("attnpope").numel(), size_t(mc.n_layer) * mc.attn_width());
+  p.expect_trains_alike(3, 97, "evaluation losses with PoPE");
+}
+
 TEST_F(CudaOps, OutputGate) {
   const size_t n = 10007;
   const auto y = random_floats(n, 1, -3.f, 3.f), dout = random_floats(n, 2);

@@ -1,0 +1,41 @@
+// PoPE, polar coordinate positions: the transform of q and k into the
+// kernels' heads, its derivative and its constants. (Part of
+// kernels/attention_spec.h, which includes it; GPT_HD functions that both
+// backends compile.)
+#pragma once
+#include "kernels/attention_spec.h"
+
+namespace gpt {
+namespace attn {
+
+// PoPE (Gopalakrishnan, Csordás, Schmidhuber, Mozer 2025, "Decoupling the
+// 'What' and 'Where' With Polar Coordinate Positional Embeddings", arXiv
+// 2509.10534, §3 Eqs. 3–10; docs/context_extension.md). Each of a head's D
+// channels c becomes a complex number of magnitude softplus(x_c) (Eq. 3)
+// and phase t·θ_c (Eq. 4), θ_c = b^(−c/D) for c = 0..D−1 (D frequencies,
+// not RoPE's D/2; b = model.rope_theta), and the key's phase is shifted by
+// a learned δ_{h,c} clamped to [−2π, 0]. The score of query t and key s is
+// Re Σ_c q̃_c conj(k̃_c) / sqrt(D) = Σ_c μ_q μ_k cos((t − s)θ_c − δ_c) / sqrt(D)
+// (Eq. 6 with the 1/sqrt(D) of the reference code). The kernels compute it
+// as the dot product of real heads of 2D channels: q′ = √2·μ_q·[cos φ_t |
+// sin φ_t], k′ = μ_k·[cos(φ_s + δ) | sin(φ_s + δ)] (Eqs. 7–10; the √2
+// turns the kernels' 1/sqrt(2D) into 1/sqrt(D)); the value head is
+// [v | 0] and the output keeps its first D channels.
+namespace pope {
+inline constexpr double kTwoPi = 6.283185307179586476925;
+inline constexpr double kQueryGain = 1.4142135623730950488;  // √2
+// θ_c of channel c of a head of D.
+GPT_HD inline double freq(double base, int c, int D) { return pow(base, -static_cast<double>(c) / D); }
+// δ as the transform uses it: the learned value clamped to [−2π, 0], and
+// whether the learned value gets the gradient (inside the range, ends included).
+GPT_HD inline double phase_bias(double raw) { return raw < -kTwoPi ? -kTwoPi : (raw > 0.0 ? 0.0 : raw); }
+GPT_HD inline bool bias_passes(double raw) { return raw >= -kTwoPi && raw <= 0.0; }
+// softplus and its derivative σ, in double.
+GPT_HD inline double magnitude(double x) { return (x > 0 ? x : 0.0) + log1p(exp(-fabs(x))); }
+GPT_HD inline double magnitude_grad(double x) {
+  return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+}
+}  // namespace pope
+
+}  // namespace attn
+}  // namespace gpt

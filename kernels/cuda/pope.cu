@@ -1,0 +1,130 @@
+// PoPE's model-side ops (attn::pope): q, k and v into the kernels' heads of
+// 2D channels and back, and the output's first D channels. One thread per
+// element; the phase biases' gradient one thread per channel, summed over
+// the rows in order in double (no atomics), as the CPU kernel.
+// Contracts: kernels/cuda/cuda_kernels.h (as cpu::pope_*).
+#include <cmath>
+
+#include "core/check.h"
+#include "kernels/attention_spec.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/cuda_syntax.h"
+#include "kernels/cuda/ops_common.cuh"
+#include "kernels/cuda/reduce.cuh"
+
+namespace gpt::cuda {
+
+__global__ void __launch_bounds__(kThreads)
+    pope_kernel(float* qkv2, const float* qkv, const float* delta, int Tn, int C, int NH, double theta, size_t N) {
+  const int D = C / NH;
+  GPT_GRID_STRIDE(e, N * C) {
+    const size_t n = e / C;
+    const int i = static_cast<int>(e % C), h = i / D, c = i % D, o = h * 2 * D + c;
+    const float* in = qkv + n * 3 * C;
+    float* out = qkv2 + n * 6 * C;
+    const double phi = static_cast<double>(n % Tn) * attn::pope::freq(theta, c, D);
+    const double psi = phi + attn::pope::phase_bias(delta[i]);
+    const double mq = attn::pope::kQueryGain * attn::pope::magnitude(in[i]);
+    const double mk = attn::pope::magnitude(in[C + i]);
+    out[o] = static_cast<float>(mq * cos(phi));
+    out[o + D] = static_cast<float>(mq * sin(phi));
+    out[2 * C + o] = static_cast<float>(mk * cos(psi));
+    out[2 * C + o + D] = static_cast<float>(mk * sin(psi));
+    out[4 * C + o] = in[2 * C + i];
+    out[4 * C + o + D] = 0.0f;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) pope_backward_kernel(float* dqkv, const float* dqkv2, const float* qkv,
+                                                                 const float* delta, int Tn, int C, int NH,
+                                                                 double theta, size_t N) {
+  const int D = C / NH;
+  GPT_GRID_STRIDE(e, N * C) {
+    const size_t n = e / C;
+    const int i = static_cast<int>(e % C), h = i / D, c = i % D, o = h * 2 * D + c;
+    const float* in = qkv + n * 3 * C;
+    const float* g = dqkv2 + n * 6 * C;
+    float* d = dqkv + n * 3 * C;
+    const double phi = static_cast<double>(n % Tn) * attn::pope::freq(theta, c, D);
+    const double psi = phi + attn::pope::phase_bias(delta[i]);
+    const double gq = attn::pope::kQueryGain * attn::pope::magnitude_grad(in[i]);
+    const double gk = attn::pope::magnitude_grad(in[C + i]);
+    d[i] += static_cast<float>(gq * (g[o] * cos(phi) + g[o + D] * sin(phi)));
+    d[C + i] += static_cast<float>(gk * (g[2 * C + o] * cos(psi) + g[2 * C + o + D] * sin(psi)));
+    d[2 * C + i] += g[4 * C + o];
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) pope_delta_backward_kernel(float* ddelta, const float* dqkv2,
+                                                                       const float* qkv, const float* delta, int Tn,
+                                                                       int C, int NH, double theta, size_t N) {
+  const int D = C / NH;
+  GPT_GRID_STRIDE(i, size_t(C)) {
+    const int h = static_cast<int>(i) / D, c = static_cast<int>(i) % D, o = h * 2 * D + c;
+    if (!attn::pope::bias_passes(delta[i])) continue;
+    const double db = attn::pope::phase_bias(delta[i]), w = attn::pope::freq(theta, c, D);
+    double sum = 0;
+    for (size_t n = 0; n < N; ++n) {
+      const double psi = static_cast<double>(n % Tn) * w + db;
+      const double mk = attn::pope::magnitude(qkv[n * 3 * C + C + i]);
+      const float* g = dqkv2 + n * 6 * C + 2 * C;
+      sum += mk * (-static_cast<double>(g[o]) * sin(psi) + static_cast<double>(g[o + D]) * cos(psi));
+    }
+    ddelta[i] += static_cast<float>(sum);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) pope_output_kernel(float* y, const float* y2, int C, int NH, size_t N) {
+  const int D = C / NH;
+  GPT_GRID_STRIDE(e, N * C) {
+    const size_t n = e / C;
+    const int i = static_cast<int>(e % C), h = i / D, c = i % D;
+    y[e] = y2[n * 2 * C + h * 2 * D + c];
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    pope_output_backward_kernel(float* dy2, const float* dy, int C, int NH, size_t N) {
+  const int D = C / NH;
+  GPT_GRID_STRIDE(e, N * 2 * C) {
+    const size_t n = e / (2 * C);
+    const int j = static_cast<int>(e % (2 * C)), h = j / (2 * D), c = j % (2 * D);
+    dy2[e] = c < D ? dy[n * C + h * D + c] : 0.0f;
+  }
+}
+
+void pope_forward(float* qkv2, const float* qkv, const float* delta, int B, int Tn, int C, int NH, double theta,
+                  cudaStream_t stream) {
+  const size_t N = size_t(B) * Tn;
+  if (N * C == 0) return;
+  GPT_LAUNCH(grid_for(N * C, kThreads), kThreads, stream, pope_kernel)(qkv2, qkv, delta, Tn, C, NH, theta, N);
+  GPT_CUDA_CHECK_LAUNCH("pope_kernel");
+}
+
+void pope_backward(float* dqkv, float* ddelta, const float* dqkv2, const float* qkv, const float* delta, int B, int Tn,
+                   int C, int NH, double theta, cudaStream_t stream) {
+  const size_t N = size_t(B) * Tn;
+  if (N * C == 0) return;
+  GPT_LAUNCH(grid_for(N * C, kThreads), kThreads, stream, pope_backward_kernel)(dqkv, dqkv2, qkv, delta, Tn, C, NH,
+                                                                               theta, N);
+  GPT_CUDA_CHECK_LAUNCH("pope_backward_kernel");
+  GPT_LAUNCH(grid_for(size_t(C), kThreads), kThreads, stream, pope_delta_backward_kernel)(ddelta, dqkv2, qkv, delta,
+                                                                                         Tn, C, NH, theta, N);
+  GPT_CUDA_CHECK_LAUNCH("pope_delta_backward_kernel");
+}
+
+void pope_output_forward(float* y, const float* y2, int N, int C, int NH, cudaStream_t stream) {
+  const size_t n = size_t(N);
+  if (n * C == 0) return;
+  GPT_LAUNCH(grid_for(n * C, kThreads), kThreads, stream, pope_output_kernel)(y, y2, C, NH, n);
+  GPT_CUDA_CHECK_LAUNCH("pope_output_kernel");
+}
+
+void pope_output_backward(float* dy2, const float* dy, int N, int C, int NH, cudaStream_t stream) {
+  const size_t n = size_t(N);
+  if (n * C == 0) return;
+  GPT_LAUNCH(grid_for(n * 2 * C, kThreads), kThreads, stream, pope_output_backward_kernel)(dy2, dy, C, NH, n);
+  GPT_CUDA_CHECK_LAUNCH("pope_output_backward_kernel");
+}
+
+}  // namespace gpt::cuda
