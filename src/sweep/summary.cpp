@@ -19,6 +19,7 @@
 #include "core/check.h"
 #include "core/files.h"
 #include "core/json.h"
+#include "eval/task_eval.h"
 #include "sweep/stats.h"
 #include "sweep/summary.h"
 #include "sweep/sweep.h"
@@ -158,6 +159,7 @@ class Summary {
   void plot_data();
   void retrieval_grids();
   void task_line_tables();
+  void measures_table();
   // Writes plots.gp, summary.json and results.md, draws the plots when
   // gnuplot is installed; returns results.md.
   std::string write();
@@ -204,6 +206,8 @@ Summary::Summary(const SweepPlan& plan_) : plan(plan_) {
     for (const auto& s : e.context_set) how += (how.empty() ? "" : " ") + std::string("--context-set ") + s;
     if (!e.protocol.empty()) how += (how.empty() ? "" : " ") + std::string("--protocol ") + e.protocol;
     if (e.stride > 0) how += " --stride " + std::to_string(e.stride);
+    if (!e.kl_against.empty()) how += " --kl-against " + e.kl_against;
+    if (!e.longppl.empty()) how += " --longppl-evaluator " + e.longppl;
     Variant v{e.name, "eval of " + e.run + ": " + how, e.run, plan.run(e.run).seeds, {}, {}, {}};
     for (uint64_t s : v.seeds) {
       auto j = read_json_if(fs::path(plan.run_dir(e.run, s)) / "eval" / (e.name + ".json"));
@@ -489,6 +493,66 @@ void Summary::diagnostics_table() {
   }
 }
 
+// The measures beside the loss (docs/evaluation.md): KL at 1× against the
+// unmodified model (kl_at_1x) and LongPPL's key-token loss per multiple
+// (multiples[].longppl), mean ± sample sd over the seeds that have them.
+void Summary::measures_table() {
+  auto has = [](const Variant& v, const char* what) {
+    for (const auto& res : v.results) {
+      if (std::string(what) == "kl" && res.contains("kl_at_1x")) return true;
+      if (std::string(what) == "longppl")
+        for (const auto& row : res.at("multiples"))
+          if (row.contains("longppl") && row.at("longppl").is_object()) return true;
+    }
+    return false;
+  };
+  bool any = false;
+  for (const auto& v : vars) any |= has(v, "kl") || has(v, "longppl");
+  if (!any) return;
+  md << "\n## Measures beside the loss (mean ± sample sd over seeds)\n\n"
+     << "KL at 1×: the mean KL divergence per position from the unmodified model's next-token distribution "
+     << "(nats) and the share of positions whose top token is unchanged (`gpt eval --kl-against`). Key loss: "
+     << "LongPPL's loss over the key tokens only, those whose loss the long context lowers (`gpt eval "
+     << "--longppl-evaluator`; Fang et al. 2025), nats per key token, the mean count of key tokens in "
+     << "parentheses.\n\n| variant | seeds | KL at 1× | same top at 1× |";
+  for (int m : multiples) md << " key loss " << m << "× |";
+  md << "\n|---|---|---|---|";
+  for (size_t i = 0; i < multiples.size(); ++i) md << "---|";
+  md << "\n";
+  json rows = json::array();
+  for (const auto& v : vars) {
+    if (!has(v, "kl") && !has(v, "longppl")) continue;
+    std::vector<double> kl, top;
+    for (const auto& res : v.results)
+      if (res.contains("kl_at_1x"))
+        kl.push_back(num(res["kl_at_1x"].at("kl"))), top.push_back(num(res["kl_at_1x"].at("same_top")));
+    const Stat sk = stat_of(kl), st = stat_of(top);
+    md << "| `" << v.name << "` | " << v.results.size() << " | " << (kl.empty() ? "—" : fmt_stat(sk)) << " | "
+       << (top.empty() ? std::string("—") : fmt(100 * st.mean, 1) + "%") << " |";
+    json jr = {{"name", v.name},
+               {"kl_at_1x_mean", kl.empty() ? json(nullptr) : json(sk.mean)},
+               {"kl_at_1x_sd", !kl.empty() && std::isfinite(sk.sd) ? json(sk.sd) : json(nullptr)},
+               {"same_top_mean", top.empty() ? json(nullptr) : json(st.mean)},
+               {"longppl", json::array()}};
+    for (int m : multiples) {
+      std::vector<double> key, ntok;
+      for (const auto& res : v.results)
+        if (const json* row = row_of(res, m); row && row->contains("longppl") && row->at("longppl").is_object())
+          key.push_back(num(row->at("longppl").at("key_loss"))),
+              ntok.push_back(num(row->at("longppl").at("key_tokens")));
+      const Stat sl = stat_of(key);
+      md << " " << (key.empty() ? std::string("—") : fmt_stat(sl) + " (" + fmt(stat_of(ntok).mean, 0) + ")") << " |";
+      jr["longppl"].push_back({{"multiple", m},
+                               {"key_loss_mean", key.empty() ? json(nullptr) : json(sl.mean)},
+                               {"key_loss_sd", !key.empty() && std::isfinite(sl.sd) ? json(sl.sd) : json(nullptr)},
+                               {"key_tokens_mean", ntok.empty() ? json(nullptr) : json(stat_of(ntok).mean)}});
+    }
+    md << "\n";
+    rows.push_back(jr);
+  }
+  summary["measures"] = rows;
+}
+
 void Summary::plot_data() {
   // Data files for gnuplot: one index block per variant.
   std::ofstream loss_dat(out / "loss.dat"), diag_dat(out / "diagnostics.dat"), prof_dat(out / "profile.dat");
@@ -614,6 +678,15 @@ json Summary::grid_summary(const SweepRun& r, const std::string& file, const std
     md << " " << fmt(stat_of(xs).mean, 2) << " |";
   }
   md << "\n";
+  {  // RULER's effective length of the mean exact match (every multiple up to it keeps >= 85% of 1x)
+    std::vector<int> ms;
+    std::vector<double> scores;
+    for (const auto& e : jr["line"]) ms.push_back(e.at("multiple").get<int>()), scores.push_back(num(e.at("exact")));
+    const int eff = effective_multiple(ms, scores);
+    jr["effective_multiple"] = effective_multiple_json(eff);
+    md << "\neffective length (every multiple up to it keeps >= " << static_cast<int>(kEffectiveKeep * 100)
+       << "% of the 1× mean exact match): " << effective_multiple_text(eff) << "\n\n";
+  }
   return jr;
 }
 
@@ -710,6 +783,7 @@ std::string summarize_sweep(const SweepPlan& plan) {
   s.interval_table();
   s.paired_table();
   s.diagnostics_table();
+  s.measures_table();
   s.plot_data();
   s.retrieval_grids();
   s.task_line_tables();

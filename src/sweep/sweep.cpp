@@ -207,7 +207,9 @@ SweepPlan load_sweep(const std::string& path) {
   if (j.contains("evals")) {
     GPT_CHECK(j["evals"].is_array(), path, ": \"evals\" must be an array");
     for (const auto& e : j["evals"]) {
-      check_keys(e, "evals[]", {"name", "run", "attention", "set", "context", "context_set", "protocol", "stride"},
+      check_keys(e, "evals[]",
+                 {"name", "run", "attention", "set", "context", "context_set", "protocol", "stride", "kl_against",
+                  "longppl"},
                  path);
       SweepEval ev;
       ev.name = get_as<std::string>(e, "name", "evals[].", path, "");
@@ -222,6 +224,8 @@ SweepPlan load_sweep(const std::string& path) {
       ev.context_set = get_as<std::vector<std::string>>(e, "context_set", "evals[].", path, {});
       ev.protocol = get_as<std::string>(e, "protocol", "evals[].", path, "");
       ev.stride = get_as<int>(e, "stride", "evals[].", path, 0);
+      ev.kl_against = get_as<std::string>(e, "kl_against", "evals[].", path, "");
+      ev.longppl = get_as<std::string>(e, "longppl", "evals[].", path, "");
       const auto& protocols = eval_protocols();
       std::string protocol_list;
       for (const auto& name : protocols) protocol_list += (protocol_list.empty() ? "" : ", ") + name;
@@ -230,9 +234,16 @@ SweepPlan load_sweep(const std::string& path) {
       GPT_CHECK(ev.stride >= 0 && (ev.stride == 0 || ev.protocol == "sliding"), path, ": eval \"", ev.name,
                 "\": \"stride\" must be a positive number of tokens, with \"protocol\": \"sliding\"");
       GPT_CHECK(!ev.attention.empty() || !ev.set.empty() || !ev.context.empty() || !ev.context_set.empty() ||
-                    !ev.protocol.empty(),
+                    !ev.protocol.empty() || !ev.longppl.empty(),
                 path, ": eval \"", ev.name,
-                "\" changes nothing; give \"attention\", \"set\", \"context\", \"context_set\" or \"protocol\"");
+                "\" changes nothing; give \"attention\", \"set\", \"context\", \"context_set\", \"protocol\" or "
+                "\"longppl\" (\"kl_against\" alone compares the model with itself)");
+      GPT_CHECK(ev.kl_against.empty() || ev.kl_against == "base" || fs::exists(ev.kl_against), path, ": eval \"",
+                ev.name, "\": \"kl_against\" is \"base\" (the same checkpoint without the eval's changes) or a run "
+                "directory or checkpoint; \"", ev.kl_against, "\" does not exist");
+      GPT_CHECK(ev.longppl.empty() || ev.longppl == "base" || fs::exists(ev.longppl), path, ": eval \"", ev.name,
+                "\": \"longppl\" names LongPPL's evaluator: \"base\" (the same checkpoint without the eval's "
+                "changes) or a run directory or checkpoint; \"", ev.longppl, "\" does not exist");
       if (!ev.context.empty()) {
         GPT_CHECK(ev.context.find_first_not_of("0123456789") != std::string::npos, path, ": eval \"", ev.name,
                   "\": \"context\" names context-extension methods (", context_method_names(), "), not a length");
@@ -325,6 +336,8 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
       for (const auto& s : e.context_set) job.argv.insert(job.argv.end(), {"--context-set", s});
       if (!e.protocol.empty()) job.argv.insert(job.argv.end(), {"--protocol", e.protocol});
       if (e.stride > 0) job.argv.insert(job.argv.end(), {"--stride", std::to_string(e.stride)});
+      if (!e.kl_against.empty()) job.argv.insert(job.argv.end(), {"--kl-against", e.kl_against});
+      if (!e.longppl.empty()) job.argv.insert(job.argv.end(), {"--longppl-evaluator", e.longppl});
       job.argv.insert(job.argv.end(), {"--out", job.done.string()});
       jobs.push_back(job);
     }

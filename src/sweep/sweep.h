@@ -47,6 +47,8 @@ struct SweepEval {
   std::vector<std::string> context_set;  // gpt eval --context-set
   std::string protocol;                  // gpt eval --protocol (may be empty: the run's eval.protocol)
   int stride = 0;                        // gpt eval --stride (0: the run's)
+  std::string kl_against;                // gpt eval --kl-against REF|base (may be empty)
+  std::string longppl;                   // gpt eval --longppl-evaluator REF|base (may be empty)
 };
 
 struct SweepPlan {

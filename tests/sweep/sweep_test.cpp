@@ -77,6 +77,11 @@ TEST_F(Sweep, FileErrorsNameTheProblem) {
                     "\"pi\" and \"yarn\" are both a RoPE frequency rule");
   expect_load_error(R"("runs": [{"name": "a"}], "evals": [{"name": "e", "run": "a", "context": "256"}])",
                     "not a length");
+  expect_load_error(
+      R"("runs": [{"name": "a"}], "evals": [{"name": "e", "run": "a", "context": "yarn", "kl_against": "/no/run"}])",
+      "\"kl_against\" is \"base\"");
+  expect_load_error(R"("runs": [{"name": "a"}], "evals": [{"name": "e", "run": "a", "kl_against": "base"}])",
+                    "compares the model with itself");
   expect_load_error(R"("runs": [{"name": "a", "task": "sorting"}])", "\"sorting\" is not a synthetic task");
   expect_load_error(R"("runs": [{"name": "a", "task": "copy"}], "task": {"samples": 0})", "samples >= 1");
 }
@@ -156,7 +161,8 @@ TEST_F(Sweep, TrainsEvaluatesSummarisesAndSkipsFinishedJobs) {
       "runs": [{"name": "softmax", "set": ["attention.preset=softmax"], "seeds": [1, 2], "passkey": true},
                {"name": "lssa", "set": ["attention.preset=lssa"]}],
       "evals": [{"name": "softmax+logn", "run": "softmax", "attention": "logn"},
-                {"name": "softmax+yarn", "run": "softmax", "context": "yarn", "context_set": ["factor=2"]}],
+                {"name": "softmax+yarn", "run": "softmax", "context": "yarn", "context_set": ["factor=2"],
+                 "kl_against": "base", "longppl": "base"}],
       "passkey": {"depths": [0, 1], "samples": 2})");
   const auto first = test::run("sweep " + file);
   ASSERT_EQ(first.status, 0) << first.output;
@@ -184,9 +190,21 @@ TEST_F(Sweep, TrainsEvaluatesSummarisesAndSkipsFinishedJobs) {
   EXPECT_EQ(yarn["context"]["factor"], 2.0);
   EXPECT_TRUE(j["variants"][0]["multiples"][1]["loss_mean"].is_number());
   EXPECT_EQ(j["passkey"][0]["grid"].size(), 4u);  // 2 multiples x 2 depths
+  EXPECT_TRUE(j["passkey"][0].contains("effective_multiple"));
+  // The measures: KL at 1x (a fixed YaRN factor of 2 changes the model at 1x)
+  // and LongPPL's key loss, from the eval's own results.
+  ASSERT_EQ(j["measures"].size(), 1u);
+  EXPECT_EQ(j["measures"][0]["name"], "softmax+yarn");
+  EXPECT_GT(j["measures"][0]["kl_at_1x_mean"].get<double>(), 0.0);
+  EXPECT_EQ(j["measures"][0]["kl_at_1x_mean"].get<double>(),
+            (yarn["kl_at_1x"]["kl"].get<double>() +
+             nlohmann::json::parse(std::ifstream(dir_ / "out" / "softmax" / "seed2" / "eval" / "softmax+yarn.json"))
+                 ["kl_at_1x"]["kl"].get<double>()) / 2);
+  EXPECT_EQ(j["measures"][0]["longppl"].size(), j["multiples"].size());
   std::ifstream md(sum / "results.md");
   const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
-  for (const std::string s : {"`softmax`", "`lssa`", "`softmax+logn`", "Passkey retrieval, `softmax`", "± "})
+  for (const std::string s : {"`softmax`", "`lssa`", "`softmax+logn`", "Passkey retrieval, `softmax`", "± ",
+                               "## Measures beside the loss", "effective length (every multiple"})
     EXPECT_NE(text.find(s), std::string::npos) << s << " missing in\n" << text;
   for (const std::string f : {"loss.dat", "diagnostics.dat", "profile.dat", "passkey_softmax.dat", "plots.gp"})
     EXPECT_TRUE(fs::exists(sum / f)) << f;
