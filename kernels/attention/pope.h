@@ -32,9 +32,7 @@ GPT_HD inline double phase_bias(double raw) { return raw < -kTwoPi ? -kTwoPi : (
 GPT_HD inline bool bias_passes(double raw) { return raw >= -kTwoPi && raw <= 0.0; }
 // softplus and its derivative σ, in double.
 GPT_HD inline double magnitude(double x) { return (x > 0 ? x : 0.0) + log1p(exp(-fabs(x))); }
-GPT_HD inline double magnitude_grad(double x) {
-  return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
-}
+GPT_HD inline double magnitude_grad(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
 }  // namespace pope
 
 }  // namespace attn

@@ -35,9 +35,9 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__global__ void __launch_bounds__(kThreads) pope_backward_kernel(float* dqkv, const float* dqkv2, const float* qkv,
-                                                                 const float* delta, int Tn, int C, int NH,
-                                                                 double theta, size_t N) {
+__global__ void __launch_bounds__(kThreads)
+    pope_backward_kernel(float* dqkv, const float* dqkv2, const float* qkv, const float* delta, int Tn, int C, int NH,
+                         double theta, size_t N) {
   const int D = C / NH;
   GPT_GRID_STRIDE(e, N * C) {
     const size_t n = e / C;
@@ -55,9 +55,9 @@ __global__ void __launch_bounds__(kThreads) pope_backward_kernel(float* dqkv, co
   }
 }
 
-__global__ void __launch_bounds__(kThreads) pope_delta_backward_kernel(float* ddelta, const float* dqkv2,
-                                                                       const float* qkv, const float* delta, int Tn,
-                                                                       int C, int NH, double theta, size_t N) {
+__global__ void __launch_bounds__(kThreads)
+    pope_delta_backward_kernel(float* ddelta, const float* dqkv2, const float* qkv, const float* delta, int Tn, int C,
+                               int NH, double theta, size_t N) {
   const int D = C / NH;
   GPT_GRID_STRIDE(i, size_t(C)) {
     const int h = static_cast<int>(i) / D, c = static_cast<int>(i) % D, o = h * 2 * D + c;
@@ -105,11 +105,11 @@ void pope_backward(float* dqkv, float* ddelta, const float* dqkv2, const float* 
                    int C, int NH, double theta, cudaStream_t stream) {
   const size_t N = size_t(B) * Tn;
   if (N * C == 0) return;
-  GPT_LAUNCH(grid_for(N * C, kThreads), kThreads, stream, pope_backward_kernel)(dqkv, dqkv2, qkv, delta, Tn, C, NH,
-                                                                               theta, N);
+  GPT_LAUNCH(grid_for(N * C, kThreads), kThreads, stream, pope_backward_kernel)
+  (dqkv, dqkv2, qkv, delta, Tn, C, NH, theta, N);
   GPT_CUDA_CHECK_LAUNCH("pope_backward_kernel");
-  GPT_LAUNCH(grid_for(size_t(C), kThreads), kThreads, stream, pope_delta_backward_kernel)(ddelta, dqkv2, qkv, delta,
-                                                                                         Tn, C, NH, theta, N);
+  GPT_LAUNCH(grid_for(size_t(C), kThreads), kThreads, stream, pope_delta_backward_kernel)
+  (ddelta, dqkv2, qkv, delta, Tn, C, NH, theta, N);
   GPT_CUDA_CHECK_LAUNCH("pope_delta_backward_kernel");
 }
 

@@ -56,8 +56,7 @@ class Bf16Backend final : public Backend<bf16> {
   void newton_schulz(float* x, int rows, int cols, int steps, float* work) override {
     wide_->newton_schulz(x, rows, cols, steps, work);
   }
-  void muon_apply(float* param, const float* update, size_t n, double lr, double scale,
-                  double weight_decay) override {
+  void muon_apply(float* param, const float* update, size_t n, double lr, double scale, double weight_decay) override {
     wide_->muon_apply(param, update, n, lr, scale, weight_decay);
   }
 
@@ -149,8 +148,8 @@ class Bf16Backend final : public Backend<bf16> {
     const float *fq = widen(3, wq, D), *fk = widen(4, wk, D), *fs = widen(5, sq, NH);
     by_units(N, W3, [&](int r0, int nr) {
       float* di = widen(0, dinp + r0 * W3, nr * W3);
-      wide_->qknorm_backward(di, dwq, dwk, dsq, widen(1, dout + r0 * W3, nr * W3), widen(2, inp + r0 * W3, nr * W3),
-                             fq, fk, fs, rstd + static_cast<size_t>(r0) * 2 * NH, nr, NH, D);
+      wide_->qknorm_backward(di, dwq, dwk, dsq, widen(1, dout + r0 * W3, nr * W3), widen(2, inp + r0 * W3, nr * W3), fq,
+                             fk, fs, rstd + static_cast<size_t>(r0) * 2 * NH, nr, NH, D);
       narrow(dinp + r0 * W3, di, nr * W3);
     });
   }

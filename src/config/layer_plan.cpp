@@ -191,6 +191,7 @@ std::vector<LayerAttention> layer_attention(const ModelConfig& m, const LayerPla
   for (int l = 0; l < m.n_layer; ++l) {
     LayerAttention& la = out[l];
     la.rope = m.position == "rope";
+    la.pope = m.position == "pope";
     la.spec = base;
     if (plan.empty()) continue;
     const LayerKind& k = plan.kinds[plan.layer_kind[l]];
@@ -274,7 +275,9 @@ nlohmann::json layer_plan_to_json(const std::vector<LayerAttention>& layers) {
                              {"differential", s.differential ? "on" : "none"}};
     out.push_back({{"layer", l},
                    {"kind", layers[l].kind},
-                   {"position", layers[l].rope ? "rope" : "none"},
+                   {"position", layers[l].rope   ? "rope"
+                                : layers[l].pope ? "pope"
+                                                 : "none"},
                    {"attention", stages},
                    {"mask", mask_name(s)},
                    {"window", s.window},

@@ -64,6 +64,7 @@ LayerPlan resolve_layer_plan(const ModelConfig& m);
 struct LayerAttention {
   AttentionSpec spec;  // the layer's attention (base spec with the kind applied)
   bool rope = false;   // q and k are rotated by RoPE
+  bool pope = false;   // q and k in PoPE's polar coordinates (model.position "pope"; no plan)
   std::string kind;    // its letter; "" without a plan
 };
 

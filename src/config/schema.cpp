@@ -88,7 +88,8 @@ std::vector<Key> make_keys() {
   return {
       {GPT_KEY(model, n_layer), between(1, 256), "transformer blocks"},
       {GPT_KEY(model, n_head), between(1, 256), "attention heads per block"},
-      {GPT_KEY(model, n_embd), between(1, 65536), "residual width C; must be divisible by n_head unless head_dim is set"},
+      {GPT_KEY(model, n_embd), between(1, 65536),
+       "residual width C; must be divisible by n_head unless head_dim is set"},
       {GPT_KEY(model, head_dim), between(0, 1024),
        "each attention head's width D; 0 = n_embd / n_head. Another value makes the attention n_head·D wide (q, the "
        "attention output and the output projection's input), as Qwen3-0.6B's 16 heads of 128 in a 1024-wide model"},
@@ -337,8 +338,9 @@ std::vector<Rule> make_rules() {
        {"train.muon_lr", "train.muon_momentum", "train.muon_weight_decay", "train.optimizer"},
        [](const Config& c) {
          const TrainConfig d;
-         return c.train.optimizer == "muon" || (c.train.muon_lr == d.muon_lr && c.train.muon_momentum == d.muon_momentum &&
-                                                c.train.muon_weight_decay == d.muon_weight_decay);
+         return c.train.optimizer == "muon" ||
+                (c.train.muon_lr == d.muon_lr && c.train.muon_momentum == d.muon_momentum &&
+                 c.train.muon_weight_decay == d.muon_weight_decay);
        }},
       {"\"model.norm_eps\" applies to \"model.norm\" = \"rmsnorm\" and to \"model.qk_norm\"; LayerNorm's eps is "
        "1e-5",

@@ -14,7 +14,8 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
   const size_t N = static_cast<size_t>(B) * Tn, C = cfg.n_embd, A = cfg.attn_width(), A3 = 3 * A;
   // PoPE: every layer's attention runs on heads of 2D channels (the shared
   // qkv2 and its gradient) with outputs of 2D (atty2, kept per layer).
-  const bool pope = cfg.position == "pope";
+  bool pope = false;
+  for (const LayerAttention& la : layers) pope |= la.pope;
   const size_t F = cfg.mlp_width(), FI = cfg.mlp_in_width();
   const size_t Vp = cfg.padded_vocab();
   a->layers.resize(training ? cfg.n_layer : 1);

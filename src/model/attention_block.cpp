@@ -88,8 +88,8 @@ void attention_op_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, co
   Acc* stats = a.training ? x.att_stats.get() : nullptr;
   if (pope) {  // heads of 2D channels in polar coordinates; the output's first D of each head
     be.pope_forward(a.qkv2.get(), qkv, w.attnpope, B, Tn, C, NH, spec.rope.theta);
-    be.attention_forward(x.atty2.get(), stats, a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, fcum, fire),
-                         diag, nullptr);
+    be.attention_forward(x.atty2.get(), stats, a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, fcum, fire), diag,
+                         nullptr);
     be.pope_output_forward(x.atty.get(), x.atty2.get(), B * Tn, C, NH);
     return;
   }
@@ -116,8 +116,8 @@ void attention_op_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, co
 template <typename T>
 void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
                            const LayerViews<accum_t<T>>& g, const AttentionSpec& spec, bool pope, int layer, int C,
-                           int NH, T* dq_att, T* dqkv_far, const accum_t<T>* fcum, accum_t<T>* dfcum, const accum_t<T>* fire,
-                           accum_t<T>* dfire) {
+                           int NH, T* dq_att, T* dqkv_far, const accum_t<T>* fcum, accum_t<T>* dfcum,
+                           const accum_t<T>* fire, accum_t<T>* dfire) {
   using Acc = accum_t<T>;
   const int B = a.B, Tn = a.Tn, N = B * Tn;
   const size_t NC = static_cast<size_t>(N) * C;
@@ -126,9 +126,8 @@ void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, c
     be.pope_output_backward(a.datty2.get(), a.datty.get(), N, C, NH);
     be.pope_forward(a.qkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta);
     be.zero(a.dqkv2.get(), NC * 6);
-    be.attention_backward(a.dqkv2.get(), head_grads(g, dfcum, dfire), a.datty2.get(), x.atty2.get(),
-                          x.att_stats.get(), a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, fcum, fire), nullptr,
-                          nullptr);
+    be.attention_backward(a.dqkv2.get(), head_grads(g, dfcum, dfire), a.datty2.get(), x.atty2.get(), x.att_stats.get(),
+                          a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, fcum, fire), nullptr, nullptr);
     be.pope_backward(dq_att, g.attnpope, a.dqkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta);
     return;
   }
@@ -205,8 +204,8 @@ void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x,
     be.rope_forward(x.qkvf.get(), proj, B, Tn, A, kh.rope_NH, far_rope, 0);
     qkv_far = x.qkvf.get();
   }
-  attention_op_forward(be, a, x, w, spec, m.position == "pope", layer, A, NH, x.qkv.get(), qkv_far, spec.forget() ? x.fcum.get() : nullptr,
-                       fire, diag);
+  attention_op_forward(be, a, x, w, spec, la.pope, layer, A, NH, x.qkv.get(), qkv_far,
+                       spec.forget() ? x.fcum.get() : nullptr, fire, diag);
   const T* att_out = x.atty.get();
   if (spec.output_gate) {  // gated attention: atty ⊙ σ(ln1·W_gᵀ + b_g)
     be.matmul_forward(x.ogate.get(), x.ln1.get(), w.ogatew, w.ogateb, N, C, A);
@@ -251,7 +250,7 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
   T* const dq_att = la.rope ? a.dqkvr.get() : a.dqkv.get();
   if (la.rope) be.zero(a.dqkvr.get(), NA * 3);
   if (far) be.zero(a.dqkvf.get(), NA * 3);
-  attention_op_backward(be, a, x, w, g, spec, m.position == "pope", layer, A, NH, dq_att, far ? a.dqkvf.get() : nullptr,
+  attention_op_backward(be, a, x, w, g, spec, la.pope, layer, A, NH, dq_att, far ? a.dqkvf.get() : nullptr,
                         forget ? x.fcum.get() : nullptr, forget ? a.dfcum.get() : nullptr, fire_tab, dfire);
   if (la.rope) {
     be.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, A, kh.rope_NH, spec.rope, 0);

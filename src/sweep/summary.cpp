@@ -118,7 +118,8 @@ double layer_max_score(const json& row) {
   if (!layers.is_array() || layers.empty()) return NAN;
   double most = NAN;
   for (const auto& l : layers)
-    if (l.contains("max_score")) most = std::isnan(most) ? num(l.at("max_score")) : std::max(most, num(l.at("max_score")));
+    if (l.contains("max_score"))
+      most = std::isnan(most) ? num(l.at("max_score")) : std::max(most, num(l.at("max_score")));
   return most;
 }
 
@@ -374,8 +375,7 @@ void Summary::loss_table() {
                {"multiples", json::array()}};
     // The run's block (docs/blocks.md), as its results recorded it.
     if (!v.results.empty() && v.results.front().contains("block")) jv["block"] = v.results.front()["block"];
-    if (!v.results.empty() && v.results.front().contains("optimizer"))
-      jv["optimizer"] = v.results.front()["optimizer"];
+    if (!v.results.empty() && v.results.front().contains("optimizer")) jv["optimizer"] = v.results.front()["optimizer"];
     for (int m : multiples) {
       const Stat s = stat_at(v, m, "loss");
       md << " " << fmt_stat(s) << " |";

@@ -207,10 +207,10 @@ SweepPlan load_sweep(const std::string& path) {
   if (j.contains("evals")) {
     GPT_CHECK(j["evals"].is_array(), path, ": \"evals\" must be an array");
     for (const auto& e : j["evals"]) {
-      check_keys(e, "evals[]",
-                 {"name", "run", "attention", "set", "context", "context_set", "protocol", "stride", "kl_against",
-                  "longppl"},
-                 path);
+      check_keys(
+          e, "evals[]",
+          {"name", "run", "attention", "set", "context", "context_set", "protocol", "stride", "kl_against", "longppl"},
+          path);
       SweepEval ev;
       ev.name = get_as<std::string>(e, "name", "evals[].", path, "");
       check_name(ev.name, "eval", path);
@@ -239,11 +239,14 @@ SweepPlan load_sweep(const std::string& path) {
                 "\" changes nothing; give \"attention\", \"set\", \"context\", \"context_set\", \"protocol\" or "
                 "\"longppl\" (\"kl_against\" alone compares the model with itself)");
       GPT_CHECK(ev.kl_against.empty() || ev.kl_against == "base" || fs::exists(ev.kl_against), path, ": eval \"",
-                ev.name, "\": \"kl_against\" is \"base\" (the same checkpoint without the eval's changes) or a run "
-                "directory or checkpoint; \"", ev.kl_against, "\" does not exist");
+                ev.name,
+                "\": \"kl_against\" is \"base\" (the same checkpoint without the eval's changes) or a run "
+                "directory or checkpoint; \"",
+                ev.kl_against, "\" does not exist");
       GPT_CHECK(ev.longppl.empty() || ev.longppl == "base" || fs::exists(ev.longppl), path, ": eval \"", ev.name,
                 "\": \"longppl\" names LongPPL's evaluator: \"base\" (the same checkpoint without the eval's "
-                "changes) or a run directory or checkpoint; \"", ev.longppl, "\" does not exist");
+                "changes) or a run directory or checkpoint; \"",
+                ev.longppl, "\" does not exist");
       if (!ev.context.empty()) {
         GPT_CHECK(ev.context.find_first_not_of("0123456789") != std::string::npos, path, ": eval \"", ev.name,
                   "\": \"context\" names context-extension methods (", context_method_names(), "), not a length");

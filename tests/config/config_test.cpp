@@ -207,7 +207,7 @@ TEST(ConfigErrors, Uint64Seed) {
 
 TEST(ConfigErrors, EnumsListAllowedValues) {
   expect_contains(parse_error(R"({"model": {"position": "sinusoidal"}})"),
-                  {"\"model.position\" = \"sinusoidal\" is not valid; allowed: learned, rope, none, alibi"});
+                  {"\"model.position\" = \"sinusoidal\" is not valid; allowed: learned, rope, none, alibi, pope"});
   expect_contains(parse_error(R"({"attention": {"preset": "flash"}})"), {"\"attention.preset\"", "allowed: softmax"});
   expect_contains(parse_error(R"({"run": {"device": "tpu"}})"), {"\"run.device\"", "allowed: cpu, cuda"});
   expect_contains(parse_error(R"({"data": {"order": "random"}})"), {"\"data.order\"", "sequential, shuffle"});
@@ -644,7 +644,7 @@ TEST(ConfigReference, MarkdownTableHasARowPerKey) {
   std::string md = gpt::config_reference_markdown();
   expect_contains(
       md, {"| key | type | default | allowed | description |", "| `model.n_layer` | int | `4` | 1..256 |",
-           "| `model.position` | string | `\"rope\"` | learned, rope, none, alibi |",
+           "| `model.position` | string | `\"rope\"` | learned, rope, none, alibi, pope |",
            "| `train.beta2` | float | `0.95` | >= 0 and < 1 |", "| `train.seed` | uint64 | `1337` | 0..2^64-1 |",
            "| `eval.multiples` | list of int | `[1,2,4,8,16]` | non-empty, strictly increasing, each >= 1 |",
            "must be divisible by"});

@@ -198,13 +198,15 @@ TEST_F(Sweep, TrainsEvaluatesSummarisesAndSkipsFinishedJobs) {
   EXPECT_GT(j["measures"][0]["kl_at_1x_mean"].get<double>(), 0.0);
   EXPECT_EQ(j["measures"][0]["kl_at_1x_mean"].get<double>(),
             (yarn["kl_at_1x"]["kl"].get<double>() +
-             nlohmann::json::parse(std::ifstream(dir_ / "out" / "softmax" / "seed2" / "eval" / "softmax+yarn.json"))
-                 ["kl_at_1x"]["kl"].get<double>()) / 2);
+             nlohmann::json::parse(
+                 std::ifstream(dir_ / "out" / "softmax" / "seed2" / "eval" / "softmax+yarn.json"))["kl_at_1x"]["kl"]
+                 .get<double>()) /
+                2);
   EXPECT_EQ(j["measures"][0]["longppl"].size(), j["multiples"].size());
   std::ifstream md(sum / "results.md");
   const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
   for (const std::string s : {"`softmax`", "`lssa`", "`softmax+logn`", "Passkey retrieval, `softmax`", "± ",
-                               "## Measures beside the loss", "effective length (every multiple"})
+                              "## Measures beside the loss", "effective length (every multiple"})
     EXPECT_NE(text.find(s), std::string::npos) << s << " missing in\n" << text;
   for (const std::string f : {"loss.dat", "diagnostics.dat", "profile.dat", "passkey_softmax.dat", "plots.gp"})
     EXPECT_TRUE(fs::exists(sum / f)) << f;

@@ -266,8 +266,8 @@ TEST_F(CudaOps, QkNorm) {
   const auto inp = random_floats(N * 3 * C, 1, -2.f, 2.f), wq = random_floats(D, 2, 0.5f, 1.5f),
              wk = random_floats(D, 3, 0.5f, 1.5f), sq = random_floats(NH, 8, 0.5f, 2.f),
              dout = random_floats(N * 3 * C, 4);
-  for (auto [gains, scale] : {std::pair{true, false}, std::pair{false, false}, std::pair{true, true},
-                              std::pair{false, true}}) {
+  for (auto [gains, scale] :
+       {std::pair{true, false}, std::pair{false, false}, std::pair{true, true}, std::pair{false, true}}) {
     std::vector<float> out(N * 3 * C), rstd(N * 2 * NH);
     cpu_->qknorm_forward(out.data(), rstd.data(), inp.data(), gains ? wq.data() : nullptr, gains ? wk.data() : nullptr,
                          scale ? sq.data() : nullptr, N, NH, D, 1e-6);
@@ -481,7 +481,8 @@ TEST_F(CudaOps, PopeOps) {
   const auto qkv = random_floats(size_t(N) * 3 * C, 21, -2.f, 2.f), dqkv2 = random_floats(size_t(N) * 6 * C, 22);
   auto delta = random_floats(C, 23, -6.f, -0.1f);
   delta[1] = 0.4f, delta[2] = -7.f;  // clamped: no gradient
-  std::vector<float> qkv2(size_t(N) * 6 * C), dqkv = random_floats(size_t(N) * 3 * C, 24), ddelta = random_floats(C, 25);
+  std::vector<float> qkv2(size_t(N) * 6 * C), dqkv = random_floats(size_t(N) * 3 * C, 24),
+                                              ddelta = random_floats(C, 25);
   auto g_qkv = up(qkv), g_qkv2 = up(qkv2), g_delta = up(delta), g_dqkv2 = up(dqkv2), g_dqkv = up(dqkv),
        g_ddelta = up(ddelta);
   cpu_->pope_forward(qkv2.data(), qkv.data(), delta.data(), B, Tn, C, NH, 10000.0);
