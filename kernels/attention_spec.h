@@ -47,7 +47,8 @@ namespace gpt {
 // ---- stage choices: X(enumerator, name) ---------------------------------------
 #define GPT_ATTN_SCORES(X) X(Dot, "dot") X(Cosine, "cosine")
 #define GPT_ATTN_SCALES(X) \
-  X(None, "none") X(Logn, "logn") X(Ssmax, "ssmax") X(Infoscale, "infoscale") X(Lssa, "lssa") X(Fixed, "fixed")
+  X(None, "none")                  \
+  X(Logn, "logn") X(Ssmax, "ssmax") X(Infoscale, "infoscale") X(Lssa, "lssa") X(Fixed, "fixed") X(ScaleInvariant, "scale_invariant")
 #define GPT_ATTN_POSITION_BIASES(X) \
   X(None, "none")                   \
   X(Alibi, "alibi") X(KerpleLog, "kerple_log") X(KerplePower, "kerple_power") X(Forget, "forget") X(Fire, "fire")
@@ -157,6 +158,7 @@ struct AttentionSpec {
   int offset_rows = 3;      // sharpening: rows i <= offset_rows use o_i = 0
   double cosine_scale = 1;  // f of cosine scores
   double scale_value = 1;   // λ of scale "fixed"
+  double tau = 10;          // τ of scale "scale_invariant" (attn::si_*)
   double bias = 0;          // added to every score before φ
   double softcap = 0;       // logit soft-cap c: x → c·tanh(x/c) before φ (attn::softcap); 0 = none
   double norm_const = 1;    // c of normalisation "fixed"
@@ -382,9 +384,24 @@ GPT_HD inline double base_row_scale(const AttentionSpec& s, int i, int head_dim,
       return log(static_cast<double>(head_dim)) * log(n);
     case Scale::Fixed:
       return s.scale_value;
+    case Scale::ScaleInvariant:  // per key, not per row: attn::si_gain, si_shift
+      return 1.0;
   }
   return 1.0;
 }
+// Scale-invariant attention (Anson, Wang, Aitchison 2025, "Scale-invariant
+// attention", arXiv 2505.17083, §3 Eq. 16 with α = β = e^½ from a_0 = 1,
+// m_0 = 0): the logit of a key at distance t = i − j (0 for the query's own
+// key) is a_t·σ + m_t, a_t = sqrt(2 ln(t/τ + 1) + 1), m_t = −2 ln(t/τ + 1),
+// so that total attention over [t, 2t) and its sparsity stay the same as t
+// grows (their Gaussian argument). Nothing is learned; τ = attention.tau.
+// The kernels apply it to σ before the rest of stage 2: σ′ = a_t·σ +
+// m_t/(λ_i f) (λ_i = 1 for this scale, times the row temperature), so
+// every later stage sees x = λ_i f·a_t·σ + m_t + …, and dL/dσ = a_t·dL/dσ′.
+GPT_HD inline bool scale_invariant(const AttentionSpec& s) { return s.scale == Scale::ScaleInvariant; }
+GPT_HD inline double si_log(const AttentionSpec& s, int dist) { return log1p((dist > 0 ? dist : 0) / s.tau); }
+GPT_HD inline double si_gain(const AttentionSpec& s, int dist) { return sqrt(2.0 * si_log(s, dist) + 1.0); }
+GPT_HD inline double si_shift(const AttentionSpec& s, int dist) { return -2.0 * si_log(s, dist); }
 // dλ_i/ds_h: nonzero only for the learned ssmax scale.
 GPT_HD inline double row_scale_grad(const AttentionSpec& s, int i) {
   return s.scale == Scale::Ssmax ? log(static_cast<double>(row_index(s, i))) * row_temperature(s, i) : 0.0;

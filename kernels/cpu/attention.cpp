@@ -435,6 +435,21 @@ void row_diagnostics(double* acc, const T* w, const attn_rows::RowArgs<T>& a, in
   acc[kDiagMaxScore] = std::max(acc[kDiagMaxScore], max_score);
 }
 
+// Scale-invariant attention (attn::si_*): row r's scores σ → a_t·σ + m_t/lf
+// (t = the column's distance, lf = λ_i f of the row), so that the row
+// functions form x = lf·a_t·σ + m_t; and the backward's dL/dσ′ → a_t·dL/dσ′.
+template <typename T>
+void si_scores(T* row, const attn_rows::RowArgs<T>& a, const AttentionSpec& s) {
+  for (int c = 0; c < a.n; ++c) {
+    const int t = a.i - 1 - a.key(c);
+    row[c] = static_cast<T>(attn::si_gain(s, t) * row[c] + attn::si_shift(s, t) / a.lf);
+  }
+}
+template <typename T>
+void si_grads(T* g, const attn_rows::RowArgs<T>& a, const AttentionSpec& s) {
+  for (int c = 0; c < a.n; ++c) g[c] = static_cast<T>(attn::si_gain(s, a.i - 1 - a.key(c)) * g[c]);
+}
+
 // Forward of one row block: y rows (D wide, y_stride apart), stats rows
 // (kStats each), optional diagnostics. Scores and the weighted sum
 // y = W·V are GEMMs (kernels/cpu/gemm.h) on the block's panels.
@@ -449,6 +464,7 @@ void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, T* ftile
     const int n = rb.keys(r);
     const attn_rows::RowArgs<T> a = row_args<T>(rb, r, s, hc);
     const double max_score = diag ? row_max_score(row, a, hc.factor) : 0.0;
+    if (attn::scale_invariant(s)) si_scores(row, a, s);
     forward_row(isa, row, a, s, st + r * kStats);
     if (diag) row_diagnostics(diag, row, a, s.trained_context, max_score);
     std::fill(row + n, row + rb.cols(), T(0));  // the causal mask
@@ -528,6 +544,7 @@ HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, siz
   for (int r = 0; r < R; ++r) {
     const int i = rb.i0 + r + 1, n = rb.keys(r);
     rows[r] = attn::row_from_stats(s, i, st + r * kStats);
+    if (attn::scale_invariant(s)) si_scores(rb.row(qk, r), row_args<T>(rb, r, s, hc), s);
     backward_weights_row(isa, rb.row(qk, r), rb.row(u, r), rb.row(w, r), row_args<T>(rb, r, s, hc), s, rows[r]);
     std::fill(rb.row(w, r) + n, rb.row(w, r) + ncols, T(0));  // the causal mask
     Di[r] = dot(dy + r * y_stride, y + r * y_stride, D);
@@ -551,6 +568,7 @@ HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, siz
                           rows[r], Di[r], lambda * f, f, s.learned_scale(), &S, hc.kg1 ? kr : nullptr);
     dhead.r1 += kr[0];
     dhead.r2 += kr[1];
+    if (attn::scale_invariant(s)) si_grads(rb.row(g, r), row_args<T>(rb, r, s, hc), s);
     std::fill(rb.row(g, r) + n, rb.row(g, r) + ncols, T(0));
     dhead.scale += attn::row_scale_grad(s, i) * sigma_dx;
     if (s.learned_sink()) dhead.sink += static_cast<double>(attn::sink_grad(s, rows[r], static_cast<T>(hc.zeta), S));

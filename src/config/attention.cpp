@@ -46,6 +46,7 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
   s.offset_rows = a.offset_rows;
   s.cosine_scale = a.cosine_scale.value_or(preset->cosine_scale);
   s.scale_value = a.scale_value;
+  s.tau = a.tau;
   s.bias = a.bias.value_or(default_bias(s.positivity, s.normalize, m.context));
   s.norm_const = a.norm_const.value_or(default_norm_const(m.context));
   s.softcap = a.softcap;
@@ -295,6 +296,7 @@ nlohmann::json attention_to_json(const AttentionConfig& a, const AttentionSpec& 
                       {"trained_context", s.trained_context}};
   if (s.score == Score::Cosine) j["cosine_scale"] = s.cosine_scale;
   if (s.scale == Scale::Fixed) j["scale_value"] = s.scale_value;
+  if (s.scale == Scale::ScaleInvariant) j["tau"] = s.tau;
   if (s.normalize == Normalize::Fixed) j["norm_const"] = s.norm_const;
   if (s.softcap > 0) j["softcap"] = s.softcap;
   return j;
@@ -327,6 +329,7 @@ std::string attention_summary(const AttentionConfig& a, const AttentionSpec& s) 
   if (s.score == Score::Cosine) os << "·" << s.cosine_scale;
   os << ", " << stage_name(s.scale);
   if (s.scale == Scale::Fixed) os << " " << s.scale_value;
+  if (s.scale == Scale::ScaleInvariant) os << " tau " << s.tau;
   os << ", " << stage_name(s.positivity);
   if (s.bias != 0) os << " bias " << s.bias;
   os << ", " << stage_name(s.normalize);

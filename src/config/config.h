@@ -154,6 +154,7 @@ struct AttentionConfig {
   int offset_rows = 3;                 // re-weighting: rows i <= this use offset 0
   std::optional<double> cosine_scale;  // factor of cosine scores
   double scale_value = 1.0;            // λ of scale "fixed"
+  double tau = 10.0;                   // τ of scale "scale_invariant"
   std::optional<double> bias;          // added to the scores before φ; null: -ln N for sigmoid, else 0
   std::optional<double> norm_const;    // divisor of normalize "fixed"; null: N (the training context)
   double softcap = 0;                  // logit soft-cap c: x -> c tanh(x / c) before φ; 0 = none

@@ -150,6 +150,7 @@ AttentionSpec apply_kind(AttentionSpec s, const LayerKind& k, const ModelConfig&
     s.offset_rows = a.offset_rows;
     s.cosine_scale = a.cosine_scale;
     s.scale_value = a.scale_value;
+    s.tau = a.tau;
     s.bias = a.bias;
     s.norm_const = a.norm_const;
     s.softcap = a.softcap;

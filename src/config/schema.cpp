@@ -219,6 +219,9 @@ std::vector<Key> make_keys() {
       {GPT_KEY(attention, offset_rows), between(0, kMaxContext), "re-weighting offset o_i is 0 for rows i <= this"},
       {GPT_KEY(attention, cosine_scale), above(0), "factor s of cosine scores; null: the preset's (cosine 32, else 1)"},
       {GPT_KEY(attention, scale_value), any(), "the factor of scale \"fixed\""},
+      {GPT_KEY(attention, tau), above(0),
+       "tau of scale \"scale_invariant\" (Anson et al. 2025): a key at distance t gets logit a_t x + m_t, "
+       "a_t = sqrt(2 ln(t/tau + 1) + 1), m_t = -2 ln(t/tau + 1); the paper's best 10"},
       {GPT_KEY(attention, bias), any(),
        "added to the scores before positivity; null: -ln N for sigmoid (not under stick_breaking), else 0"},
       {GPT_KEY(attention, norm_const), above(0), "divisor of normalize \"fixed\"; null: N = model.context"},

@@ -207,8 +207,8 @@ Summary::Summary(const SweepPlan& plan_) : plan(plan_) {
     for (const auto& s : e.context_set) how += (how.empty() ? "" : " ") + std::string("--context-set ") + s;
     if (!e.protocol.empty()) how += (how.empty() ? "" : " ") + std::string("--protocol ") + e.protocol;
     if (e.stride > 0) how += " --stride " + std::to_string(e.stride);
-    if (!e.kl_against.empty()) how += " --kl-against " + e.kl_against;
-    if (!e.longppl.empty()) how += " --longppl-evaluator " + e.longppl;
+    if (!e.kl_against.empty()) how += (how.empty() ? "" : " ") + std::string("--kl-against ") + e.kl_against;
+    if (!e.longppl.empty()) how += (how.empty() ? "" : " ") + std::string("--longppl-evaluator ") + e.longppl;
     Variant v{e.name, "eval of " + e.run + ": " + how, e.run, plan.run(e.run).seeds, {}, {}, {}};
     for (uint64_t s : v.seeds) {
       auto j = read_json_if(fs::path(plan.run_dir(e.run, s)) / "eval" / (e.name + ".json"));

@@ -26,6 +26,8 @@ inline double ref_lambda(const AttentionSpec& s, double i, int d, double s_h) {
       return std::log(d) * std::log(i);
     case Scale::Fixed:
       return s.scale_value;
+    case Scale::ScaleInvariant:  // its factor depends on the key: tests/kernels/cpu/scale_invariant_test.cpp
+      return 1;
   }
   return NAN;
 }

@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
         }
         row_dx += dx;
         if (fire && lane == 0) gr.dfire[(static_cast<size_t>(bh) * T + i0) * T + (i0 - (j0 + jj))] += dx;
-        acc.axpy(rc.lambda * rc.f * dx, ks + jj * G::D4, lane);
+        acc.axpy(rc.lambda * rc.f * si_gain(s, i0, j0 + jj) * dx, ks + jj * G::D4, lane);
       }
     }
   }
@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
         const float a = row.a(s, x), w = row.w_from_a(a);
         const float dx = uncap(s, x, attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Dis[r]), Ss[r]));
         dv.axpy(w, dys + r * G::D4, lane);
-        dk.axpy(lambdas[r] * rc0.f * dx, qs + r * G::D4, lane);
+        dk.axpy(lambdas[r] * rc0.f * si_gain(s, i0, j) * dx, qs + r * G::D4, lane);
         col_dx += dx;
       }
     }

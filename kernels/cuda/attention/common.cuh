@@ -220,7 +220,17 @@ __device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int
 // + c_i0 − c_j; with FIRE + the table's b(i0, Δ); then the soft-cap
 // (attn::softcap; every dx the backward forms is taken back through it by
 // uncap()).
+// Scale-invariant attention (attn::si_*): a_t of the pair at distance t =
+// i0 − j (1 for every other scale), in float.
+__device__ __forceinline__ float si_gain(const AttentionSpec& s, int i0, int j) {
+  if (!attn::scale_invariant(s)) return 1.f;
+  return sqrtf(2.f * log1pf(static_cast<float>(i0 > j ? i0 - j : 0) / static_cast<float>(s.tau)) + 1.f);
+}
 __device__ __forceinline__ float logit(const AttentionSpec& s, const RowConsts& rc, float lf, float qk, int i0, int j) {
+  if (attn::scale_invariant(s)) {  // σ′ = a_t·σ + m_t/lf, as the CPU kernels
+    const float l = log1pf(static_cast<float>(i0 > j ? i0 - j : 0) / static_cast<float>(s.tau));
+    qk = sqrtf(2.f * l + 1.f) * qk - 2.f * l / lf;
+  }
   float x = rc.slope != 0.f ? lf * qk + rc.bias - rc.slope * static_cast<float>(i0 - j) : lf * qk + rc.bias;
   if (s.kerple()) x += attn::kerple_bias(s.position_bias, rc.r1, rc.r2, static_cast<float>(i0 > j ? i0 - j : 0));
   if (s.forget()) x += rc.fc[min(i0, rc.T - 1)] - rc.fc[min(j, rc.T - 1)];

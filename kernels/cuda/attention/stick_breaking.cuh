@@ -202,7 +202,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
       }
       row_dx += dx;
       if (fire && lane == 0) gr.dfire[row * T + (i0 - j)] += dx;
-      acc.axpy(rc.lambda * rc.f * dx, ks + jj * G::D4, lane);
+      acc.axpy(rc.lambda * rc.f * si_gain(s, i0, j) * dx, ks + jj * G::D4, lane);
     }
   }
   if (learned)
@@ -320,7 +320,8 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) sb_dkdv_kernel(Inputs in
     __syncthreads();
     for (int r = 0; r < QT; ++r) {
       const int i0 = q0 + r;
-      const float w = gs[r * KB + kk], dx = xs[r * KB + kk], ds = lambdas[r] * rc0.f * dx;
+      const float w = gs[r * KB + kk], dx = xs[r * KB + kk],
+                  ds = lambdas[r] * rc0.f * si_gain(s, i0, j) * dx;
       dv.axpy(w, dys + r * G::D4, lane);
       if (far_copy && remap::far(s.rope, i0, j))
         dkf.axpy(ds, qfs + r * G::D4, lane);

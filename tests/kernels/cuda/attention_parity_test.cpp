@@ -641,6 +641,16 @@ TEST_F(CudaAttention, ContextMasksAndTemperatures) {
   run_case({"softmax+chunked37", context_spec("softmax", kN, chunked), 1, 300, 64, 2, kTol});
   run_case({"lssar+chunked37", context_spec("lssar", kN, chunked), 1, 300, 64, 2, kTolSharp});
   run_case({"stick_breaking+chunked37", context_spec("stick_breaking", kN, chunked), 1, 200, 64, 2, kTol});
+  // Scale-invariant attention (attn::si_*): a_t·σ + m_t per pair, alone, with a
+  // window, under stick-breaking and with re-weighting.
+  for (const char* p : {"softmax", "lssar", "stick_breaking"}) {
+    AttentionSpec si = context_spec(p, kN, [](ContextConfig&) {});
+    si.scale = Scale::ScaleInvariant, si.tau = 3.0;
+    run_case({std::string(p) + "+scale_invariant", si, 1, 200, 64, 2, std::string(p) == "lssar" ? kTolSharp : kTol});
+  }
+  AttentionSpec si_window = context_spec("softmax", kN, window);
+  si_window.scale = Scale::ScaleInvariant;
+  run_case({"softmax+scale_invariant+window40", si_window, 2, 300, 64, 2, kTol});
   run_case({"lssar+sinks+keys", context_spec("lssar", kN, keys), 1, 200, 64, 2, kTolSharp});
   run_case({"ssmax+sinks+keys", context_spec("ssmax", kN, keys), 1, 200, 64, 2, kTol});
   run_case({"softmax+llama4", context_spec("softmax", kN, llama4), 1, 200, 64, 2, kTol});
