@@ -78,7 +78,9 @@ DiffInputs<T> split_for_kernels(Backend<T>& be, Activations<T>& a, const T* qkv,
 }
 
 // The attention op on qkv (N,3C) -> x.atty (N,C); differential attention
-// runs its two maps as kernel heads and combines them into x.atty.
+// runs its two maps as kernel heads and combines them into x.atty; PoPE
+// (attn::pope) runs heads of 2D channels in polar coordinates (a.qkv2 ->
+// x.atty2) and keeps the first D output channels of each.
 template <typename T>
 void attention_op_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
                           const AttentionSpec& spec, bool pope, int layer, int C, int NH, const T* qkv,
