@@ -33,6 +33,34 @@ GPT_HD inline bool bias_passes(double raw) { return raw >= -kTwoPi && raw <= 0.0
 // softplus and its derivative σ, in double.
 GPT_HD inline double magnitude(double x) { return (x > 0 ? x : 0.0) + log1p(exp(-fabs(x))); }
 GPT_HD inline double magnitude_grad(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
+// Channel c of a head at position t, as both backends' kernels transform it:
+// the query's phase φ = t·θ_c, the key's ψ = φ + δ (δ clamped), the kernel
+// head's entries of a query or key value x (its cos and sin halves) and the
+// derivatives of the transform given the gradients of those entries.
+struct Channel {
+  double phi, psi;
+  GPT_HD Channel(double base, double t, int c, int D, double delta_raw)
+      : phi(t * freq(base, c, D)), psi(t * freq(base, c, D) + phase_bias(delta_raw)) {}
+  GPT_HD void query(double x, double* cos_part, double* sin_part) const {
+    const double m = kQueryGain * magnitude(x);
+    *cos_part = m * cos(phi), *sin_part = m * sin(phi);
+  }
+  GPT_HD void key(double x, double* cos_part, double* sin_part) const {
+    const double m = magnitude(x);
+    *cos_part = m * cos(psi), *sin_part = m * sin(psi);
+  }
+  // dL/dx of a query (key) value from dL/d its cos and sin entries.
+  GPT_HD double query_grad(double x, double g_cos, double g_sin) const {
+    return kQueryGain * magnitude_grad(x) * (g_cos * cos(phi) + g_sin * sin(phi));
+  }
+  GPT_HD double key_grad(double x, double g_cos, double g_sin) const {
+    return magnitude_grad(x) * (g_cos * cos(psi) + g_sin * sin(psi));
+  }
+  // dL/dδ of key value x (before the clamp's mask, bias_passes).
+  GPT_HD double bias_grad(double x, double g_cos, double g_sin) const {
+    return magnitude(x) * (-g_cos * sin(psi) + g_sin * cos(psi));
+  }
+};
 }  // namespace pope
 
 }  // namespace attn

@@ -25,14 +25,14 @@ void pope_forward(T* qkv2, const T* qkv, const T* delta, int B, int Tn, int C, i
     for (int h = 0; h < NH; ++h)
       for (int c = 0; c < D; ++c) {
         const int i = h * D + c, o = h * 2 * D + c;
-        const double phi = t * attn::pope::freq(theta, c, D);
-        const double psi = phi + attn::pope::phase_bias(static_cast<double>(delta[i]));
-        const double mq = attn::pope::kQueryGain * attn::pope::magnitude(static_cast<double>(in[i]));
-        const double mk = attn::pope::magnitude(static_cast<double>(in[C + i]));
-        out[o] = static_cast<T>(mq * std::cos(phi));
-        out[o + D] = static_cast<T>(mq * std::sin(phi));
-        out[2 * C + o] = static_cast<T>(mk * std::cos(psi));
-        out[2 * C + o + D] = static_cast<T>(mk * std::sin(psi));
+        const attn::pope::Channel ch(theta, t, c, D, static_cast<double>(delta[i]));
+        double qc, qs, kc, ks;
+        ch.query(static_cast<double>(in[i]), &qc, &qs);
+        ch.key(static_cast<double>(in[C + i]), &kc, &ks);
+        out[o] = static_cast<T>(qc);
+        out[o + D] = static_cast<T>(qs);
+        out[2 * C + o] = static_cast<T>(kc);
+        out[2 * C + o + D] = static_cast<T>(ks);
         out[4 * C + o] = in[2 * C + i];
         out[4 * C + o + D] = T(0);
       }
@@ -53,12 +53,9 @@ void pope_backward(T* dqkv, T* ddelta, const T* dqkv2, const T* qkv, const T* de
     for (int h = 0; h < NH; ++h)
       for (int c = 0; c < D; ++c) {
         const int i = h * D + c, o = h * 2 * D + c;
-        const double phi = t * attn::pope::freq(theta, c, D);
-        const double psi = phi + attn::pope::phase_bias(static_cast<double>(delta[i]));
-        const double gq = attn::pope::kQueryGain * attn::pope::magnitude_grad(static_cast<double>(in[i]));
-        const double gk = attn::pope::magnitude_grad(static_cast<double>(in[C + i]));
-        d[i] += static_cast<T>(gq * (g[o] * std::cos(phi) + g[o + D] * std::sin(phi)));
-        d[C + i] += static_cast<T>(gk * (g[2 * C + o] * std::cos(psi) + g[2 * C + o + D] * std::sin(psi)));
+        const attn::pope::Channel ch(theta, t, c, D, static_cast<double>(delta[i]));
+        d[i] += static_cast<T>(ch.query_grad(static_cast<double>(in[i]), g[o], g[o + D]));
+        d[C + i] += static_cast<T>(ch.key_grad(static_cast<double>(in[C + i]), g[2 * C + o], g[2 * C + o + D]));
         d[2 * C + i] += g[4 * C + o];
       }
   }
@@ -67,13 +64,11 @@ void pope_backward(T* dqkv, T* ddelta, const T* dqkv2, const T* qkv, const T* de
   for (int i = 0; i < C; ++i) {
     const int h = i / D, c = i % D, o = h * 2 * D + c;
     if (!attn::pope::bias_passes(static_cast<double>(delta[i]))) continue;
-    const double db = attn::pope::phase_bias(static_cast<double>(delta[i])), w = attn::pope::freq(theta, c, D);
     double sum = 0;
     for (long n = 0; n < N; ++n) {
-      const double psi = static_cast<double>(n % Tn) * w + db;
-      const double mk = attn::pope::magnitude(static_cast<double>(qkv[n * 3 * static_cast<size_t>(C) + C + i]));
+      const attn::pope::Channel ch(theta, static_cast<double>(n % Tn), c, D, static_cast<double>(delta[i]));
       const T* g = dqkv2 + n * 6 * static_cast<size_t>(C) + 2 * C;
-      sum += mk * (-static_cast<double>(g[o]) * std::sin(psi) + static_cast<double>(g[o + D]) * std::cos(psi));
+      sum += ch.bias_grad(static_cast<double>(qkv[n * 3 * static_cast<size_t>(C) + C + i]), g[o], g[o + D]);
     }
     ddelta[i] += static_cast<T>(sum);
   }

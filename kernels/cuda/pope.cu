@@ -22,14 +22,14 @@ __global__ void __launch_bounds__(kThreads)
     const int i = static_cast<int>(e % C), h = i / D, c = i % D, o = h * 2 * D + c;
     const float* in = qkv + n * 3 * C;
     float* out = qkv2 + n * 6 * C;
-    const double phi = static_cast<double>(n % Tn) * attn::pope::freq(theta, c, D);
-    const double psi = phi + attn::pope::phase_bias(delta[i]);
-    const double mq = attn::pope::kQueryGain * attn::pope::magnitude(in[i]);
-    const double mk = attn::pope::magnitude(in[C + i]);
-    out[o] = static_cast<float>(mq * cos(phi));
-    out[o + D] = static_cast<float>(mq * sin(phi));
-    out[2 * C + o] = static_cast<float>(mk * cos(psi));
-    out[2 * C + o + D] = static_cast<float>(mk * sin(psi));
+    const attn::pope::Channel ch(theta, static_cast<double>(n % Tn), c, D, delta[i]);
+    double qc, qs, kc, ks;
+    ch.query(in[i], &qc, &qs);
+    ch.key(in[C + i], &kc, &ks);
+    out[o] = static_cast<float>(qc);
+    out[o + D] = static_cast<float>(qs);
+    out[2 * C + o] = static_cast<float>(kc);
+    out[2 * C + o + D] = static_cast<float>(ks);
     out[4 * C + o] = in[2 * C + i];
     out[4 * C + o + D] = 0.0f;
   }
@@ -45,12 +45,9 @@ __global__ void __launch_bounds__(kThreads)
     const float* in = qkv + n * 3 * C;
     const float* g = dqkv2 + n * 6 * C;
     float* d = dqkv + n * 3 * C;
-    const double phi = static_cast<double>(n % Tn) * attn::pope::freq(theta, c, D);
-    const double psi = phi + attn::pope::phase_bias(delta[i]);
-    const double gq = attn::pope::kQueryGain * attn::pope::magnitude_grad(in[i]);
-    const double gk = attn::pope::magnitude_grad(in[C + i]);
-    d[i] += static_cast<float>(gq * (g[o] * cos(phi) + g[o + D] * sin(phi)));
-    d[C + i] += static_cast<float>(gk * (g[2 * C + o] * cos(psi) + g[2 * C + o + D] * sin(psi)));
+    const attn::pope::Channel ch(theta, static_cast<double>(n % Tn), c, D, delta[i]);
+    d[i] += static_cast<float>(ch.query_grad(in[i], g[o], g[o + D]));
+    d[C + i] += static_cast<float>(ch.key_grad(in[C + i], g[2 * C + o], g[2 * C + o + D]));
     d[2 * C + i] += g[4 * C + o];
   }
 }
@@ -62,13 +59,11 @@ __global__ void __launch_bounds__(kThreads)
   GPT_GRID_STRIDE(i, size_t(C)) {
     const int h = static_cast<int>(i) / D, c = static_cast<int>(i) % D, o = h * 2 * D + c;
     if (!attn::pope::bias_passes(delta[i])) continue;
-    const double db = attn::pope::phase_bias(delta[i]), w = attn::pope::freq(theta, c, D);
     double sum = 0;
     for (size_t n = 0; n < N; ++n) {
-      const double psi = static_cast<double>(n % Tn) * w + db;
-      const double mk = attn::pope::magnitude(qkv[n * 3 * C + C + i]);
+      const attn::pope::Channel ch(theta, static_cast<double>(n % Tn), c, D, delta[i]);
       const float* g = dqkv2 + n * 6 * C + 2 * C;
-      sum += mk * (-static_cast<double>(g[o]) * sin(psi) + static_cast<double>(g[o + D]) * cos(psi));
+      sum += ch.bias_grad(qkv[n * 3 * C + C + i], g[o], g[o + D]);
     }
     ddelta[i] += static_cast<float>(sum);
   }
