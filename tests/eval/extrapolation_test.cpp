@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <numeric>
 
@@ -52,6 +53,19 @@ class Extrapolation : public ::testing::Test {
     return losses;
   }
 
+  // Sum and count of the losses of the chunks of L tokens that fill `tokens`,
+  // over the positions t of chunk s that scored(s, t) keeps.
+  std::pair<double, int> chunk_losses(int L, int tokens, const std::function<bool(int, int)>& scored) {
+    double sum = 0;
+    int n = 0;
+    for (int s = 0; s < tokens / L; ++s) {
+      const auto l = losses_at(static_cast<uint64_t>(s) * L, L);
+      for (int t = 0; t < L; ++t)
+        if (scored(s, t)) sum += l[t], ++n;
+    }
+    return {sum, n};
+  }
+
   fs::path dir_;
   ModelConfig cfg_;
   std::unique_ptr<Backend<float>> be_ = make_cpu_backend<float>();
@@ -72,12 +86,7 @@ TEST_F(Extrapolation, LlamaCppProtocolScoresTheSecondHalfOfEachChunk) {
   const ExtrapolationResult r = evaluate_extrapolation(*model_, val, ec, 4, 8);
   for (const MultipleResult& row : r.rows) {
     const int L = 4 * row.multiple;
-    double sum = 0;
-    int n = 0;
-    for (int s = 0; s < 64 / L; ++s) {
-      const auto l = losses_at(static_cast<uint64_t>(s) * L, L);
-      for (int t = L / 2; t <= L - 2; ++t) sum += l[t], ++n;
-    }
+    const auto [sum, n] = chunk_losses(L, 64, [L](int, int t) { return t >= L / 2 && t <= L - 2; });
     EXPECT_EQ(row.tokens, n) << row.multiple;
     EXPECT_NEAR(row.loss, sum / n, 1e-5) << row.multiple;
   }
@@ -150,13 +159,8 @@ TEST_F(Extrapolation, LossMasksLeaveUnscoredTargetsOut) {
   const ExtrapolationResult r = evaluate_extrapolation(*model_, val, ec, 4, 8);
   for (const MultipleResult& row : r.rows) {
     const int L = 4 * row.multiple;
-    double sum = 0;
-    int n = 0;
-    for (int s = 0; s < 64 / L; ++s) {
-      const auto l = losses_at(static_cast<uint64_t>(s) * L, L);
-      for (int t = 0; t < L; ++t)
-        if (mask[static_cast<size_t>(s) * L + t + 1]) sum += l[t], ++n;
-    }
+    const auto [sum, n] =
+        chunk_losses(L, 64, [&](int s, int t) { return mask[static_cast<size_t>(s) * L + t + 1] != 0; });
     ASSERT_GT(n, 0);
     EXPECT_LT(n, 64);
     EXPECT_EQ(row.tokens, n) << row.multiple;
