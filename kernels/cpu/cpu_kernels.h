@@ -136,18 +136,19 @@ template <typename T>
 void fire_backward(T* dp, const T* dtable, const T* p, int B, int Tn, int NH, double L0);
 
 // ---- PoPE (attn::pope; docs/context_extension.md) -------------------------------------
-// qkv (N,3C) of NH heads of D (N = B·Tn rows, row n at position n mod Tn)
-// into qkv2 (N,6C): the q, k and v blocks of NH kernel heads of 2D channels,
+// qkv (N,3C) of NH heads of D (N = B·Tn rows, row n at position n mod Tn, or
+// pos[n] when the position ids pos (N values) are given) into qkv2 (N,6C): the q, k and v blocks of NH kernel heads of 2D channels,
 // q′ = √2·μ_q·[cos φ | sin φ], k′ = μ_k·[cos(φ + δ) | sin(φ + δ)], v′ = [v | 0],
 // μ = softplus, φ_c = t·θ_c, θ_c = theta^(−c/D), δ (C values, head-major) clamped
 // to [−2π, 0].
 template <typename T>
-void pope_forward(T* qkv2, const T* qkv, const T* delta, int B, int Tn, int C, int NH, double theta);
+void pope_forward(T* qkv2, const T* qkv, const T* delta, int B, int Tn, int C, int NH, double theta,
+                  const int32_t* pos = nullptr);
 // dqkv (N,3C) and ddelta (C) += the gradients from dqkv2 (N,6C); δ outside
 // [−2π, 0] gets none (the clamp).
 template <typename T>
 void pope_backward(T* dqkv, T* ddelta, const T* dqkv2, const T* qkv, const T* delta, int B, int Tn, int C, int NH,
-                   double theta);
+                   double theta, const int32_t* pos = nullptr);
 // y (N,C) = the first D channels of each kernel head of y2 (N,2C); the
 // backward writes dy2 (overwritten: dy there, 0 in the other D channels).
 template <typename T>
@@ -210,11 +211,17 @@ void scale_inplace(T* x, T s, size_t n);
 // (v is copied unchanged). Pairs are (x[i], x[i + d_r/2]) for i < d_r/2 within
 // a head ("half" layout over the first d_r = rope::dims(rs, D) channels; the
 // rest pass through), angle = (pos0 + t) · rope::inv_freq(rs, i, d_r, pos0 + T).
+// pos, when given: the position ids (B·T values, row-major) of the tokens,
+// token t of sequence b rotated at pos0 + pos[b·T + t] instead of pos0 + t
+// (training-time position ids: PoSE, randomised positions; docs/training_for_length.md).
+// Not with the far copy of a distance remapping (rs.far_positions).
 template <typename T>
-void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0);
+void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,
+                  const int32_t* pos = nullptr);
 // dinp += Rᵀ·dout for q and k; dinp += dout for v.
 template <typename T>
-void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0);
+void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,
+                   const int32_t* pos = nullptr);
 
 // ---- causal self-attention -----------------------------------------------------
 // Every stage combination of kernels/attention_spec.h. qkv (B,T,3C): q, k, v

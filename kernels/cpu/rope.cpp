@@ -1,12 +1,11 @@
 // Rotary position embedding (RoPE) on the q and k parts of qkv over the first
 // d_r channels of a head (d_r = D unless partial): x[i] and x[i + d_r/2]
 // ("half" layout; interleaved: x[2i] and x[2i + 1], rope::pair_first /
-// pair_second) form the pair rotated by angle (pos0 + t) · θ'_i, with
-// θ'_i = rope::inv_freq of kernels/attention_spec.h (θ^(-2i/d_r), or one of
-// the context-extension rules for windows of L = pos0 + T tokens); channels
-// past d_r pass through. The angles are computed in double because
-// evaluation positions reach ~16x the training context, where a float angle
-// would lose several bits before the sine is even taken.
+// pair_second) form the pair rotated by angle (pos0 + t) · θ'_i (t: the
+// token's index, or its position id where ids are given), with θ'_i = rope::inv_freq of kernels/attention_spec.h
+// (θ^(-2i/d_r), or one of the context-extension rules for windows of L = pos0 + T tokens); channels past d_r pass
+// through. The angles are computed in double because evaluation positions reach ~16x the training context, where a
+// float angle would lose several bits before the sine is even taken.
 #include "kernels/cpu/cpu_kernels.h"
 
 #include <cmath>
@@ -78,31 +77,44 @@ void rotate_head(T* y, const T* x, const double* cs, const double* sn, const Rop
 // remap::far_query_pos(t) and remap::far_key_pos(t) instead of t, each with
 // its own table.
 template <typename T>
-void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0, double sign,
-                bool accumulate) {
+void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0, const int32_t* ids,
+                double sign, bool accumulate) {
   check_shapes(B, Tn, C, NH, rs);
+  const bool far = rs.far_positions;
+  GPT_CHECK(!(far && ids), "rope: position ids do not compose with the far copy of a distance remapping");
   const int D = C / NH, d_r = rope::dims(rs, D), half = d_r / 2;
   const std::vector<double> inv_freq = inverse_frequencies(rs, d_r, pos0 + Tn);
   const size_t C3 = 3 * static_cast<size_t>(C);
-  std::vector<double> cs(static_cast<size_t>(Tn) * half), sn(cs.size());
-  const bool far = rs.far_positions;
+  // Without position ids the angles depend on t alone: one table for the B
+  // sequences. With them each token has its own, made where it is used.
+  const size_t table_rows = ids ? 0 : static_cast<size_t>(Tn);
+  std::vector<double> cs(table_rows * half), sn(cs.size());
   std::vector<double> cs_k(far ? cs.size() : 0), sn_k(cs_k.size());
   // Tiny calls (gradient checks) run on one thread: a parallel region would
   // cost more than the work.
 #pragma omp parallel if (static_cast <double>(B) * Tn * C > kMinParallelWork)
   {
 #pragma omp for schedule(static)
-    for (int t = 0; t < Tn; ++t) {
+    for (int t = 0; t < static_cast<int>(table_rows); ++t) {
       const size_t o = static_cast<size_t>(t) * half;
       const int pos = pos0 + t;
       position_angles(cs.data() + o, sn.data() + o, inv_freq, far ? remap::far_query_pos(rs, pos) : pos);
       if (far) position_angles(cs_k.data() + o, sn_k.data() + o, inv_freq, remap::far_key_pos(rs, pos));
     }
+    std::vector<double> own_cs(ids ? half : 0), own_sn(own_cs.size());
 #pragma omp for schedule(static)
     for (long bt = 0; bt < static_cast<long>(B) * Tn; ++bt) {
       const size_t t = static_cast<size_t>(bt % Tn);
-      const double* c = cs.data() + t * half;
-      const double* s = sn.data() + t * half;
+      const double* c = nullptr;
+      const double* s = nullptr;
+      if (ids) {
+        position_angles(own_cs.data(), own_sn.data(), inv_freq, static_cast<double>(pos0) + ids[bt]);
+        c = own_cs.data();
+        s = own_sn.data();
+      } else {
+        c = cs.data() + t * half;
+        s = sn.data() + t * half;
+      }
       // (B,T,3C) row bt: q heads at h*D, k heads at C + h*D, v at 2C..3C
       T* y = dst + bt * C3;
       const T* x = src + bt * C3;
@@ -120,18 +132,20 @@ void rope_apply(T* dst, const T* src, int B, int Tn, int C, int NH, const RopeSp
 }  // namespace
 
 template <typename T>
-void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) {
-  rope_apply(out, inp, B, Tn, C, NH, rs, pos0, +1.0, false);
+void rope_forward(T* out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,
+                  const int32_t* pos) {
+  rope_apply(out, inp, B, Tn, C, NH, rs, pos0, pos, +1.0, false);
 }
 
 template <typename T>
-void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) {
-  rope_apply(dinp, dout, B, Tn, C, NH, rs, pos0, -1.0, true);
+void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,
+                   const int32_t* pos) {
+  rope_apply(dinp, dout, B, Tn, C, NH, rs, pos0, pos, -1.0, true);
 }
 
-template void rope_forward<float>(float*, const float*, int, int, int, int, const RopeSpec&, int);
-template void rope_forward<double>(double*, const double*, int, int, int, int, const RopeSpec&, int);
-template void rope_backward<float>(float*, const float*, int, int, int, int, const RopeSpec&, int);
-template void rope_backward<double>(double*, const double*, int, int, int, int, const RopeSpec&, int);
+template void rope_forward<float>(float*, const float*, int, int, int, int, const RopeSpec&, int, const int32_t*);
+template void rope_forward<double>(double*, const double*, int, int, int, int, const RopeSpec&, int, const int32_t*);
+template void rope_backward<float>(float*, const float*, int, int, int, int, const RopeSpec&, int, const int32_t*);
+template void rope_backward<double>(double*, const double*, int, int, int, int, const RopeSpec&, int, const int32_t*);
 
 }  // namespace gpt::cpu

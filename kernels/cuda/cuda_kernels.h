@@ -191,9 +191,9 @@ void fire_backward(float* dp, const float* dtable, const float* p, int B, int Tn
 
 // ---- PoPE (as cpu::pope_*) -------------------------------------------------------------------
 void pope_forward(float* qkv2, const float* qkv, const float* delta, int B, int Tn, int C, int NH, double theta,
-                  cudaStream_t stream);
+                  const int32_t* pos, cudaStream_t stream);
 void pope_backward(float* dqkv, float* ddelta, const float* dqkv2, const float* qkv, const float* delta, int B, int Tn,
-                   int C, int NH, double theta, cudaStream_t stream);
+                   int C, int NH, double theta, const int32_t* pos, cudaStream_t stream);
 void pope_output_forward(float* y, const float* y2, int N, int C, int NH, cudaStream_t stream);
 void pope_output_backward(float* dy2, const float* dy, int N, int C, int NH, cudaStream_t stream);
 
@@ -222,12 +222,12 @@ void scale_inplace(float* x, float s, size_t n, cudaStream_t stream);
 constexpr int kSumSquaresBlocks = 256;
 void sum_squares_partials(double* partial, const float* x, size_t n, cudaStream_t stream);
 
-// ---- RoPE ("half" pair layout over d_r channels, angle (pos0 + t)·θ'_i in double) -------
+// ---- RoPE ("half" pair layout over d_r channels, angle (pos0 + t or pos[b·T+t])·θ'_i in double) --
 // The contract of cpu::rope_forward / rope_backward (kernels/cpu/cpu_kernels.h).
 void rope_forward(float* out, const float* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,
-                  cudaStream_t stream);
+                  const int32_t* pos, cudaStream_t stream);
 void rope_backward(float* dinp, const float* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,
-                   cudaStream_t stream);
+                   const int32_t* pos, cudaStream_t stream);
 
 // ---- fused classifier -----------------------------------------------------------------------
 // One block per row. A target outside [0, V) (the model checks them on the

@@ -14,15 +14,23 @@
 
 namespace gpt::cuda {
 
+namespace {
+// The position of row n: its id, or its index in the sequence (cpu::pope_*).
+__device__ __forceinline__ double row_position(const int32_t* pos, size_t n, int Tn) {
+  return pos ? static_cast<double>(pos[n]) : static_cast<double>(n % Tn);
+}
+}  // namespace
+
 __global__ void __launch_bounds__(kThreads)
-    pope_kernel(float* qkv2, const float* qkv, const float* delta, int Tn, int C, int NH, double theta, size_t N) {
+    pope_kernel(float* qkv2, const float* qkv, const float* delta, const int32_t* pos, int Tn, int C, int NH,
+                double theta, size_t N) {
   const int D = C / NH;
   GPT_GRID_STRIDE(e, N * C) {
     const size_t n = e / C;
     const int i = static_cast<int>(e % C), h = i / D, c = i % D, o = h * 2 * D + c;
     const float* in = qkv + n * 3 * C;
     float* out = qkv2 + n * 6 * C;
-    const attn::pope::Channel ch(theta, static_cast<double>(n % Tn), c, D, delta[i]);
+    const attn::pope::Channel ch(theta, row_position(pos, n, Tn), c, D, delta[i]);
     double qc, qs, kc, ks;
     ch.query(in[i], &qc, &qs);
     ch.key(in[C + i], &kc, &ks);
@@ -36,8 +44,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    pope_backward_kernel(float* dqkv, const float* dqkv2, const float* qkv, const float* delta, int Tn, int C, int NH,
-                         double theta, size_t N) {
+    pope_backward_kernel(float* dqkv, const float* dqkv2, const float* qkv, const float* delta, const int32_t* pos,
+                         int Tn, int C, int NH, double theta, size_t N) {
   const int D = C / NH;
   GPT_GRID_STRIDE(e, N * C) {
     const size_t n = e / C;
@@ -45,7 +53,7 @@ __global__ void __launch_bounds__(kThreads)
     const float* in = qkv + n * 3 * C;
     const float* g = dqkv2 + n * 6 * C;
     float* d = dqkv + n * 3 * C;
-    const attn::pope::Channel ch(theta, static_cast<double>(n % Tn), c, D, delta[i]);
+    const attn::pope::Channel ch(theta, row_position(pos, n, Tn), c, D, delta[i]);
     d[i] += static_cast<float>(ch.query_grad(in[i], g[o], g[o + D]));
     d[C + i] += static_cast<float>(ch.key_grad(in[C + i], g[2 * C + o], g[2 * C + o + D]));
     d[2 * C + i] += g[4 * C + o];
@@ -53,15 +61,15 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads)
-    pope_delta_backward_kernel(float* ddelta, const float* dqkv2, const float* qkv, const float* delta, int Tn, int C,
-                               int NH, double theta, size_t N) {
+    pope_delta_backward_kernel(float* ddelta, const float* dqkv2, const float* qkv, const float* delta,
+                               const int32_t* pos, int Tn, int C, int NH, double theta, size_t N) {
   const int D = C / NH;
   GPT_GRID_STRIDE(i, size_t(C)) {
     const int h = static_cast<int>(i) / D, c = static_cast<int>(i) % D, o = h * 2 * D + c;
     if (!attn::pope::bias_passes(delta[i])) continue;
     double sum = 0;
     for (size_t n = 0; n < N; ++n) {
-      const attn::pope::Channel ch(theta, static_cast<double>(n % Tn), c, D, delta[i]);
+      const attn::pope::Channel ch(theta, row_position(pos, n, Tn), c, D, delta[i]);
       const float* g = dqkv2 + n * 6 * C + 2 * C;
       sum += ch.bias_grad(qkv[n * 3 * C + C + i], g[o], g[o + D]);
     }
@@ -89,22 +97,22 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 void pope_forward(float* qkv2, const float* qkv, const float* delta, int B, int Tn, int C, int NH, double theta,
-                  cudaStream_t stream) {
+                  const int32_t* pos, cudaStream_t stream) {
   const size_t N = size_t(B) * Tn;
   if (N * C == 0) return;
-  GPT_LAUNCH(grid_for(N * C, kThreads), kThreads, stream, pope_kernel)(qkv2, qkv, delta, Tn, C, NH, theta, N);
+  GPT_LAUNCH(grid_for(N * C, kThreads), kThreads, stream, pope_kernel)(qkv2, qkv, delta, pos, Tn, C, NH, theta, N);
   GPT_CUDA_CHECK_LAUNCH("pope_kernel");
 }
 
 void pope_backward(float* dqkv, float* ddelta, const float* dqkv2, const float* qkv, const float* delta, int B, int Tn,
-                   int C, int NH, double theta, cudaStream_t stream) {
+                   int C, int NH, double theta, const int32_t* pos, cudaStream_t stream) {
   const size_t N = size_t(B) * Tn;
   if (N * C == 0) return;
   GPT_LAUNCH(grid_for(N * C, kThreads), kThreads, stream, pope_backward_kernel)
-  (dqkv, dqkv2, qkv, delta, Tn, C, NH, theta, N);
+  (dqkv, dqkv2, qkv, delta, pos, Tn, C, NH, theta, N);
   GPT_CUDA_CHECK_LAUNCH("pope_backward_kernel");
   GPT_LAUNCH(grid_for(size_t(C), kThreads), kThreads, stream, pope_delta_backward_kernel)
-  (ddelta, dqkv2, qkv, delta, Tn, C, NH, theta, N);
+  (ddelta, dqkv2, qkv, delta, pos, Tn, C, NH, theta, N);
   GPT_CUDA_CHECK_LAUNCH("pope_delta_backward_kernel");
 }
 

@@ -95,6 +95,8 @@ class ParamBackend : public Device {
 //                    (dy2 overwritten, dlam and dgain +=)
 //   pope_*           PoPE: qkv into the kernel heads of 2D channels (polar coordinates) and back
 //                    (dqkv, ddelta +=); the output's first D channels of each head and back
+//   rope_*, pope_*   pos: the tokens' position ids (B·Tn values in backend memory), null for
+//                    0..Tn−1 in every sequence (training-time ids: docs/training_for_length.md)
 //   head_repeat      per-head float32-side inputs repeated over a head's group of kernel heads;
 //   head_reduce      their gradients added back
 //   crossentropy_*   a target of kIgnoreTarget (core/tokens.h) has loss 0 and a zero gradient row
@@ -132,10 +134,13 @@ class ParamBackend : public Device {
   X(gelu_backward, (T * dinp, const T* inp, const T* dout, size_t n), (dinp, inp, dout, n))                            \
   X(residual_forward, (T * out, const T* a, const T* b, size_t n), (out, a, b, n))                                     \
   X(add_inplace, (T * dst, const T* src, size_t n), (dst, src, n))                                                     \
-  X(rope_forward, (T * out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0),                 \
-    (out, inp, B, Tn, C, NH, rs, pos0))                                                                                \
-  X(rope_backward, (T * dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0),              \
-    (dinp, dout, B, Tn, C, NH, rs, pos0))                                                                              \
+  X(rope_forward,                                                                                                     \
+    (T * out, const T* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0, const int32_t* pos = nullptr), \
+    (out, inp, B, Tn, C, NH, rs, pos0, pos))                                                                           \
+  X(rope_backward,                                                                                                    \
+    (T * dinp, const T* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,                              \
+     const int32_t* pos = nullptr),                                                                                    \
+    (dinp, dout, B, Tn, C, NH, rs, pos0, pos))                                                                         \
   X(sigmoid_gate_forward, (T * out, const T* y, const T* g, size_t n), (out, y, g, n))                                 \
   X(sigmoid_gate_backward, (T * dy, T * dg, const T* dout, const T* y, const T* g, size_t n), (dy, dg, dout, y, g, n)) \
   X(forget_forward, (Acc * c, const T* g, int B, int Tn, int NH), (c, g, B, Tn, NH))                                   \
@@ -143,12 +148,14 @@ class ParamBackend : public Device {
   X(fire_forward, (Acc * table, const T* p, int Tn, int NH, double L0), (table, p, Tn, NH, L0))                        \
   X(fire_backward, (Acc * dp, const Acc* dtable, const T* p, int B, int Tn, int NH, double L0),                        \
     (dp, dtable, p, B, Tn, NH, L0))                                                                                    \
-  X(pope_forward, (T * qkv2, const T* qkv, const T* delta, int B, int Tn, int C, int NH, double theta),                \
-    (qkv2, qkv, delta, B, Tn, C, NH, theta))                                                                           \
+  X(pope_forward,                                                                                                     \
+    (T * qkv2, const T* qkv, const T* delta, int B, int Tn, int C, int NH, double theta,                               \
+     const int32_t* pos = nullptr),                                                                                    \
+    (qkv2, qkv, delta, B, Tn, C, NH, theta, pos))                                                                      \
   X(pope_backward,                                                                                                     \
     (T * dqkv, Acc * ddelta, const T* dqkv2, const T* qkv, const T* delta, int B, int Tn, int C, int NH,               \
-     double theta),                                                                                                    \
-    (dqkv, ddelta, dqkv2, qkv, delta, B, Tn, C, NH, theta))                                                            \
+     double theta, const int32_t* pos = nullptr),                                                                      \
+    (dqkv, ddelta, dqkv2, qkv, delta, B, Tn, C, NH, theta, pos))                                                       \
   X(pope_output_forward, (T * y, const T* y2, int N, int C, int NH), (y, y2, N, C, NH))                                \
   X(pope_output_backward, (T * dy2, const T* dy, int N, int C, int NH), (dy2, dy, N, C, NH))                           \
   X(diff_split_forward, (T * qkv2, const T* qkv, int N, int C, int NH), (qkv2, qkv, N, C, NH))                         \

@@ -266,45 +266,50 @@ class Bf16Backend final : public Backend<bf16> {
       narrow(dst + i, d, m);
     });
   }
-  void rope_forward(bf16* out, const bf16* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0) override {
+  // The position ids of the chunk that starts at sequence b0 (null: none).
+  static const int32_t* ids_of(const int32_t* pos, int b0, int Tn) {
+    return pos ? pos + static_cast<size_t>(b0) * Tn : nullptr;
+  }
+  void rope_forward(bf16* out, const bf16* inp, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,
+                    const int32_t* pos = nullptr) override {
     const size_t unit = static_cast<size_t>(Tn) * 3 * C;
     by_units(B, unit, [&](int b0, int nb) {
       const size_t off = b0 * unit, n = nb * unit;
       float* o = scratch(0, n);
-      wide_->rope_forward(o, widen(1, inp + off, n), nb, Tn, C, NH, rs, pos0);
+      wide_->rope_forward(o, widen(1, inp + off, n), nb, Tn, C, NH, rs, pos0, ids_of(pos, b0, Tn));
       narrow(out + off, o, n);
     });
   }
-  void rope_backward(bf16* dinp, const bf16* dout, int B, int Tn, int C, int NH, const RopeSpec& rs,
-                     int pos0) override {
+  void rope_backward(bf16* dinp, const bf16* dout, int B, int Tn, int C, int NH, const RopeSpec& rs, int pos0,
+                     const int32_t* pos = nullptr) override {
     const size_t unit = static_cast<size_t>(Tn) * 3 * C;
     by_units(B, unit, [&](int b0, int nb) {
       const size_t off = b0 * unit, n = nb * unit;
       float* di = widen(0, dinp + off, n);
-      wide_->rope_backward(di, widen(1, dout + off, n), nb, Tn, C, NH, rs, pos0);
+      wide_->rope_backward(di, widen(1, dout + off, n), nb, Tn, C, NH, rs, pos0, ids_of(pos, b0, Tn));
       narrow(dinp + off, di, n);
     });
   }
   // PoPE: whole sequences in chunks (positions restart per sequence), the
   // phase biases widened whole; their gradient float32, added per chunk in order.
-  void pope_forward(bf16* qkv2, const bf16* qkv, const bf16* delta, int B, int Tn, int C, int NH,
-                    double theta) override {
+  void pope_forward(bf16* qkv2, const bf16* qkv, const bf16* delta, int B, int Tn, int C, int NH, double theta,
+                    const int32_t* pos = nullptr) override {
     const size_t unit = static_cast<size_t>(Tn) * 3 * C;
     by_units(B, 2 * unit, [&](int b0, int nb) {
       const size_t off = b0 * unit, n = nb * unit;
       float* o = scratch(0, 2 * n);
-      wide_->pope_forward(o, widen(1, qkv + off, n), widen(2, delta, C), nb, Tn, C, NH, theta);
+      wide_->pope_forward(o, widen(1, qkv + off, n), widen(2, delta, C), nb, Tn, C, NH, theta, ids_of(pos, b0, Tn));
       narrow(qkv2 + 2 * off, o, 2 * n);
     });
   }
   void pope_backward(bf16* dqkv, float* ddelta, const bf16* dqkv2, const bf16* qkv, const bf16* delta, int B, int Tn,
-                     int C, int NH, double theta) override {
+                     int C, int NH, double theta, const int32_t* pos = nullptr) override {
     const size_t unit = static_cast<size_t>(Tn) * 3 * C;
     by_units(B, 2 * unit, [&](int b0, int nb) {
       const size_t off = b0 * unit, n = nb * unit;
       float* d = widen(0, dqkv + off, n);
       wide_->pope_backward(d, ddelta, widen(1, dqkv2 + 2 * off, 2 * n), widen(2, qkv + off, n), widen(3, delta, C), nb,
-                           Tn, C, NH, theta);
+                           Tn, C, NH, theta, ids_of(pos, b0, Tn));
       narrow(dqkv + off, d, n);
     });
   }

@@ -112,6 +112,11 @@ struct TrainConfig {
   double muon_lr = 0.02;            // Muon's peak learning rate; the schedule scales it as it scales lr
   double muon_momentum = 0.95;      // Muon's Nesterov momentum β
   double muon_weight_decay = 0.0;   // Muon's decoupled weight decay (the reference's default 0)
+  // Training-time position ids (train/position_ids.h): plain | pose | randomized,
+  // the span L the ids reach (0: 16·model.context) and PoSE's chunk count.
+  std::string positions = "plain";
+  int position_span = 0;
+  int pose_chunks = 2;
 };
 
 struct EvalConfig {

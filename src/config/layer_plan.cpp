@@ -207,6 +207,32 @@ std::vector<LayerAttention> layer_attention(const ModelConfig& m, const Attentio
   return layer_attention(m, resolve_layer_plan(m), base);
 }
 
+std::string position_ids_refusal(const ModelConfig& m, const std::vector<LayerAttention>& layers) {
+  if (m.position == "learned")
+    return "\"model.position\" = \"learned\" adds a table of model.context rows to the embedding; ids past it "
+           "have no row";
+  bool encoded = false;
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const LayerAttention& la = layers[l];
+    encoded |= la.rope || la.pope;
+    const AttentionSpec& s = la.spec;
+    const char* reader = s.alibi()                  ? "ALiBi's bias"
+                         : s.kerple()               ? "KERPLE's bias"
+                         : s.fire()                 ? "FIRE's bias"
+                         : attn::scale_invariant(s) ? "attention.scale = scale_invariant"
+                         : remap::on(s.rope)        ? "a distance remapping"
+                                                    : nullptr;
+    if (reader)
+      return std::string(reader) + " (layer " + std::to_string(l) +
+             ") takes its distances from token indices inside the attention kernels, which do not read position "
+             "ids; train with plain positions";
+  }
+  if (!encoded)
+    return "no layer uses RoPE or PoPE (model.position " + m.position +
+           "), the only encodings the ids reach: training would be plain";
+  return "";
+}
+
 LearnedAttention learned_attention(const std::vector<LayerAttention>& layers) {
   LearnedAttention out;
   for (size_t l = 0; l < layers.size(); ++l) {

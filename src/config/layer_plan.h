@@ -73,6 +73,15 @@ struct LayerAttention {
 std::vector<LayerAttention> layer_attention(const ModelConfig& m, const LayerPlan& plan, const AttentionSpec& base);
 std::vector<LayerAttention> layer_attention(const ModelConfig& m, const AttentionSpec& base);
 
+// Why a model whose layers run `layers` cannot train with position ids
+// (train.positions pose or randomized; train/position_ids.h), or "" when it
+// can: the ids reach RoPE and PoPE only, so some layer must use one of them,
+// and nothing may read positions another way — the learned table (it has
+// model.context rows), and the biases, scales and remappings whose distances
+// the attention kernels take from token indices (ALiBi, KERPLE, FIRE,
+// scale_invariant, a distance remapping).
+std::string position_ids_refusal(const ModelConfig& m, const std::vector<LayerAttention>& layers);
+
 // Whether some layer has each learned attention parameter (the parameter
 // table holds a tensor when any layer uses it). Refuses two KERPLE variants
 // in one model (one tensor, one initialisation).

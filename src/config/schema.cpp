@@ -5,6 +5,7 @@
 
 #include "config/attention.h"
 #include "config/block_presets.h"
+#include "config/layer_plan.h"
 #include "data/synthetic.h"
 #include "kernels/attention_spec.h"
 
@@ -195,6 +196,13 @@ std::vector<Key> make_keys() {
       {GPT_KEY(train, muon_lr), above(0), "Muon's peak learning rate (scheduled like train.lr)"},
       {GPT_KEY(train, muon_momentum), unit_interval(), "Muon's Nesterov momentum"},
       {GPT_KEY(train, muon_weight_decay), at_least(0), "Muon's decoupled weight decay"},
+      {GPT_KEY(train, positions), one_of({"plain", "pose", "randomized"}),
+       "training-time position ids for RoPE and PoPE: plain (0..T-1), pose (PoSE: the window in chunks whose ids "
+       "skip ahead, spanning position_span) or randomized (T sorted distinct ids of 0..position_span-1); evaluation "
+       "always uses plain positions"},
+      {GPT_KEY(train, position_span), between(0, kMaxContext),
+       "L, the span the training position ids reach (ids 0..L-1); 0 = 16·model.context"},
+      {GPT_KEY(train, pose_chunks), between(1, kMaxContext), "PoSE's chunks per training window (2 in the paper)"},
 
       {GPT_KEY(eval, multiples), increasing_list(1), "evaluated contexts, as multiples of model.context"},
       {GPT_KEY(eval, tokens), at_least(1), "validation tokens evaluated at each multiple"},
@@ -385,6 +393,18 @@ std::vector<Rule> make_rules() {
          const bool uses_ln_n = s.scale == Scale::Logn || s.scale == Scale::Ssmax || s.scale == Scale::Infoscale ||
                                 (s.positivity == Positivity::Sigmoid && !attn::stick_breaking(s) && !c.attention.bias);
          return c.model.context >= 2 || !uses_ln_n;
+       }},
+      {"\"train.positions\" pose and randomized give RoPE and PoPE their position ids: they need a layer with RoPE or "
+       "PoPE and none of the learned table (model.context rows), ALiBi, KERPLE, FIRE, \"attention.scale\" = "
+       "\"scale_invariant\" or a distance remapping, whose distances the attention kernels take from token indices; "
+       "\"train.position_span\" must be at least \"model.context\" and \"train.pose_chunks\" at most it",
+       {"train.positions", "train.position_span", "train.pose_chunks", "model.position", "model.context",
+        "attention.position_bias", "attention.scale", "model.layer_plan", "model.layer_pattern", "model.layer_kinds"},
+       [](const Config& c) {
+         if (c.train.positions == "plain") return true;
+         if (c.train.position_span != 0 && c.train.position_span < c.model.context) return false;
+         if (c.train.pose_chunks > c.model.context) return false;
+         return position_ids_refusal(c.model, layer_attention(c.model, resolve_attention(c))).empty();
        }},
       {"\"model.position\" = \"alibi\" is the alibi bias: \"attention.position_bias\" must then be \"none\" or "
        "\"alibi\"",

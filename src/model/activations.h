@@ -55,6 +55,10 @@ struct Activations {
   Buffer<T> encoded, lnf, logits;
   Buffer<Acc> lnf_mean, lnf_rstd, losses, dlosses;
   TokenBuffer tokens, targets;
+  // Training-time position ids (B, Tn) of the pass, and the pointer the ops
+  // read: pos_ids.get() when the pass gave ids, null for 0..Tn-1.
+  TokenBuffer pos_ids;
+  const int32_t* pos = nullptr;
   GPT_GRAD_SCRATCH(GPT_FIELD)
   Buffer<T> dqkvr, dqkvf;
   Buffer<T> dln2;           // parallel residual: the MLP norm's output gradient, kept apart from the attention's

@@ -89,7 +89,7 @@ void attention_op_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, co
   const int B = a.B, Tn = a.Tn;
   Acc* stats = a.training ? x.att_stats.get() : nullptr;
   if (pope) {  // heads of 2D channels in polar coordinates; the output's first D of each head
-    be.pope_forward(a.qkv2.get(), qkv, w.attnpope, B, Tn, C, NH, spec.rope.theta);
+    be.pope_forward(a.qkv2.get(), qkv, w.attnpope, B, Tn, C, NH, spec.rope.theta, a.pos);
     be.attention_forward(x.atty2.get(), stats, a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, fcum, fire), diag,
                          nullptr);
     be.pope_output_forward(x.atty.get(), x.atty2.get(), B * Tn, C, NH);
@@ -126,11 +126,12 @@ void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, c
   const T* qkv_far = dqkv_far ? x.qkvf.get() : nullptr;
   if (pope) {  // through the output's slice, the attention on the recomputed 2D heads, and the transform
     be.pope_output_backward(a.datty2.get(), a.datty.get(), N, C, NH);
-    be.pope_forward(a.qkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta);
+    be.pope_forward(a.qkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta, a.pos);
     be.zero(a.dqkv2.get(), NC * 6);
     be.attention_backward(a.dqkv2.get(), head_grads(g, dfcum, dfire), a.datty2.get(), x.atty2.get(), x.att_stats.get(),
                           a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, fcum, fire), nullptr, nullptr);
-    be.pope_backward(dq_att, g.attnpope, a.dqkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta);
+    be.pope_backward(dq_att, g.attnpope, a.dqkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta,
+                     a.pos);
     return;
   }
   if (!spec.differential) {
@@ -193,7 +194,7 @@ void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x,
   if (qk_norm)
     be.qknorm_forward(proj, x.qk_rstd.get(), raw, w.qnormw, w.knormw, w.qkscale, N, m.qk_norm_heads(),
                       A / m.qk_norm_heads(), m.norm_eps);
-  if (la.rope) be.rope_forward(x.qkv.get(), proj, B, Tn, A, kh.rope_NH, spec.rope, 0);
+  if (la.rope) be.rope_forward(x.qkv.get(), proj, B, Tn, A, kh.rope_NH, spec.rope, 0, a.pos);
   if (spec.forget()) {  // the forget gate: g = ln1·fgatewᵀ + fgateb, c = prefix sums of ln σ(g)
     be.matmul_forward(x.fgate.get(), x.ln1.get(), w.fgatew, w.fgateb, N, C, NH);
     be.forget_forward(x.fcum.get(), x.fgate.get(), B, Tn, NH);
@@ -255,7 +256,7 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
   attention_op_backward(be, a, x, w, g, spec, la.pope, layer, A, NH, dq_att, far ? a.dqkvf.get() : nullptr,
                         forget ? x.fcum.get() : nullptr, forget ? a.dfcum.get() : nullptr, fire_tab, dfire);
   if (la.rope) {
-    be.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, A, kh.rope_NH, spec.rope, 0);
+    be.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, A, kh.rope_NH, spec.rope, 0, a.pos);
     if (far) {
       RopeSpec far_rope = spec.rope;
       far_rope.far_positions = true;

@@ -63,8 +63,13 @@ class Model {
   virtual void zero_grad() = 0;
 
   // Training forward: keeps activations for backward(). tokens and targets
-  // are host arrays of B*Tn ids. Returns the mean loss.
-  virtual double forward(const int32_t* tokens, const int32_t* targets, int B, int Tn) = 0;
+  // are host arrays of B*Tn ids. Returns the mean loss. positions, when
+  // given: the tokens' position ids (host, B*Tn, >= 0), which RoPE and PoPE
+  // use instead of 0..Tn-1 (train.positions; docs/training_for_length.md);
+  // the backward pass uses the same. Refused for a model whose position
+  // encoding cannot take them (position_ids_refusal).
+  virtual double forward(const int32_t* tokens, const int32_t* targets, int B, int Tn,
+                         const int32_t* positions = nullptr) = 0;
   // Adds d(loss_scale · mean loss)/dθ to the gradients (loss_scale lets
   // gradient accumulation average over micro-batches). grads_ready, when
   // given, is called with l once the ops that finish layer l's gradients
@@ -124,7 +129,8 @@ class GPT : public Model<accum_t<T>> {
   void set_params(const std::vector<Acc>& host) override;
   std::vector<Acc> get_params() override;
   void zero_grad() override;
-  double forward(const int32_t* tokens, const int32_t* targets, int B, int Tn) override;
+  double forward(const int32_t* tokens, const int32_t* targets, int B, int Tn,
+                 const int32_t* positions = nullptr) override;
   void backward(double loss_scale = 1.0, const std::function<void(int)>& grads_ready = {}) override;
   void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<Acc>& losses) override;
   void forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax) override;
@@ -143,7 +149,7 @@ class GPT : public Model<accum_t<T>> {
   const T* head_weights() const { return cfg_.head == "untied" ? p_.lmhead : p_.wte; }
   void forward_trunk(Activations<T>& a);  // embedding, blocks, final LayerNorm, logits
   void losses_pass(const int32_t* tokens, const int32_t* targets, int B, int Tn, bool training,
-                   std::vector<Acc>& losses);
+                   std::vector<Acc>& losses, const int32_t* positions = nullptr);
   // count values of backend T memory to host Acc values.
   void download_as_acc(Acc* host, const T* src, size_t count);
 

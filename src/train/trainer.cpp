@@ -27,6 +27,7 @@
 #include "model/gpt.h"
 #include "train/model_io.h"
 #include "train/optimizer.h"
+#include "train/position_ids.h"
 #include "train/schedule.h"
 #include "model/block_parts.h"
 
@@ -149,6 +150,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     passkey = std::make_unique<PasskeyMixer>(*tokenizer, cfg.data.passkey_digits, cfg.data.passkey_fraction, tc.seed);
     passkey->check_context(T);  // before anything is written
   }
+  // Training-time position ids (train.positions): plain makes none.
+  const PositionIdOptions pos_opts = position_id_options(tc, T);
+  const bool with_ids = pos_opts.kind != PositionIds::Plain;
   // Synthetic-task examples mixed into training (data.mix_task), their ids
   // above the text vocabulary of data.tokenizer.
   std::unique_ptr<SyntheticMixer> mixer;
@@ -252,6 +256,12 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     nlohmann::json j = r.to_json();
     j["context"] = context_to_json(attn);
     j["optimizer"] = tc.optimizer;  // how the weights were trained (docs/optimizers.md)
+    // The training-time position ids (docs/training_for_length.md); evaluation used plain positions.
+    j["train_positions"] = {{"kind", tc.positions}};
+    if (with_ids) {
+      j["train_positions"]["span"] = pos_opts.span;
+      if (pos_opts.kind == PositionIds::Pose) j["train_positions"]["chunks"] = pos_opts.chunks;
+    }
     j["step"] = step;
     metrics->write({{"event", "eval"}, {"step", step}, {"results", j}});
     if (final) {
@@ -273,6 +283,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   const bool masked = loader.has_masks() || mixer;
   const size_t micro_tokens = static_cast<size_t>(Bl) * T;
   std::vector<int32_t> inputs(micro_tokens * tc.grad_accum), targets(inputs.size());
+  std::vector<int32_t> pos_ids(with_ids ? inputs.size() : 0);
   std::vector<double> weight(tc.grad_accum);
   const auto start = std::chrono::steady_clock::now();
   const int first_step = progress.step;
@@ -289,6 +300,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       const uint64_t draw = static_cast<uint64_t>(progress.step) * tc.grad_accum + micro;
       if (passkey) passkey->apply(in, tg, Bl, T, rank * Bl, draw);
       if (mixer) mixer->apply(in, tg, Bl, T, draw * static_cast<uint64_t>(B) + static_cast<uint64_t>(rank) * Bl);
+      if (with_ids)
+        draw_position_ids(pos_ids.data() + micro * micro_tokens, Bl, T, pos_opts, tc.seed,
+                          draw * static_cast<uint64_t>(B) + static_cast<uint64_t>(rank) * Bl);
     }
     // Weights: without masks each micro-batch's mean over the same number of
     // tokens, scaled by 1/ranks so that the sum across ranks is the gradient
@@ -312,8 +326,8 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     }
     double loss = 0;
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
-      const double mean =
-          model.forward(inputs.data() + micro * micro_tokens, targets.data() + micro * micro_tokens, Bl, T);
+      const double mean = model.forward(inputs.data() + micro * micro_tokens, targets.data() + micro * micro_tokens, Bl,
+                                        T, with_ids ? pos_ids.data() + micro * micro_tokens : nullptr);
       loss += masked ? mean * weight[micro] : mean / tc.grad_accum;
       const double scale = weight[micro];
       if (overlap && micro + 1 == tc.grad_accum)

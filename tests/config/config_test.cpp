@@ -89,7 +89,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 109u);
+  EXPECT_EQ(from_schema.size(), 112u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -233,6 +233,25 @@ TEST(ConfigErrors, MultiplesList) {
 
 // ---- cross-field rules --------------------------------------------------------------------
 
+// Training-time position ids reach RoPE and PoPE only (train/position_ids.h).
+TEST(ConfigCrossField, PositionIdsNeedAnEncodingThatReadsThem) {
+  const gpt::Config c = parse(R"({"train": {"positions": "pose", "pose_chunks": 3}})");
+  EXPECT_EQ(c.train.positions, "pose");
+  EXPECT_EQ(c.train.pose_chunks, 3);
+  EXPECT_EQ(parse(R"({"model": {"position": "pope"}, "train": {"positions": "randomized"}})").train.positions,
+            "randomized");
+  for (const char* bad : {R"({"model": {"position": "learned"}, "train": {"positions": "pose"}})",
+                          R"({"model": {"position": "alibi"}, "train": {"positions": "pose"}})",
+                          R"({"model": {"position": "none"}, "train": {"positions": "randomized"}})",
+                          R"({"attention": {"position_bias": "kerple_log"}, "train": {"positions": "pose"}})",
+                          R"({"attention": {"scale": "scale_invariant"}, "train": {"positions": "pose"}})",
+                          R"({"model": {"context": 64}, "train": {"positions": "pose", "position_span": 32}})"})
+    expect_contains(parse_error(bad),
+                    {"\"train.positions\" pose and randomized give RoPE and PoPE their position ids"});
+  expect_contains(parse_error(R"({"train": {"positions": "shifted"}})"),
+                  {"\"train.positions\" = \"shifted\" is not valid; allowed: plain, pose, randomized"});
+}
+
 TEST(ConfigCrossField, EmbdDivisibleByHeads) {
   expect_contains(parse_error(R"({"model": {"n_embd": 100, "n_head": 3}})"),
                   {"\"model.n_embd\" must be divisible by \"model.n_head\"", "model.n_embd = 100", "model.n_head = 3"});
@@ -274,8 +293,7 @@ TEST(ConfigCrossField, BlockOptions) {
 
 // Muon's settings belong to train.optimizer = "muon" (docs/optimizers.md).
 TEST(ConfigCrossField, MuonSettingsNeedMuon) {
-  expect_contains(parse_error(R"({"train": {"muon_lr": 0.05}})"),
-                  {"train.muon_lr", "train.optimizer = \"adamw\""});
+  expect_contains(parse_error(R"({"train": {"muon_lr": 0.05}})"), {"train.muon_lr", "train.optimizer = \"adamw\""});
   expect_contains(parse_error(R"({"train": {"optimizer": "sgd"}})"), {"train.optimizer", "adamw", "muon"});
   const gpt::TrainConfig t =
       parse(R"({"train": {"optimizer": "muon", "muon_lr": 0.05, "muon_momentum": 0.9, "muon_weight_decay": 0.01}})")

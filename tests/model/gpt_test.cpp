@@ -57,7 +57,8 @@ class ModelGradcheck : public ::testing::TestWithParam<std::pair<std::string, st
 // adjust (may be null) edits the perturbed parameters before the check.
 void check_model_gradient(const ModelConfig& cfg, const AttentionConfig& ac, const ContextConfig& cc,
                           const std::string& label, double h = 0,
-                          const std::function<void(std::vector<double>&, const ParamLayout&)>& adjust = nullptr) {
+                          const std::function<void(std::vector<double>&, const ParamLayout&)>& adjust = nullptr,
+                          const std::vector<int32_t>& positions = {}) {
   const std::string& preset = ac.preset;
   auto be = make_cpu_backend<double>();
   GPT<double> model(cfg, resolve_attention(ac, cfg, cc), *be);
@@ -77,15 +78,16 @@ void check_model_gradient(const ModelConfig& cfg, const AttentionConfig& ac, con
   const auto tokens = tokens_for(B * T + 1, 3, cfg.vocab_size);
   std::vector<int32_t> in(tokens.begin(), tokens.begin() + B * T), tg(tokens.begin() + 1, tokens.end());
 
+  const int32_t* ids = positions.empty() ? nullptr : positions.data();
   model.zero_grad();
-  model.forward(in.data(), tg.data(), B, T);
+  model.forward(in.data(), tg.data(), B, T, ids);
   model.backward();
   std::vector<double> analytic(model.num_params());
   be->download(analytic.data(), model.grads(), analytic.size());
 
   auto loss = [&] {
     model.set_params(params);
-    return model.forward(in.data(), tg.data(), B, T);
+    return model.forward(in.data(), tg.data(), B, T, ids);
   };
   // Re-weighting with p = 15 has large high derivatives: the five-point
   // stencil's O(h^4) truncation error at h = 1e-3 reaches 1e-3 relative (and
@@ -145,6 +147,73 @@ TEST(ModelGradcheckPope, WholeModelMatchesFiniteDifferences) {
                            const auto v = test::random_vector(d.numel(), 21, -6.0, -0.3);
                            for (size_t i = 0; i < d.numel(); ++i) p[d.offset + i] = v[i];
                          });
+  }
+}
+
+// Training-time position ids (PoSE-like jumps; train/position_ids.h) through
+// the whole model: RoPE with softmax and lssar, PoPE with softmax.
+TEST(ModelGradcheck, PositionIds) {
+  const std::vector<int32_t> ids = {0, 1, 9, 10, 11, 0, 6, 7, 8, 40};  // B = 2, T = 5
+  for (const char* preset : {"softmax", "lssar"}) {
+    AttentionConfig ac;
+    ac.preset = preset;
+    // lssar at h = 2e-4, as PoPE's check: at the RoPE models' 5e-5 the rounding noise of the
+    // stencil reaches 1.5e-6 on fcb here (3e-7 at 2.5e-5, 1e-4 and 2e-4; qkvw 9e-8 at 2e-4).
+    check_model_gradient(tiny_config("rope"), ac, ContextConfig{}, std::string("rope ids,") + preset,
+                         std::string(preset) == "lssar" ? 2e-4 : 0, nullptr, ids);
+  }
+  AttentionConfig ac;
+  check_model_gradient(
+      tiny_config("pope"), ac, ContextConfig{}, "pope ids,softmax", 0,
+      [](std::vector<double>& p, const ParamLayout& layout) {
+        const ParamSpec& d = layout.find("attnpope");
+        const auto v = test::random_vector(d.numel(), 21, -6.0, -0.3);
+        for (size_t i = 0; i < d.numel(); ++i) p[d.offset + i] = v[i];
+      },
+      ids);
+}
+
+// Ids 0..T-1 are the plain model bit for bit (loss and every gradient);
+// other ids change the loss; a model whose encoding the ids cannot reach
+// refuses them, naming why.
+TEST(Model, PositionIdsOfTheIndexAreThePlainModel) {
+  for (const char* position : {"rope", "pope"}) {
+    const ModelConfig cfg = tiny_config(position);
+    auto be = make_cpu_backend<float>();
+    GPT<float> model(cfg, softmax_spec(cfg.context), *be);
+    model.init(5);
+    const int B = 2, T = cfg.context;
+    const auto tokens = tokens_for(B * T + 1, 9, cfg.vocab_size);
+    const std::vector<int32_t> in(tokens.begin(), tokens.begin() + B * T), tg(tokens.begin() + 1, tokens.end());
+    std::vector<int32_t> plain(B * T), jumps(B * T);
+    for (int i = 0; i < B * T; ++i) plain[i] = i % T, jumps[i] = i % T + (i % T >= 2 ? 50 : 0);
+    auto run = [&](const int32_t* ids, std::vector<float>* grads) {
+      model.zero_grad();
+      const double loss = model.forward(in.data(), tg.data(), B, T, ids);
+      model.backward();
+      grads->resize(model.num_params());
+      be->download(grads->data(), model.grads(), grads->size());
+      return loss;
+    };
+    std::vector<float> g0, g1, g2;
+    const double l0 = run(nullptr, &g0), l1 = run(plain.data(), &g1), l2 = run(jumps.data(), &g2);
+    EXPECT_EQ(l0, l1) << position;
+    EXPECT_EQ(g0, g1) << position;
+    EXPECT_NE(l0, l2) << position << ": the ids must reach the position encoding";
+  }
+  for (const char* position : {"learned", "alibi", "none"}) {
+    const ModelConfig cfg = tiny_config(position);
+    auto be = make_cpu_backend<float>();
+    AttentionConfig ac;
+    GPT<float> model(cfg, resolve_attention(ac, cfg), *be);
+    model.init(5);
+    const std::vector<int32_t> in(5, 1), ids = {0, 3, 4, 8, 9};
+    try {
+      model.forward(in.data(), in.data(), 1, 5, ids.data());
+      FAIL() << position << " must refuse position ids";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("position ids"), std::string::npos) << e.what();
+    }
   }
 }
 

@@ -207,8 +207,7 @@ TEST(Trainer, ResumingWithTheOtherOptimizerIsRefused) {
     run_training(other, resolve_checkpoint(other.run.dir));
     ADD_FAILURE() << "resuming Muon's state with AdamW should be refused";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("holds the state of train.optimizer \"muon\""), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("holds the state of train.optimizer \"muon\""), std::string::npos) << e.what();
   }
   fs::remove_all(dir);
 }
@@ -268,6 +267,38 @@ std::map<int, double> expect_splits_and_resume_agree(Config cfg, const fs::path&
   for (int step = 4; step <= 6; ++step)
     EXPECT_EQ(lb.count(step) ? lb.at(step) : -1.0, l1.count(step) ? l1.at(step) : -2.0) << tag << " step " << step;
   return l1;
+}
+
+// Training-time position ids (train.positions; train/position_ids.h) are
+// drawn per global row: one micro-batch of 4 and two of 2 see the same ids
+// and follow one trajectory, and a resumed run draws the same ids, bit for
+// bit. The results JSON names the ids that trained the model, and PoSE's
+// steps differ from plain training's (the ids reach RoPE).
+TEST(Trainer, PositionIdsFollowTheRowsAndResume) {
+  const fs::path dir = temp_dir("position_ids");
+  Config cfg = tiny_run(dir, kjv_text("Gen1:1-Gen10:32"));
+  cfg.train.positions = "pose";
+  cfg.train.pose_chunks = 3;
+  const auto pose = expect_splits_and_resume_agree(cfg, dir / "pose", "pose");
+  Config plain = cfg;
+  plain.train.positions = "plain";
+  plain.train.steps = 2;
+  plain.run.dir = (dir / "plain").string();
+  ASSERT_EQ(run_training(plain, ""), 0);
+  const auto flat = train_losses(dir / "plain");
+  ASSERT_TRUE(pose.count(2) && flat.count(2));
+  EXPECT_NE(pose.at(1), flat.at(1)) << "the same weights and tokens at step 1: PoSE's ids must change the loss";
+  EXPECT_NE(pose.at(2), flat.at(2));
+  std::ifstream in(dir / "pose" / "one" / "extrapolation.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("train_positions").at("kind"), "pose");
+  EXPECT_EQ(j.at("train_positions").at("chunks"), 3);
+  EXPECT_EQ(j.at("train_positions").at("span"), 16 * 32);
+  Config rnd = cfg;
+  rnd.train.positions = "randomized";
+  rnd.train.position_span = 100;
+  expect_splits_and_resume_agree(rnd, dir / "randomized", "randomized");
+  fs::remove_all(dir);
 }
 
 // With loss masks a step's loss and gradient are those of the mean over all

@@ -28,17 +28,42 @@ double softplus_ref(double x) { return std::log1p(std::exp(x)); }
 // The paper's score of query t and key s of head h, before the softmax:
 // Σ_c softplus(q_c) softplus(k_c) cos((s − t)θ_c + δ_c) / sqrt(d), with δ
 // clamped to [−2π, 0] (its §3) and 1/sqrt(d) the reference code's scale.
+// ids, when given: the tokens' position ids (rows bt0 + t), whose
+// difference replaces s − t in the phase.
 double paper_score(const std::vector<double>& qkv, const std::vector<double>& delta, int C, int D, int h, int bt0,
-                   int t, int s, double base) {
+                   int t, int s, double base, const int32_t* ids = nullptr) {
+  const double dist = ids ? static_cast<double>(ids[bt0 + s]) - ids[bt0 + t] : static_cast<double>(s - t);
   double sum = 0;
   for (int c = 1; c <= D; ++c) {
     const double theta = std::pow(base, -(c - 1.0) / D);
     const double dl = std::min(0.0, std::max(-2 * kPi, delta[h * D + c - 1]));
     const double mq = softplus_ref(qkv[(bt0 + t) * 3 * C + h * D + c - 1]);
     const double mk = softplus_ref(qkv[(bt0 + s) * 3 * C + C + h * D + c - 1]);
-    sum += mq * mk * std::cos((s - t) * theta + dl);
+    sum += mq * mk * std::cos(dist * theta + dl);
   }
   return sum / std::sqrt(static_cast<double>(D));
+}
+
+// The largest difference between the attention kernels' dot score on the
+// kernel heads of qkv2 (dot / sqrt(2D)) and the paper's score, over every
+// causal pair of every sequence and head.
+double worst_score_error(const std::vector<double>& qkv2, const std::vector<double>& qkv,
+                         const std::vector<double>& delta, int B, int Tn, int C, int NH, double base,
+                         const int32_t* ids = nullptr) {
+  const int D = C / NH;
+  double worst = 0;
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < Tn; ++t)
+        for (int s = 0; s <= t; ++s) {
+          const double* q = &qkv2[size_t(b * Tn + t) * 6 * C + h * 2 * D];
+          const double* k = &qkv2[size_t(b * Tn + s) * 6 * C + 2 * C + h * 2 * D];
+          double dot = 0;
+          for (int j = 0; j < 2 * D; ++j) dot += q[j] * k[j];
+          const double ref = paper_score(qkv, delta, C, D, h, b * Tn, t, s, base, ids);
+          worst = std::max(worst, std::abs(dot / std::sqrt(2.0 * D) - ref));
+        }
+  return worst;
 }
 
 TEST(Pope, KernelHeadsScoreAsThePapersFormula) {
@@ -49,19 +74,7 @@ TEST(Pope, KernelHeadsScoreAsThePapersFormula) {
   std::vector<double> delta = random_vector(C, 4, -7.5, 1.0);
   std::vector<double> qkv2(size_t(N) * 6 * C, 0.0), y(size_t(N) * C, 0.0);
   pope_forward(qkv2.data(), qkv.data(), delta.data(), B, Tn, C, NH, base);
-  double worst = 0;
-  for (int b = 0; b < B; ++b)
-    for (int h = 0; h < NH; ++h)
-      for (int t = 0; t < Tn; ++t)
-        for (int s = 0; s <= t; ++s) {
-          const double* q = &qkv2[size_t(b * Tn + t) * 6 * C + h * 2 * D];
-          const double* k = &qkv2[size_t(b * Tn + s) * 6 * C + 2 * C + h * 2 * D];
-          double dot = 0;
-          for (int j = 0; j < 2 * D; ++j) dot += q[j] * k[j];
-          const double kernel = dot / std::sqrt(2.0 * D);  // the attention kernels' dot score on heads of 2D
-          const double ref = paper_score(qkv, delta, C, D, h, b * Tn, t, s, base);
-          worst = std::max(worst, std::abs(kernel - ref));
-        }
+  const double worst = worst_score_error(qkv2, qkv, delta, B, Tn, C, NH, base);
   std::printf("[pope] max |kernel-head score - paper's Eq. 6| = %.3e\n", worst);
   EXPECT_LT(worst, 1e-12);
   // Values: [v | 0] per head; the output keeps the first D channels.
@@ -150,6 +163,39 @@ TEST(Pope, BackwardMatchesFiniteDifferences) {
     return weighted_sum(y, dy);
   };
   test::expect_gradient("pope", "output dy2", dy2, numeric_gradient(y2, out_loss));
+}
+
+// Position ids (training-time PoSE, randomised positions): the phases are
+// taken at each token's id, so the kernel heads score as Eq. 6 with the ids'
+// difference; ids 0..T-1 give the plain transform bit for bit; the backward
+// with ids against finite differences.
+TEST(Pope, PositionIdsSetThePhases) {
+  const int B = 2, Tn = 6, NH = 2, D = 4, C = NH * D, N = B * Tn;
+  const double base = 100;
+  const std::vector<int32_t> ids = {0, 1, 7, 8, 30, 31, 2, 50, 51, 52, 99, 120};
+  std::vector<double> qkv = random_vector(size_t(N) * 3 * C, 31, -2.0, 2.0);
+  std::vector<double> delta = random_vector(C, 32, -6.0, -0.2);
+  std::vector<double> qkv2(size_t(N) * 6 * C);
+  pope_forward(qkv2.data(), qkv.data(), delta.data(), B, Tn, C, NH, base, ids.data());
+  const double worst = worst_score_error(qkv2, qkv, delta, B, Tn, C, NH, base, ids.data());
+  std::printf("[pope] with position ids: max |kernel-head score - Eq. 6 at the ids| = %.3e\n", worst);
+  EXPECT_LT(worst, 1e-12);
+  std::vector<int32_t> plain(N);
+  for (int n = 0; n < N; ++n) plain[n] = n % Tn;
+  std::vector<double> a(qkv2.size()), b(qkv2.size());
+  pope_forward(a.data(), qkv.data(), delta.data(), B, Tn, C, NH, base);
+  pope_forward(b.data(), qkv.data(), delta.data(), B, Tn, C, NH, base, plain.data());
+  EXPECT_EQ(a, b);
+  const std::vector<double> w = random_vector(size_t(N) * 6 * C, 33);
+  auto loss = [&] {
+    std::vector<double> out(size_t(N) * 6 * C);
+    pope_forward(out.data(), qkv.data(), delta.data(), B, Tn, C, NH, base, ids.data());
+    return weighted_sum(out, w);
+  };
+  std::vector<double> dqkv(qkv.size(), 0.0), ddelta(C, 0.0);
+  pope_backward(dqkv.data(), ddelta.data(), w.data(), qkv.data(), delta.data(), B, Tn, C, NH, base, ids.data());
+  test::expect_gradient("pope ids", "dqkv", dqkv, numeric_gradient(qkv, loss));
+  test::expect_gradient("pope ids", "ddelta", ddelta, numeric_gradient(delta, loss));
 }
 
 // float and double kernels agree to float rounding.

@@ -45,24 +45,32 @@ double head_dot(const std::vector<double>& x, const Shape& s, int t1, int part1,
   return acc;
 }
 
-TEST(Rope, MatchesTheFormula) {
-  const Shape s{2, 6, 16, 2};
-  const int pos0 = 7;
-  const std::vector<double> x = random_vector(s.size(), 1);
-  const std::vector<double> y = rope(x, s, pos0);
+// Expects y to be x rotated ("half" layout, every channel of the head) with
+// token t of sequence b at position pos(b, t): the formula of Su et al.
+// 2021, Eq. 34 (angle m·θ_i, θ_i = θ^(−2i/D)); v passes through.
+template <typename Pos>
+void expect_rotated(const std::vector<double>& y, const std::vector<double>& x, const Shape& s, Pos pos, double tol) {
   const int half = s.D() / 2;
   for (int b = 0; b < s.B; ++b)
     for (int t = 0; t < s.T; ++t)
       for (int h = 0; h < s.NH; ++h) {
         for (int part = 0; part < 2; ++part)
           for (int i = 0; i < half; ++i) {
-            const double a = (pos0 + t) * std::pow(kTheta, -2.0 * i / s.D());
+            const double a = pos(b, t) * std::pow(kTheta, -2.0 * i / s.D());
             const double x1 = x[index(s, b, t, part, h, i)], x2 = x[index(s, b, t, part, h, i + half)];
-            EXPECT_NEAR(y[index(s, b, t, part, h, i)], x1 * std::cos(a) - x2 * std::sin(a), 1e-14);
-            EXPECT_NEAR(y[index(s, b, t, part, h, i + half)], x1 * std::sin(a) + x2 * std::cos(a), 1e-14);
+            EXPECT_NEAR(y[index(s, b, t, part, h, i)], x1 * std::cos(a) - x2 * std::sin(a), tol);
+            EXPECT_NEAR(y[index(s, b, t, part, h, i + half)], x1 * std::sin(a) + x2 * std::cos(a), tol);
           }
         for (int d = 0; d < s.D(); ++d) EXPECT_EQ(y[index(s, b, t, 2, h, d)], x[index(s, b, t, 2, h, d)]);
       }
+}
+
+TEST(Rope, MatchesTheFormula) {
+  const Shape s{2, 6, 16, 2};
+  const int pos0 = 7;
+  const std::vector<double> x = random_vector(s.size(), 1);
+  expect_rotated(
+      rope(x, s, pos0), x, s, [&](int, int t) { return pos0 + t; }, 1e-14);
 }
 
 // Interleaved pairs (GPT-J, RoFormer; Su et al. 2021, eq. 34: x_{2i} and
@@ -201,6 +209,48 @@ TEST(Rope, FarPositionsKeepFloatAccuracy) {
   const std::vector<double> yd = rope(xd, s, 60000);
   const std::vector<float> yf = rope(xf, s, 60000);
   for (size_t i = 0; i < yd.size(); ++i) EXPECT_NEAR(yf[i], yd[i], 1e-6);
+}
+
+// Position ids (training-time PoSE / randomised positions): token t of
+// sequence b is rotated at pos0 + ids[b·T + t], checked against the formula
+// (Su et al. 2021, Eq. 34: angle m·θ_i, here m the id); ids 0..T-1 give the
+// plain rotation bit for bit; the backward with ids is their transpose
+// (finite differences in double).
+TEST(Rope, PositionIdsRotateEachTokenAtItsId) {
+  const Shape s{2, 5, 16, 2};
+  const int pos0 = 3;
+  const std::vector<int32_t> ids = {0, 4, 5, 90, 91, 2, 3, 40, 41, 700};
+  const std::vector<double> x = random_vector(s.size(), 21);
+  std::vector<double> y(s.size());
+  rope_forward(y.data(), x.data(), s.B, s.T, s.C, s.NH, RopeSpec{kTheta}, pos0, ids.data());
+  expect_rotated(
+      y, x, s, [&](int b, int t) { return pos0 + ids[b * s.T + t]; }, 1e-13);
+  // Plain ids: the same floats as no ids.
+  const std::vector<float> xf(x.begin(), x.end());
+  std::vector<int32_t> plain(s.B * s.T);
+  for (int i = 0; i < s.B * s.T; ++i) plain[i] = i % s.T;
+  std::vector<float> a(s.size()), b(s.size());
+  rope_forward(a.data(), xf.data(), s.B, s.T, s.C, s.NH, RopeSpec{kTheta}, pos0);
+  rope_forward(b.data(), xf.data(), s.B, s.T, s.C, s.NH, RopeSpec{kTheta}, pos0, plain.data());
+  EXPECT_EQ(a, b);
+  // The backward with ids against finite differences of the forward.
+  std::vector<double> xv = x, dx(s.size(), 0.0);
+  const std::vector<double> w = random_vector(s.size(), 22);
+  rope_backward(dx.data(), w.data(), s.B, s.T, s.C, s.NH, RopeSpec{kTheta}, pos0, ids.data());
+  const std::vector<double> numeric = numeric_gradient(
+      xv,
+      [&] {
+        rope_forward(y.data(), xv.data(), s.B, s.T, s.C, s.NH, RopeSpec{kTheta}, pos0, ids.data());
+        return weighted_sum(y, w);
+      },
+      1e-3);
+  const double err = max_rel_error(dx, numeric);
+  std::printf("[gradcheck] rope with position ids dinp max_rel_err=%.3e\n", err);
+  EXPECT_LT(err, 1e-6);
+  // Not with the far copy of a distance remapping.
+  RopeSpec far{kTheta};
+  far.far_positions = true;
+  EXPECT_THROW(rope_forward(y.data(), x.data(), s.B, s.T, s.C, s.NH, far, 0, ids.data()), gpt::Error);
 }
 
 TEST(Rope, RejectsOddHeadSize) {

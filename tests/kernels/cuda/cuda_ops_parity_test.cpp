@@ -492,6 +492,19 @@ TEST_F(CudaOps, PopeOps) {
   gpu_->pope_backward(g_dqkv.get(), g_ddelta.get(), g_dqkv2.get(), g_qkv.get(), g_delta.get(), B, Tn, C, NH, 10000.0);
   expect_close(down(g_dqkv, dqkv.size()), dqkv, 1e-6, "pope_backward dqkv");
   expect_close(down(g_ddelta, ddelta.size()), ddelta, 1e-6, "pope_backward ddelta");
+  // With training-time position ids (sorted, spread past Tn as PoSE's are).
+  std::vector<int32_t> ids(N);
+  for (int n = 0; n < N; ++n) ids[n] = (n % Tn) * 37 + (n / Tn) * 5 + ((n % Tn) > Tn / 2 ? 900 : 0);
+  const TokenBuffer g_ids = up_ids(ids);
+  cpu_->pope_forward(qkv2.data(), qkv.data(), delta.data(), B, Tn, C, NH, 10000.0, ids.data());
+  gpu_->pope_forward(g_qkv2.get(), g_qkv.get(), g_delta.get(), B, Tn, C, NH, 10000.0, g_ids.get());
+  expect_close(down(g_qkv2, qkv2.size()), qkv2, 1e-6, "pope_forward with position ids");
+  cpu_->pope_backward(dqkv.data(), ddelta.data(), dqkv2.data(), qkv.data(), delta.data(), B, Tn, C, NH, 10000.0,
+                      ids.data());
+  gpu_->pope_backward(g_dqkv.get(), g_ddelta.get(), g_dqkv2.get(), g_qkv.get(), g_delta.get(), B, Tn, C, NH, 10000.0,
+                      g_ids.get());
+  expect_close(down(g_dqkv, dqkv.size()), dqkv, 1e-6, "pope_backward dqkv with position ids");
+  expect_close(down(g_ddelta, ddelta.size()), ddelta, 1e-6, "pope_backward ddelta with position ids");
   const auto y2 = random_floats(size_t(N) * 2 * C, 26), dy = random_floats(size_t(N) * C, 27);
   std::vector<float> y(size_t(N) * C), dy2(size_t(N) * 2 * C, 3.f);
   auto g_y2 = up(y2), g_dy = up(dy), g_y = up(y), g_dy2 = up(dy2);
@@ -564,6 +577,21 @@ TEST_F(CudaOps, Rope) {
     cpu_->rope_backward(dinp.data(), dout.data(), B, T, C, NH, RopeSpec{10000.0}, pos0);
     gpu_->rope_backward(g_dinp.get(), g_dout.get(), B, T, C, NH, RopeSpec{10000.0}, pos0);
     expect_close(down(g_dinp, n), dinp, 1e-5, "rope_backward pos0=" + std::to_string(pos0));
+  }
+  {  // training-time position ids, per sequence (PoSE-like jumps)
+    std::vector<int32_t> ids(size_t(B) * T);
+    for (int i = 0; i < B * T; ++i) ids[i] = (i % T) + (i % T >= 4 ? 3000 + 17 * (i / T) : 0);
+    const TokenBuffer g_ids = up_ids(ids);
+    std::vector<float> out(n);
+    cpu_->rope_forward(out.data(), inp.data(), B, T, C, NH, RopeSpec{10000.0}, 2, ids.data());
+    auto g_inp = up(inp), g_out = up(std::vector<float>(n));
+    gpu_->rope_forward(g_out.get(), g_inp.get(), B, T, C, NH, RopeSpec{10000.0}, 2, g_ids.get());
+    expect_close(down(g_out, n), out, 1e-5, "rope_forward with position ids");
+    auto dinp = random_floats(n, 3);
+    auto g_dinp = up(dinp), g_dout = up(dout);
+    cpu_->rope_backward(dinp.data(), dout.data(), B, T, C, NH, RopeSpec{10000.0}, 2, ids.data());
+    gpu_->rope_backward(g_dinp.get(), g_dout.get(), B, T, C, NH, RopeSpec{10000.0}, 2, g_ids.get());
+    expect_close(down(g_dinp, n), dinp, 1e-5, "rope_backward with position ids");
   }
   // Interleaved pairs, whole and partial.
   for (int rot : {0, 8}) {
