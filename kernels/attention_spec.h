@@ -35,6 +35,8 @@
 // case to its math function; configs, names and the kernels pick it up.
 #pragma once
 #include <math.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #if defined(__CUDACC__)
 #define GPT_HD __host__ __device__
@@ -185,6 +187,13 @@ struct AttentionSpec {
   int window = 0;                           // keys m − window < n <= m are kept; 0 = no window
   bool chunked = false;                     // window is a chunk: keys ⌊n/w⌋ = ⌊m/w⌋, n <= m (Llama 4)
   int sinks = 0;                            // keys n < sinks are kept whatever the window
+  // The document mask (docs/training_for_length.md): for query m (0-based) of
+  // the sequence running, doc_begin[m] is the first key of its document
+  // (non-decreasing in m, <= m), and keys before it are masked; doc_len = T
+  // entries. Null: no document mask. The kernels set both per sequence from
+  // HeadParams::doc (attn::for_sequence); a config never sets them.
+  const int32_t* doc_begin = nullptr;
+  int doc_len = 0;
   RowIndex row_index = RowIndex::Position;  // the i of the scales and of sharpening
   Temperature temperature = Temperature::None;
   double temp_beta = 0.1;   // llama4: q × (1 + β·ln(⌊i/F⌋ + 1))
@@ -233,6 +242,9 @@ struct HeadParams {
   // fire: the bias table (NH, T, T), b_h of 0-based query position i0 at
   // distance Δ = i0 − j at [(h·T + i0)·T + Δ] (Δ <= i0), shared by the batch
   const A* fire = nullptr;
+  // The document mask: (B, T) the first token of each token's document in
+  // its sequence (attn::for_sequence); null for none.
+  const int32_t* doc = nullptr;
   GPT_HD HeadParams() {}
   GPT_HD HeadParams(const T* scale_, const T* sink_ = nullptr, const T* kerple_ = nullptr, const A* fcum_ = nullptr,
                     const A* fire_ = nullptr)
@@ -315,25 +327,40 @@ inline constexpr double kNormEps = 1e-6;
 // local attention) keeps the keys of the query's own chunk of w tokens,
 // ⌊n/w⌋ = ⌊m/w⌋: the window then begins at m − (m mod w), and every kernel
 // sees the mask through window_begin (a contiguous band up to the query).
-GPT_HD inline bool masked(const AttentionSpec& s) { return s.window > 0; }
-// The first window key of query m (0-based; 0 without a window).
+// A document mask (s.doc_begin) moves the band's start to the query's
+// document start where that is later; as both starts never fall with m, the
+// band stays contiguous and block_seen stays exact.
+GPT_HD inline bool masked(const AttentionSpec& s) { return s.window > 0 || s.doc_begin != nullptr; }
+// The first window key of query m (0-based; 0 without a window or document mask).
 GPT_HD inline int window_begin(const AttentionSpec& s, int m) {
-  if (s.window <= 0) return 0;
-  if (s.chunked) return m - m % s.window;
-  return m - s.window + 1 > 0 ? m - s.window + 1 : 0;
+  int lo = 0;
+  if (s.window > 0) lo = s.chunked ? m - m % s.window : (m - s.window + 1 > 0 ? m - s.window + 1 : 0);
+  if (s.doc_begin && m < s.doc_len && s.doc_begin[m] > lo) lo = s.doc_begin[m];
+  return lo;
 }
 GPT_HD inline bool key_kept(const AttentionSpec& s, int m, int n) {
-  return n <= m && (s.window <= 0 || n >= window_begin(s, m) || n < s.sinks);
+  return n <= m && (!masked(s) || n >= window_begin(s, m) || n < s.sinks);
 }
 // Whether any query of rows q_first..q_last keeps any key of k_first..k_last
 // (0-based, inclusive): kernels skip key blocks where it is false.
 GPT_HD inline bool block_seen(const AttentionSpec& s, int q_first, int q_last, int k_first, int k_last) {
   if (k_first > q_last) return false;
-  return s.window <= 0 || k_first < s.sinks || k_last >= window_begin(s, q_first);
+  return !masked(s) || k_first < s.sinks || k_last >= window_begin(s, q_first);
+}
+// The spec as the kernels run sequence b of Tn tokens: with a document mask
+// (doc: the (B, Tn) document starts, null for none) its doc_begin rows.
+template <typename Spec>
+GPT_HD inline Spec for_sequence(const Spec& spec, const int32_t* doc, int b, int Tn) {
+  Spec s = spec;
+  if (doc) {
+    s.doc_begin = doc + static_cast<size_t>(b) * Tn;
+    s.doc_len = Tn;
+  }
+  return s;
 }
 // The number of keys row i (1-based) keeps.
 GPT_HD inline int kept_keys(const AttentionSpec& s, int i) {
-  if (s.chunked && s.window > 0) return i - window_begin(s, i - 1);
+  if ((s.chunked && s.window > 0) || s.doc_begin) return i - window_begin(s, i - 1);
   if (s.window <= 0 || i <= s.window) return i;
   const int start = i - s.window;  // first window key
   return s.window + (s.sinks < start ? s.sinks : start);

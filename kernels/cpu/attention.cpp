@@ -647,13 +647,14 @@ void attention_forward(T* out, T* stats, const T* qkv, int B, int Tn, int C, int
       const int blk = nblocks - 1 - static_cast<int>(item % nblocks);
       const int bh = static_cast<int>(item / nblocks);
       const int b = bh / NH, h = bh % NH;
+      const AttentionSpec sb = attn::for_sequence(spec, head.doc, b, Tn);  // its document mask
       const HeadView<const T> hv(heads, b, h, Tn, NH, D);
       const HeadView<const T> fv(qkv_far ? heads_far : heads, b, h, Tn, NH, D);
-      const RowBlock<T> rb(blk * kRowBlock, std::min(Tn, (blk + 1) * kRowBlock), tile_ld(Tn), spec);
+      const RowBlock<T> rb(blk * kRowBlock, std::min(Tn, (blk + 1) * kRowBlock), tile_ld(Tn), sb);
       // out (B,T,C) row (b,i0), head h
       T* y = out + (static_cast<size_t>(b) * Tn + rb.i0) * C + static_cast<size_t>(h) * D;
       block_forward(y, static_cast<size_t>(C), st.data(), diag ? &item_diag[item * kAttentionDiagStats] : nullptr, tile,
-                    ftile, rb, hv, qkv_far ? &fv : nullptr, spec, head_consts(spec, b, h, NH, D, head, kt, Tn), isa);
+                    ftile, rb, hv, qkv_far ? &fv : nullptr, sb, head_consts(sb, b, h, NH, D, head, kt, Tn), isa);
       // stats (B,NH,T,kStats)
       if (stats)
         std::copy(st.begin(), st.begin() + rb.rows() * kStats, stats + (static_cast<size_t>(bh) * Tn + rb.i0) * kStats);
@@ -709,14 +710,15 @@ void attention_backward(T* dqkv, const HeadGrads<std::type_identity_t<T>>& dhp, 
       const HeadView<T> dhv(dheads, b, h, Tn, NH, D);
       const HeadView<const T> fv(qkv_far ? heads_far : heads, b, h, Tn, NH, D);
       const HeadView<T> dfv(qkv_far ? dheads_far : dheads, b, h, Tn, NH, D);
-      const HeadConsts<T> hc = head_consts(spec, b, h, NH, D, head, kt, Tn, dhp.fcum, dhp.fire);
+      const AttentionSpec sb = attn::for_sequence(spec, head.doc, b, Tn);  // its document mask
+      const HeadConsts<T> hc = head_consts(sb, b, h, NH, D, head, kt, Tn, dhp.fcum, dhp.fire);
       for (int i0 = 0; i0 < Tn; i0 += kRowBlock) {
-        const RowBlock<T> rb(i0, std::min(Tn, i0 + kRowBlock), tile_ld(Tn), spec);
+        const RowBlock<T> rb(i0, std::min(Tn, i0 + kRowBlock), tile_ld(Tn), sb);
         // dout, out (B,T,C) row (b,i0), head h; stats (B,NH,T,kStats)
         const size_t row = (static_cast<size_t>(b) * Tn + i0) * C + static_cast<size_t>(h) * D;
         const T* st = stats + (static_cast<size_t>(bh) * Tn + i0) * kStats;
         const HeadGradSums part = block_backward(dhv, dout + row, out + row, static_cast<size_t>(C), st, tiles, rb, hv,
-                                                 qkv_far ? &fv : nullptr, qkv_far ? &dfv : nullptr, spec, hc, isa);
+                                                 qkv_far ? &fv : nullptr, qkv_far ? &dfv : nullptr, sb, hc, isa);
         dhead[bh].scale += part.scale;
         dhead[bh].sink += part.sink;
         dhead[bh].r1 += part.r1;

@@ -218,6 +218,7 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
   in.head_kerple = spec.kerple() ? head.kerple : nullptr;
   in.fcum = spec.forget() ? head.fcum : nullptr;
   in.fire = spec.fire() ? head.fire : nullptr;
+  in.doc = head.doc;
   return in;
 }
 

@@ -342,6 +342,7 @@ class Bf16Backend final : public Backend<bf16> {
       float* o = scratch(0, nb * TC);
       hs.fcum = at(head.fcum, b0 * fc_unit);
       hs.fire = head.fire;
+      hs.doc = at(head.doc, static_cast<size_t>(b0) * Tn);
       wide_->attention_forward(o, at(stats, b0 * stats_unit), widen(1, qkv + 3 * b0 * TC, 3 * nb * TC), nb, Tn, C, NH,
                                spec, hs, diag, widen(3, at(qkv_far, 3 * b0 * TC), 3 * nb * TC));
       narrow(out + b0 * TC, o, nb * TC);
@@ -366,6 +367,7 @@ class Bf16Backend final : public Backend<bf16> {
       HeadGrads<float> dh = dhead_scale;
       dh.fcum = at(dhead_scale.fcum, b0 * fc_unit);
       hs.fire = head.fire;
+      hs.doc = at(head.doc, static_cast<size_t>(b0) * Tn);
       dh.fire = at(dhead_scale.fire, b0 * fire_unit);
       wide_->attention_backward(dq, dh, widen(1, dout + o0, on), widen(2, out + o0, on), at(stats, b0 * stats_unit),
                                 widen(3, qkv + q0, qn), nb, Tn, C, NH, spec, hs, dqf, widen(6, at(qkv_far, q0), qn));

@@ -3,7 +3,9 @@
 //   gemm       the GEMM the trainer uses, at the trainer's linear-layer
 //              shapes (forward and backward) and at a large square size;
 //              the best of these is "peak";
-//   train      a full training step (forward, backward, clip, AdamW);
+//   train      a full training step (forward, backward, clip, AdamW); with
+//              doc_len, also the step under a document mask of documents
+//              of doc_len tokens (masked key tiles skipped) and the ratio;
 //   eval       forward-only evaluation (per-position losses) of the same batch;
 //   attention  each attention preset's forward, and forward+backward, at T = 256…4096;
 //   memory     peak RSS of evaluating one sequence of 1×, 4×, 16× the context;
@@ -38,6 +40,7 @@ struct BenchOptions {
   std::vector<int> memory_multiples = {1, 4, 16};
   int square = 2048;               // size of the square GEMM
   int steps = 3;                   // timed training steps (after one warm-up step)
+  int doc_len = 0;                 // train: also the step under a document mask of documents of N tokens
   double min_seconds = 0.5;        // each other measurement repeats until this much time has passed
   std::string config_name;         // shown in the header
   std::string device = "cpu";      // cpu or cuda

@@ -99,9 +99,10 @@ void bench_model(const Config& cfg, const BenchOptions& opt, Table& t,
   const std::string shape = "B=" + std::to_string(B) + " T=" + std::to_string(Tn);
   if (selected(opt, "train")) {
     Optimizer<float> optimizer(model, cfg.train);
+    TokenLayout layout;
     auto step = [&] {
       model.zero_grad();
-      model.forward(inputs.data(), targets.data(), B, Tn);
+      model.forward(inputs.data(), targets.data(), B, Tn, layout);
       model.backward();
       optimizer.clip(cfg.train.grad_clip);
       optimizer.step(cfg.train.lr);
@@ -111,6 +112,21 @@ void bench_model(const Config& cfg, const BenchOptions& opt, Table& t,
     const double sec = best_seconds(step, 0.0, opt.steps), flops = 6 * W * tokens + 3 * attn;
     const std::string which = cfg.train.optimizer == "muon" ? "Muon" : "AdamW";
     t.measured("train", "step fwd+bwd+" + which + " " + shape, sec, tokens, flops, remark(flops, sec));
+    if (opt.doc_len > 0) {  // the same step with a document mask: documents of doc_len tokens
+      std::vector<int32_t> starts(static_cast<size_t>(tokens));
+      for (size_t i = 0; i < starts.size(); ++i) {
+        const int t0 = static_cast<int>(i % Tn);
+        starts[i] = t0 - t0 % opt.doc_len;
+      }
+      layout.doc_begin = starts.data();
+      const double masked = best_seconds(step, 0.0, opt.steps);
+      layout.doc_begin = nullptr;
+      const double again = best_seconds(step, 0.0, opt.steps);  // the unmasked step once more, after it
+      t.measured("train",
+                 "step " + shape + " documents of " + std::to_string(opt.doc_len) + " (masked/unmasked " +
+                     Table::fmt("%.3f", masked / std::min(sec, again)) + ")",
+                 masked, tokens, flops, remark(flops, masked));
+    }
   }
   if (selected(opt, "eval")) {
     std::vector<float> losses;

@@ -31,6 +31,7 @@ struct BenchArgs {
   std::string device = "cpu";
   std::string precision;  // empty: the config's run.precision with --device cuda, fp32 on cpu
   double peak_tflops = 0;
+  int doc_len = 0;
 };
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -91,6 +92,10 @@ void add_bench(CLI::App& app) {
       ->type_name("NAME,...");
   cmd->add_option("--gemm-kernel", args->kernel, "GEMM kernel: auto, generic, avx2, avx512 (default auto)");
   cmd->add_option("--steps", args->steps, "Timed training steps, after one warm-up (default 3)")->check(positive());
+  cmd->add_option("--doc-len", args->doc_len,
+                  "train: also time the step with a document mask (train.document_mask) of documents of N tokens, "
+                  "beside the unmasked step of the same run (default 0: not)")
+      ->check(non_negative());
   cmd->add_option("--square", args->square, "Size n of the square n^3 GEMM (default 2048)")->check(positive());
   args->min_seconds_option =
       cmd->add_option("--min-seconds", args->min_seconds,
@@ -147,6 +152,7 @@ void add_bench(CLI::App& app) {
                 "\" is not a kernel; valid: auto, generic, avx2, avx512");
     }
     opt.steps = args->steps;
+    opt.doc_len = args->doc_len;
     opt.square = args->square;
     opt.min_seconds = args->min_seconds;
     opt.min_seconds_given = args->min_seconds_option->count() > 0;

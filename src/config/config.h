@@ -80,6 +80,7 @@ struct DataConfig {
   std::string train = "data/kjv/kjv_train_*.bin";         // glob pattern of training shards
   std::string val = "data/kjv/kjv_val_*.bin";             // glob pattern of validation shards
   std::string order = "shuffle";                          // "sequential" | "shuffle"
+  std::string windows = "stream";                         // "stream" | "documents" (data/loader.h)
   std::string tokenizer = "byte";                         // tokenizer of the shards (passkey text, sampling)
   double passkey_fraction = 0.0;                          // share of training sequences made passkey examples
   int passkey_digits = 5;                                 // digits of the passkey (training and eval --task passkey)
@@ -117,6 +118,10 @@ struct TrainConfig {
   std::string positions = "plain";
   int position_span = 0;
   int pose_chunks = 2;
+  // The document mask (queries see only their own document's keys, from the
+  // data's end-of-text id) and whether position ids restart per document.
+  std::string document_mask = "off";           // off | on
+  std::string document_positions = "continue";  // continue | restart
 };
 
 struct EvalConfig {

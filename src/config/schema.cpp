@@ -156,6 +156,9 @@ std::vector<Key> make_keys() {
       {GPT_KEY(data, train), non_empty(), "glob pattern of the training shards"},
       {GPT_KEY(data, val), non_empty(), "glob pattern of the validation shards"},
       {GPT_KEY(data, order), one_of({"sequential", "shuffle"}), "order of training sequences"},
+      {GPT_KEY(data, windows), one_of({"stream", "documents"}),
+       "training windows: stream (every T tokens of the stream) or documents (each document cut into windows from "
+       "its start: d, d+T, ...; documents open at data.tokenizer's end-of-text id)"},
       {GPT_KEY(data, tokenizer), non_empty(),
        "tokenizer of the shards: byte, gpt2:DIR or a vocabulary file (passkey text, gpt sample)"},
       {GPT_KEY(data, passkey_fraction), between(0, 1),
@@ -203,6 +206,12 @@ std::vector<Key> make_keys() {
       {GPT_KEY(train, position_span), between(0, kMaxContext),
        "L, the span the training position ids reach (ids 0..L-1); 0 = 16·model.context"},
       {GPT_KEY(train, pose_chunks), between(1, kMaxContext), "PoSE's chunks per training window (2 in the paper)"},
+      {GPT_KEY(train, document_mask), one_of({"off", "on"}),
+       "on: each training query sees only the keys of its own document (documents open at data.tokenizer's "
+       "end-of-text id); masked key tiles are skipped. Evaluation is unmasked"},
+      {GPT_KEY(train, document_positions), one_of({"continue", "restart"}),
+       "with the document mask, restart: RoPE/PoPE positions (plain or train.positions ids) count from each "
+       "document's first token"},
 
       {GPT_KEY(eval, multiples), increasing_list(1), "evaluated contexts, as multiples of model.context"},
       {GPT_KEY(eval, tokens), at_least(1), "validation tokens evaluated at each multiple"},
@@ -405,6 +414,21 @@ std::vector<Rule> make_rules() {
          if (c.train.position_span != 0 && c.train.position_span < c.model.context) return false;
          if (c.train.pose_chunks > c.model.context) return false;
          return position_ids_refusal(c.model, layer_attention(c.model, resolve_attention(c))).empty();
+       }},
+      {"\"train.document_mask\" = \"on\" masks keys of other documents: it does not compose with the sink keys of "
+       "\"context.mask\" sinks or lambda (they would reach across documents) or with a distance remapping",
+       {"train.document_mask", "context.mask", "context.remap"},
+       [](const Config& c) {
+         return c.train.document_mask == "off" ||
+                (c.context.mask != "sinks" && c.context.mask != "lambda" && c.context.remap == "none");
+       }},
+      {"\"train.document_positions\" = \"restart\" counts positions from each document's start: it needs "
+       "\"train.document_mask\" = \"on\" and a model the position ids reach (RoPE or PoPE, as \"train.positions\")",
+       {"train.document_positions", "train.document_mask", "model.position"},
+       [](const Config& c) {
+         if (c.train.document_positions == "continue") return true;
+         return c.train.document_mask == "on" &&
+                position_ids_refusal(c.model, layer_attention(c.model, resolve_attention(c))).empty();
        }},
       {"\"model.position\" = \"alibi\" is the alibi bias: \"attention.position_bias\" must then be \"none\" or "
        "\"alibi\"",

@@ -4,6 +4,13 @@
 // that covers every sequence exactly once per epoch (a fresh permutation each
 // epoch, derived from seed and epoch number with the project's own RNG so it
 // does not depend on the standard library's implementation).
+//
+// Windows aligned to documents (data.windows = "documents";
+// docs/training_for_length.md): sequence k starts instead at the k-th of the
+// offsets d, d+T, d+2T, ... of every document (d: the offset of the
+// end-of-text token that opens it) that lie inside that document, so every
+// window opens a document or continues one from a multiple of T; the last
+// window of a document reaches into the next, which a document mask hides.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -23,7 +30,11 @@ class DataLoader {
  public:
   // shuffle=false: sequential order. Throws if the stream holds fewer than
   // B sequences of T+1 tokens.
-  DataLoader(const std::string& pattern, int vocab_size, int B, int T, bool shuffle, uint64_t seed);
+  // align_separator >= 0: windows aligned to the documents that this
+  // end-of-text id opens (above); throws, naming the pattern, when fewer
+  // than B such windows exist.
+  DataLoader(const std::string& pattern, int vocab_size, int B, int T, bool shuffle, uint64_t seed,
+             int32_t align_separator = -1);
   // Fills inputs (B*T) and targets (B*T) and advances B sequences. With
   // loss masks (data/shard.h), a target they do not score is kIgnoreTarget. A batch
   // that runs past the end of an epoch continues with the start of the next
@@ -49,7 +60,8 @@ class DataLoader {
   uint64_t seed_;
   uint64_t nseq_;
   LoaderState state_;
-  std::vector<uint64_t> order_;  // order of state_.epoch
+  std::vector<uint64_t> offsets_;  // aligned windows: sequence k starts at offsets_[k]; empty: at k*T
+  std::vector<uint64_t> order_;    // order of state_.epoch
   uint64_t order_epoch_ = UINT64_MAX;
 };
 

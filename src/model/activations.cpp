@@ -90,7 +90,10 @@ std::unique_ptr<Activations<T>> allocate_activations(Backend<T>& be, const Model
   a->losses = Buffer<Acc>(be, N);
   a->tokens = TokenBuffer(be, N);
   a->targets = TokenBuffer(be, N);
-  if (training) a->pos_ids = TokenBuffer(be, N);
+  if (training) {
+    a->pos_ids = TokenBuffer(be, N);
+    a->doc_ids = TokenBuffer(be, N);
+  }
   if (training) {
     a->dlosses = Buffer<Acc>(be, N);
 #define GPT_ALLOC_SCRATCH(name, width) a->name = Buffer<T>(be, N * (width));

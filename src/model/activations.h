@@ -59,6 +59,10 @@ struct Activations {
   // read: pos_ids.get() when the pass gave ids, null for 0..Tn-1.
   TokenBuffer pos_ids;
   const int32_t* pos = nullptr;
+  // The document mask's (B, Tn) document starts (TokenLayout::doc_begin) and
+  // the pointer the attention ops read (HeadParams::doc), null for none.
+  TokenBuffer doc_ids;
+  const int32_t* doc = nullptr;
   GPT_GRAD_SCRATCH(GPT_FIELD)
   Buffer<T> dqkvr, dqkvf;
   Buffer<T> dln2;           // parallel residual: the MLP norm's output gradient, kept apart from the attention's

@@ -19,8 +19,11 @@ KernelHeads kernel_heads(const AttentionSpec& s, int C, int NH) {
 // The learned per-head inputs of the attention op, from the layer's block
 // (w: parameters, or g: their gradients) and the per-call tensors.
 template <typename T>
-HeadParams<T, accum_t<T>> head_params(const LayerViews<T>& w, const accum_t<T>* fcum, const accum_t<T>* fire) {
-  return HeadParams<T, accum_t<T>>(w.attnscale, w.attnsink, w.attnkerple, fcum, fire);
+HeadParams<T, accum_t<T>> head_params(const LayerViews<T>& w, const int32_t* doc, const accum_t<T>* fcum,
+                                      const accum_t<T>* fire) {
+  HeadParams<T, accum_t<T>> hp(w.attnscale, w.attnsink, w.attnkerple, fcum, fire);
+  hp.doc = doc;  // the pass's document mask (Activations::doc), null for none
+  return hp;
 }
 template <typename A>
 HeadGrads<A> head_grads(const LayerViews<A>& g, A* dfcum, A* dfire) {
@@ -90,19 +93,20 @@ void attention_op_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, co
   Acc* stats = a.training ? x.att_stats.get() : nullptr;
   if (pope) {  // heads of 2D channels in polar coordinates; the output's first D of each head
     be.pope_forward(a.qkv2.get(), qkv, w.attnpope, B, Tn, C, NH, spec.rope.theta, a.pos);
-    be.attention_forward(x.atty2.get(), stats, a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, fcum, fire), diag,
-                         nullptr);
+    be.attention_forward(x.atty2.get(), stats, a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, a.doc, fcum, fire),
+                         diag, nullptr);
     be.pope_output_forward(x.atty.get(), x.atty2.get(), B * Tn, C, NH);
     return;
   }
   if (!spec.differential) {
-    be.attention_forward(x.atty.get(), stats, qkv, B, Tn, C, NH, spec, head_params(w, fcum, fire), diag, qkv_far);
+    be.attention_forward(x.atty.get(), stats, qkv, B, Tn, C, NH, spec, head_params(w, a.doc, fcum, fire), diag,
+                         qkv_far);
     return;
   }
   const KernelHeads kh = kernel_heads(spec, C, NH);
   const DiffInputs<T> di = split_for_kernels(be, a, qkv, qkv_far, fcum, fire, B, Tn, C, NH);
   std::vector<double> kdiag(diag ? static_cast<size_t>(kh.NH) * kAttentionDiagStats : 0, 0.0);
-  be.attention_forward(x.atty2.get(), stats, di.qkv, B, Tn, kh.C, kh.NH, spec, head_params(w, di.fcum, di.fire),
+  be.attention_forward(x.atty2.get(), stats, di.qkv, B, Tn, kh.C, kh.NH, spec, head_params(w, a.doc, di.fcum, di.fire),
                        diag ? kdiag.data() : nullptr, di.qkv_far);
   // A head's diagnostics: the sums over its kernel heads, i.e. the mean of its two maps per row (the
   // largest score of either).
@@ -129,14 +133,13 @@ void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, c
     be.pope_forward(a.qkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta, a.pos);
     be.zero(a.dqkv2.get(), NC * 6);
     be.attention_backward(a.dqkv2.get(), head_grads(g, dfcum, dfire), a.datty2.get(), x.atty2.get(), x.att_stats.get(),
-                          a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, fcum, fire), nullptr, nullptr);
-    be.pope_backward(dq_att, g.attnpope, a.dqkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta,
-                     a.pos);
+                          a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, a.doc, fcum, fire), nullptr, nullptr);
+    be.pope_backward(dq_att, g.attnpope, a.dqkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta, a.pos);
     return;
   }
   if (!spec.differential) {
     be.attention_backward(dq_att, head_grads(g, dfcum, dfire), a.datty.get(), x.atty.get(), x.att_stats.get(),
-                          x.qkv.get(), B, Tn, C, NH, spec, head_params(w, fcum, fire), dqkv_far, qkv_far);
+                          x.qkv.get(), B, Tn, C, NH, spec, head_params(w, a.doc, fcum, fire), dqkv_far, qkv_far);
     return;
   }
   // Through the combination to the kernel heads, then back through the split.
@@ -159,7 +162,7 @@ void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, c
     be.zero(dfire2, n);
   }
   be.attention_backward(a.dqkv2.get(), head_grads(g, dfcum2, dfire2), a.datty2.get(), x.atty2.get(), x.att_stats.get(),
-                        di.qkv, B, Tn, kh.C, kh.NH, spec, head_params(w, di.fcum, di.fire),
+                        di.qkv, B, Tn, kh.C, kh.NH, spec, head_params(w, a.doc, di.fcum, di.fire),
                         dqkv_far ? a.dqkvf2.get() : nullptr, di.qkv_far);
   be.diff_split_backward(dq_att, a.dqkv2.get(), N, C, NH);
   if (dqkv_far) be.diff_split_backward(dqkv_far, a.dqkvf2.get(), N, C, NH);

@@ -127,7 +127,8 @@ Activations<T>& GPT<T>::activations(int B, int Tn, bool training) {
   a->B = B;
   a->Tn = Tn;
   a->training = training;
-  a->pos = nullptr;  // plain positions unless the pass uploads ids
+  a->pos = nullptr;  // plain positions and no document mask unless the pass uploads them
+  a->doc = nullptr;
   return *a;
 }
 
@@ -214,23 +215,34 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
 // per-position losses (training keeps every layer's activations).
 template <typename T>
 void GPT<T>::losses_pass(const int32_t* tokens, const int32_t* targets, int B, int Tn, bool training,
-                         std::vector<Acc>& losses, const int32_t* positions) {
+                         std::vector<Acc>& losses, const TokenLayout& layout) {
   const size_t N = static_cast<size_t>(B) * Tn;
   check_tokens(tokens, N, "input token");
   const size_t scored = check_tokens(targets, N, "target token", true);
-  if (positions) {
+  if (layout.positions) {
     const std::string why = position_ids_refusal(cfg_, layers_);
     GPT_CHECK(why.empty(), "position ids: ", why);
     for (size_t i = 0; i < N; ++i)
-      GPT_CHECK(positions[i] >= 0, "position ids must be >= 0, got ", positions[i], " at token ", i);
+      GPT_CHECK(layout.positions[i] >= 0, "position ids must be >= 0, got ", layout.positions[i], " at token ", i);
   }
+  if (layout.doc_begin)
+    for (size_t i = 0; i < N; ++i) {
+      const int t = static_cast<int>(i % Tn), d = layout.doc_begin[i];
+      const bool starts = d == t, continues = t > 0 && d == layout.doc_begin[i - 1];
+      GPT_CHECK(d >= 0 && d <= t && (starts || continues), "document mask: token ", t, " of sequence ", i / Tn,
+                " has document start ", d, "; each token's start must be its own index or its predecessor's");
+    }
   Activations<T>& a = activations(B, Tn, training);
   a.scored = scored;
   be_.upload_tokens(a.tokens.get(), tokens, N);
   be_.upload_tokens(a.targets.get(), targets, N);
-  if (positions) {
-    be_.upload_tokens(a.pos_ids.get(), positions, N);
+  if (layout.positions) {
+    be_.upload_tokens(a.pos_ids.get(), layout.positions, N);
     a.pos = a.pos_ids.get();
+  }
+  if (layout.doc_begin) {
+    be_.upload_tokens(a.doc_ids.get(), layout.doc_begin, N);
+    a.doc = a.doc_ids.get();
   }
   forward_trunk(a);
   be_.crossentropy_forward(a.losses.get(), a.logits.get(), a.targets.get(), static_cast<int>(N), cfg_.vocab_size,
@@ -240,9 +252,9 @@ void GPT<T>::losses_pass(const int32_t* tokens, const int32_t* targets, int B, i
 }
 
 template <typename T>
-double GPT<T>::forward(const int32_t* tokens, const int32_t* targets, int B, int Tn, const int32_t* positions) {
+double GPT<T>::forward(const int32_t* tokens, const int32_t* targets, int B, int Tn, const TokenLayout& layout) {
   std::vector<Acc> losses;
-  losses_pass(tokens, targets, B, Tn, true, losses, positions);
+  losses_pass(tokens, targets, B, Tn, true, losses, layout);
   // The mean over the scored positions (the others' losses are 0); 0 when a
   // loss mask scores none of them.
   double sum = 0.0;

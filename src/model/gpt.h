@@ -25,6 +25,19 @@ namespace gpt {
 template <typename T>
 struct Activations;
 
+// What a training pass may give besides its tokens (host arrays of B*Tn,
+// null: none; docs/training_for_length.md).
+struct TokenLayout {
+  // Position ids (>= 0) that RoPE and PoPE use instead of 0..Tn-1
+  // (train.positions); refused for a model whose position encoding cannot
+  // take them (position_ids_refusal).
+  const int32_t* positions = nullptr;
+  // The document mask (train.document_mask): per token, the index in its
+  // sequence of its document's first token (0 <= doc_begin[t] <= t, each
+  // either its predecessor's or t itself); keys before it are masked.
+  const int32_t* doc_begin = nullptr;
+};
+
 // What training, evaluation and sampling see of a model, whatever its
 // storage type: A is the float32 side (accum_t of the storage type), the
 // type of the master parameters, their gradients and the losses. GPT<T>
@@ -63,13 +76,10 @@ class Model {
   virtual void zero_grad() = 0;
 
   // Training forward: keeps activations for backward(). tokens and targets
-  // are host arrays of B*Tn ids. Returns the mean loss. positions, when
-  // given: the tokens' position ids (host, B*Tn, >= 0), which RoPE and PoPE
-  // use instead of 0..Tn-1 (train.positions; docs/training_for_length.md);
-  // the backward pass uses the same. Refused for a model whose position
-  // encoding cannot take them (position_ids_refusal).
+  // are host arrays of B*Tn ids. Returns the mean loss. layout: position
+  // ids and a document mask (TokenLayout), which the backward pass uses too.
   virtual double forward(const int32_t* tokens, const int32_t* targets, int B, int Tn,
-                         const int32_t* positions = nullptr) = 0;
+                         const TokenLayout& layout = {}) = 0;
   // Adds d(loss_scale · mean loss)/dθ to the gradients (loss_scale lets
   // gradient accumulation average over micro-batches). grads_ready, when
   // given, is called with l once the ops that finish layer l's gradients
@@ -130,7 +140,7 @@ class GPT : public Model<accum_t<T>> {
   std::vector<Acc> get_params() override;
   void zero_grad() override;
   double forward(const int32_t* tokens, const int32_t* targets, int B, int Tn,
-                 const int32_t* positions = nullptr) override;
+                 const TokenLayout& layout = {}) override;
   void backward(double loss_scale = 1.0, const std::function<void(int)>& grads_ready = {}) override;
   void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<Acc>& losses) override;
   void forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax) override;
@@ -149,7 +159,7 @@ class GPT : public Model<accum_t<T>> {
   const T* head_weights() const { return cfg_.head == "untied" ? p_.lmhead : p_.wte; }
   void forward_trunk(Activations<T>& a);  // embedding, blocks, final LayerNorm, logits
   void losses_pass(const int32_t* tokens, const int32_t* targets, int B, int Tn, bool training,
-                   std::vector<Acc>& losses, const int32_t* positions = nullptr);
+                   std::vector<Acc>& losses, const TokenLayout& layout = {});
   // count values of backend T memory to host Acc values.
   void download_as_acc(Acc* host, const T* src, size_t count);
 

@@ -80,4 +80,24 @@ void draw_position_ids(int32_t* ids, int rows, int T, const PositionIdOptions& o
   }
 }
 
+void document_starts(int32_t* starts, const int32_t* tokens, int rows, int T, int32_t separator) {
+  for (int r = 0; r < rows; ++r) {
+    const size_t o = static_cast<size_t>(r) * T;
+    int32_t begin = 0;
+    for (int t = 0; t < T; ++t) {
+      if (tokens[o + t] == separator) begin = t;
+      starts[o + t] = begin;
+    }
+  }
+}
+
+void restart_positions(int32_t* ids, const int32_t* starts, int rows, int T) {
+  for (int r = 0; r < rows; ++r) {
+    int32_t* row = ids + static_cast<size_t>(r) * T;
+    const int32_t* st = starts + static_cast<size_t>(r) * T;
+    // Backwards, so that each document's first id is read before it is zeroed.
+    for (int t = T - 1; t >= 0; --t) row[t] -= row[st[t]];
+  }
+}
+
 }  // namespace gpt

@@ -45,4 +45,16 @@ PositionIdOptions position_id_options(const TrainConfig& tc, int T);
 // trainer counts them: step·grad_accum·B + micro·B + rank·B_local + r).
 void draw_position_ids(int32_t* ids, int rows, int T, const PositionIdOptions& o, uint64_t seed, uint64_t first_row);
 
+// The document mask's starts (train.document_mask) of `rows` windows of T
+// input tokens: starts[r·T + t] is the index, in its window, of the last
+// `separator` token at or before t (the end-of-text id that opens every
+// document: it belongs to the document it opens), 0 where the window holds
+// none before t.
+void document_starts(int32_t* starts, const int32_t* tokens, int rows, int T, int32_t separator);
+
+// Position ids restarted at every document (train.document_positions =
+// "restart"): ids[t] -= ids[starts[t]] in each window, so a document's first
+// token is at 0 and the ids' steps inside it are kept.
+void restart_positions(int32_t* ids, const int32_t* starts, int rows, int T);
+
 }  // namespace gpt

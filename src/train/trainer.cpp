@@ -132,13 +132,25 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   check_fresh();
   // Data first: bad shards or an infeasible evaluation fail before anything
   // is written or trained.
-  DataLoader loader(cfg.data.train, mc.vocab_size, B, T, cfg.data.order == "shuffle", tc.seed);
   TokenStream val(cfg.data.val, mc.vocab_size);
   check_eval_feasible(val.size(), cfg.eval, T);
   // Bits per byte and the documents protocol's separator; a documents layout
   // the validation data cannot hold fails here, not after training.
   const std::optional<EvalText> eval_text =
       load_eval_text(cfg.data.tokenizer, mc.vocab_size, cfg.eval, cfg.data.mix_task != "none");
+  // The end-of-text id that opens documents, for the document mask and
+  // windows aligned to documents (docs/training_for_length.md).
+  const bool doc_mask = tc.document_mask == "on", doc_windows = cfg.data.windows == "documents";
+  int32_t separator = -1;
+  if (doc_mask || doc_windows) {
+    GPT_CHECK(eval_text && eval_text->separator >= 0,
+              doc_mask ? "train.document_mask = \"on\"" : "data.windows = \"documents\"",
+              " needs the end-of-text id of data.tokenizer (", cfg.data.tokenizer,
+              "), which opens every document; it could not be found");
+    separator = eval_text->separator;
+  }
+  DataLoader loader(cfg.data.train, mc.vocab_size, B, T, cfg.data.order == "shuffle", tc.seed,
+                    doc_windows ? separator : -1);
   if (cfg.eval.protocol == "documents") eval_layout(val, cfg.eval, T, eval_text->separator);
   // Passkey examples mixed into training (data.passkey_fraction).
   std::unique_ptr<Tokenizer> tokenizer;
@@ -150,9 +162,11 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     passkey = std::make_unique<PasskeyMixer>(*tokenizer, cfg.data.passkey_digits, cfg.data.passkey_fraction, tc.seed);
     passkey->check_context(T);  // before anything is written
   }
-  // Training-time position ids (train.positions): plain makes none.
+  // Training-time position ids (train.positions; plain makes none unless
+  // they restart per document; docs/training_for_length.md).
   const PositionIdOptions pos_opts = position_id_options(tc, T);
-  const bool with_ids = pos_opts.kind != PositionIds::Plain;
+  const bool restart = tc.document_positions == "restart";
+  const bool with_ids = pos_opts.kind != PositionIds::Plain || restart;
   // Synthetic-task examples mixed into training (data.mix_task), their ids
   // above the text vocabulary of data.tokenizer.
   std::unique_ptr<SyntheticMixer> mixer;
@@ -258,10 +272,12 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     j["optimizer"] = tc.optimizer;  // how the weights were trained (docs/optimizers.md)
     // The training-time position ids (docs/training_for_length.md); evaluation used plain positions.
     j["train_positions"] = {{"kind", tc.positions}};
-    if (with_ids) {
+    if (pos_opts.kind != PositionIds::Plain) {
       j["train_positions"]["span"] = pos_opts.span;
       if (pos_opts.kind == PositionIds::Pose) j["train_positions"]["chunks"] = pos_opts.chunks;
     }
+    j["train_documents"] = {
+        {"mask", tc.document_mask}, {"positions", tc.document_positions}, {"windows", cfg.data.windows}};
     j["step"] = step;
     metrics->write({{"event", "eval"}, {"step", step}, {"results", j}});
     if (final) {
@@ -283,7 +299,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   const bool masked = loader.has_masks() || mixer;
   const size_t micro_tokens = static_cast<size_t>(Bl) * T;
   std::vector<int32_t> inputs(micro_tokens * tc.grad_accum), targets(inputs.size());
-  std::vector<int32_t> pos_ids(with_ids ? inputs.size() : 0);
+  std::vector<int32_t> pos_ids(with_ids ? inputs.size() : 0), doc_starts(doc_mask ? inputs.size() : 0);
   std::vector<double> weight(tc.grad_accum);
   const auto start = std::chrono::steady_clock::now();
   const int first_step = progress.step;
@@ -303,6 +319,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       if (with_ids)
         draw_position_ids(pos_ids.data() + micro * micro_tokens, Bl, T, pos_opts, tc.seed,
                           draw * static_cast<uint64_t>(B) + static_cast<uint64_t>(rank) * Bl);
+      if (doc_mask) document_starts(doc_starts.data() + micro * micro_tokens, in, Bl, T, separator);
+      if (restart)
+        restart_positions(pos_ids.data() + micro * micro_tokens, doc_starts.data() + micro * micro_tokens, Bl, T);
     }
     // Weights: without masks each micro-batch's mean over the same number of
     // tokens, scaled by 1/ranks so that the sum across ranks is the gradient
@@ -326,8 +345,10 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     }
     double loss = 0;
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
-      const double mean = model.forward(inputs.data() + micro * micro_tokens, targets.data() + micro * micro_tokens, Bl,
-                                        T, with_ids ? pos_ids.data() + micro * micro_tokens : nullptr);
+      const TokenLayout layout{with_ids ? pos_ids.data() + micro * micro_tokens : nullptr,
+                               doc_mask ? doc_starts.data() + micro * micro_tokens : nullptr};
+      const double mean =
+          model.forward(inputs.data() + micro * micro_tokens, targets.data() + micro * micro_tokens, Bl, T, layout);
       loss += masked ? mean * weight[micro] : mean / tc.grad_accum;
       const double scale = weight[micro];
       if (overlap && micro + 1 == tc.grad_accum)

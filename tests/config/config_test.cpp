@@ -89,7 +89,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 112u);
+  EXPECT_EQ(from_schema.size(), 115u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -250,6 +250,26 @@ TEST(ConfigCrossField, PositionIdsNeedAnEncodingThatReadsThem) {
                     {"\"train.positions\" pose and randomized give RoPE and PoPE their position ids"});
   expect_contains(parse_error(R"({"train": {"positions": "shifted"}})"),
                   {"\"train.positions\" = \"shifted\" is not valid; allowed: plain, pose, randomized"});
+}
+
+// The document mask: no sink keys (they reach across documents), no distance
+// remapping; positions restart only under the mask, on a model ids reach.
+TEST(ConfigCrossField, DocumentMaskRules) {
+  const gpt::Config c =
+      parse(R"({"train": {"document_mask": "on", "document_positions": "restart"}, "data": {"windows": "documents"}})");
+  EXPECT_EQ(c.train.document_mask, "on");
+  EXPECT_EQ(c.data.windows, "documents");
+  expect_contains(parse_error(R"({"train": {"document_mask": "on"}, "context": {"mask": "sinks", "sinks": 2}})"),
+                  {"\"train.document_mask\" = \"on\" masks keys of other documents"});
+  expect_contains(parse_error(R"({"train": {"document_positions": "restart"}})"),
+                  {"\"train.document_positions\" = \"restart\" counts positions from each document's start"});
+  expect_contains(
+      parse_error(
+          R"({"model": {"position": "alibi"}, "train": {"document_mask": "on", "document_positions": "restart"}})"),
+      {"\"train.document_positions\" = \"restart\""});
+  EXPECT_EQ(parse(R"({"model": {"position": "alibi"}, "train": {"document_mask": "on"}})").train.document_mask, "on");
+  expect_contains(parse_error(R"({"data": {"windows": "aligned"}})"),
+                  {"\"data.windows\" = \"aligned\" is not valid; allowed: stream, documents"});
 }
 
 TEST(ConfigCrossField, EmbdDivisibleByHeads) {

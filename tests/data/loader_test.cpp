@@ -306,3 +306,42 @@ TEST_F(LoaderTest, MaskedTargetsAreIgnored) {
 }
 
 }  // namespace
+
+// Windows aligned to documents (data.windows = "documents"): documents open
+// at the separator id 999 at offsets 0, 3, 20 and 21 (a one-token document)
+// of a 40-token stream; with T = 5 each document is cut into windows from
+// its start, d, d+T, ... before the next document's start, while T+1
+// tokens fit: 0; 3, 8, 13, 18; 20; 21, 26, 31 (36 would need token 41).
+// Every epoch holds each window once; resume and rank slices work as for
+// stream windows.
+TEST_F(LoaderTest, WindowsAlignedToDocuments) {
+  const int T = 5;
+  std::vector<uint32_t> tokens(40);
+  for (uint32_t i = 0; i < 40; ++i) tokens[i] = i;
+  for (uint32_t d : {0u, 3u, 20u, 21u}) tokens[d] = 999;
+  gpt::write_shard((dir_ / "d_000001.bin").string(), tokens, 2);
+  const std::string pattern = (dir_ / "d_*.bin").string();
+  const std::vector<uint64_t> expect = {0, 3, 8, 13, 18, 20, 21, 26, 31};
+  for (bool shuffle : {false, true}) {
+    gpt::DataLoader dl(pattern, 1000, 3, T, shuffle, 7, 999);
+    ASSERT_EQ(dl.sequences_per_epoch(), expect.size());
+    std::vector<uint64_t> seen;
+    std::vector<int32_t> x(3 * T), y(3 * T);
+    for (int batch = 0; batch < 3; ++batch) {
+      dl.next(x.data(), y.data());
+      for (int r = 0; r < 3; ++r) {
+        // token value = stream offset, but for the 999s of document starts
+        int t0 = 0;
+        while (x[r * T + t0] == 999) ++t0;
+        const uint64_t off = static_cast<uint64_t>(x[r * T + t0] - t0);
+        for (int t = 1; t < T; ++t) EXPECT_EQ(y[r * T + t - 1], x[r * T + t]);
+        seen.push_back(off);
+      }
+    }
+    std::vector<uint64_t> sorted = seen;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, expect) << (shuffle ? "shuffled" : "sequential") << ": each window once per epoch";
+    if (!shuffle) EXPECT_EQ(seen, expect);
+  }
+  EXPECT_THROW(gpt::DataLoader(pattern, 1000, 10, T, false, 7, 999), gpt::Error);  // 9 windows < B = 10
+}

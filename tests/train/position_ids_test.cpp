@@ -155,6 +155,24 @@ TEST(PositionIds, DeterministicPerRowAndSeed) {
   }
 }
 
+// The document mask's starts: the last separator at or before each token
+// (the separator opens the document it belongs to), 0 before the first.
+TEST(PositionIds, DocumentStartsAndRestartedIds) {
+  const int T = 8, sep = 9;
+  const std::vector<int32_t> tokens = {1, 2, 9, 3, 4, 9, 9, 5,   // row 0
+                                       9, 1, 1, 1, 1, 1, 1, 1};  // row 1
+  std::vector<int32_t> starts(tokens.size(), -1);
+  document_starts(starts.data(), tokens.data(), 2, T, sep);
+  EXPECT_EQ(starts, (std::vector<int32_t>{0, 0, 2, 2, 2, 5, 6, 6, 0, 0, 0, 0, 0, 0, 0, 0}));
+  // Plain ids restart at each document; other ids keep their steps inside it.
+  std::vector<int32_t> ids = {0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7};
+  restart_positions(ids.data(), starts.data(), 2, T);
+  EXPECT_EQ(ids, (std::vector<int32_t>{0, 1, 0, 1, 2, 0, 0, 1, 0, 1, 2, 3, 4, 5, 6, 7}));
+  std::vector<int32_t> pose = {0, 1, 2, 10, 11, 12, 13, 14, 0, 1, 2, 3, 4, 5, 6, 7};
+  restart_positions(pose.data(), starts.data(), 2, T);
+  EXPECT_EQ(std::vector<int32_t>(pose.begin(), pose.begin() + T), (std::vector<int32_t>{0, 1, 0, 8, 9, 0, 0, 1}));
+}
+
 TEST(PositionIds, OptionsFromTheConfigAndTheirErrors) {
   TrainConfig tc;
   EXPECT_EQ(position_id_options(tc, 64).kind, PositionIds::Plain);

@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   using G = Geom<D>;
   GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
   GPT_SHARED(float4, vs, [kKeyTile * G::D4]);
-  const AttentionSpec s = spec_with<PHI>(in.spec);
+  const AttentionSpec s = spec_with<PHI>(in);
   const int T = in.T, NH = in.NH, C = NH * D;
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
@@ -146,7 +146,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
   GPT_SHARED(float, Ss, [kQueryTile]);
   attn::Row<float>* rows = reinterpret_cast<attn::Row<float>*>(rows_raw);
 
-  const AttentionSpec s = spec_with<PHI>(in.spec);
+  const AttentionSpec s = spec_with<PHI>(in);
   const int T = in.T, NH = in.NH, C = NH * D;
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int k0 = (gridDim.x - 1 - blockIdx.x) * kKeysPerBlock;  // most query rows first

@@ -172,6 +172,7 @@ struct Inputs {
   const float* head_kerple = nullptr;
   const float* fcum = nullptr;  // the forget gate's c (B,NH,T)
   const float* fire = nullptr;  // FIRE's bias table (NH,T,T): b_h(i0, Δ) at [(h·T + i0)·T + Δ]
+  const int32_t* doc = nullptr;  // the document mask's (B,T) document starts (HeadParams::doc), or null
 };
 
 // The constants of stages 1–2 for row i (1-based) of head h, exactly as the
@@ -242,11 +243,13 @@ __device__ __forceinline__ float uncap(const AttentionSpec& s, float y, float dx
   return dx * attn::softcap_grad(static_cast<float>(s.softcap), y);
 }
 
-// The spec with the template's φ written in, so that attn:: functions that
-// switch on s.positivity fold to the one case.
+// The spec of this block's sequence with the template's φ written in, so
+// that attn:: functions that switch on s.positivity fold to the one case;
+// with a document mask, its sequence's document starts (every attention
+// kernel's blockIdx.y is b·NH + h).
 template <Positivity PHI>
-__device__ __forceinline__ AttentionSpec spec_with(const AttentionSpec& in) {
-  AttentionSpec s = in;
+__device__ __forceinline__ AttentionSpec spec_with(const Inputs& in) {
+  AttentionSpec s = attn::for_sequence(in.spec, in.doc, static_cast<int>(blockIdx.y) / in.NH, in.T);
   s.positivity = PHI;
   return s;
 }

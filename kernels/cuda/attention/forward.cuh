@@ -16,7 +16,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
   using G = Geom<D>;
   GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
   GPT_SHARED(float4, vs, [kKeyTile * G::D4]);
-  const AttentionSpec s = spec_with<PHI>(in.spec);
+  const AttentionSpec s = spec_with<PHI>(in);
   const int T = in.T, NH = in.NH, C = NH * D;
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;  // longest rows first
@@ -106,7 +106,7 @@ template <int D, Positivity PHI>
 __global__ void __launch_bounds__(Geom<D>::kRowThreads) diag_kernel(Inputs in, const float* stats, double* diag) {
   using G = Geom<D>;
   GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
-  const AttentionSpec s = spec_with<PHI>(in.spec);
+  const AttentionSpec s = spec_with<PHI>(in);
   const int T = in.T, NH = in.NH;
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;

@@ -37,7 +37,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   using G = Geom<D>;
   GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
   GPT_SHARED(float4, vs, [kKeyTile * G::D4]);
-  const AttentionSpec s = spec_with<Positivity::Sigmoid>(in.spec);
+  const AttentionSpec s = spec_with<Positivity::Sigmoid>(in);
   const int T = in.T, NH = in.NH, C = NH * D;
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;  // longest rows first
@@ -116,7 +116,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
   using G = Geom<D>;
   GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
   GPT_SHARED(float4, vs, [kKeyTile * G::D4]);
-  const AttentionSpec s = spec_with<Positivity::Sigmoid>(in.spec);
+  const AttentionSpec s = spec_with<Positivity::Sigmoid>(in);
   const int T = in.T, NH = in.NH, C = NH * D;
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;
@@ -240,7 +240,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) sb_dkdv_kernel(Inputs in
   GPT_SHARED(float, takens, [QT]);
   GPT_SHARED(double, dps, [QT]);
   GPT_SHARED(double, gws, [QT]);
-  const AttentionSpec s = spec_with<Positivity::Sigmoid>(in.spec);
+  const AttentionSpec s = spec_with<Positivity::Sigmoid>(in);
   const int T = in.T, NH = in.NH, C = NH * D;
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
   const int k0 = (gridDim.x - 1 - blockIdx.x) * KB;  // most query rows first

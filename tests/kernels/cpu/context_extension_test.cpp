@@ -318,25 +318,36 @@ std::vector<Case> mask_cases(int N) {
   return v;
 }
 
+// The kernels' per-head inputs: the ssmax scales hs (may be empty) and the
+// document mask's (B, T) starts doc (empty: none).
+template <typename T>
+HeadParams<T> head_inputs(const std::vector<T>& hs, const std::vector<int32_t>& doc) {
+  HeadParams<T> hp(hs.empty() ? nullptr : hs.data());
+  hp.doc = doc.empty() ? nullptr : doc.data();
+  return hp;
+}
+
 template <typename T>
 std::vector<T> forward(const std::vector<T>& qkv, const Shape& s, const AttentionSpec& spec, const std::vector<T>& hs,
-                       std::vector<T>* stats = nullptr, std::vector<double>* diag = nullptr) {
+                       std::vector<T>* stats = nullptr, std::vector<double>* diag = nullptr,
+                       const std::vector<int32_t>& doc = {}) {
   std::vector<T> out(s.out_size());
   if (stats) stats->assign(s.stats_size(), T(0));
   if (diag) diag->assign(static_cast<size_t>(s.NH) * kAttentionDiagStats, 0.0);
   attention_forward(out.data(), stats ? stats->data() : nullptr, qkv.data(), s.B, s.T, s.C, s.NH, spec,
-                    hs.empty() ? nullptr : hs.data(), diag ? diag->data() : nullptr);
+                    head_inputs(hs, doc), diag ? diag->data() : nullptr);
   return out;
 }
 
 template <typename T>
 std::vector<T> backward(const std::vector<T>& qkv, const std::vector<T>& w, const Shape& s, const AttentionSpec& spec,
-                        const std::vector<T>& hs, std::vector<T>* dhead = nullptr) {
+                        const std::vector<T>& hs, std::vector<T>* dhead = nullptr,
+                        const std::vector<int32_t>& doc = {}) {
   std::vector<T> stats;
-  const std::vector<T> out = forward(qkv, s, spec, hs, &stats);
+  const std::vector<T> out = forward(qkv, s, spec, hs, &stats, nullptr, doc);
   std::vector<T> dqkv(s.qkv_size(), T(0)), dh(s.NH, T(0));
   attention_backward(dqkv.data(), dh.data(), w.data(), out.data(), stats.data(), qkv.data(), s.B, s.T, s.C, s.NH, spec,
-                     hs.empty() ? nullptr : hs.data());
+                     head_inputs(hs, doc));
   if (dhead) *dhead = dh;
   return dqkv;
 }
@@ -350,7 +361,9 @@ std::vector<double> scales_for(const AttentionSpec& s, int NH) {
 // attention, HF modeling_llama4's chunked mask) when n and m lie in the same
 // chunk of w tokens, ⌊n/w⌋ = ⌊m/w⌋; the row index i of the scales and the re-weighting
 // is m + 1, or the count of kept keys; the logits are multiplied by t² and
-// by Llama 4's 1 + β ln(⌊(m+1)/F⌋ + 1). Masked keys get weight 0.
+// by Llama 4's 1 + β ln(⌊(m+1)/F⌋ + 1). Masked keys get weight 0. A
+// document mask (doc: the (B, T) document starts) also masks the keys n <
+// doc[m] of another document (docs/training_for_length.md).
 
 // With `remapped`, qkv holds unrotated q and k and the pair (m, n) is scored
 // at the distance remapped(m, n) (rotated_score, below); without it q and k
@@ -358,8 +371,8 @@ std::vector<double> scales_for(const AttentionSpec& s, int NH) {
 double rotated_score(const double* q, const double* k, double dist, int d, double theta);
 
 std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, const AttentionSpec& sp,
-                              const std::vector<double>& hs,
-                              const std::function<double(int, int)>& remapped = nullptr) {
+                              const std::vector<double>& hs, const std::function<double(int, int)>& remapped = nullptr,
+                              const std::vector<int32_t>& doc = {}) {
   const int T = s.T, d = s.D(), w_len = sp.window, k_s = sp.sinks;
   std::vector<double> out(s.out_size(), 0.0);
   for (int b = 0; b < s.B; ++b)
@@ -377,7 +390,8 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, co
         std::vector<bool> keep(m + 1);
         int kept = 0;
         for (int n = 0; n <= m; ++n)
-          kept += (keep[n] = w_len <= 0 || (sp.chunked ? n / w_len == m / w_len : n > m - w_len || n < k_s));
+          kept += (keep[n] = (w_len <= 0 || (sp.chunked ? n / w_len == m / w_len : n > m - w_len || n < k_s)) &&
+                             (doc.empty() || n >= doc[static_cast<size_t>(b) * T + m]));
         const double i = sp.row_index == RowIndex::Keys ? kept : m + 1;
         double temp = sp.logit_factor;
         if (sp.temperature == Temperature::Llama4) {
@@ -445,6 +459,100 @@ TEST(ContextExtension, MaskedAndTemperedAttentionMatchesReference) {
     EXPECT_LT(ef, 3e-5 * scale) << c.name;
   }
 }
+
+// The document mask (train.document_mask): sequence 0 holds documents
+// opening at 0, 5, 40, 41 (a one-token document) and 100, sequence 1 has
+// none until 70 and a last one at 149, so row blocks of 64 cross several
+// boundaries. Alone and with the window and chunked masks.
+std::vector<int32_t> doc_layout(int B, int T) {
+  const std::vector<std::vector<int>> opens = {{0, 5, 40, 41, 100}, {70, T - 1}};
+  std::vector<int32_t> doc(static_cast<size_t>(B) * T, 0);
+  for (int b = 0; b < B; ++b) {
+    int begin = 0;
+    for (int t = 0; t < T; ++t) {
+      for (int o : opens[b % 2])
+        if (o == t) begin = t;
+      doc[static_cast<size_t>(b) * T + t] = begin;
+    }
+  }
+  return doc;
+}
+
+std::vector<Case> doc_cases(int N) {
+  std::vector<Case> v;
+  auto none = [](ContextConfig&) {};
+  auto window = [](ContextConfig& c) { c.mask = "window", c.window = 13; };
+  auto chunked = [](ContextConfig& c) { c.mask = "chunked", c.window = 17; };
+  auto keys = [](ContextConfig& c) { c.mask = "window", c.window = 30, c.row_index = "keys"; };
+  for (const char* p : {"softmax", "lssar", "sigmoid", "cosine", "ssmax", "stick_breaking"})
+    v.push_back(make_case(p, N, none, std::string(p) + "+doc"));
+  v.push_back(make_case("softmax", N, window, "softmax+doc+window"));
+  v.push_back(make_case("lssar", N, chunked, "lssar+doc+chunked"));
+  v.push_back(make_case("ssmax", N, keys, "ssmax+doc+window+keys"));
+  Case alibi = make_case("softmax", N, none, "softmax+alibi+doc");
+  alibi.spec.position_bias = PositionBias::Alibi;
+  v.push_back(alibi);
+  return v;
+}
+
+TEST(ContextExtension, DocumentMaskMatchesReference) {
+  const Shape s{2, 150, 32, 4};
+  const std::vector<double> qkv = random_vector(s.qkv_size(), 23, -1.5, 1.5);
+  const std::vector<int32_t> doc = doc_layout(s.B, s.T);
+  std::printf("[document mask] variant: max abs difference (double kernel / float kernel)\n");
+  for (const Case& c : doc_cases(37)) {
+    const std::vector<double> hs = scales_for(c.spec, s.NH);
+    const std::vector<double> ref = reference(qkv, s, c.spec, hs, nullptr, doc);
+    const double e = max_abs_diff(forward<double>(qkv, s, c.spec, hs, nullptr, nullptr, doc), ref);
+    const double ef =
+        max_abs_diff(forward<float>(cast<float>(qkv), s, c.spec, cast<float>(hs), nullptr, nullptr, doc), ref);
+    double scale = 1;
+    for (double x : ref) scale = std::max(scale, std::abs(x));
+    std::printf("[document mask] %-24s %.2e / %.2e\n", c.name.c_str(), e, ef);
+    EXPECT_LT(e, 1e-11 * scale) << c.name;
+    EXPECT_LT(ef, 3e-5 * scale) << c.name;
+  }
+  // One document per sequence (every start 0) is the unmasked kernel.
+  const Case plain = doc_cases(37)[0];
+  const std::vector<int32_t> one(static_cast<size_t>(s.B) * s.T, 0);
+  EXPECT_EQ(forward<double>(qkv, s, plain.spec, {}, nullptr, nullptr, one), forward<double>(qkv, s, plain.spec, {}));
+}
+
+class DocumentMaskGradcheck : public ::testing::TestWithParam<int> {};
+
+TEST_P(DocumentMaskGradcheck, MatchesFiniteDifferences) {
+  // T = 70: two row blocks, documents opening at 0, 5, 40 and 41.
+  const Shape s{1, 70, 16, 2};
+  const Case c = doc_cases(11)[GetParam()];
+  std::vector<double> qkv = random_vector(s.qkv_size(), 33, -1.5, 1.5);
+  const std::vector<int32_t> doc = doc_layout(s.B, s.T);
+  std::vector<double> hs = scales_for(c.spec, s.NH);
+  const std::vector<double> w = random_vector(s.out_size(), 34);
+  std::vector<double> dhead;
+  const std::vector<double> analytic = backward<double>(qkv, w, s, c.spec, hs, &dhead, doc);
+  auto loss = [&] { return weighted_sum(forward<double>(qkv, s, c.spec, hs, nullptr, nullptr, doc), w); };
+  test::expect_gradient_scaled("attention", (c.name + " dqkv").c_str(), analytic, numeric_gradient(qkv, loss));
+  if (c.spec.learned_scale())
+    test::expect_gradient_scaled("attention", (c.name + " ds_h").c_str(), dhead, numeric_gradient(hs, loss));
+  // A key gets no gradient from the rows of later documents: with the loss
+  // on rows 41..69 only (the document opening at 41), keys 0..40 get none.
+  std::vector<double> w2(s.out_size(), 0.0);
+  for (int t = 41; t < s.T; ++t)
+    for (int k = 0; k < s.C; ++k) w2[static_cast<size_t>(t) * s.C + k] = std::cos(0.3 * t + k);
+  const std::vector<double> g = backward<double>(qkv, w2, s, c.spec, hs, nullptr, doc);
+  for (int t = 0; t < 41; ++t)
+    for (int k = s.C; k < 3 * s.C; ++k)
+      EXPECT_EQ(g[static_cast<size_t>(t) * 3 * s.C + k], 0.0) << c.name << " key " << t;
+}
+
+INSTANTIATE_TEST_SUITE_P(ContextExtension, DocumentMaskGradcheck,
+                         ::testing::Range(0, static_cast<int>(doc_cases(11).size())),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           std::string name = doc_cases(11)[info.param].name;
+                           for (char& ch : name)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return name;
+                         });
 
 // A window of T keys hides nothing: bit for bit the unmasked kernel (float
 // and double, forward and backward).

@@ -77,7 +77,22 @@ struct Case {
   bool negative = false;
   bool zero_q = false;
   double sink_base = -0.4;  // the sink logits ζ_h = sink_base + 0.7·h
+  bool doc = false;         // a document mask (doc_starts below)
 };
+
+// The document mask's (B, T) starts: sequence 0 opens a document every 23
+// tokens, the others at 1, 64, 65 (a one-token document) and 190.
+std::vector<int32_t> doc_starts(int B, int T) {
+  std::vector<int32_t> doc(static_cast<size_t>(B) * T);
+  for (int b = 0; b < B; ++b) {
+    int begin = 0;
+    for (int t = 0; t < T; ++t) {
+      if (b == 0 ? t % 23 == 0 : (t == 1 || t == 64 || t == 65 || t == 190)) begin = t;
+      doc[static_cast<size_t>(b) * T + t] = begin;
+    }
+  }
+  return doc;
+}
 
 AttentionSpec preset_spec(const std::string& name, int N, void (*edit)(AttentionConfig&) = nullptr) {
   AttentionConfig a;
@@ -165,17 +180,19 @@ void run_case(const Case& c) {
   const std::vector<float> qkv_far = far ? make_qkv(c, 7) : std::vector<float>{};
   const std::vector<float> dfar0 = far ? uniform(n3, 8, -1e-3, 1e-3) : std::vector<float>{};
 
+  const std::vector<int32_t> doc = c.doc ? doc_starts(c.B, c.T) : std::vector<int32_t>(1);
+
   // CPU
   std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0, dsink_c = dsink0, dkerple_c = dkerple0,
                                              dfar_c = dfar0, dfcum_c = dfcum0, dfire_c = dfire0;
   std::vector<double> diag_c = diag0;
-  cpu::attention_forward(out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec,
-                         {head_scale.data(), sink.data(), kerple.data(), fcum.data(), fire_tab.data()}, diag_c.data(),
+  HeadParams<float> hp_c(head_scale.data(), sink.data(), kerple.data(), fcum.data(), fire_tab.data());
+  hp_c.doc = c.doc ? doc.data() : nullptr;
+  cpu::attention_forward(out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec, hp_c, diag_c.data(),
                          far ? qkv_far.data() : nullptr);
   cpu::attention_backward(dqkv_c.data(),
                           {dhead_c.data(), dsink_c.data(), dkerple_c.data(), dfcum_c.data(), dfire_c.data()},
-                          dout.data(), out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec,
-                          {head_scale.data(), sink.data(), kerple.data(), fcum.data(), fire_tab.data()},
+                          dout.data(), out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec, hp_c,
                           far ? dfar_c.data() : nullptr, far ? qkv_far.data() : nullptr);
 
   // GPU
@@ -184,12 +201,13 @@ void run_case(const Case& c) {
       d_dkerple(dkerple0), d_fcum(fcum), d_dfcum(dfcum0), d_fire(fire_tab), d_dfire(dfire0);
   DeviceVec<double> d_diag(diag0);
   DeviceVec<float> d_far(far ? qkv_far : std::vector<float>(1)), d_dfar(far ? dfar0 : std::vector<float>(1));
-  attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec,
-                    {d_hs.get(), d_sink.get(), d_kerple.get(), d_fcum.get(), d_fire.get()}, d_diag.get(), nullptr,
+  DeviceVec<int32_t> d_doc(doc);
+  HeadParams<float> hp_g(d_hs.get(), d_sink.get(), d_kerple.get(), d_fcum.get(), d_fire.get());
+  hp_g.doc = c.doc ? d_doc.get() : nullptr;
+  attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, hp_g, d_diag.get(), nullptr,
                     far ? d_far.get() : nullptr);
   attention_backward(d_dqkv.get(), {d_dhead.get(), d_dsink.get(), d_dkerple.get(), d_dfcum.get(), d_dfire.get()},
-                     d_dout.get(), d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec,
-                     {d_hs.get(), d_sink.get(), d_kerple.get(), d_fcum.get(), d_fire.get()}, nullptr,
+                     d_dout.get(), d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, hp_g, nullptr,
                      far ? d_dfar.get() : nullptr, far ? d_far.get() : nullptr);
   cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   const std::vector<float> out_g = d_out.host(), stats_g = d_stats.host(), dqkv_g = d_dqkv.host(),
@@ -662,6 +680,42 @@ TEST_F(CudaAttention, ContextMasksAndTemperatures) {
   // A window of one key: every row sees only itself.
   run_case({"softmax+window1", context_spec("softmax", kN, [](ContextConfig& c) { c.mask = "window", c.window = 1; }),
             1, 70, 64, 2, kTol});
+}
+
+// The document mask (train.document_mask; docs/training_for_length.md):
+// documents of 23 tokens and irregular ones across the tiles, alone and with
+// a window, a chunked mask, stick-breaking, re-weighting and the forget gate.
+TEST_F(CudaAttention, DocumentMask) {
+  auto none = [](ContextConfig&) {};
+  auto window = [](ContextConfig& c) { c.mask = "window", c.window = 40; };
+  auto chunked = [](ContextConfig& c) { c.mask = "chunked", c.window = 37; };
+  auto keys = [](ContextConfig& c) { c.mask = "window", c.window = 50, c.row_index = "keys"; };
+  for (const char* p : {"softmax", "lssar", "sigmoid", "ssmax", "stick_breaking"}) {
+    Case c{std::string(p) + "+doc",
+           context_spec(p, kN, none),
+           2,
+           300,
+           64,
+           2,
+           std::string(p) == "lssar" ? kTolSharp : kTol};
+    c.doc = true;
+    run_case(c);
+  }
+  for (auto [name, edit] : {std::pair{"softmax+doc+window40", +window}, std::pair{"softmax+doc+chunked37", +chunked},
+                            std::pair{"ssmax+doc+window+keys", +keys}}) {
+    Case c{name, context_spec(std::string(name).substr(0, 5) == "ssmax" ? "ssmax" : "softmax", kN, edit), 2, 300, 64, 2,
+           kTol};
+    c.doc = true;
+    run_case(c);
+  }
+  AttentionSpec forget = context_spec("softmax", kN, none);
+  forget.position_bias = PositionBias::Forget;
+  Case f{"softmax+forget+doc", forget, 2, 200, 32, 2, kTol};
+  f.doc = true;
+  run_case(f);
+  Case small{"softmax+doc D16", context_spec("softmax", kN, none), 2, 100, 32, 2, kTol};
+  small.doc = true;
+  run_case(small);
 }
 
 // The distance remappings (docs/context_extension.md §2): every kernel splits its
