@@ -16,6 +16,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "config/config.h"
 #include "core/check.h"
 #include "core/files.h"
 #include "core/json.h"
@@ -161,6 +162,7 @@ class Summary {
   void retrieval_grids();
   void task_line_tables();
   void measures_table();
+  void budget_table();
   // Writes plots.gp, summary.json and results.md, draws the plots when
   // gnuplot is installed; returns results.md.
   std::string write();
@@ -758,6 +760,70 @@ void Summary::task_line_tables() {
   }
 }
 
+// The budget axis (plan.budgets): each run's loss at 1×, at the largest
+// multiple and their gap against its training budget; every budget is its
+// own training run.
+void Summary::budget_table() {
+  if (plan.budgets.empty()) return;
+  auto find = [&](const std::string& name) -> const Variant* {
+    for (const auto& v : vars)
+      if (v.name == name) return &v;
+    return nullptr;
+  };
+  md << "\n## Loss against the training budget (mean ± sample sd over seeds)\n\n"
+     << "Each budget is a training run of its own (`train.steps` = K, with its own learning-rate schedule): no "
+        "checkpoint is shared between budgets.\n\n| run | tokens per step | measure |";
+  for (int k : plan.budgets) md << " " << k << " steps |";
+  md << "\n|---|---|---|";
+  for (size_t i = 0; i < plan.budgets.size(); ++i) md << "---|";
+  md << "\n";
+  json jb = {{"steps", plan.budgets}, {"runs", json::array()}};
+  std::vector<std::string> families;
+  for (const auto& r : plan.runs)
+    if (!r.family.empty() && std::find(families.begin(), families.end(), r.family) == families.end())
+      families.push_back(r.family);
+  for (const std::string& f : families) {
+    const SweepRun* first = nullptr;  // its first budget's run
+    for (const auto& r : plan.runs)
+      if (!first && r.family == f) first = &r;
+    std::vector<std::string> sets = plan.set;
+    sets.insert(sets.end(), first->set.begin(), first->set.end());
+    const Config c = load_config(plan.base, sets);
+    const long per_step = static_cast<long>(c.train.batch_size) * c.train.grad_accum * c.model.context;
+    json jr = {{"name", f},
+               {"tokens_per_step", per_step},
+               {"loss_1x", json::array()},
+               {"loss_max", json::array()},
+               {"gap", json::array()}};
+    const int m1 = multiples.front();
+    for (int row = 0; row < 3; ++row) {
+      md << "| `" << f << "` | " << per_step << " | "
+         << (row == 0   ? std::to_string(m1) + "×"
+             : row == 1 ? std::to_string(mmax) + "×"
+                        : std::to_string(mmax) + "× − " + std::to_string(m1) + "×")
+         << " |";
+      for (int k : plan.budgets) {
+        const Variant* v = find(f + "_" + std::to_string(k) + "steps");
+        Stat st;
+        if (v && row < 2) st = stat_at(*v, row == 0 ? m1 : mmax, "loss");
+        if (v && row == 2) {  // the gap per seed, then its mean and sd
+          const auto a = loss_by_seed(*v, mmax), b = loss_by_seed(*v, m1);
+          std::vector<double> gaps;
+          for (const auto& [seed, x] : a)
+            if (b.count(seed)) gaps.push_back(x - b.at(seed));
+          st = stat_of(gaps);
+        }
+        md << " " << fmt_stat(st) << " |";
+        jr[row == 0 ? "loss_1x" : row == 1 ? "loss_max" : "gap"].push_back(st.n ? json(st.mean) : json(nullptr));
+      }
+      md << "\n";
+    }
+    jb["runs"].push_back(jr);
+  }
+  md << "\nTokens trained = steps × tokens per step.\n";
+  summary["budgets"] = jb;
+}
+
 std::string Summary::write() {
   write_file_atomic((out / "plots.gp").string(), gnuplot_script(plots));
   write_json_file((out / "summary.json").string(), summary);
@@ -784,6 +850,7 @@ std::string summarize_sweep(const SweepPlan& plan) {
   s.paired_table();
   s.diagnostics_table();
   s.measures_table();
+  s.budget_table();
   s.plot_data();
   s.retrieval_grids();
   s.task_line_tables();

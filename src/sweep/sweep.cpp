@@ -166,7 +166,12 @@ SweepPlan load_sweep(const std::string& path) {
   const json j = read_json_file(path, "sweep");
   SweepPlan p;
   p.file = path;
-  check_keys(j, "", {"dir", "base", "set", "seeds", "runs", "evals", "passkey", "task", "plot", "baseline"}, path);
+  check_keys(j, "", {"dir", "base", "set", "seeds", "runs", "evals", "passkey", "task", "plot", "baseline", "budgets"},
+             path);
+  p.budgets = get_as<std::vector<int>>(j, "budgets", "", path, {});
+  for (size_t i = 0; i < p.budgets.size(); ++i)
+    GPT_CHECK(p.budgets[i] >= 1 && (i == 0 || p.budgets[i] > p.budgets[i - 1]), path,
+              ": \"budgets\" must be increasing numbers of training steps >= 1, got ", j.at("budgets").dump());
   p.dir = get_as<std::string>(j, "dir", "", path, p.dir);
   GPT_CHECK(j.contains("base"), path, ": \"base\" (the config every run starts from) is required");
   p.base = get_as<std::string>(j, "base", "", path, "");
@@ -176,8 +181,9 @@ SweepPlan load_sweep(const std::string& path) {
   GPT_CHECK(j.contains("runs") && j["runs"].is_array() && !j["runs"].empty(), path,
             ": \"runs\" must be a non-empty array of {name, set, seeds, passkey, task}");
   std::set<std::string> names;
+  std::map<std::string, std::vector<int>> run_budgets;  // runs[].budgets where given
   for (const auto& r : j["runs"]) {
-    check_keys(r, "runs[]", {"name", "set", "seeds", "passkey", "task"}, path);
+    check_keys(r, "runs[]", {"name", "set", "seeds", "passkey", "task", "budgets"}, path);
     SweepRun run;
     run.name = get_as<std::string>(r, "name", "runs[].", path, "");
     check_name(run.name, "run", path);
@@ -187,6 +193,12 @@ SweepPlan load_sweep(const std::string& path) {
     GPT_CHECK(!run.seeds.empty(), path, ": run \"", run.name, "\" has no seeds");
     run.passkey = get_as<bool>(r, "passkey", "runs[].", path, false);
     run.task = get_as<std::string>(r, "task", "runs[].", path, "");
+    // runs[].budgets: the run at some of the sweep's budgets only.
+    const std::vector<int> own = get_as<std::vector<int>>(r, "budgets", "runs[].", path, {});
+    for (int k : own)
+      GPT_CHECK(std::find(p.budgets.begin(), p.budgets.end(), k) != p.budgets.end(), path, ": run \"", run.name,
+                "\": \"budgets\" lists ", k, ", which is not one of the sweep's \"budgets\"");
+    if (!own.empty()) run_budgets[run.name] = own;
     if (!run.task.empty()) {
       const auto& tasks = synthetic_task_names();
       std::string all;
@@ -204,6 +216,42 @@ SweepPlan load_sweep(const std::string& path) {
     }
     p.runs.push_back(run);
   }
+  // The budget axis: every run once per budget (NAME_Ksteps, train.steps=K),
+  // each budget's config checked (a warmup longer than a budget fails here).
+  auto at_budget = [](const std::string& name, int k) { return name + "_" + std::to_string(k) + "steps"; };
+  if (!p.budgets.empty()) {
+    std::vector<SweepRun> expanded;
+    for (const SweepRun& r : p.runs)
+      for (int k : run_budgets.count(r.name) ? run_budgets.at(r.name) : p.budgets) {
+        SweepRun e = r;
+        e.name = at_budget(r.name, k);
+        check_name(e.name, "run", path);
+        e.family = r.name;
+        e.budget = k;
+        e.set.push_back("train.steps=" + std::to_string(k));
+        std::vector<std::string> sets = p.set;
+        sets.insert(sets.end(), e.set.begin(), e.set.end());
+        try {
+          load_config(p.base, sets);
+        } catch (const Error& err) {
+          fail(path, ": run \"", r.name, "\" at the budget of ", k, " steps: ", err.what());
+        }
+        GPT_CHECK(names.insert(e.name).second, path, ": the budget axis makes a second variant named \"", e.name, "\"");
+        expanded.push_back(e);
+      }
+    p.runs = expanded;
+  }
+  // A name of the sweep file as the summary knows it: itself, or each of its
+  // budgets' variants.
+  auto expand = [&](const std::string& name, bool is_run) {
+    if (p.budgets.empty() || !is_run) return std::vector<std::string>{name};
+    std::vector<std::string> out;
+    for (int k : p.budgets)
+      if (names.count(at_budget(name, k))) out.push_back(at_budget(name, k));
+    return out;
+  };
+  std::set<std::string> base_runs;
+  for (const SweepRun& r : p.runs) base_runs.insert(r.family.empty() ? r.name : r.family);
   if (j.contains("evals")) {
     GPT_CHECK(j["evals"].is_array(), path, ": \"evals\" must be an array");
     for (const auto& e : j["evals"]) {
@@ -216,8 +264,8 @@ SweepPlan load_sweep(const std::string& path) {
       check_name(ev.name, "eval", path);
       GPT_CHECK(names.insert(ev.name).second, path, ": two runs or evals are named \"", ev.name, "\"");
       ev.run = get_as<std::string>(e, "run", "evals[].", path, "");
-      GPT_CHECK(std::any_of(p.runs.begin(), p.runs.end(), [&](const SweepRun& r) { return r.name == ev.run; }), path,
-                ": eval \"", ev.name, "\" names run \"", ev.run, "\", which the sweep does not train");
+      GPT_CHECK(base_runs.count(ev.run), path, ": eval \"", ev.name, "\" names run \"", ev.run,
+                "\", which the sweep does not train");
       ev.attention = get_as<std::string>(e, "attention", "evals[].", path, "");
       ev.set = get_as<std::vector<std::string>>(e, "set", "evals[].", path, {});
       ev.context = get_as<std::string>(e, "context", "evals[].", path, "");
@@ -262,7 +310,19 @@ SweepPlan load_sweep(const std::string& path) {
           fail(path, ": eval \"", ev.name, "\": ", err.what());
         }
       }
-      p.evals.push_back(ev);
+      if (p.budgets.empty()) {
+        p.evals.push_back(ev);
+        continue;
+      }
+      for (int k : run_budgets.count(ev.run) ? run_budgets.at(ev.run) : p.budgets) {  // each budget's run
+        SweepEval eb = ev;
+        eb.name = at_budget(ev.name, k);
+        eb.run = at_budget(ev.run, k);
+        check_name(eb.name, "eval", path);
+        GPT_CHECK(names.insert(eb.name).second, path, ": the budget axis makes a second variant named \"", eb.name,
+                  "\"");
+        p.evals.push_back(eb);
+      }
     }
   }
   if (j.contains("passkey")) {
@@ -284,11 +344,24 @@ SweepPlan load_sweep(const std::string& path) {
   }
   if (j.contains("plot")) {
     check_keys(j["plot"], "plot", {"profile"}, path);
-    p.profile_variants = get_as<std::vector<std::string>>(j["plot"], "profile", "plot.", path, {});
-    for (const auto& v : p.profile_variants)
-      GPT_CHECK(names.count(v), path, ": plot.profile names \"", v, "\", which is no run or eval of the sweep");
+    std::vector<std::string> listed = get_as<std::vector<std::string>>(j["plot"], "profile", "plot.", path, {});
+    for (const auto& v : listed) {
+      bool family = false;
+      for (int k : p.budgets) family |= names.count(at_budget(v, k)) > 0;
+      for (const auto& x : expand(v, family)) {
+        GPT_CHECK(names.count(x), path, ": plot.profile names \"", v, "\", which is no run or eval of the sweep");
+        p.profile_variants.push_back(x);
+      }
+    }
   }
-  p.baseline = get_as<std::string>(j, "baseline", "", path, names.count("softmax") ? "softmax" : p.runs[0].name);
+  const std::string first = p.runs[0].family.empty() ? p.runs[0].name : p.runs[0].family;
+  p.baseline = get_as<std::string>(j, "baseline", "", path,
+                                   names.count("softmax") || base_runs.count("softmax") ? "softmax" : first);
+  for (auto k = p.budgets.rbegin(); k != p.budgets.rend(); ++k)  // the largest budget it was trained at
+    if (names.count(at_budget(p.baseline, *k))) {
+      p.baseline = at_budget(p.baseline, *k);
+      break;
+    }
   GPT_CHECK(names.count(p.baseline), path, ": \"baseline\" names \"", p.baseline,
             "\", which is no run or eval of the sweep");
   return p;

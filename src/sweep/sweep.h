@@ -18,9 +18,17 @@
 //   "task": {"depths": [0, 0.5, 1], "samples": 50},  // runs with "task": "mqar" (a synthetic
 //                                                     // task; the run trains on its data)
 //   "plot": {"profile": ["softmax", "lssar_p15"]},  // variants of the per-position plot
-//   "baseline": "softmax"                   // paired tests against it (default: the run
+//   "baseline": "softmax",                  // paired tests against it (default: the run
 //                                           // named softmax, else the first run)
+//   "budgets": [500, 2000, 8000]            // the training budget as an axis (train.steps)
 // }
+//
+// The budget axis: each run trains once per budget, with train.steps set to
+// it (its own full learning-rate schedule: no checkpoint is shared between
+// budgets), as the variant NAME_Ksteps; evals of a run, plot.profile and the
+// baseline expand with it (the baseline at the largest budget). The summary
+// adds a table of each run's loss against the budget (steps and tokens).
+// runs[].budgets trains a run at some of the sweep's budgets only.
 #pragma once
 #include <string>
 #include <vector>
@@ -35,6 +43,8 @@ struct SweepRun {
   std::vector<uint64_t> seeds;
   bool passkey = false;
   std::string task;  // a synthetic task (gpt eval --task) evaluated on every seed; empty: none
+  std::string family;  // the budget axis: the run as the sweep file names it ("" without budgets)
+  int budget = 0;      // and its train.steps (0: the config's)
 };
 
 // A training-free evaluation of a trained run's checkpoints (every seed).
@@ -65,6 +75,7 @@ struct SweepPlan {
   int task_samples = 50;
   std::vector<std::string> profile_variants;  // empty: every trained run
   std::string baseline;  // a run or eval: the summary tests every other variant against it, seed by seed
+  std::vector<int> budgets;  // the budget axis (train.steps per run); empty: none
 
   const SweepRun& run(const std::string& name) const;
   std::string run_dir(const std::string& run, uint64_t seed) const;

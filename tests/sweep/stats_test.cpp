@@ -173,6 +173,86 @@ TEST(Stats, SweepSummaryMarksDifferencesInsideTheSeedNoise) {
   fs::remove_all(dir);
 }
 
+// The budget axis: each run expands into one variant per budget (train.steps
+// set), evals and plot names with it, the baseline at the largest budget;
+// the summary's budget table holds each run's loss at 1×, at the largest
+// multiple and their gap per budget, from results written here by hand.
+TEST(Stats, SweepBudgetAxisExpandsAndTabulates) {
+  const fs::path dir = fs::temp_directory_path() / ("gpt_stats_budget_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "base.json") << R"({"model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "context": 8},
+      "train": {"batch_size": 4, "warmup_steps": 5}})";
+  std::ofstream(dir / "sweep.json") << R"({"dir": ")" << (dir / "out").string() << R"(", "base": ")"
+                                    << (dir / "base.json").string() << R"(", "seeds": [1, 2], "budgets": [10, 40],
+      "runs": [{"name": "softmax"}, {"name": "lssar", "set": ["attention.preset=lssar"]}],
+      "evals": [{"name": "softmax+logn", "run": "softmax", "attention": "logn"}],
+      "plot": {"profile": ["softmax"]}})";
+  const SweepPlan plan = load_sweep((dir / "sweep.json").string());
+  std::vector<std::string> names;
+  for (const auto& r : plan.runs) names.push_back(r.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"softmax_10steps", "softmax_40steps", "lssar_10steps", "lssar_40steps"}));
+  EXPECT_EQ(plan.run("lssar_40steps").set.back(), "train.steps=40");
+  EXPECT_EQ(plan.run("lssar_40steps").family, "lssar");
+  ASSERT_EQ(plan.evals.size(), 2u);
+  EXPECT_EQ(plan.evals[1].name, "softmax+logn_40steps");
+  EXPECT_EQ(plan.evals[1].run, "softmax_40steps");
+  EXPECT_EQ(plan.profile_variants, (std::vector<std::string>{"softmax_10steps", "softmax_40steps"}));
+  EXPECT_EQ(plan.baseline, "softmax_40steps");
+  // loss at 1x and 2x per run, budget and seed
+  auto loss = [](const std::string& run, int steps, int seed, int m) {
+    return (run == "softmax" ? 2.0 : 2.2) - 0.01 * steps / 10 + 0.001 * seed + (m == 2 ? 0.05 * steps / 10 : 0);
+  };
+  for (const char* run : {"softmax", "lssar"})
+    for (int steps : {10, 40})
+      for (int seed : {1, 2}) {
+        const fs::path rd = fs::path(plan.run_dir(std::string(run) + "_" + std::to_string(steps) + "steps", seed));
+        fs::create_directories(rd);
+        nlohmann::json rows = nlohmann::json::array();
+        for (int m : {1, 2})
+          rows.push_back({{"multiple", m},
+                          {"loss", loss(run, steps, seed, m)},
+                          {"loss_past_train", nullptr},
+                          {"attention_diagnostics", {{{"sink", 0.1}, {"entropy", 1.0}}}},
+                          {"profile", {{{"start", 0}, {"end", 8}, {"loss", 1.0}}}}});
+        std::ofstream(rd / "extrapolation.json") << nlohmann::json{{"trained_context", 8}, {"multiples", rows}};
+      }
+  const std::string md = summarize_sweep(plan);
+  const size_t at = md.find("## Loss against the training budget");
+  ASSERT_NE(at, std::string::npos) << md;
+  // lssar's gap (2x − 1x) is 0.05 at 10 steps and 0.2 at 40; tokens per step 4·1·8.
+  const size_t gap = md.find("| `lssar` | 32 | 2× − 1× |", at);
+  ASSERT_NE(gap, std::string::npos) << md.substr(at);
+  const std::string row = md.substr(gap, md.find('\n', gap) - gap);
+  EXPECT_NE(row.find("0.0500"), std::string::npos) << row;
+  EXPECT_NE(row.find("0.2000"), std::string::npos) << row;
+  std::ifstream in(dir / "out" / "summary" / "summary.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["budgets"]["steps"], (std::vector<int>{10, 40}));
+  EXPECT_NEAR(j["budgets"]["runs"][0]["loss_1x"][1].get<double>(), 2.0 - 0.04 + 0.0015, 1e-12);
+  // runs[].budgets: a run at some budgets only; a budget the sweep lacks is refused.
+  std::ofstream(dir / "some.json") << R"({"dir": ")" << (dir / "out3").string() << R"(", "base": ")"
+                                   << (dir / "base.json").string() << R"(", "budgets": [10, 40],
+      "runs": [{"name": "a"}, {"name": "b", "budgets": [40]}]})";
+  std::vector<std::string> some;
+  for (const auto& r : load_sweep((dir / "some.json").string()).runs) some.push_back(r.name);
+  EXPECT_EQ(some, (std::vector<std::string>{"a_10steps", "a_40steps", "b_40steps"}));
+  std::ofstream(dir / "other.json") << R"({"dir": ")" << (dir / "out4").string() << R"(", "base": ")"
+                                    << (dir / "base.json").string() << R"(", "budgets": [10, 40],
+      "runs": [{"name": "b", "budgets": [20]}]})";
+  EXPECT_THROW(load_sweep((dir / "other.json").string()), Error);
+  // A budget below the warmup is refused, naming the run and the budget.
+  std::ofstream(dir / "bad.json") << R"({"dir": ")" << (dir / "out2").string() << R"(", "base": ")"
+                                  << (dir / "base.json").string() << R"(", "budgets": [3], "runs": [{"name": "a"}]})";
+  try {
+    load_sweep((dir / "bad.json").string());
+    ADD_FAILURE() << "a budget below train.warmup_steps must be refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("at the budget of 3 steps"), std::string::npos) << e.what();
+  }
+  fs::remove_all(dir);
+}
+
 // One seed: the paired bootstrap over the shared validation windows; and a
 // sweep refuses to put results scored on different windows in one table.
 TEST(Stats, SweepSummaryBootstrapsOneSeedAndRefusesDifferentSpans) {
