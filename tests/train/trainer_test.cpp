@@ -272,6 +272,14 @@ std::map<int, double> expect_splits_and_resume_agree(Config cfg, const fs::path&
   return l1;
 }
 
+// The losses by step of cfg trained in dir for `steps` steps.
+std::map<int, double> train_twin(Config cfg, const fs::path& dir, int steps) {
+  cfg.train.steps = steps;
+  cfg.run.dir = dir.string();
+  EXPECT_EQ(run_training(cfg, ""), 0);
+  return train_losses(dir);
+}
+
 // Training-time position ids (train.positions; train/position_ids.h) are
 // drawn per global row: one micro-batch of 4 and two of 2 see the same ids
 // and follow one trajectory, and a resumed run draws the same ids, bit for
@@ -285,10 +293,7 @@ TEST(Trainer, PositionIdsFollowTheRowsAndResume) {
   const auto pose = expect_splits_and_resume_agree(cfg, dir / "pose", "pose");
   Config plain = cfg;
   plain.train.positions = "plain";
-  plain.train.steps = 2;
-  plain.run.dir = (dir / "plain").string();
-  ASSERT_EQ(run_training(plain, ""), 0);
-  const auto flat = train_losses(dir / "plain");
+  const auto flat = train_twin(plain, dir / "plain", 2);
   ASSERT_TRUE(pose.count(2) && flat.count(2));
   EXPECT_NE(pose.at(1), flat.at(1)) << "the same weights and tokens at step 1: PoSE's ids must change the loss";
   EXPECT_NE(pose.at(2), flat.at(2));
@@ -307,8 +312,7 @@ TEST(Trainer, PositionIdsFollowTheRowsAndResume) {
 // The document mask (train.document_mask; every verse line a document, so
 // that most windows of 32 bytes cross a boundary), with position ids that
 // restart per document and with PoSE's: micro-batch splits agree, resume is
-// bit-identical, the mask changes the loss from step 1, and the results
-// JSON records it.
+// bit-identical, the mask changes training, and the results JSON records it.
 TEST(Trainer, DocumentMaskFollowsTheRowsAndResumes) {
   const fs::path dir = temp_dir("document_mask");
   Config cfg = tiny_run(dir, kjv_text("Gen1:1-Gen10:32"), "regex:\\n");
@@ -316,12 +320,9 @@ TEST(Trainer, DocumentMaskFollowsTheRowsAndResumes) {
   const auto masked = expect_splits_and_resume_agree(cfg, dir / "mask", "document mask");
   Config plain = cfg;
   plain.train.document_mask = "off";
-  plain.train.steps = 3;
-  plain.run.dir = (dir / "plain").string();
-  ASSERT_EQ(run_training(plain, ""), 0);
   // (Step 1's four windows may cross no document boundary: the seed's first
   // batch here does not, and its loss is the plain one, bit for bit.)
-  const auto flat = train_losses(dir / "plain");
+  const auto flat = train_twin(plain, dir / "plain", 3);
   ASSERT_TRUE(masked.count(3) && flat.count(3));
   EXPECT_NE(std::make_tuple(masked.at(2), masked.at(3)), std::make_tuple(flat.at(2), flat.at(3)))
       << "the mask must change training";
