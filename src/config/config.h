@@ -122,6 +122,11 @@ struct TrainConfig {
   // data's end-of-text id) and whether position ids restart per document.
   std::string document_mask = "off";           // off | on
   std::string document_positions = "continue";  // continue | restart
+  // The attention window's warm-up (train/schedule.h): a sliding window of
+  // window_start keys growing in stages to full attention over window_steps
+  // steps; 0 = off.
+  int window_start = 0;
+  int window_steps = 0;
 };
 
 struct EvalConfig {

@@ -209,6 +209,11 @@ std::vector<Key> make_keys() {
       {GPT_KEY(train, document_mask), one_of({"off", "on"}),
        "on: each training query sees only the keys of its own document (documents open at data.tokenizer's "
        "end-of-text id); masked key tiles are skipped. Evaluation is unmasked"},
+      {GPT_KEY(train, window_start), between(0, kMaxContext),
+       "window warm-up: training attends through a sliding window of this many keys, growing in stages of it to "
+       "full attention over train.window_steps steps (modded-nanogpt's window warm-up); 0 = off. Evaluation is "
+       "unwindowed"},
+      {GPT_KEY(train, window_steps), at_least(0), "the steps over which the window warm-up reaches full attention"},
       {GPT_KEY(train, document_positions), one_of({"continue", "restart"}),
        "with the document mask, restart: RoPE/PoPE positions (plain or train.positions ids) count from each "
        "document's first token"},
@@ -414,6 +419,16 @@ std::vector<Rule> make_rules() {
          if (c.train.position_span != 0 && c.train.position_span < c.model.context) return false;
          if (c.train.pose_chunks > c.model.context) return false;
          return position_ids_refusal(c.model, layer_attention(c.model, resolve_attention(c))).empty();
+       }},
+      {"\"train.window_start\" (the window warm-up) must be below \"model.context\", with \"train.window_steps\" >= 1; "
+       "it sets the training mask itself, so it needs \"context.mask\" = \"none\", no per-layer plan and no distance "
+       "remapping",
+       {"train.window_start", "train.window_steps", "model.context", "context.mask", "context.remap",
+        "model.layer_plan", "model.layer_pattern"},
+       [](const Config& c) {
+         if (c.train.window_start == 0) return true;
+         return c.train.window_start < c.model.context && c.train.window_steps >= 1 && c.context.mask == "none" &&
+                c.context.remap == "none" && resolve_layer_plan(c.model).empty();
        }},
       {"\"train.document_mask\" = \"on\" masks keys of other documents: it does not compose with the sink keys of "
        "\"context.mask\" sinks or lambda (they would reach across documents) or with a distance remapping",

@@ -258,8 +258,19 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     }
     comm.barrier();
   };
+  // The window warm-up (train.window_start; train/schedule.h): the model
+  // trains through the step's sliding window and evaluates without it.
+  int window_now = 0;  // the window the model runs; 0: attn as configured
+  auto train_window = [&](int w) {
+    if (w == window_now) return;
+    AttentionSpec s = attn;
+    s.window = w;  // 0: attn's own (no mask: the config rule)
+    model.set_attention(s);
+    window_now = w;
+  };
   // Rank 0 evaluates; the others wait (not on the final evaluation).
   auto evaluate = [&](int step, bool final) {
+    train_window(0);  // unwindowed; the next step sets its own window again
     if (!lead) {
       if (!final) comm.barrier();
       return;
@@ -276,6 +287,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       j["train_positions"]["span"] = pos_opts.span;
       if (pos_opts.kind == PositionIds::Pose) j["train_positions"]["chunks"] = pos_opts.chunks;
     }
+    if (tc.window_start > 0) j["train_window"] = {{"start", tc.window_start}, {"steps", tc.window_steps}};
     j["train_documents"] = {
         {"mask", tc.document_mask}, {"positions", tc.document_positions}, {"windows", cfg.data.windows}};
     j["step"] = step;
@@ -308,6 +320,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     const auto t0 = std::chrono::steady_clock::now();
     const TrainProgress before = progress;
     const double lr = learning_rate(tc, progress.step);
+    train_window(attention_window_at(tc, T, progress.step));
     model.zero_grad();
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
       int32_t* in = inputs.data() + micro * micro_tokens;

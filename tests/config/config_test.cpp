@@ -89,7 +89,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 115u);
+  EXPECT_EQ(from_schema.size(), 117u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -270,6 +270,16 @@ TEST(ConfigCrossField, DocumentMaskRules) {
   EXPECT_EQ(parse(R"({"model": {"position": "alibi"}, "train": {"document_mask": "on"}})").train.document_mask, "on");
   expect_contains(parse_error(R"({"data": {"windows": "aligned"}})"),
                   {"\"data.windows\" = \"aligned\" is not valid; allowed: stream, documents"});
+}
+
+// The window warm-up sets the training mask itself.
+TEST(ConfigCrossField, WindowWarmupRules) {
+  EXPECT_EQ(parse(R"({"train": {"window_start": 32, "window_steps": 100}})").train.window_start, 32);
+  for (const char* bad : {R"({"train": {"window_start": 32}})",
+                          R"({"model": {"context": 32}, "train": {"window_start": 32, "window_steps": 10}})",
+                          R"({"train": {"window_start": 32, "window_steps": 10}, "context": {"mask": "window"}})",
+                          R"({"train": {"window_start": 32, "window_steps": 10}, "model": {"layer_plan": "swan"}})"})
+    expect_contains(parse_error(bad), {"\"train.window_start\" (the window warm-up) must be below"});
 }
 
 TEST(ConfigCrossField, EmbdDivisibleByHeads) {

@@ -43,5 +43,23 @@ TEST(Schedule, SingleStepRunUsesPeakRate) {
   EXPECT_DOUBLE_EQ(learning_rate(t, 0), 0.5);
 }
 
+// The window warm-up: stages of W0, 2·W0, ... below N over the first S
+// steps, each ⌊step·k / S⌋ with k = ceil(N / W0), then full attention (0).
+TEST(Schedule, WindowWarmupGrowsInStagesToFullAttention) {
+  TrainConfig t;
+  EXPECT_EQ(attention_window_at(t, 128, 0), 0) << "off by default";
+  t.window_start = 32;
+  t.window_steps = 8;  // k = 4 stages: 32, 64, 96, then 128 = full
+  const int expect[] = {32, 32, 64, 64, 96, 96, 0, 0, 0, 0};
+  for (int step = 0; step < 10; ++step) EXPECT_EQ(attention_window_at(t, 128, step), expect[step]) << step;
+  t.window_start = 48;  // k = 3: 48, 96, then 144 >= 128 = full
+  t.window_steps = 3;
+  EXPECT_EQ(attention_window_at(t, 128, 0), 48);
+  EXPECT_EQ(attention_window_at(t, 128, 1), 96);
+  EXPECT_EQ(attention_window_at(t, 128, 2), 0);
+  t.window_start = 128;  // not below N: nothing to warm up
+  EXPECT_EQ(attention_window_at(t, 128, 0), 0);
+}
+
 }  // namespace
 }  // namespace gpt

@@ -19,6 +19,7 @@
 #include "train/model_io.h"
 #include "train/trainer.h"
 #include "util/metrics_log.h"
+#include "util/run_binary.h"
 
 namespace fs = std::filesystem;
 
@@ -335,6 +336,40 @@ TEST(Trainer, DocumentMaskFollowsTheRowsAndResumes) {
   const auto r = expect_splits_and_resume_agree(restart, dir / "restart", "document mask + restart + pose");
   ASSERT_TRUE(r.count(1));
   EXPECT_NE(r.at(1), masked.at(1)) << "PoSE's ids, restarted, must change RoPE's positions";
+  fs::remove_all(dir);
+}
+
+// The window warm-up (train.window_start; train/schedule.h): windows of 8,
+// 16 and 24 keys of 32 over the first 5 steps, full attention from step 5;
+// micro-batch splits agree, a resume from step 3 (between two stages) is
+// bit-identical, the first step differs from plain training, and the
+// evaluation (unwindowed) is recorded with the warm-up.
+TEST(Trainer, WindowWarmupFollowsItsStagesAndResumes) {
+  const fs::path dir = temp_dir("window_warmup");
+  Config cfg = tiny_run(dir, kjv_text("Gen1:1-Gen10:32"));
+  cfg.train.window_start = 8;
+  cfg.train.window_steps = 5;
+  const auto warm = expect_splits_and_resume_agree(cfg, dir / "warm", "window warm-up");
+  Config plain = cfg;
+  plain.train.window_start = 0;
+  const auto flat = train_twin(plain, dir / "plain", 2);
+  ASSERT_TRUE(warm.count(1) && flat.count(1));
+  EXPECT_NE(warm.at(1), flat.at(1)) << "a window of 8 keys must change step 1";
+  // Still in the warm-up when training ends (window_steps > steps): the
+  // trainer's evaluation is gpt eval's of the checkpoint, which knows
+  // nothing of the warm-up.
+  Config mid = cfg;
+  mid.train.window_steps = 100;
+  train_twin(mid, dir / "mid", 2);
+  std::ifstream in(dir / "mid" / "extrapolation.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("train_window").at("start"), 8);
+  const test::Result ev = test::run("eval " + (dir / "mid").string() + " --out " + (dir / "mid_eval.json").string());
+  ASSERT_EQ(ev.status, 0) << ev.output;
+  std::ifstream ein(dir / "mid_eval.json");
+  const nlohmann::json e = nlohmann::json::parse(ein);
+  for (size_t m = 0; m < j.at("multiples").size(); ++m)
+    EXPECT_EQ(j["multiples"][m]["loss"], e.at("multiples")[m]["loss"]) << "evaluation runs unwindowed";
   fs::remove_all(dir);
 }
 
