@@ -71,6 +71,20 @@ std::string gnuplot_script(const PlotInputs& p) {
          << profiled[i] << "'" << (i + 1 < profiled.size() ? ", \\\n" : "\n");
     gp << "unset arrow 1\n";
   }
+  // The budget axis: per run the loss at the largest multiple (solid, band ±
+  // one sd over seeds) and at 1x (dashed) against the tokens trained.
+  if (!p.budget_runs.empty()) {
+    gp << "set output 'loss_vs_budget.png'\nset logscale x 2\nset autoscale x\nset xtics auto\nset key outside right\n"
+       << "set xlabel 'tokens trained'\nset ylabel 'validation loss (nats/token)'\nset title 'Loss against the "
+          "training budget (solid: "
+       << mmax << "x the training context, band: ± one sd over seeds; dashed: 1x)'\nplot \\\n";
+    for (size_t i = 0; i < p.budget_runs.size(); ++i)
+      gp << "  'budget.dat' index " << i << " using 1:($3-$4):($3+$4) with filledcurves fs transparent solid 0.12 "
+         << colour(i) << " notitle, 'budget.dat' index " << i << " using 1:3 with linespoints lw 2 " << colour(i)
+         << " title '" << p.budget_runs[i] << "', 'budget.dat' index " << i << " using 1:2 with linespoints lw 1 "
+         << colour(i) << " dt 2 notitle" << (i + 1 < p.budget_runs.size() ? ", \\\n" : "\n");
+    gp << "unset logscale x\n";
+  }
   // Synthetic tasks: a panel per task, a line per variant (band: the seeds'
   // range); colours cycle, dashed after the first 12.
   if (!line_tasks.empty()) {

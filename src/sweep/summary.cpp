@@ -782,6 +782,9 @@ void Summary::budget_table() {
   for (const auto& r : plan.runs)
     if (!r.family.empty() && std::find(families.begin(), families.end(), r.family) == families.end())
       families.push_back(r.family);
+  // budget.dat (the budget plot): per run a block of rows "tokens, loss at
+  // 1x, at the largest multiple, its sample sd" over the budgets with results.
+  std::ofstream dat(out / "budget.dat");
   for (const std::string& f : families) {
     const SweepRun* first = nullptr;  // its first budget's run
     for (const auto& r : plan.runs)
@@ -819,8 +822,17 @@ void Summary::budget_table() {
       md << "\n";
     }
     jb["runs"].push_back(jr);
+    dat << "# " << f << "\n";
+    for (int k : plan.budgets)
+      if (const Variant* v = find(f + "_" + std::to_string(k) + "steps"); v && !v->results.empty()) {
+        const Stat lo = stat_at(*v, m1, "loss"), hi = stat_at(*v, mmax, "loss");
+        dat << static_cast<double>(k) * per_step << " " << lo.mean << " " << hi.mean << " "
+            << (std::isfinite(hi.sd) ? hi.sd : 0.0) << "\n";
+      }
+    dat << "\n\n";
+    plots.budget_runs.push_back(f);
   }
-  md << "\nTokens trained = steps × tokens per step.\n";
+  md << "\nTokens trained = steps × tokens per step. Plot: `loss_vs_budget.png`.\n";
   summary["budgets"] = jb;
 }
 

@@ -24,6 +24,7 @@ struct PlotInputs {
   std::vector<std::string> task_grids;                            // task_RUN.dat grids
   std::map<std::string, size_t> task_rows;                        // cells (depths) of each task grid
   std::map<std::string, std::string> run_task;                    // run -> its synthetic task
+  std::vector<std::string> budget_runs;  // budget.dat: a block per run of the budget axis (tokens, losses)
 };
 
 namespace sweep_detail {
@@ -33,7 +34,8 @@ std::string fmt(double x, int prec = 4);
 }  // namespace sweep_detail
 
 // plots.gp: the loss and diagnostics against the multiple, the loss by
-// position, the synthetic tasks' lines and the retrieval heat maps.
+// position, the loss against the training budget, the synthetic tasks'
+// lines and the retrieval heat maps.
 std::string gnuplot_script(const PlotInputs& p);
 
 }  // namespace gpt

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <sstream>
 #include <string>
@@ -229,6 +230,19 @@ TEST(Stats, SweepBudgetAxisExpandsAndTabulates) {
   std::ifstream in(dir / "out" / "summary" / "summary.json");
   const nlohmann::json j = nlohmann::json::parse(in);
   EXPECT_EQ(j["budgets"]["steps"], (std::vector<int>{10, 40}));
+  // The budget plot's data: per run "tokens, 1x, 2x, sd at 2x" (softmax at 10 steps: 320 tokens).
+  std::ifstream bd(dir / "out" / "summary" / "budget.dat");
+  std::string line;
+  std::getline(bd, line);
+  EXPECT_EQ(line, "# softmax");
+  double tokens = 0, lo = 0, hi = 0, sd = 0;
+  bd >> tokens >> lo >> hi >> sd;
+  EXPECT_EQ(tokens, 320);
+  EXPECT_NEAR(lo, 2.0 - 0.01 + 0.0015, 1e-9);
+  EXPECT_NEAR(hi, 2.0 - 0.01 + 0.0015 + 0.05, 1e-9);
+  std::ifstream gp(dir / "out" / "summary" / "plots.gp");
+  const std::string script((std::istreambuf_iterator<char>(gp)), std::istreambuf_iterator<char>());
+  EXPECT_NE(script.find("set output 'loss_vs_budget.png'"), std::string::npos);
   EXPECT_NEAR(j["budgets"]["runs"][0]["loss_1x"][1].get<double>(), 2.0 - 0.04 + 0.0015, 1e-12);
   // runs[].budgets: a run at some budgets only; a budget the sweep lacks is refused.
   std::ofstream(dir / "some.json") << R"({"dir": ")" << (dir / "out3").string() << R"(", "base": ")"
