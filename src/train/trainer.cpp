@@ -327,14 +327,15 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       int32_t* tg = targets.data() + micro * micro_tokens;
       loader.next_rows(in, tg, rank * Bl, (rank + 1) * Bl);
       const uint64_t draw = static_cast<uint64_t>(progress.step) * tc.grad_accum + micro;
+      // The global index of this rank's first row in the run's stream of rows.
+      const uint64_t first_row = draw * static_cast<uint64_t>(B) + static_cast<uint64_t>(rank) * Bl;
+      int32_t* ids = with_ids ? pos_ids.data() + micro * micro_tokens : nullptr;
+      int32_t* starts = doc_mask ? doc_starts.data() + micro * micro_tokens : nullptr;
       if (passkey) passkey->apply(in, tg, Bl, T, rank * Bl, draw);
-      if (mixer) mixer->apply(in, tg, Bl, T, draw * static_cast<uint64_t>(B) + static_cast<uint64_t>(rank) * Bl);
-      if (with_ids)
-        draw_position_ids(pos_ids.data() + micro * micro_tokens, Bl, T, pos_opts, tc.seed,
-                          draw * static_cast<uint64_t>(B) + static_cast<uint64_t>(rank) * Bl);
-      if (doc_mask) document_starts(doc_starts.data() + micro * micro_tokens, in, Bl, T, separator);
-      if (restart)
-        restart_positions(pos_ids.data() + micro * micro_tokens, doc_starts.data() + micro * micro_tokens, Bl, T);
+      if (mixer) mixer->apply(in, tg, Bl, T, first_row);
+      if (with_ids) draw_position_ids(ids, Bl, T, pos_opts, tc.seed, first_row);
+      if (doc_mask) document_starts(starts, in, Bl, T, separator);
+      if (restart) restart_positions(ids, starts, Bl, T);
     }
     // Weights: without masks each micro-batch's mean over the same number of
     // tokens, scaled by 1/ranks so that the sum across ranks is the gradient
