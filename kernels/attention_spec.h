@@ -138,6 +138,13 @@ struct RopeSpec {
   // Channel pairs: false = "half" (GPT-NeoX, Llama: i and i + d_r/2), true =
   // interleaved (GPT-J, RoFormer: 2i and 2i + 1); pair i turns at θ'_i.
   bool interleaved = false;
+  // Frequencies grown during training (train.window_yarn;
+  // docs/training_for_length.md): the windows w_0 < ... < w_n of a window
+  // warm-up's stages; the first `grown` switches w_j -> w_{j+1} have rescaled
+  // every frequency by YaRN's rule (rope::grown). 0: none.
+  static constexpr int kMaxGrowth = 16;
+  int grown = 0;
+  int grow[kMaxGrowth + 1] = {};
 };
 
 namespace rope {

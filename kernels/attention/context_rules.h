@@ -115,9 +115,29 @@ GPT_HD inline double scaled_inv_freq(const RopeSpec& r, int k, int d_r, int L) {
   }
 }
 
-// θ'_k with p-RoPE's truncation: the lowest frequencies (k >= kept_pairs) turn at 0.
+// A frequency ω after the switches of a growing training window (r.grown of
+// them; docs/training_for_length.md), YaRN's NTK-by-parts rule (Peng et al.
+// 2023, arXiv 2309.00071, §3.2) at each: from window w to w' = s·w, the pair
+// turns ρ = w·ω/(2π) times in the old window, γ = clamp((ρ − α)/(β − α), 0, 1)
+// with α = beta_slow, β = beta_fast, and ω becomes (1 − γ)·ω/s + γ·ω: pairs
+// that turn often keep their frequency, pairs that turn less than once are
+// interpolated. The rule acts on the frequencies the previous switches left.
+GPT_HD inline double grown(const RopeSpec& r, double omega) {
+  for (int j = 0; j < r.grown; ++j) {
+    const double w = r.grow[j], s = r.grow[j + 1] / w;
+    const double rho = w * omega / (2.0 * 3.14159265358979323846);
+    double g = (rho - r.beta_slow) / (r.beta_fast - r.beta_slow);
+    g = g < 0 ? 0 : (g > 1 ? 1 : g);
+    omega *= (1.0 - g) / s + g;
+  }
+  return omega;
+}
+
+// θ'_k with p-RoPE's truncation: the lowest frequencies (k >= kept_pairs) turn
+// at 0; and the switches of a growing training window (grown, a factor per pair,
+// so that an evaluation rule acts on the trained frequencies).
 GPT_HD inline double inv_freq(const RopeSpec& r, int k, int d_r, int L) {
-  return k < kept_pairs(r, d_r) ? scaled_inv_freq(r, k, d_r, L) : 0.0;
+  return k < kept_pairs(r, d_r) ? grown(r, scaled_inv_freq(r, k, d_r, L)) : 0.0;
 }
 
 }  // namespace rope
@@ -131,6 +151,13 @@ inline double yarn_attention_factor(const AttentionSpec& s, int L) {
   const double f = rope::scale_factor(s.rope, L);
   return f > 1.0 ? 0.1 * log(f) + 1.0 : 1.0;
 }
+// YaRN's attention factor over the switches of a growing training window:
+// ∏_j (0.1·ln s_j + 1), s_j = w_{j+1}/w_j (logits × its square).
+inline double grown_attention_factor(const RopeSpec& r) {
+  double t = 1.0;
+  for (int j = 0; j < r.grown; ++j) t *= 0.1 * log(static_cast<double>(r.grow[j + 1]) / r.grow[j]) + 1.0;
+  return t;
+}
 // SelfExtend's automatic group size for windows of L tokens: the smallest G
 // with (L − w_n)/G + w_n <= N, so that no remapped distance exceeds the
 // trained context (the paper's rule); 1 when L <= N.
@@ -139,10 +166,11 @@ inline int self_extend_group(int w_n, int N, int L) {
   const int g = static_cast<int>(ceil(static_cast<double>(L - w_n) / (N - w_n) - 1e-9));
   return g > 1 ? g : 1;
 }
-// The spec the kernels take for windows of L tokens: YaRN's t², and the
+// The spec the kernels take for windows of L tokens: YaRN's t² (with the
+// growing training window's), and the
 // SelfExtend group size where it is automatic (group <= 0: self_extend_group).
 inline AttentionSpec for_length(AttentionSpec s, int L) {
-  const double t = yarn_attention_factor(s, L);
+  const double t = yarn_attention_factor(s, L) * grown_attention_factor(s.rope);
   s.logit_factor = s.logit_scale * t * t;
   if (s.rope.remap == RemapKind::SelfExtend && s.rope.group <= 0)
     s.rope.group = self_extend_group(s.rope.remap_window, s.trained_context, L);

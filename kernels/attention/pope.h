@@ -30,6 +30,12 @@ GPT_HD inline double freq(double base, int c, int D) { return pow(base, -static_
 // whether the learned value gets the gradient (inside the range, ends included).
 GPT_HD inline double phase_bias(double raw) { return raw < -kTwoPi ? -kTwoPi : (raw > 0.0 ? 0.0 : raw); }
 GPT_HD inline bool bias_passes(double raw) { return raw >= -kTwoPi && raw <= 0.0; }
+// The position of row n of a (B, Tn) batch: its position id where ids are
+// given (training-time ids, docs/training_for_length.md), else its index in
+// the sequence.
+GPT_HD inline double row_position(const int32_t* pos, size_t n, int Tn) {
+  return pos ? static_cast<double>(pos[n]) : static_cast<double>(n % static_cast<size_t>(Tn));
+}
 // softplus and its derivative σ, in double.
 GPT_HD inline double magnitude(double x) { return (x > 0 ? x : 0.0) + log1p(exp(-fabs(x))); }
 GPT_HD inline double magnitude_grad(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }

@@ -11,9 +11,6 @@ namespace gpt::cpu {
 
 namespace {
 constexpr long kMinParallelRows = 64;
-
-// The position of row n (of N = B·Tn): its id, or its index in the sequence.
-double row_position(const int32_t* pos, long n, int Tn) { return static_cast<double>(pos ? pos[n] : n % Tn); }
 }  // namespace
 
 template <typename T>
@@ -23,7 +20,7 @@ void pope_forward(T* qkv2, const T* qkv, const T* delta, int B, int Tn, int C, i
   const long N = static_cast<long>(B) * Tn;
 #pragma omp parallel for if (N >= kMinParallelRows)
   for (long n = 0; n < N; ++n) {
-    const double t = row_position(pos, n, Tn);
+    const double t = attn::pope::row_position(pos, n, Tn);
     const T* in = qkv + n * 3 * static_cast<size_t>(C);
     T* out = qkv2 + n * 6 * static_cast<size_t>(C);
     for (int h = 0; h < NH; ++h)
@@ -50,7 +47,7 @@ void pope_backward(T* dqkv, T* ddelta, const T* dqkv2, const T* qkv, const T* de
   const long N = static_cast<long>(B) * Tn;
 #pragma omp parallel for if (N >= kMinParallelRows)
   for (long n = 0; n < N; ++n) {
-    const double t = row_position(pos, n, Tn);
+    const double t = attn::pope::row_position(pos, n, Tn);
     const T* in = qkv + n * 3 * static_cast<size_t>(C);
     const T* g = dqkv2 + n * 6 * static_cast<size_t>(C);
     T* d = dqkv + n * 3 * static_cast<size_t>(C);
@@ -70,7 +67,7 @@ void pope_backward(T* dqkv, T* ddelta, const T* dqkv2, const T* qkv, const T* de
     if (!attn::pope::bias_passes(static_cast<double>(delta[i]))) continue;
     double sum = 0;
     for (long n = 0; n < N; ++n) {
-      const attn::pope::Channel ch(theta, row_position(pos, n, Tn), c, D, static_cast<double>(delta[i]));
+      const attn::pope::Channel ch(theta, attn::pope::row_position(pos, n, Tn), c, D, static_cast<double>(delta[i]));
       const T* g = dqkv2 + n * 6 * static_cast<size_t>(C) + 2 * C;
       sum += ch.bias_grad(static_cast<double>(qkv[n * 3 * static_cast<size_t>(C) + C + i]), g[o], g[o + D]);
     }

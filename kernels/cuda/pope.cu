@@ -14,13 +14,6 @@
 
 namespace gpt::cuda {
 
-namespace {
-// The position of row n: its id, or its index in the sequence (cpu::pope_*).
-__device__ __forceinline__ double row_position(const int32_t* pos, size_t n, int Tn) {
-  return pos ? static_cast<double>(pos[n]) : static_cast<double>(n % Tn);
-}
-}  // namespace
-
 __global__ void __launch_bounds__(kThreads)
     pope_kernel(float* qkv2, const float* qkv, const float* delta, const int32_t* pos, int Tn, int C, int NH,
                 double theta, size_t N) {
@@ -30,7 +23,7 @@ __global__ void __launch_bounds__(kThreads)
     const int i = static_cast<int>(e % C), h = i / D, c = i % D, o = h * 2 * D + c;
     const float* in = qkv + n * 3 * C;
     float* out = qkv2 + n * 6 * C;
-    const attn::pope::Channel ch(theta, row_position(pos, n, Tn), c, D, delta[i]);
+    const attn::pope::Channel ch(theta, attn::pope::row_position(pos, n, Tn), c, D, delta[i]);
     double qc, qs, kc, ks;
     ch.query(in[i], &qc, &qs);
     ch.key(in[C + i], &kc, &ks);
@@ -53,7 +46,7 @@ __global__ void __launch_bounds__(kThreads)
     const float* in = qkv + n * 3 * C;
     const float* g = dqkv2 + n * 6 * C;
     float* d = dqkv + n * 3 * C;
-    const attn::pope::Channel ch(theta, row_position(pos, n, Tn), c, D, delta[i]);
+    const attn::pope::Channel ch(theta, attn::pope::row_position(pos, n, Tn), c, D, delta[i]);
     d[i] += static_cast<float>(ch.query_grad(in[i], g[o], g[o + D]));
     d[C + i] += static_cast<float>(ch.key_grad(in[C + i], g[2 * C + o], g[2 * C + o + D]));
     d[2 * C + i] += g[4 * C + o];
@@ -69,7 +62,7 @@ __global__ void __launch_bounds__(kThreads)
     if (!attn::pope::bias_passes(delta[i])) continue;
     double sum = 0;
     for (size_t n = 0; n < N; ++n) {
-      const attn::pope::Channel ch(theta, row_position(pos, n, Tn), c, D, delta[i]);
+      const attn::pope::Channel ch(theta, attn::pope::row_position(pos, n, Tn), c, D, delta[i]);
       const float* g = dqkv2 + n * 6 * C + 2 * C;
       sum += ch.bias_grad(qkv[n * 3 * C + C + i], g[o], g[o + D]);
     }

@@ -89,9 +89,23 @@ TEST(ContextExtension, RopeFrequenciesMatchKnownValues) {
 // the others turn at 0. YaRN untruncated (transformers' truncate false):
 // the ramp's ends c(β) are not rounded.
 double ref_inv_freq_scaled(const RopeSpec& r, int k, int d_r, int L);
+// A frequency grown through the switches of a training window warm-up
+// (docs/training_for_length.md): at each switch w -> w', YaRN's NTK-by-parts
+// (Peng et al. 2023, arXiv 2309.00071, §3.2) with s = w'/w, r = w/λ for the
+// wavelength λ = 2π/θ, γ(r) = 0 below α, 1 above β, (r − α)/(β − α) between,
+// and h(θ) = (1 − γ)·θ/s + γ·θ.
+double ref_grown(const RopeSpec& r, double th) {
+  for (int j = 0; j < r.grown; ++j) {
+    const double w = r.grow[j], s = static_cast<double>(r.grow[j + 1]) / w;
+    const double ratio = w / (2 * kPi / th), a = r.beta_slow, b = r.beta_fast;
+    const double g = ratio < a ? 0.0 : ratio > b ? 1.0 : (ratio - a) / (b - a);
+    th = (1 - g) * th / s + g * th;
+  }
+  return th;
+}
 double ref_inv_freq(const RopeSpec& r, int k, int d_r, int L) {
   if (k >= std::floor(r.keep * d_r / 2 + 1e-9)) return 0.0;
-  return ref_inv_freq_scaled(r, k, d_r, L);
+  return ref_grown(r, ref_inv_freq_scaled(r, k, d_r, L));
 }
 double ref_inv_freq_scaled(const RopeSpec& r, int k, int d_r, int L) {
   const double b = r.theta, N = r.trained_context, th = std::pow(b, -2.0 * k / d_r);
@@ -167,6 +181,60 @@ TEST(ContextExtension, RopeKernelMatchesReferenceForEveryRule) {
               ASSERT_EQ(y[static_cast<size_t>(t) * 3 * C + c], x[t * 3 * C + c]);
             }
       }
+}
+
+// The frequencies a window warm-up grows (train.grow_yarn): known values at
+// the rule's three regions, the kernel's rotation against the reference with
+// every evaluation rule on top, and YaRN's attention factor of each switch in
+// the logits (for_length).
+TEST(ContextExtension, GrownTrainingWindowFollowsYarnAtEachSwitch) {
+  RopeSpec r = rope_rule(RopeScaling::None, 256);
+  r.grown = 2;
+  r.grow[0] = 64, r.grow[1] = 128, r.grow[2] = 256;  // s = 2 at each switch
+  const int d_r = 16;                                // θ_k = 10^(−k/2)
+  // Pair 0 (θ = 1) turns 64/2π ≈ 10.2 times in 64, then ≈ 10.2·(γ + (1 − γ)/2)·2 in 128: both in the ramp.
+  double th = 1.0;
+  for (int w : {64, 128}) {
+    const double g = (w * th / (2 * kPi) - 1) / 31;
+    th *= (1 - g) / 2 + g;
+  }
+  EXPECT_NEAR(rope::inv_freq(r, 0, d_r, 256), th, 1e-15);
+  // Pair 6 (θ = 10^−3) turns far less than once: interpolated by 2 twice.
+  EXPECT_NEAR(rope::inv_freq(r, 6, d_r, 256), 1e-3 / 4, 1e-18);
+  // A pair turning more than β = 32 times in the old window keeps its
+  // frequency (pair 0 turns 4096/2π ≈ 652 times in 4096).
+  r.grow[0] = 4096, r.grow[1] = 8192, r.grow[2] = 16384;
+  EXPECT_EQ(rope::inv_freq(r, 0, d_r, 256), 1.0);
+  r.grow[0] = 64, r.grow[1] = 128, r.grow[2] = 256;
+  // Without switches the frequencies are the rule's own.
+  RopeSpec none = r;
+  none.grown = 0;
+  for (int k = 0; k < d_r / 2; ++k) EXPECT_EQ(rope::inv_freq(none, k, d_r, 256), std::pow(10.0, -k / 2.0));
+  // The kernel against the reference, each evaluation rule acting on the grown frequencies.
+  const int B = 2, T = 37, C = 48, NH = 2;
+  const std::vector<double> x = random_vector(static_cast<size_t>(B) * T * 3 * C, 7);
+  for (int rule = 0; rule < kRopeScalingCount; ++rule) {
+    RopeSpec g = rope_rule(static_cast<RopeScaling>(rule), 9, rule == 3 ? 0.0 : 3.0);
+    g.grown = 2;
+    g.grow[0] = 64, g.grow[1] = 128, g.grow[2] = 256;
+    const std::vector<double> ref = ref_rope(x, B, T, C, NH, g, C / NH, 0);
+    std::vector<double> y(x.size());
+    rope_forward(y.data(), x.data(), B, T, C, NH, g, 0);
+    EXPECT_LT(max_abs_diff(y, ref), 1e-12) << stage_name(g.scaling);
+    std::vector<double> plain(x.size());
+    RopeSpec ungrown = g;
+    ungrown.grown = 0;
+    rope_forward(plain.data(), x.data(), B, T, C, NH, ungrown, 0);
+    EXPECT_GT(max_abs_diff(y, plain), 1e-3) << "the switches must change the rotation";
+  }
+  // The logits: × ((0.1 ln 2 + 1)²)² for two doublings, times any evaluation temperature.
+  AttentionSpec s;
+  s.rope = r;
+  s.logit_scale = 1.5;
+  const double t = 0.1 * std::log(2.0) + 1;
+  EXPECT_NEAR(for_length(s, 256).logit_factor, 1.5 * t * t * t * t, 1e-15);
+  s.rope.grown = 1;  // the first switch only: 64 -> 128
+  EXPECT_NEAR(for_length(s, 256).logit_factor, 1.5 * t * t, 1e-15);
 }
 
 // p-RoPE with every frequency rule, and YaRN's untruncated ramp, against the

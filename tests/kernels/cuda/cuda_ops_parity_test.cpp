@@ -619,17 +619,22 @@ TEST_F(CudaOps, RopeEveryFrequencyRuleAndPartialRope) {
   const int B = 2, T = 45, C = 48, NH = 3;
   const size_t n = size_t(B) * T * 3 * C;
   const auto inp = random_floats(n, 4), dout = random_floats(n, 5);
-  // With p-RoPE's truncation (p = 0.5) and YaRN's exact ramp too.
+  // With p-RoPE's truncation (p = 0.5) and YaRN's exact ramp too; and the
+  // frequencies grown by a training window warm-up (train.grow_yarn:
+  // windows 64 -> 128 -> 256, where pairs 0..2 fall inside YaRN's ramp).
   for (int rule = 0; rule < kRopeScalingCount; ++rule)
-    for (int variant = 0; variant < 4; ++variant) {
+    for (int variant = 0; variant < 6; ++variant) {
       const int d_r = variant % 2 ? 8 : 0;
       RopeSpec rs;
       rs.scaling = static_cast<RopeScaling>(rule);
       rs.trained_context = 11;
       rs.rot_dims = d_r;
-      if (variant >= 2) rs.keep = 0.5, rs.yarn_truncate = false;
+      if (variant >= 2 && variant < 4) rs.keep = 0.5, rs.yarn_truncate = false;
+      if (variant >= 4) rs.grown = 2, rs.grow[0] = 64, rs.grow[1] = 128, rs.grow[2] = 256;
       const std::string what = std::string(stage_name(rs.scaling)) + " d_r=" + std::to_string(d_r) +
-                               (variant >= 2 ? " p=0.5, yarn exact" : "");
+                               (variant >= 4   ? " grown 64->128->256"
+                                : variant >= 2 ? " p=0.5, yarn exact"
+                                               : "");
       std::vector<float> out(n);
       cpu_->rope_forward(out.data(), inp.data(), B, T, C, NH, rs, 0);
       auto g_inp = up(inp), g_out = up(std::vector<float>(n));
