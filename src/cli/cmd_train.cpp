@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "core/check.h"
 #include "train/model_io.h"
+#include "train/schedule.h"
 #include "train/trainer.h"
 
 namespace gpt::cli {
@@ -52,6 +53,18 @@ Config resolve_config(const TrainArgs& a, std::string* ckpt_path) {
          "; a run can only be resumed with the same model. To evaluate it with another variant use gpt eval "
          "--attention/--context; to train a new one from these weights, train.init_from");
   }
+  // A branch (another train.steps, as a shorter budget of gpt sweep's
+  // "budget_reuse") repeats the run it leaves only if the learning rates of
+  // the steps already taken agree (train.lr_schedule = wsd before its decay).
+  const int taken = checkpoint_progress(ckpt.meta(), *ckpt_path).step;
+  for (int t = 0; t < taken; ++t)
+    if (learning_rate(cfg.train, t) != learning_rate(stored.train, t)) {
+      spdlog::warn(
+          "train --resume: the learning rate of step {} is {:.6g} under this config and was {:.6g} when {} "
+          "was trained: the continued run is not the one this config trains from scratch",
+          t + 1, learning_rate(cfg.train, t), learning_rate(stored.train, t), *ckpt_path);
+      break;
+    }
   if (std::filesystem::is_directory(a.resume)) cfg.run.dir = a.resume;
   return cfg;
 }

@@ -111,6 +111,38 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
   return s;
 }
 
+std::vector<int> window_stages(const TrainConfig& t, int N) {
+  std::vector<int> w;
+  if (t.window_start <= 0 || t.window_start >= N) return w;
+  for (int v = t.window_start; v < N; v += t.window_start) w.push_back(v);
+  w.push_back(N);
+  return w;
+}
+
+std::vector<int> length_stages(const TrainConfig& t, int N) {
+  std::vector<int> w;
+  if (t.length_start <= 0 || t.length_start >= N) return w;
+  for (long long v = t.length_start; v < N; v *= 2) w.push_back(static_cast<int>(v));
+  w.push_back(N);
+  return w;
+}
+
+std::vector<int> growth_stages(const TrainConfig& t, int N) {
+  return t.length_start > 0 ? length_stages(t, N) : window_stages(t, N);
+}
+
+AttentionSpec resolve_attention(const Config& c) {
+  AttentionSpec s = resolve_attention(c.attention, c.model, c.context);
+  // (A schedule of 0 or more than 17 stages grows nothing here: the config
+  // rule on train.grow_yarn refuses it with the reason.)
+  const std::vector<int> w = growth_stages(c.train, c.model.context);
+  if (c.train.grow_yarn == "on" && w.size() >= 2 && w.size() <= RopeSpec::kMaxGrowth + 1u) {
+    for (size_t j = 0; j < w.size(); ++j) s.rope.grow[j] = w[j];
+    s.rope.grown = static_cast<int>(w.size()) - 1;
+  }
+  return s;
+}
+
 namespace {
 struct ContextMethod {
   const char* name;
@@ -198,6 +230,8 @@ nlohmann::json context_to_json(const AttentionSpec& s) {
     j["sinks"] = s.sinks;
     j["row_index"] = stage_name(s.row_index);
   }
+  if (r.grown > 0)  // train.grow_yarn: the windows whose switches grew the frequencies
+    j["grown_windows"] = std::vector<int>(r.grow, r.grow + r.grown + 1);
   j["temperature"] = stage_name(s.temperature);
   j["logit_scale"] = s.logit_scale;
   if (s.temperature == Temperature::Llama4) {
@@ -274,6 +308,13 @@ std::string context_summary(const AttentionSpec& s) {
   if (s.logit_scale != 1) {
     std::ostringstream m;
     m << "logits x " << s.logit_scale;
+    add(m.str());
+  }
+  if (r.grown > 0) {
+    std::ostringstream m;
+    m << "frequencies grown by YaRN over the training windows ";
+    for (int j = 0; j <= r.grown; ++j) m << (j ? "->" : "") << r.grow[j];
+    m << " (logits x " << grown_attention_factor(r) * grown_attention_factor(r) << ")";
     add(m.str());
   }
   const std::string out = os.str();

@@ -5,6 +5,7 @@
 // override against the variant a checkpoint was trained with.
 #pragma once
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -19,7 +20,19 @@ const AttentionPreset* find_attention_preset(const std::string& name);
 // Resolves preset + overrides, the RoPE of the model and the
 // context-extension section. trained_context = model.context.
 AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, const ContextConfig& ctx = {});
-inline AttentionSpec resolve_attention(const Config& c) { return resolve_attention(c.attention, c.model, c.context); }
+// A whole config's: also the frequencies its growing training schedule left
+// (train.grow_yarn: every switch of growth_stages applied).
+AttentionSpec resolve_attention(const Config& c);
+
+// The stages of a growing training schedule (docs/training_for_length.md),
+// for training windows of N tokens: the window warm-up's (train.window_start
+// W0 below N) W0, 2·W0, ... below N, then N (full attention), ceil(N / W0)
+// of them; the length schedule's (train.length_start L0, N / L0 a power of
+// two) L0, 2·L0, 4·L0, ..., N. Empty without the schedule; growth_stages:
+// whichever is on (the config refuses both).
+std::vector<int> window_stages(const TrainConfig& t, int N);
+std::vector<int> length_stages(const TrainConfig& t, int N);
+std::vector<int> growth_stages(const TrainConfig& t, int N);
 
 // d_r: the channels of each head that RoPE rotates (model.rope_fraction of
 // the head size, rounded down to even).

@@ -94,8 +94,13 @@ struct TrainConfig {
   int grad_accum = 1;   // micro-batches per optimizer step
   int steps = 1000;
   double lr = 1e-3;
-  double lr_min = 1e-4;  // floor of the cosine decay
+  double lr_min = 1e-4;  // floor of the decay
   int warmup_steps = 50;
+  // After the warmup (train/schedule.h): cosine to lr_min, or wsd
+  // (warmup-stable-decay: lr until the last decay_fraction of the steps, then
+  // linear to lr_min).
+  std::string lr_schedule = "cosine";  // cosine | wsd
+  double decay_fraction = 0.2;
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
@@ -104,6 +109,7 @@ struct TrainConfig {
   uint64_t seed = 1337;
   int log_every = 10;
   int checkpoint_every = 0;  // 0: only at the end
+  std::vector<int> checkpoint_steps;  // further steps to checkpoint at
   int threads = 0;           // OpenMP threads; 0 = all cores
   std::string init_from;     // checkpoint or run dir whose matching tensors initialise a fresh run
   int zero = 0;              // 1: ZeRO-1, optimizer state sharded across ranks
@@ -127,6 +133,14 @@ struct TrainConfig {
   // steps; 0 = off.
   int window_start = 0;
   int window_steps = 0;
+  // The length schedule (train/schedule.h): training windows of
+  // length_start tokens doubling to model.context over length_steps steps
+  // (each step's tokens cut into more, shorter windows); 0 = off.
+  int length_start = 0;
+  int length_steps = 0;
+  // on: at each switch of the window warm-up or the length schedule, YaRN's
+  // rule rescales RoPE's frequencies and the logits (modded-nanogpt's).
+  std::string grow_yarn = "off";  // off | on
 };
 
 struct EvalConfig {

@@ -45,9 +45,9 @@ Allowed non_empty() {
   return a;
 }
 Allowed any() { return Allowed{}; }
-Allowed increasing_list(double min_element) {
+Allowed increasing_list(double min_element, bool nonempty = true) {
   Allowed a = at_least(min_element);
-  a.nonempty = true;
+  a.nonempty = nonempty;
   a.increasing = true;
   return a;
 }
@@ -175,8 +175,13 @@ std::vector<Key> make_keys() {
       {GPT_KEY(train, grad_accum), at_least(1), "micro-batches per optimizer step"},
       {GPT_KEY(train, steps), at_least(1), "optimizer steps"},
       {GPT_KEY(train, lr), above(0), "peak learning rate"},
-      {GPT_KEY(train, lr_min), at_least(0), "floor of the cosine decay; <= lr"},
+      {GPT_KEY(train, lr_min), at_least(0), "floor of the decay; <= lr"},
       {GPT_KEY(train, warmup_steps), at_least(0), "linear warmup steps; <= steps"},
+      {GPT_KEY(train, lr_schedule), one_of({"cosine", "wsd"}),
+       "after the warmup: cosine = half a cosine from lr to lr_min over the remaining steps; wsd = warmup-stable-"
+       "decay, lr held until the last train.decay_fraction of the steps, then linear to lr_min (a run's prefix is "
+       "then the same at every budget: gpt sweep \"budget_reuse\")"},
+      {GPT_KEY(train, decay_fraction), between(0, 1), "wsd: the share of the steps that decays (rounded up)"},
       {GPT_KEY(train, weight_decay), at_least(0), "AdamW decoupled weight decay"},
       {GPT_KEY(train, beta1), unit_interval(), "AdamW first-moment decay"},
       {GPT_KEY(train, beta2), unit_interval(), "AdamW second-moment decay"},
@@ -185,6 +190,8 @@ std::vector<Key> make_keys() {
       {GPT_KEY(train, seed), any(), "seed of the initialisation and the data order"},
       {GPT_KEY(train, log_every), at_least(1), "steps between log lines"},
       {GPT_KEY(train, checkpoint_every), at_least(0), "steps between checkpoints; 0 = only at the end"},
+      {GPT_KEY(train, checkpoint_steps), increasing_list(1, false),
+       "further steps to checkpoint at (e.g. where shorter budgets branch off); [] = none"},
       {GPT_KEY(train, threads), between(0, 1024), "OpenMP threads; 0 = all cores"},
       {GPT_KEY(train, init_from), any(),
        "checkpoint, run dir or Hugging Face model dir whose parameters of the same name and shape initialise a "
@@ -214,6 +221,14 @@ std::vector<Key> make_keys() {
        "full attention over train.window_steps steps (modded-nanogpt's window warm-up); 0 = off. Evaluation is "
        "unwindowed"},
       {GPT_KEY(train, window_steps), at_least(0), "the steps over which the window warm-up reaches full attention"},
+      {GPT_KEY(train, length_start), between(0, kMaxContext),
+       "length schedule: training windows of this many tokens, doubling to model.context over train.length_steps "
+       "steps (each step's tokens cut into more, shorter windows; model.context / it a power of two); 0 = off"},
+      {GPT_KEY(train, length_steps), at_least(0), "the steps over which the length schedule reaches model.context"},
+      {GPT_KEY(train, grow_yarn), one_of({"off", "on"}),
+       "on: at each switch of the window warm-up or the length schedule (w to w' keys), YaRN's rule rescales "
+       "RoPE's frequencies by their turns in w and the logits by (0.1 ln(w'/w) + 1)^2, as modded-nanogpt does; "
+       "evaluation keeps the last stage's frequencies"},
       {GPT_KEY(train, document_positions), one_of({"continue", "restart"}),
        "with the document mask, restart: RoPE/PoPE positions (plain or train.positions ids) count from each "
        "document's first token"},
@@ -429,6 +444,25 @@ std::vector<Rule> make_rules() {
          if (c.train.window_start == 0) return true;
          return c.train.window_start < c.model.context && c.train.window_steps >= 1 && c.context.mask == "none" &&
                 c.context.remap == "none" && resolve_layer_plan(c.model).empty();
+       }},
+      {"\"train.length_start\" (the length schedule) must be below \"model.context\", with \"model.context\" / it "
+       "a power of two and \"train.length_steps\" >= 1; it does not compose with the window warm-up "
+       "(train.window_start)",
+       {"train.length_start", "train.length_steps", "model.context", "train.window_start"},
+       [](const Config& c) {
+         const int l0 = c.train.length_start, n = c.model.context;
+         if (l0 == 0) return true;
+         if (l0 >= n || n % l0 != 0 || c.train.length_steps < 1 || c.train.window_start != 0) return false;
+         const int f = n / l0;
+         return (f & (f - 1)) == 0;
+       }},
+      {"\"train.grow_yarn\" = \"on\" grows RoPE's frequencies with a growing schedule: it needs \"train.window_start\" "
+       "or \"train.length_start\" > 0, \"model.position\" = \"rope\" and at most 17 stages",
+       {"train.grow_yarn", "train.window_start", "train.length_start", "model.position", "model.context"},
+       [](const Config& c) {
+         if (c.train.grow_yarn == "off") return true;
+         const size_t stages = growth_stages(c.train, c.model.context).size();
+         return c.model.position == "rope" && stages >= 2 && stages <= RopeSpec::kMaxGrowth + 1u;
        }},
       {"\"train.document_mask\" = \"on\" masks keys of other documents: it does not compose with the sink keys of "
        "\"context.mask\" sinks or lambda (they would reach across documents) or with a distance remapping",

@@ -643,6 +643,9 @@ std::string family_of(const Config& cfg, const std::string& what) {
   GPT_CHECK(m.qk_norm_scale == "none", what, ": model.qk_norm_scale learned has no Hugging Face family");
   GPT_CHECK(m.p_rope == 1.0, what, ": p-RoPE (model.p_rope ", m.p_rope,
             ") has no form in the Hugging Face families this project writes");
+  GPT_CHECK(cfg.train.grow_yarn == "off", what,
+            ": RoPE frequencies grown by train.grow_yarn have no form in the Hugging Face families this project "
+            "writes");
   GPT_CHECK(m.position != "rope" || m.rope_pairing == "half", what,
             ": RoPE with interleaved pairs is not the rotate-half layout of the Hugging Face families");
   const bool rope = m.position == "rope", full_rope = rope && m.rope_fraction == 1.0;

@@ -79,9 +79,9 @@ PasskeyMixer::PasskeyMixer(const Tokenizer& tok, int digits, double fraction, ui
 }
 
 void PasskeyMixer::check_context(int T) const {
-  GPT_CHECK(T + 1 > builder_.overhead(), "data.passkey_fraction > 0: model.context ", T,
-            " is too short for a passkey example of ", builder_.digits(), " digits (needs more than ",
-            builder_.overhead() - 1, " tokens)");
+  GPT_CHECK(T + 1 > builder_.overhead(), "data.passkey_fraction > 0: training windows of ", T,
+            " tokens (model.context, or the first stage of train.length_start) are too short for a passkey example of ",
+            builder_.digits(), " digits (needs more than ", builder_.overhead() - 1, " tokens)");
 }
 
 int PasskeyMixer::apply(int32_t* inputs, int32_t* targets, int rows, int T, int row0, uint64_t draw) const {

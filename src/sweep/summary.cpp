@@ -762,7 +762,7 @@ void Summary::task_line_tables() {
 
 // The budget axis (plan.budgets): each run's loss at 1×, at the largest
 // multiple and their gap against its training budget; every budget is its
-// own training run.
+// own training run, or a branch of the largest one's (budget_reuse).
 void Summary::budget_table() {
   if (plan.budgets.empty()) return;
   auto find = [&](const std::string& name) -> const Variant* {
@@ -771,8 +771,13 @@ void Summary::budget_table() {
     return nullptr;
   };
   md << "\n## Loss against the training budget (mean ± sample sd over seeds)\n\n"
-     << "Each budget is a training run of its own (`train.steps` = K, with its own learning-rate schedule): no "
-        "checkpoint is shared between budgets.\n\n| run | tokens per step | measure |";
+     << (plan.budget_reuse == "wsd"
+             ? "Every budget trains with the warmup-stable-decay schedule (`train.lr_schedule` = wsd); a shorter "
+               "budget resumes from the checkpoint of the same seed's largest budget where its own decay starts "
+               "(the run it would train from scratch under wsd, bit for bit), so only the decays differ."
+             : "Each budget is a training run of its own (`train.steps` = K, with its own learning-rate schedule): "
+               "no checkpoint is shared between budgets.")
+     << "\n\n| run | tokens per step | measure |";
   for (int k : plan.budgets) md << " " << k << " steps |";
   md << "\n|---|---|---|";
   for (size_t i = 0; i < plan.budgets.size(); ++i) md << "---|";

@@ -28,6 +28,8 @@
 #include "data/synthetic.h"
 #include "sweep/stats.h"
 #include "sweep/summary.h"
+#include "train/model_io.h"
+#include "train/schedule.h"
 
 extern char** environ;
 
@@ -166,8 +168,15 @@ SweepPlan load_sweep(const std::string& path) {
   const json j = read_json_file(path, "sweep");
   SweepPlan p;
   p.file = path;
-  check_keys(j, "", {"dir", "base", "set", "seeds", "runs", "evals", "passkey", "task", "plot", "baseline", "budgets"},
+  check_keys(j, "",
+             {"dir", "base", "set", "seeds", "runs", "evals", "passkey", "task", "plot", "baseline", "budgets",
+              "budget_reuse"},
              path);
+  p.budget_reuse = get_as<std::string>(j, "budget_reuse", "", path, p.budget_reuse);
+  GPT_CHECK(p.budget_reuse == "none" || p.budget_reuse == "wsd", path, ": \"budget_reuse\" \"", p.budget_reuse,
+            "\" is not valid; allowed: none, wsd");
+  GPT_CHECK(p.budget_reuse == "none" || j.contains("budgets"), path,
+            ": \"budget_reuse\" needs \"budgets\" (the budgets that share a run)");
   p.budgets = get_as<std::vector<int>>(j, "budgets", "", path, {});
   for (size_t i = 0; i < p.budgets.size(); ++i)
     GPT_CHECK(p.budgets[i] >= 1 && (i == 0 || p.budgets[i] > p.budgets[i - 1]), path,
@@ -220,25 +229,51 @@ SweepPlan load_sweep(const std::string& path) {
   // each budget's config checked (a warmup longer than a budget fails here).
   auto at_budget = [](const std::string& name, int k) { return name + "_" + std::to_string(k) + "steps"; };
   if (!p.budgets.empty()) {
+    const bool reuse = p.budget_reuse == "wsd";
     std::vector<SweepRun> expanded;
-    for (const SweepRun& r : p.runs)
-      for (int k : run_budgets.count(r.name) ? run_budgets.at(r.name) : p.budgets) {
+    for (const SweepRun& r : p.runs) {
+      const std::vector<int>& ks = run_budgets.count(r.name) ? run_budgets.at(r.name) : p.budgets;
+      const size_t first = expanded.size();
+      std::vector<int> branch_steps;  // reuse: where each shorter budget's decay starts
+      for (int k : ks) {
         SweepRun e = r;
         e.name = at_budget(r.name, k);
         check_name(e.name, "run", path);
         e.family = r.name;
         e.budget = k;
         e.set.push_back("train.steps=" + std::to_string(k));
+        if (reuse) e.set.push_back("train.lr_schedule=wsd");
         std::vector<std::string> sets = p.set;
         sets.insert(sets.end(), e.set.begin(), e.set.end());
         try {
-          load_config(p.base, sets);
+          const Config c = load_config(p.base, sets);
+          if (reuse) branch_steps.push_back(wsd_decay_start(c.train));
         } catch (const Error& err) {
           fail(path, ": run \"", r.name, "\" at the budget of ", k, " steps: ", err.what());
         }
         GPT_CHECK(names.insert(e.name).second, path, ": the budget axis makes a second variant named \"", e.name, "\"");
         expanded.push_back(e);
       }
+      // Reuse: the largest budget is the trunk; a shorter one whose decay
+      // starts after step 0 and inside the trunk's stable phase branches off
+      // the trunk's checkpoint there.
+      if (reuse && ks.size() > 1) {
+        SweepRun& trunk = expanded.back();
+        std::string listed;
+        for (size_t i = 0; i + 1 < ks.size(); ++i) {
+          SweepRun& e = expanded[first + i];
+          const int at = branch_steps[i];
+          if (at < 1) continue;  // no stable phase to share
+          GPT_CHECK(at <= branch_steps.back(), path, ": run \"", r.name, "\": the budget of ", ks[i],
+                    " steps decays from step ", at, ", after the largest budget's decay starts (", branch_steps.back(),
+                    "); budget_reuse needs the same train.decay_fraction-style stable phase");
+          e.branch_of = trunk.name;
+          e.branch_step = at;
+          listed += (listed.empty() ? "" : ",") + std::to_string(at);
+        }
+        if (!listed.empty()) trunk.set.push_back("train.checkpoint_steps=[" + listed + "]");
+      }
+    }
     p.runs = expanded;
   }
   // A name of the sweep file as the summary knows it: itself, or each of its
@@ -375,6 +410,7 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
     std::string what;
     std::vector<std::string> argv;
     fs::path done;
+    std::optional<size_t> after = std::nullopt;  // a job that must have finished first (a branch's trunk)
   };
   std::vector<Job> jobs;
   // Evaluations use the run config's thread count (train.threads; 0 = all).
@@ -383,22 +419,34 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
     sets.insert(sets.end(), r.set.begin(), r.set.end());
     return std::to_string(load_config(plan.base, sets).train.threads);
   };
-  for (const auto& r : plan.runs)
-    for (uint64_t seed : r.seeds) {
-      const std::string dir = plan.run_dir(r.name, seed);
-      Job job{
-          "train " + r.name + " seed " + std::to_string(seed), {gpt, "train"}, fs::path(dir) / "extrapolation.json"};
-      if (fs::exists(fs::path(dir) / "checkpoints" / "latest")) {
-        job.argv.insert(job.argv.end(), {"--resume", dir});
-      } else {
-        job.argv.push_back(plan.base);
-        std::vector<std::string> sets = plan.set;
-        sets.insert(sets.end(), r.set.begin(), r.set.end());
-        sets.push_back("train.seed=" + std::to_string(seed));
-        sets.push_back("run.dir=" + dir);
-        for (const auto& s : sets) job.argv.insert(job.argv.end(), {"--set", s});
+  // Runs trained from scratch first, then the branches of budget_reuse, each
+  // after its trunk (the same seed's largest budget) has finished.
+  std::map<std::string, size_t> train_job;  // "run seed" -> its job
+  for (int branches : {0, 1})
+    for (const auto& r : plan.runs) {
+      if (r.branch_of.empty() == (branches == 1)) continue;
+      for (uint64_t seed : r.seeds) {
+        const std::string dir = plan.run_dir(r.name, seed);
+        Job job{
+            "train " + r.name + " seed " + std::to_string(seed), {gpt, "train"}, fs::path(dir) / "extrapolation.json"};
+        if (fs::exists(fs::path(dir) / "checkpoints" / "latest")) {
+          job.argv.insert(job.argv.end(), {"--resume", dir});
+        } else {
+          job.argv.push_back(plan.base);
+          std::vector<std::string> sets = plan.set;
+          sets.insert(sets.end(), r.set.begin(), r.set.end());
+          sets.push_back("train.seed=" + std::to_string(seed));
+          sets.push_back("run.dir=" + dir);
+          for (const auto& s : sets) job.argv.insert(job.argv.end(), {"--set", s});
+          if (!r.branch_of.empty()) {
+            job.argv.insert(job.argv.end(),
+                            {"--resume", checkpoint_path(plan.run_dir(r.branch_of, seed), r.branch_step)});
+            job.after = train_job.at(r.branch_of + " " + std::to_string(seed));
+          }
+        }
+        train_job[r.name + " " + std::to_string(seed)] = jobs.size();
+        jobs.push_back(job);
       }
-      jobs.push_back(job);
     }
   for (const auto& e : plan.evals)
     for (uint64_t seed : plan.run(e.run).seeds) {
@@ -480,6 +528,10 @@ int run_sweep(const SweepPlan& plan, const std::string& gpt, bool dry_run, int p
         spdlog::info("sweep [{}/{}] {}: {}", i + 1, jobs.size(), job.what, quoted(job.argv));
         continue;
       }
+      if (job.after)  // a branch waits for its trunk's checkpoint
+        while (!interrupted &&
+               std::any_of(running.begin(), running.end(), [&](const auto& r) { return r.second == *job.after; }))
+          reap();
       while (static_cast<int>(running.size()) >= parallel && !interrupted) reap();
       if (interrupted) break;
       spdlog::info("sweep [{}/{}] {}: {}", i + 1, jobs.size(), job.what, quoted(job.argv));

@@ -20,15 +20,22 @@
 //   "plot": {"profile": ["softmax", "lssar_p15"]},  // variants of the per-position plot
 //   "baseline": "softmax",                  // paired tests against it (default: the run
 //                                           // named softmax, else the first run)
-//   "budgets": [500, 2000, 8000]            // the training budget as an axis (train.steps)
+//   "budgets": [500, 2000, 8000],           // the training budget as an axis (train.steps)
+//   "budget_reuse": "wsd"                   // none (default) | wsd: shorter budgets branch off
 // }
 //
 // The budget axis: each run trains once per budget, with train.steps set to
-// it (its own full learning-rate schedule: no checkpoint is shared between
-// budgets), as the variant NAME_Ksteps; evals of a run, plot.profile and the
+// it, as the variant NAME_Ksteps; evals of a run, plot.profile and the
 // baseline expand with it (the baseline at the largest budget). The summary
 // adds a table of each run's loss against the budget (steps and tokens).
-// runs[].budgets trains a run at some of the sweep's budgets only.
+// runs[].budgets trains a run at some of the sweep's budgets only. Without
+// reuse every budget has its own full learning-rate schedule from scratch.
+// With "budget_reuse": "wsd" every budget trains with train.lr_schedule = wsd,
+// whose rate before the decay does not depend on train.steps: a run's
+// largest budget (its trunk) checkpoints where each shorter budget's decay
+// starts, and the shorter budget resumes from that checkpoint with its own
+// train.steps (bit-identical to training it from scratch under wsd), so only
+// the decays are trained twice.
 #pragma once
 #include <string>
 #include <vector>
@@ -42,9 +49,13 @@ struct SweepRun {
   std::vector<std::string> set;  // config overrides (section.key=value)
   std::vector<uint64_t> seeds;
   bool passkey = false;
-  std::string task;  // a synthetic task (gpt eval --task) evaluated on every seed; empty: none
+  std::string task;    // a synthetic task (gpt eval --task) evaluated on every seed; empty: none
   std::string family;  // the budget axis: the run as the sweep file names it ("" without budgets)
   int budget = 0;      // and its train.steps (0: the config's)
+  // "budget_reuse": the run (its largest budget) this one branches off, and
+  // the step whose checkpoint it resumes from; "" / 0: trained from scratch.
+  std::string branch_of;
+  int branch_step = 0;
 };
 
 // A training-free evaluation of a trained run's checkpoints (every seed).
@@ -74,8 +85,9 @@ struct SweepPlan {
   std::vector<double> task_depths = {0.0, 0.25, 0.5, 0.75, 1.0};  // runs with a "task" (haystack tasks)
   int task_samples = 50;
   std::vector<std::string> profile_variants;  // empty: every trained run
-  std::string baseline;  // a run or eval: the summary tests every other variant against it, seed by seed
-  std::vector<int> budgets;  // the budget axis (train.steps per run); empty: none
+  std::string baseline;               // a run or eval: the summary tests every other variant against it, seed by seed
+  std::vector<int> budgets;           // the budget axis (train.steps per run); empty: none
+  std::string budget_reuse = "none";  // none | wsd
 
   const SweepRun& run(const std::string& name) const;
   std::string run_dir(const std::string& run, uint64_t seed) const;

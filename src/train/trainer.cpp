@@ -152,6 +152,8 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   DataLoader loader(cfg.data.train, mc.vocab_size, B, T, cfg.data.order == "shuffle", tc.seed,
                     doc_windows ? separator : -1);
   if (cfg.eval.protocol == "documents") eval_layout(val, cfg.eval, T, eval_text->separator);
+  // The shortest training windows (the length schedule's first stage).
+  const int shortest = training_length_at(tc, T, 0);
   // Passkey examples mixed into training (data.passkey_fraction).
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<PasskeyMixer> passkey;
@@ -160,7 +162,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     GPT_CHECK(static_cast<int64_t>(tokenizer->vocab_size()) <= mc.vocab_size, "data.tokenizer ", cfg.data.tokenizer,
               " has ", tokenizer->vocab_size(), " ids, more than model.vocab_size ", mc.vocab_size);
     passkey = std::make_unique<PasskeyMixer>(*tokenizer, cfg.data.passkey_digits, cfg.data.passkey_fraction, tc.seed);
-    passkey->check_context(T);  // before anything is written
+    passkey->check_context(shortest);  // before anything is written
   }
   // Training-time position ids (train.positions; plain makes none unless
   // they restart per document; docs/training_for_length.md).
@@ -174,7 +176,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     if (!tokenizer) tokenizer = make_tokenizer(cfg.data.tokenizer);
     mixer = std::make_unique<SyntheticMixer>(cfg.data.mix_task, cfg.data.mix_options, cfg.data.mix_fraction,
                                              static_cast<int>(tokenizer->vocab_size()), tc.seed);
-    mixer->check(T, mc.vocab_size);  // before anything is written
+    mixer->check(shortest, mc.vocab_size);  // before anything is written
   }
   // The model's memory, before anything is written (an allocation that fails leaves no run behind).
   const AttentionSpec attn = resolve_attention(cfg);
@@ -220,6 +222,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
   spdlog::info("attention: {}", attention_summary(cfg.attention, attn));
   spdlog::info("context extension: {}", context_summary(attn));
   spdlog::info("{}", opt.summary());
+  if (tc.lr_schedule == "wsd")
+    spdlog::info("learning rate: warmup-stable-decay, {:.3g} from step {} to {}, then linear to {:.3g} at step {}",
+                 tc.lr, tc.warmup_steps + 1, wsd_decay_start(tc) + 1, tc.lr_min, tc.steps);
   if (mc.layer_plan != "none" || !mc.layer_pattern.empty()) spdlog::info("layer plan: {}", layer_plan_summary(mc));
   if (cfg.run.device == "cuda")
     spdlog::info("device: {} on {}", model.backend().name(), cuda_device_name());
@@ -258,19 +263,26 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     }
     comm.barrier();
   };
-  // The window warm-up (train.window_start; train/schedule.h): the model
-  // trains through the step's sliding window and evaluates without it.
-  int window_now = 0;  // the window the model runs; 0: attn as configured
-  auto train_window = [&](int w) {
-    if (w == window_now) return;
+  // The growing schedules (train/schedule.h): the window warm-up trains
+  // through the step's sliding window, the length schedule on the step's
+  // shorter windows (below), both with the frequencies of the switches made
+  // so far (train.grow_yarn); evaluation runs attn: no window, whole
+  // windows, the last stage's frequencies.
+  const std::vector<int> stages = growth_stages(tc, T);
+  int stage_now = -1;  // the stage the model runs; -1: attn as configured
+  auto train_stage = [&](int stage) {
+    if (stage == stage_now) return;
     AttentionSpec s = attn;
-    s.window = w;  // 0: attn's own (no mask: the config rule)
+    if (stage >= 0) {
+      if (tc.window_start > 0) s.window = stages[stage] < T ? stages[stage] : 0;  // 0: attn's own (the config rule)
+      s.rope.grown = std::min(stage, attn.rope.grown);
+    }
     model.set_attention(s);
-    window_now = w;
+    stage_now = stage;
   };
   // Rank 0 evaluates; the others wait (not on the final evaluation).
   auto evaluate = [&](int step, bool final) {
-    train_window(0);  // unwindowed; the next step sets its own window again
+    train_stage(-1);  // unwindowed; the next step sets its own stage again
     if (!lead) {
       if (!final) comm.barrier();
       return;
@@ -287,7 +299,10 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       j["train_positions"]["span"] = pos_opts.span;
       if (pos_opts.kind == PositionIds::Pose) j["train_positions"]["chunks"] = pos_opts.chunks;
     }
-    if (tc.window_start > 0) j["train_window"] = {{"start", tc.window_start}, {"steps", tc.window_steps}};
+    if (tc.window_start > 0)
+      j["train_window"] = {{"start", tc.window_start}, {"steps", tc.window_steps}, {"yarn", tc.grow_yarn}};
+    if (tc.length_start > 0)
+      j["train_length"] = {{"start", tc.length_start}, {"steps", tc.length_steps}, {"yarn", tc.grow_yarn}};
     j["train_documents"] = {
         {"mask", tc.document_mask}, {"positions", tc.document_positions}, {"windows", cfg.data.windows}};
     j["step"] = step;
@@ -320,7 +335,11 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     const auto t0 = std::chrono::steady_clock::now();
     const TrainProgress before = progress;
     const double lr = learning_rate(tc, progress.step);
-    train_window(attention_window_at(tc, T, progress.step));
+    train_stage(stage_at(tc, T, progress.step));
+    // The length schedule cuts each of the micro-batch's Bl windows of T
+    // tokens into T / L consecutive windows of L: the same tokens, in rows
+    // of the step's length (the data stream and its position do not change).
+    const int L = training_length_at(tc, T, progress.step), per = T / L, rows = Bl * per;
     model.zero_grad();
     for (int micro = 0; micro < tc.grad_accum; ++micro) {
       int32_t* in = inputs.data() + micro * micro_tokens;
@@ -328,14 +347,15 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       loader.next_rows(in, tg, rank * Bl, (rank + 1) * Bl);
       const uint64_t draw = static_cast<uint64_t>(progress.step) * tc.grad_accum + micro;
       // The global index of this rank's first row in the run's stream of rows.
-      const uint64_t first_row = draw * static_cast<uint64_t>(B) + static_cast<uint64_t>(rank) * Bl;
+      // (In rows of the step's length.)
+      const uint64_t first_row = (draw * static_cast<uint64_t>(B) + static_cast<uint64_t>(rank) * Bl) * per;
       int32_t* ids = with_ids ? pos_ids.data() + micro * micro_tokens : nullptr;
       int32_t* starts = doc_mask ? doc_starts.data() + micro * micro_tokens : nullptr;
-      if (passkey) passkey->apply(in, tg, Bl, T, rank * Bl, draw);
-      if (mixer) mixer->apply(in, tg, Bl, T, first_row);
-      if (with_ids) draw_position_ids(ids, Bl, T, pos_opts, tc.seed, first_row);
-      if (doc_mask) document_starts(starts, in, Bl, T, separator);
-      if (restart) restart_positions(ids, starts, Bl, T);
+      if (passkey) passkey->apply(in, tg, rows, L, rank * rows, draw);
+      if (mixer) mixer->apply(in, tg, rows, L, first_row);
+      if (with_ids) draw_position_ids(ids, rows, L, pos_opts, tc.seed, first_row);
+      if (doc_mask) document_starts(starts, in, rows, L, separator);
+      if (restart) restart_positions(ids, starts, rows, L);
     }
     // Weights: without masks each micro-batch's mean over the same number of
     // tokens, scaled by 1/ranks so that the sum across ranks is the gradient
@@ -362,7 +382,7 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
       const TokenLayout layout{with_ids ? pos_ids.data() + micro * micro_tokens : nullptr,
                                doc_mask ? doc_starts.data() + micro * micro_tokens : nullptr};
       const double mean =
-          model.forward(inputs.data() + micro * micro_tokens, targets.data() + micro * micro_tokens, Bl, T, layout);
+          model.forward(inputs.data() + micro * micro_tokens, targets.data() + micro * micro_tokens, rows, L, layout);
       loss += masked ? mean * weight[micro] : mean / tc.grad_accum;
       const double scale = weight[micro];
       if (overlap && micro + 1 == tc.grad_accum)
@@ -427,7 +447,9 @@ int run_training(const Config& cfg, const std::string& resume_checkpoint) {
     }
     if (cfg.eval.every > 0 && progress.step % cfg.eval.every == 0 && progress.step < tc.steps)
       evaluate(progress.step, false);
-    if (tc.checkpoint_every > 0 && progress.step % tc.checkpoint_every == 0 && progress.step < tc.steps) save(progress);
+    const bool listed = std::binary_search(tc.checkpoint_steps.begin(), tc.checkpoint_steps.end(), progress.step);
+    if (((tc.checkpoint_every > 0 && progress.step % tc.checkpoint_every == 0) || listed) && progress.step < tc.steps)
+      save(progress);
   }
   if (status != 0) return status;
   // Every rank takes the same decision (the file is rank 0's to check).

@@ -89,7 +89,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 117u);
+  EXPECT_EQ(from_schema.size(), 123u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -280,6 +280,26 @@ TEST(ConfigCrossField, WindowWarmupRules) {
                           R"({"train": {"window_start": 32, "window_steps": 10}, "context": {"mask": "window"}})",
                           R"({"train": {"window_start": 32, "window_steps": 10}, "model": {"layer_plan": "swan"}})"})
     expect_contains(parse_error(bad), {"\"train.window_start\" (the window warm-up) must be below"});
+  // YaRN at each switch: RoPE and at most 17 stages; the spec carries the windows.
+  const gpt::Config y = parse(R"({"train": {"window_start": 32, "window_steps": 10, "grow_yarn": "on"}})");
+  const gpt::AttentionSpec s = gpt::resolve_attention(y);
+  ASSERT_EQ(s.rope.grown, y.model.context / 32 - 1);
+  EXPECT_EQ(s.rope.grow[0], 32);
+  EXPECT_EQ(s.rope.grow[s.rope.grown], y.model.context);
+  for (const char* bad : {R"({"train": {"grow_yarn": "on"}})",
+                          R"({"train": {"window_start": 32, "window_steps": 10, "grow_yarn": "on"},
+                              "model": {"position": "learned"}})",
+                          R"({"train": {"window_start": 4, "window_steps": 10, "grow_yarn": "on"}})"})
+    expect_contains(parse_error(bad), {"\"train.grow_yarn\" = \"on\" grows RoPE's frequencies"});
+  // The length schedule: context / length_start a power of two, not with the window warm-up.
+  const gpt::Config l = parse(R"({"train": {"length_start": 32, "length_steps": 10, "grow_yarn": "on"}})");
+  EXPECT_EQ(gpt::resolve_attention(l).rope.grown, 2);  // 32 -> 64 -> 128
+  for (const char* bad :
+       {R"({"train": {"length_start": 48, "length_steps": 10}})", R"({"train": {"length_start": 32}})",
+        R"({"train": {"length_start": 128, "length_steps": 10}})",
+        R"({"train": {"length_start": 32, "length_steps": 10, "window_start": 32,
+                                        "window_steps": 10}})"})
+    expect_contains(parse_error(bad), {"\"train.length_start\" (the length schedule) must be below"});
 }
 
 TEST(ConfigCrossField, EmbdDivisibleByHeads) {

@@ -156,6 +156,41 @@ TEST_F(Sweep, SyntheticTaskRunsAreEvaluatedAndGridded) {
   }
 }
 
+// "budget_reuse": "wsd": the shorter budget (5 steps, decay from step 4)
+// resumes from the 10-step trunk's checkpoint at step 4 (its decay starts at
+// 8) and ends where a 5-step wsd run trained from scratch ends, bit for bit;
+// two jobs at once, so the branch has to wait for its trunk.
+TEST_F(Sweep, BudgetReuseBranchesOffTheLargestBudget) {
+  expect_load_error(R"("runs": [{"name": "a"}], "budget_reuse": "wsd")", "\"budget_reuse\" needs \"budgets\"");
+  expect_load_error(R"("runs": [{"name": "a"}], "budgets": [5, 10], "budget_reuse": "cosine")",
+                    "\"budget_reuse\" \"cosine\" is not valid; allowed: none, wsd");
+  const std::string file =
+      sweep_file(R"("runs": [{"name": "a"}], "seeds": [1, 2], "budgets": [5, 10], "budget_reuse": "wsd")");
+  const SweepPlan plan = load_sweep(file);
+  EXPECT_EQ(plan.run("a_5steps").branch_of, "a_10steps");
+  EXPECT_EQ(plan.run("a_5steps").branch_step, 4);
+  EXPECT_TRUE(plan.run("a_10steps").branch_of.empty());
+  const auto& trunk_set = plan.run("a_10steps").set;
+  EXPECT_NE(std::find(trunk_set.begin(), trunk_set.end(), "train.checkpoint_steps=[4]"), trunk_set.end());
+  EXPECT_NE(std::find(trunk_set.begin(), trunk_set.end(), "train.lr_schedule=wsd"), trunk_set.end());
+  const auto r = test::run("sweep " + file + " --jobs 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("--resume " + (dir_ / "out" / "a_10steps" / "seed2").string() + "/checkpoints/"),
+            std::string::npos)
+      << r.output;
+  const auto fresh = test::run(
+      "train " + (dir_ / "base.json").string() +
+      " --set train.steps=5 --set train.lr_schedule=wsd --set train.seed=2 --set run.dir=" + (dir_ / "fresh").string());
+  ASSERT_EQ(fresh.status, 0) << fresh.output;
+  const auto branch = nlohmann::json::parse(std::ifstream(dir_ / "out" / "a_5steps" / "seed2" / "extrapolation.json"));
+  const auto own = nlohmann::json::parse(std::ifstream(dir_ / "fresh" / "extrapolation.json"));
+  ASSERT_EQ(branch["multiples"].size(), own["multiples"].size());
+  for (size_t m = 0; m < own["multiples"].size(); ++m)
+    EXPECT_EQ(branch["multiples"][m]["loss"], own["multiples"][m]["loss"]) << "multiple " << m;
+  const std::string md = summarize_sweep(plan);
+  EXPECT_NE(md.find("resumes from the checkpoint of the same seed's largest budget"), std::string::npos);
+}
+
 TEST_F(Sweep, TrainsEvaluatesSummarisesAndSkipsFinishedJobs) {
   const std::string file = sweep_file(R"(
       "runs": [{"name": "softmax", "set": ["attention.preset=softmax"], "seeds": [1, 2], "passkey": true},

@@ -373,6 +373,67 @@ TEST(Trainer, WindowWarmupFollowsItsStagesAndResumes) {
   fs::remove_all(dir);
 }
 
+// YaRN at each switch of the window warm-up (train.grow_yarn): stage 0
+// runs RoPE's own frequencies (step 1 as without it, bit for bit), the
+// switches change the later steps; micro-batch splits agree and a resume
+// from step 3, across the switch to stage 2, is bit-identical. The results
+// name the grown windows, and gpt eval of the checkpoint (whose config grows
+// the same frequencies) reproduces the trainer's evaluation.
+TEST(Trainer, WindowWarmupGrowsRopeWithYarnAndResumes) {
+  const fs::path dir = temp_dir("window_yarn");
+  Config cfg = tiny_run(dir, kjv_text("Gen1:1-Gen10:32"));
+  cfg.train.window_start = 8;
+  cfg.train.window_steps = 5;  // windows 8, 8, 16, 24, then 32 at steps 1..5
+  const auto warm = train_twin(cfg, dir / "plain", 4);
+  cfg.train.grow_yarn = "on";
+  const auto grown = expect_splits_and_resume_agree(cfg, dir / "yarn", "window warm-up + yarn");
+  ASSERT_TRUE(warm.count(4) && grown.count(4));
+  EXPECT_EQ(grown.at(1), warm.at(1)) << "no switch before step 1";
+  EXPECT_NE(grown.at(3), warm.at(3)) << "the switch to 16 keys must change the frequencies";
+  EXPECT_NE(grown.at(4), warm.at(4));
+  std::ifstream in(dir / "yarn" / "one" / "extrapolation.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("train_window").at("yarn"), "on");
+  EXPECT_EQ(j.at("context").at("grown_windows"), (std::vector<int>{8, 16, 24, 32}));
+  const test::Result ev =
+      test::run("eval " + (dir / "yarn" / "one").string() + " --out " + (dir / "eval.json").string());
+  ASSERT_EQ(ev.status, 0) << ev.output;
+  std::ifstream ein(dir / "eval.json");
+  const nlohmann::json e = nlohmann::json::parse(ein);
+  for (size_t m = 0; m < j.at("multiples").size(); ++m)
+    EXPECT_EQ(j["multiples"][m]["loss"], e.at("multiples")[m]["loss"]) << "evaluation keeps the grown frequencies";
+  fs::remove_all(dir);
+}
+
+// The length schedule (train.length_start; train/schedule.h): each step's
+// 4 windows of 32 tokens are trained as 16 windows of 8 (steps 1-2), 8 of 16
+// (step 3), then whole (from step 4); micro-batch splits agree, a resume at
+// the switch to 32 is bit-identical, step 1 differs from plain training, and
+// the results record it. With grow_yarn the switches grow RoPE (8 -> 16 -> 32).
+TEST(Trainer, LengthScheduleCutsTheWindowsAndResumes) {
+  const fs::path dir = temp_dir("length_schedule");
+  Config cfg = tiny_run(dir, kjv_text("Gen1:1-Gen10:32"));
+  cfg.train.length_start = 8;
+  cfg.train.length_steps = 4;
+  const auto staged = expect_splits_and_resume_agree(cfg, dir / "staged", "length schedule");
+  Config plain = cfg;
+  plain.train.length_start = 0;
+  const auto flat = train_twin(plain, dir / "plain", 2);
+  ASSERT_TRUE(staged.count(1) && flat.count(1));
+  EXPECT_NE(staged.at(1), flat.at(1)) << "windows of 8 tokens must change step 1";
+  std::ifstream in(dir / "staged" / "one" / "extrapolation.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("train_length").at("start"), 8);
+  EXPECT_EQ(j.at("trained_context"), 32);
+  cfg.train.grow_yarn = "on";
+  const auto grown = expect_splits_and_resume_agree(cfg, dir / "yarn", "length schedule + yarn");
+  EXPECT_EQ(grown.at(1), staged.at(1)) << "no switch before step 1";
+  EXPECT_NE(grown.at(3), staged.at(3));
+  std::ifstream yin(dir / "yarn" / "one" / "extrapolation.json");
+  EXPECT_EQ(nlohmann::json::parse(yin).at("context").at("grown_windows"), (std::vector<int>{8, 16, 32}));
+  fs::remove_all(dir);
+}
+
 // With loss masks a step's loss and gradient are those of the mean over all
 // its scored targets: 4 sequences in one micro-batch and 2 + 2 in two
 // micro-batches (different scored counts each) follow the same trajectory,
