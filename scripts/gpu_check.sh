@@ -5,8 +5,9 @@
 #      unpacked by scripts/fetch_gpu_deps.sh into third_party/deb/;
 #      NCCL from the CUDA toolkit or, failing that, from the image's Python
 #      package nvidia-nccl-cu13 (without MPI: the NCCL communicator for one rank);
-#   2. run every CUDA parity test and the one-rank NCCL tests (gtest filter
-#      GPU_TEST_FILTER, default below);
+#   2. run every CUDA parity test, the one-rank NCCL tests and the kernels'
+#      ptxas resource check for CUDA_ARCH (gtest filter GPU_TEST_FILTER,
+#      default below);
 #   3. train the quickstart model on cuda for a few hundred steps (data: the
 #      repository's own text, byte tokens) in fp32, again with bf16 GEMM
 #      operands (run.precision=bf16) and again with bf16 storage too
@@ -35,7 +36,7 @@
 #
 # usage: scripts/gpu_check.sh            (see docs/gpu.md)
 # env:   DEPS=third_party/deb  BUILD=build-gpu  JOBS=$(nproc)  CUDA_ARCH=90
-#        GPU_TEST_FILTER='*Cuda*:Nccl.*:WorldForDevice.*-(the tests that need MPI or no GPU)'
+#        GPU_TEST_FILTER='*Cuda*:Nccl.*:WorldForDevice.*:PtxasResources.*-(the tests that need MPI or no GPU)'
 #        TRAIN_STEPS=300  BENCH_STEPS=3
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
@@ -45,7 +46,7 @@ jobs=${JOBS:-$(nproc)}
 arch=${CUDA_ARCH:-90}
 # Skipped on purpose: the mpirun test and its child (this build has no MPI)
 # and the no-device error test (there is a device).
-filter=${GPU_TEST_FILTER:-*Cuda*:Nccl.*:WorldForDevice.*-Nccl.OneRankUnderMpirun:NcclChild.*:Nccl.NoDeviceIsAClearError}
+filter=${GPU_TEST_FILTER:-*Cuda*:Nccl.*:WorldForDevice.*:PtxasResources.*-Nccl.OneRankUnderMpirun:NcclChild.*:Nccl.NoDeviceIsAClearError}
 train_steps=${TRAIN_STEPS:-300}
 bench_steps=${BENCH_STEPS:-3}
 logs=$build/check
