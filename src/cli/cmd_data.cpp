@@ -17,6 +17,7 @@
 #include "core/check.h"
 #include "core/files.h"
 #include "data/shard.h"
+#include "data/orbits.h"
 #include "data/synthetic.h"
 #include "data/text_to_shards.h"
 #include "tokenizer/bpe_train.h"
@@ -273,6 +274,54 @@ void add_synthetic(CLI::App& data) {
   });
 }
 
+void add_orbits(CLI::App& data) {
+  auto args = std::make_shared<orbits::DataOptions>();
+  CLI::App* cmd = data.add_subcommand(
+      "orbits",
+      "Simulate planetary systems (the orbital data of Vafa et al. 2025's physics probe; docs/orbits.md) as "
+      "train/val token shards, each listed position's true force, separation and masses beside them "
+      "(NAME_*.rows), and orbits.json");
+  cmd->add_option("out_dir", args->out_dir, "Output directory")->required();
+  cmd->add_option("--train-sequences", args->train_sequences, "Training sequences (systems)")
+      ->required()
+      ->check(between(1, 2147483647.0));
+  cmd->add_option("--val-sequences", args->val_sequences, "Validation sequences")
+      ->required()
+      ->check(between(1, 2147483647.0));
+  cmd->add_option("--seed", args->seed, "Seed: sequence i of a split depends on (seed, split, i) alone")
+      ->capture_default_str();
+  cmd->add_option("--name", args->name, "File name prefix")->capture_default_str();
+  cmd->add_option("--bins", args->orbit.bins, "Position bins per coordinate (the source: 7000)")
+      ->capture_default_str()
+      ->check(between(2, 65534));
+  cmd->add_option("--range", args->orbit.range, "The bins cover [-RANGE, RANGE] AU (the source: 50)")
+      ->capture_default_str();
+  cmd->add_option("--rows", args->orbit.rows,
+                  "Rows per sequence: the dt row and ROWS-1 positions, 2 tokens each (the source: 1000)")
+      ->capture_default_str()
+      ->check(between(2, 1 << 20));
+  cmd->add_option("--min-planets", args->orbit.min_planets, "Fewest planets per system")->capture_default_str();
+  cmd->add_option("--max-planets", args->orbit.max_planets,
+                  "Most planets per system (the source: 1..10; 1 for the "
+                  "two-body force probe)")
+      ->capture_default_str();
+  cmd->add_option("--eta", args->orbit.eta, "Leapfrog step: at most ETA times the periapsis time scale")
+      ->capture_default_str();
+  cmd->callback([args] {
+    const auto t0 = std::chrono::steady_clock::now();
+    const orbits::DataResult r = orbits::write_orbit_data(*args);
+    spdlog::info("orbits: {} training and {} validation sequences of {} tokens ({} and {} tokens) in {:.2f} s",
+                 args->train_sequences, args->val_sequences, 1 + 2 * (args->orbit.rows - 1), r.train_tokens,
+                 r.val_tokens, seconds_since(t0));
+    spdlog::info(
+        "leapfrog: relative energy drift max {:.2e}, median {:.2e}; angular momentum drift max {:.2e}; up to "
+        "{} substeps per sample",
+        r.max_energy_drift, r.median_energy_drift, r.max_momentum_drift, r.max_substeps);
+    spdlog::info("vocabulary {} (set model.vocab_size to it)", orbits::vocab_size(args->orbit));
+    for (const auto& f : r.files) spdlog::info("wrote {}", f);
+  });
+}
+
 }  // namespace
 
 void add_data(CLI::App& app) {
@@ -282,6 +331,7 @@ void add_data(CLI::App& app) {
   add_train_tokenizer(*data);
   add_encode_decode(*data);
   add_synthetic(*data);
+  add_orbits(*data);
 }
 
 }  // namespace gpt::cli
