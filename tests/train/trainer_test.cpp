@@ -281,6 +281,22 @@ std::map<int, double> train_twin(Config cfg, const fs::path& dir, int steps) {
   return train_losses(dir);
 }
 
+// gpt eval of a finished run's checkpoint gives the losses of the trainer's
+// own final evaluation, bit for bit; returns that evaluation's results.
+nlohmann::json expect_eval_repeats_training(const fs::path& run, const char* why) {
+  std::ifstream in(run / "extrapolation.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  const fs::path out = run / "eval_again.json";
+  const test::Result ev = test::run("eval " + run.string() + " --out " + out.string());
+  EXPECT_EQ(ev.status, 0) << ev.output;
+  if (ev.status != 0) return j;
+  std::ifstream ein(out);
+  const nlohmann::json e = nlohmann::json::parse(ein);
+  for (size_t m = 0; m < j.at("multiples").size(); ++m)
+    EXPECT_EQ(j["multiples"][m]["loss"], e.at("multiples")[m]["loss"]) << why;
+  return j;
+}
+
 // Training-time position ids (train.positions; train/position_ids.h) are
 // drawn per global row: one micro-batch of 4 and two of 2 see the same ids
 // and follow one trajectory, and a resumed run draws the same ids, bit for
@@ -361,15 +377,8 @@ TEST(Trainer, WindowWarmupFollowsItsStagesAndResumes) {
   Config mid = cfg;
   mid.train.window_steps = 100;
   train_twin(mid, dir / "mid", 2);
-  std::ifstream in(dir / "mid" / "extrapolation.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j = expect_eval_repeats_training(dir / "mid", "evaluation runs unwindowed");
   EXPECT_EQ(j.at("train_window").at("start"), 8);
-  const test::Result ev = test::run("eval " + (dir / "mid").string() + " --out " + (dir / "mid_eval.json").string());
-  ASSERT_EQ(ev.status, 0) << ev.output;
-  std::ifstream ein(dir / "mid_eval.json");
-  const nlohmann::json e = nlohmann::json::parse(ein);
-  for (size_t m = 0; m < j.at("multiples").size(); ++m)
-    EXPECT_EQ(j["multiples"][m]["loss"], e.at("multiples")[m]["loss"]) << "evaluation runs unwindowed";
   fs::remove_all(dir);
 }
 
@@ -391,17 +400,10 @@ TEST(Trainer, WindowWarmupGrowsRopeWithYarnAndResumes) {
   EXPECT_EQ(grown.at(1), warm.at(1)) << "no switch before step 1";
   EXPECT_NE(grown.at(3), warm.at(3)) << "the switch to 16 keys must change the frequencies";
   EXPECT_NE(grown.at(4), warm.at(4));
-  std::ifstream in(dir / "yarn" / "one" / "extrapolation.json");
-  const nlohmann::json j = nlohmann::json::parse(in);
+  const nlohmann::json j =
+      expect_eval_repeats_training(dir / "yarn" / "one", "evaluation keeps the grown frequencies");
   EXPECT_EQ(j.at("train_window").at("yarn"), "on");
   EXPECT_EQ(j.at("context").at("grown_windows"), (std::vector<int>{8, 16, 24, 32}));
-  const test::Result ev =
-      test::run("eval " + (dir / "yarn" / "one").string() + " --out " + (dir / "eval.json").string());
-  ASSERT_EQ(ev.status, 0) << ev.output;
-  std::ifstream ein(dir / "eval.json");
-  const nlohmann::json e = nlohmann::json::parse(ein);
-  for (size_t m = 0; m < j.at("multiples").size(); ++m)
-    EXPECT_EQ(j["multiples"][m]["loss"], e.at("multiples")[m]["loss"]) << "evaluation keeps the grown frequencies";
   fs::remove_all(dir);
 }
 
