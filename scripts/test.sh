@@ -52,7 +52,13 @@ if [ "$emulator" = 1 ]; then
   echo "test: the CUDA tests on the CUDA emulator (build-emu/)"
   cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA_EMULATOR=ON >/dev/null
   cmake --build build-emu -j"$(nproc)" --target gpt gpt_tests
-  ctest --test-dir build-emu --output-on-failure -j"$(nproc)" -R 'Cuda|Nccl|WorldForDevice'
+  # Blocks run in a seeded shuffle (a new order at every launch), then the
+  # kernel parity tests once more in reverse order: a kernel whose blocks
+  # race through global memory gives order-dependent results (docs/gpu.md).
+  GPT_EMU_BLOCK_ORDER=${GPT_EMU_BLOCK_ORDER:-shuffle:1} \
+    ctest --test-dir build-emu --output-on-failure -j"$(nproc)" -R 'Cuda|Nccl|WorldForDevice'
+  echo "test: the kernel parity tests again with the blocks in reverse order"
+  GPT_EMU_BLOCK_ORDER=reverse ctest --test-dir build-emu --output-on-failure -j"$(nproc)" -R 'CudaOps|CudaAttention'
 fi
 
 if [ -n "${GPT_TEST_FUZZ:-}" ]; then

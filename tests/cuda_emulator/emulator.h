@@ -22,4 +22,15 @@ bool is_device(const void* p, size_t bytes);
 // Whether a kernel has failed (every later call reports it).
 bool sticky_error();
 
+// The order a launch's blocks run in: forward (index order, the default),
+// reverse, or a seeded shuffle, new for every launch. From the environment
+// variable GPT_EMU_BLOCK_ORDER = forward | reverse | shuffle[:SEED]; tests
+// may override it (set_block_order, null: back to the environment's).
+struct BlockOrder {
+  enum Kind { Forward, Reverse, Shuffle } kind = Forward;
+  unsigned long long seed = 1;
+};
+BlockOrder block_order();
+void set_block_order(const BlockOrder* order);
+
 }  // namespace cuemu

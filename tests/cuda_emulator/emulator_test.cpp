@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_emulator/emulator.h"
 #include "kernels/bf16_round.h"
 #include "kernels/cuda/cuda_syntax.h"
 
@@ -76,6 +77,14 @@ __global__ void too_much_shared_kernel(float* out) {
 }
 
 __global__ void atomic_kernel(float* sum) { atomicAdd(sum, 1.0f); }
+// A race between blocks: every block's thread 0 stores its index in one
+// place (the last block to run wins), and reads a flag block 0 sets.
+__global__ void racing_blocks_kernel(unsigned* last, unsigned* flag, unsigned* seen) {
+  if (threadIdx.x != 0) return;
+  *last = blockIdx.x;
+  if (blockIdx.x == 0) *flag = 1;
+  if (blockIdx.x == gridDim.x - 1) *seen = *flag;
+}
 
 // Thread 0 writes a value all threads read, without a barrier between.
 __global__ void broadcast_kernel(float* out) {
@@ -129,6 +138,41 @@ TEST_F(CudaEmulator, EveryThreadOfTheGridRunsOnceWithItsIndices) {
   for (unsigned b = 0; b < 12; ++b)
     for (unsigned t = 0; t < 24; ++t) ASSERT_EQ(h[b * 24 + t], b * 1000 + t) << "block " << b << " thread " << t;
   cudaFree(d);
+}
+
+// The block order (GPT_EMU_BLOCK_ORDER; set_block_order in tests): every
+// order runs each block once with its indices, and a kernel whose blocks
+// race through global memory gives different results in different orders,
+// which is how a suite run under two orders finds such races.
+TEST_F(CudaEmulator, BlockOrderRunsEveryBlockOnceAndShowsRacesBetweenBlocks) {
+  for (auto kind : {cuemu::BlockOrder::Forward, cuemu::BlockOrder::Reverse, cuemu::BlockOrder::Shuffle}) {
+    cuemu::BlockOrder order;
+    order.kind = kind;
+    cuemu::set_block_order(&order);
+    const dim3 grid(3, 2, 2), block(4, 3, 2);
+    unsigned* d = device_copy(std::vector<unsigned>(12 * 24, 0xdeadbeefu));
+    GPT_LAUNCH(grid, block, nullptr, ids_kernel)(d);
+    ASSERT_EQ(cudaGetLastError(), cudaSuccess);
+    const auto h = host_copy(d, 12 * 24);
+    for (unsigned b = 0; b < 12; ++b)
+      for (unsigned t = 0; t < 24; ++t) ASSERT_EQ(h[b * 24 + t], b * 1000 + t) << "order " << kind << " block " << b;
+    cudaFree(d);
+  }
+  auto race = [](cuemu::BlockOrder::Kind kind) {
+    cuemu::BlockOrder order;
+    order.kind = kind;
+    cuemu::set_block_order(&order);
+    unsigned* d = device_copy(std::vector<unsigned>(3, 0u));
+    GPT_LAUNCH(8, 32, nullptr, racing_blocks_kernel)(d, d + 1, d + 2);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    const auto h = host_copy(d, 3);
+    cudaFree(d);
+    return std::make_pair(h[0], h[2]);
+  };
+  const auto fwd = race(cuemu::BlockOrder::Forward), rev = race(cuemu::BlockOrder::Reverse);
+  cuemu::set_block_order(nullptr);
+  EXPECT_EQ(fwd, std::make_pair(7u, 1u)) << "forward: block 7 writes last and sees block 0's flag";
+  EXPECT_EQ(rev, std::make_pair(0u, 0u)) << "reverse: block 0 writes last, block 7 runs before the flag is set";
 }
 
 TEST_F(CudaEmulator, BarrierMakesOtherThreadsWritesVisible) {

@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -68,6 +69,8 @@ size_t g_in_use = 0;
 int g_open_depth = 0;       // > 0 while device code runs: buffers accessible
 bool g_check_fill = false;  // device code ran since buffers were opened: check_fill on closing
 cudaError_t g_last = cudaSuccess, g_sticky = cudaSuccess;
+uint64_t g_launches = 0;                       // launches so far (the shuffle's per-launch seed)
+const BlockOrder* g_order_override = nullptr;  // set_block_order's, else the environment's
 
 size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
@@ -511,19 +514,71 @@ bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, const std::
   }
   DeviceAccess open(true);
   g_body = &body;
-  for (unsigned z = 0; z < grid.z; ++z)
-    for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        if (!run_block(grid, block, uint3{x, y, z})) {
-          std::fprintf(stderr, "cuda emulator: %s failed: %s\n", name, g_block.error.c_str());
-          g_sticky = cudaErrorLaunchFailure;
-          set_error(g_sticky);
-          g_body = nullptr;
-          return false;
-        }
-      }
+  // The blocks in the order GPT_EMU_BLOCK_ORDER asks (block_order): a
+  // kernel whose result depends on it has blocks that race through global
+  // memory, which a GPU running them in any order would show.
+  const unsigned long long nblocks = 1ull * grid.x * grid.y * grid.z;
+  const BlockOrder order = block_order();
+  std::vector<unsigned long long> perm;
+  if (order.kind == BlockOrder::Shuffle) {
+    perm.resize(nblocks);
+    for (unsigned long long i = 0; i < nblocks; ++i) perm[i] = i;
+    // Fisher-Yates with splitmix64 of (seed, launch count): each launch its own order.
+    uint64_t state = order.seed * 0x9e3779b97f4a7c15ull + ++g_launches;
+    for (unsigned long long i = nblocks; i > 1; --i) {
+      state += 0x9e3779b97f4a7c15ull;
+      uint64_t z = state;
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      z ^= z >> 31;
+      std::swap(perm[i - 1], perm[z % i]);
+    }
+  }
+  for (unsigned long long i = 0; i < nblocks; ++i) {
+    const unsigned long long b = order.kind == BlockOrder::Reverse   ? nblocks - 1 - i
+                                 : order.kind == BlockOrder::Shuffle ? perm[i]
+                                                                     : i;
+    const unsigned x = static_cast<unsigned>(b % grid.x), y = static_cast<unsigned>(b / grid.x % grid.y),
+                   z = static_cast<unsigned>(b / (1ull * grid.x * grid.y));
+    if (!run_block(grid, block, uint3{x, y, z})) {
+      std::fprintf(stderr, "cuda emulator: %s failed: %s\n", name, g_block.error.c_str());
+      g_sticky = cudaErrorLaunchFailure;
+      set_error(g_sticky);
+      g_body = nullptr;
+      return false;
+    }
+  }
   g_body = nullptr;
   return true;
+}
+
+BlockOrder block_order() {
+  static const BlockOrder order = [] {
+    BlockOrder o;
+    const char* env = std::getenv("GPT_EMU_BLOCK_ORDER");
+    const std::string v = env ? env : "";
+    if (v.empty() || v == "forward") return o;
+    if (v == "reverse") {
+      o.kind = BlockOrder::Reverse;
+      return o;
+    }
+    if (v.rfind("shuffle", 0) == 0) {
+      o.kind = BlockOrder::Shuffle;
+      if (v.size() > 8 && v[7] == ':') o.seed = std::strtoull(v.c_str() + 8, nullptr, 10);
+      return o;
+    }
+    std::fprintf(stderr, "cuda emulator: GPT_EMU_BLOCK_ORDER=%s is not forward, reverse or shuffle[:SEED]\n",
+                 v.c_str());
+    std::abort();
+  }();
+  return g_order_override ? *g_order_override : order;
+}
+
+void set_block_order(const BlockOrder* order) {
+  std::lock_guard lock(g_mutex);
+  static BlockOrder held;
+  if (order) held = *order;
+  g_order_override = order ? &held : nullptr;
 }
 
 DeviceAccess::DeviceAccess(bool device_code) {
