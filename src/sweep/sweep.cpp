@@ -269,6 +269,7 @@ SweepPlan load_sweep(const std::string& path) {
                     "); budget_reuse needs the same train.decay_fraction-style stable phase");
           e.branch_of = trunk.name;
           e.branch_step = at;
+          if (i > 0 && branch_steps[i - 1] == at && expanded[first + i - 1].branch_step == at) continue;  // listed
           listed += (listed.empty() ? "" : ",") + std::to_string(at);
         }
         if (!listed.empty()) trunk.set.push_back("train.checkpoint_steps=[" + listed + "]");
