@@ -308,6 +308,12 @@ TEST(HfModel, ExportRefusesWhatNoFamilyHolds) {
        },
        "has no llama form; only Qwen2's and Qwen3's layer_types"},
       {[](nlohmann::json& c) { c["model"]["p_rope"] = 0.5; }, "p-RoPE (model.p_rope 0.5) has no form"},
+      {[](nlohmann::json& c) {
+         c["train"]["length_start"] = c["model"]["context"].get<int>() / 2;
+         c["train"]["length_steps"] = 10;
+         c["train"]["grow_yarn"] = "on";
+       },
+       "RoPE frequencies grown by train.grow_yarn have no form"},
   };
   for (const auto& [edit, expect] : cases) {
     Checkpoint c = base;
