@@ -16,6 +16,7 @@
 
 #include "config/attention.h"
 #include "config/config.h"
+#include "data/orbits.h"
 #include "data/shard.h"
 #include "data/synthetic.h"
 #include "sweep/sweep.h"
@@ -187,6 +188,20 @@ TEST(SyntheticConfigs, ValidWithTheVocabularyOfTheirTask) {
     ++n;
   }
   EXPECT_GE(n, 7);
+}
+
+// The orbital-data configs (configs/orbits/, docs/orbits.md): valid, reading
+// data/orbits/ with the vocabulary gpt data orbits writes at its defaults.
+TEST(OrbitConfigs, ValidWithTheOrbitVocabulary) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(kConfigs / "orbits")) {
+    const Config c = load_config(e.path().string());
+    EXPECT_EQ(c.model.vocab_size, orbits::vocab_size(orbits::Options{})) << e.path();
+    EXPECT_EQ(c.data.train, "data/orbits/orbits_train_*.bin") << e.path();
+    EXPECT_EQ(c.data.tokenizer, "none") << e.path();
+    ++n;
+  }
+  EXPECT_GE(n, 1);
 }
 
 // The GPU-scale configs (configs/gpt2_fineweb/): valid, GPT-2 small at
