@@ -827,14 +827,17 @@ void Summary::budget_table() {
       md << "\n";
     }
     jb["runs"].push_back(jr);
-    dat << "# " << f << "\n";
+    // A run with no results yet gets no block: gnuplot skips empty blocks
+    // in its index count, which would give the later runs the wrong titles.
+    std::ostringstream block;
     for (int k : plan.budgets)
       if (const Variant* v = find(f + "_" + std::to_string(k) + "steps"); v && !v->results.empty()) {
         const Stat lo = stat_at(*v, m1, "loss"), hi = stat_at(*v, mmax, "loss");
-        dat << static_cast<double>(k) * per_step << " " << lo.mean << " " << hi.mean << " "
-            << (std::isfinite(hi.sd) ? hi.sd : 0.0) << "\n";
+        block << static_cast<double>(k) * per_step << " " << lo.mean << " " << hi.mean << " "
+              << (std::isfinite(hi.sd) ? hi.sd : 0.0) << "\n";
       }
-    dat << "\n\n";
+    if (block.tellp() == 0) continue;
+    dat << "# " << f << "\n" << block.str() << "\n\n";
     plots.budget_runs.push_back(f);
   }
   md << "\nTokens trained = steps × tokens per step. Plot: `loss_vs_budget.png`.\n";

@@ -244,6 +244,20 @@ TEST(Stats, SweepBudgetAxisExpandsAndTabulates) {
   const std::string script((std::istreambuf_iterator<char>(gp)), std::istreambuf_iterator<char>());
   EXPECT_NE(script.find("set output 'loss_vs_budget.png'"), std::string::npos);
   EXPECT_NEAR(j["budgets"]["runs"][0]["loss_1x"][1].get<double>(), 2.0 - 0.04 + 0.0015, 1e-12);
+  // A run with no results yet (listed first here) has no block in
+  // budget.dat, so the plot's first block and title are softmax's.
+  std::ofstream(dir / "gap.json") << R"({"dir": ")" << (dir / "out").string() << R"(", "base": ")"
+                                  << (dir / "base.json").string() << R"(", "seeds": [1, 2], "budgets": [10, 40],
+      "runs": [{"name": "cosine", "set": ["attention.preset=cosine"]}, {"name": "softmax"}]})";
+  summarize_sweep(load_sweep((dir / "gap.json").string()));
+  std::ifstream bd2(dir / "out" / "summary" / "budget.dat");
+  std::getline(bd2, line);
+  EXPECT_EQ(line, "# softmax");
+  std::ifstream gp2(dir / "out" / "summary" / "plots.gp");
+  const std::string script2((std::istreambuf_iterator<char>(gp2)), std::istreambuf_iterator<char>());
+  EXPECT_NE(script2.find("index 0 using 1:3 with linespoints lw 2 lc rgb '#1f77b4' title 'softmax'"), std::string::npos)
+      << script2;
+  EXPECT_EQ(script2.find("title 'cosine'"), std::string::npos) << script2;
   // runs[].budgets: a run at some budgets only; a budget the sweep lacks is refused.
   std::ofstream(dir / "some.json") << R"({"dir": ")" << (dir / "out3").string() << R"(", "base": ")"
                                    << (dir / "base.json").string() << R"(", "budgets": [10, 40],
