@@ -52,20 +52,23 @@ inline int stage_at(const TrainConfig& t, int N, int step) {
   if (step >= S) return k - 1;
   return static_cast<int>(static_cast<long long>(step) * k / S);
 }
+// The size of that step's stage (growth_stages: a window in keys or a
+// length in tokens); N past the schedule's last stage and without one.
+inline int stage_size_at(const TrainConfig& t, int N, int step) {
+  const int stage = stage_at(t, N, step);
+  return stage < 0 ? N : growth_stages(t, N)[stage];
+}
 // The attention window of the window warm-up at that step in keys, or 0 for
-// full attention (also without the warm-up): W0·(stage + 1) below N.
+// full attention (also without the warm-up).
 inline int attention_window_at(const TrainConfig& t, int N, int step) {
   if (t.window_start <= 0) return 0;
-  const int stage = stage_at(t, N, step);
-  const int w = stage < 0 ? N : t.window_start * (stage + 1);
+  const int w = stage_size_at(t, N, step);
   return w >= N ? 0 : w;
 }
 // The length of the training windows at that step under the length
 // schedule: L0·2^stage (N from step S on, and without the schedule).
 inline int training_length_at(const TrainConfig& t, int N, int step) {
-  if (t.length_start <= 0) return N;
-  const int stage = stage_at(t, N, step);
-  return stage < 0 ? N : length_stages(t, N)[stage];
+  return t.length_start > 0 ? stage_size_at(t, N, step) : N;
 }
 
 }  // namespace gpt
