@@ -5,7 +5,8 @@
 #      unpacked by scripts/fetch_gpu_deps.sh into third_party/deb/;
 #      NCCL from the CUDA toolkit or, failing that, from the image's Python
 #      package nvidia-nccl-cu13 (without MPI: the NCCL communicator for one rank);
-#   2. run every CUDA parity test, the one-rank NCCL tests and the kernels'
+#   2. check the tensor-core fragment layouts against the GPU (*MmaLayout.*),
+#      then run every CUDA parity test, the one-rank NCCL tests and the kernels'
 #      ptxas resource check for CUDA_ARCH (gtest filter GPU_TEST_FILTER,
 #      default below);
 #   3. train the quickstart model on cuda for a few hundred steps (data: the
@@ -143,7 +144,20 @@ fi
 device=$(grep -m1 '^cuda:0' "$logs/info.log" | sed 's/^cuda:0 //; s/,.*//')
 [ -n "$device" ] || failed "cuda device" "gpt info sees none: $(grep -A1 '^cuda:' "$logs/info.log" | tail -1)"
 
-# ---- 2. parity tests -------------------------------------------------------------------
+# ---- 2. tensor-core layouts, then the parity tests ------------------------------------
+# First the tests' table of the mma/ldmatrix fragment layouts against this
+# GPU (docs/gpu.md, "The tensor-core layer"): every tensor-core kernel's
+# parity rests on it.
+t0=$(date +%s)
+"$build/gpt_tests" --gtest_filter='*MmaLayout.*' >"$logs/mma_layout.log" 2>&1
+rc=$?
+mma_passed=$(grep -oP '^\[  PASSED  \] \K[0-9]+' "$logs/mma_layout.log" || echo 0)
+if [ $rc -eq 0 ] && ! grep -qP '^\[  SKIPPED \] [0-9]' "$logs/mma_layout.log"; then
+  row "tensor-core layouts" ok "$mma_passed tests ($(elapsed "$t0"))"
+else
+  failed "tensor-core layouts" "the PTX fragment table and this GPU disagree (or the tests skipped): $logs/mma_layout.log"
+  grep -E '^\[  (FAILED|SKIPPED) \] [A-Za-z]' "$logs/mma_layout.log" | grep -v ' ms)$' | sed 's/^/    /' | head -10
+fi
 t0=$(date +%s)
 "$build/gpt_tests" --gtest_filter="$filter" >"$logs/tests.log" 2>&1
 rc=$?

@@ -84,6 +84,14 @@ void syncthreads(const std::source_location& site);
 // of the calling lane's warp (within groups of `width` lanes).
 uint64_t shfl_xor_bits(unsigned mask, uint64_t bits, int lane_mask, int width);
 
+// The tensor-core instructions (kernels/cuda/mma.cuh), as warp collectives:
+// every lane of the warp must call them. mma.sync.m16n8k16 with bf16
+// operands and float32 accumulators: d = a·b + c over the warp's fragments.
+void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]);
+// ldmatrix.sync.m8n8.b16 of `num` (1, 2, 4) matrices, with or without .trans;
+// `row` is this lane's row address in the block's shared memory.
+void ldmatrix_b16(uint32_t* r, int num, bool trans, const void* row);
+
 // A kernel failed (the message says how): the launch stops, and the runtime
 // reports cudaErrorLaunchFailure from then on, as after a GPU fault.
 [[noreturn]] void fail(const char* what);

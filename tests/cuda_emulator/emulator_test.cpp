@@ -23,6 +23,7 @@
 #include "cuda_emulator/emulator.h"
 #include "kernels/bf16_round.h"
 #include "kernels/cuda/cuda_syntax.h"
+#include "kernels/cuda/mma.cuh"
 
 namespace gpt {
 namespace {
@@ -101,6 +102,33 @@ __global__ void two_barriers_kernel(float* out) {
     __syncthreads();
   }
   out[threadIdx.x] = 1.0f;
+}
+
+// Tensor-core instructions (kernels/cuda/mma.cuh) used wrongly.
+namespace mma = gpt::cuda::mma;
+// mode 0: lane 31 has returned; 1: half the warp at an mma, half at a
+// shuffle; 2: a block of 16 threads (no full warp).
+__global__ void mma_misuse_kernel(float* out, int mode) {
+  if (mode == 0 && threadIdx.x == 31) return;
+  mma::FragA a{};
+  mma::FragB b{};
+  mma::FragC c{}, d{};
+  if (mode == 1 && threadIdx.x >= 16) {
+    out[threadIdx.x] = __shfl_xor_sync(0xffffffffu, 1.0f, 1);
+    return;
+  }
+  mma::mma_bf16(d, a, b, c);
+  out[threadIdx.x] = d.x[0];
+}
+// mode 0: rows in global memory; 1: a row address 8 bytes off alignment.
+__global__ void ldmatrix_misuse_kernel(float* out, int mode) {
+  GPT_SHARED(float4, tile, [32]);
+  for (int i = 0; i < 4; ++i) reinterpret_cast<float*>(&tile[0])[threadIdx.x * 4 + i] = 0.f;
+  __syncthreads();
+  const char* row = mode == 0 ? reinterpret_cast<const char*>(out) : reinterpret_cast<const char*>(&tile[0]) + 8;
+  uint32_t r[1];
+  mma::ldmatrix<1, false>(r, row + 16 * (threadIdx.x % 8));
+  out[threadIdx.x] = float(r[0]);
 }
 
 // ---- helpers --------------------------------------------------------------------------------
@@ -300,6 +328,24 @@ TEST_F(CudaEmulator, MoreThan48KiBOfSharedMemoryFails) {
   expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, too_much_shared_kernel)
                                        (d); },
                         "65536 bytes of shared memory");
+}
+
+// mma.sync and ldmatrix are .aligned warp instructions: every lane of a
+// full warp executes the same one, and ldmatrix reads shared memory only.
+TEST_F(CudaEmulator, TensorCoreInstructionsNeedTheWholeWarp) {
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, mma_misuse_kernel)(d, 0); },
+                        "mma.sync.*lane 31 of the warp did not take part");
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, mma_misuse_kernel)(d, 1); },
+                        "lanes of one warp at different warp instructions");
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 16, nullptr, mma_misuse_kernel)(d, 2); },
+                        "needs a full warp of 32 lanes");
+}
+
+TEST_F(CudaEmulator, LdmatrixReadsAlignedSharedMemoryOnly) {
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, ldmatrix_misuse_kernel)(d, 0); },
+                        "ldmatrix.*outside the block's shared memory");
+  expect_launch_failure([](float* d) { GPT_LAUNCH(1, 32, nullptr, ldmatrix_misuse_kernel)(d, 1); },
+                        "ldmatrix.*not 16-byte aligned");
 }
 
 TEST_F(CudaEmulator, KernelWritingPastTheEndOfABufferFaults) {

@@ -23,6 +23,7 @@
 #endif
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -254,7 +255,16 @@ struct Warp {
   unsigned live = 0, arrived = 0, gen = 0;
   uint64_t bits[2][32];
   unsigned deposited[2][32];  // generation each lane last deposited in
+  const char* op[2][32];      // the warp instruction it deposited for
 };
+
+// What a lane gives a warp collective (mma, ldmatrix): its operand
+// registers. Kept apart from Warp, which every block resets.
+constexpr size_t kCollectiveBytes = 48;
+struct CollectiveSlots {
+  unsigned char lane[2][32][kCollectiveBytes];
+};
+std::vector<CollectiveSlots> g_collective;  // one per warp of the block
 
 constexpr size_t kSharedBytes = 48 << 10;  // static shared memory a block may use
 
@@ -299,6 +309,23 @@ bool in_stack_guard(uintptr_t addr) {
 }
 
 void yield_to_scheduler() { switch_context(g_current->ctx, g_scheduler); }
+
+// The calling lane, whose data for its warp's instruction `op` is already
+// in slot gen & 1 of the current generation, arrives there and waits until
+// every live lane of the warp has (a shuffle, mma, ldmatrix).
+void arrive_at_warp(Fiber& f, Warp& w, const char* op) {
+  const unsigned gen = w.gen, slot = gen & 1u;
+  w.deposited[slot][f.lane] = gen;
+  w.op[slot][f.lane] = op;
+  if (++w.arrived == w.live) {
+    w.arrived = 0;
+    ++w.gen;
+  } else {
+    f.wait_gen = gen;
+    f.state = State::AtShuffle;
+    yield_to_scheduler();
+  }
+}
 
 // A thread that returned no longer holds up barriers or shuffles.
 void thread_exited(Fiber& f) {
@@ -477,15 +504,7 @@ uint64_t shfl_xor_bits(unsigned mask, uint64_t bits, int lane_mask, int width) {
   Warp& w = g_block.warps[f.warp];
   const unsigned gen = w.gen, slot = gen & 1u;
   w.bits[slot][f.lane] = bits;
-  w.deposited[slot][f.lane] = gen;
-  if (++w.arrived == w.live) {
-    w.arrived = 0;
-    ++w.gen;
-  } else {
-    f.wait_gen = gen;
-    f.state = State::AtShuffle;
-    yield_to_scheduler();
-  }
+  arrive_at_warp(f, w, "__shfl_xor_sync");
   unsigned src = f.lane ^ static_cast<unsigned>(lane_mask);
   // Outside the lane's group of `width`: the lane keeps its own value.
   if ((src & ~unsigned(width - 1)) != (f.lane & ~unsigned(width - 1))) src = f.lane;
@@ -493,6 +512,126 @@ uint64_t shfl_xor_bits(unsigned mask, uint64_t bits, int lane_mask, int width) {
   if (w.deposited[slot][src] != gen)
     fail("__shfl_xor_sync reads a lane that did not take part (it returned or diverged)");
   return w.bits[slot][src];
+}
+
+namespace {
+
+// A warp-wide instruction (.sync.aligned): the calling lane deposits its
+// `bytes` for `op`, waits until every live lane of its warp has arrived,
+// and gets the deposits of all 32 lanes (lane l's at l·kCollectiveBytes).
+// Every lane must take part, at the same instruction.
+const unsigned char* warp_collective(const char* op, const void* mine, size_t bytes) {
+  if (!g_current) fail("a warp matrix instruction outside a kernel");
+  Fiber& f = *g_current;
+  Block& b = g_block;
+  if (b.fibers.size() < (f.warp + 1) * 32) {
+    const std::string what = std::string(op) + " needs a full warp of 32 lanes, but this block of " +
+                             std::to_string(b.fibers.size()) + " threads ends inside warp " + std::to_string(f.warp);
+    fail(what.c_str());
+  }
+  if (g_collective.size() < b.warps.size()) g_collective.resize(b.warps.size());
+  Warp& w = b.warps[f.warp];
+  const unsigned gen = w.gen, slot = gen & 1u;
+  std::memcpy(g_collective[f.warp].lane[slot][f.lane], mine, bytes);
+  arrive_at_warp(f, w, op);
+  for (unsigned l = 0; l < 32; ++l) {
+    if (w.deposited[slot][l] != gen) {
+      const std::string what = std::string(op) + ": lane " + std::to_string(l) +
+                               " of the warp did not take part (it returned or diverged); the instruction is "
+                               ".aligned: every lane must execute it";
+      fail(what.c_str());
+    }
+    if (std::strcmp(w.op[slot][l], op) != 0) {
+      const std::string what = std::string("lanes of one warp at different warp instructions: ") + op + " and " +
+                               w.op[slot][l] + " (lane " + std::to_string(l) + ")";
+      fail(what.c_str());
+    }
+  }
+  return &g_collective[f.warp].lane[slot][0][0];
+}
+
+float bf16_bits_to_float(uint32_t bits) { return std::bit_cast<float>((bits & 0xffffu) << 16); }
+
+}  // namespace
+
+// The layouts below are the PTX ISA's (mma.m16n8k16 with .bf16 operands,
+// ldmatrix .m8n8 .b16), written here register by register, apart from
+// kernels/cuda/mma_layout.h: lane l, g = l / 4, t = l % 4.
+void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], const float c[4]) {
+  struct Operands {
+    uint32_t a[4], b[2];
+    float c[4];
+  } mine;
+  static_assert(sizeof(Operands) <= kCollectiveBytes);
+  std::memcpy(mine.a, a, sizeof mine.a);
+  std::memcpy(mine.b, b, sizeof mine.b);
+  std::memcpy(mine.c, c, sizeof mine.c);
+  const unsigned char* all = warp_collective("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", &mine, sizeof mine);
+  float A[16][16], B[16][8], C[16][8];
+  for (unsigned l = 0; l < 32; ++l) {
+    Operands o;
+    std::memcpy(&o, all + l * kCollectiveBytes, sizeof o);
+    const unsigned g = l / 4, t = l % 4;
+    // A: register j holds row g (j even) or g + 8 (j odd), columns
+    // 2t and 2t + 1, plus 8 for j >= 2.
+    for (unsigned j = 0; j < 4; ++j)
+      for (unsigned h = 0; h < 2; ++h) A[g + 8 * (j % 2)][2 * t + h + 8 * (j / 2)] = bf16_bits_to_float(o.a[j] >> (16 * h));
+    // B: register j holds rows 2t and 2t + 1 (plus 8 for j = 1) of column g.
+    for (unsigned j = 0; j < 2; ++j)
+      for (unsigned h = 0; h < 2; ++h) B[2 * t + h + 8 * j][g] = bf16_bits_to_float(o.b[j] >> (16 * h));
+    // C: c0 c1 in row g, c2 c3 in row g + 8, columns 2t and 2t + 1.
+    for (unsigned i = 0; i < 4; ++i) C[g + 8 * (i / 2)][2 * t + i % 2] = o.c[i];
+  }
+  // Products of bf16 values are exact in float32; the sum is rounded once
+  // here (a tensor core may round its partial sums differently, within a
+  // few float32 ulps).
+  const unsigned l = g_current->lane, g = l / 4, t = l % 4;
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned row = g + 8 * (i / 2), col = 2 * t + i % 2;
+    double s = C[row][col];
+    for (unsigned k = 0; k < 16; ++k) s += double(A[row][k]) * double(B[k][col]);
+    d[i] = static_cast<float>(s);
+  }
+}
+
+void ldmatrix_b16(uint32_t* r, int num, bool trans, const void* row) {
+  static const char* const kNames[2][3] = {
+      {"ldmatrix.sync.aligned.m8n8.x1.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.shared.b16",
+       "ldmatrix.sync.aligned.m8n8.x4.shared.b16"},
+      {"ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16", "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16",
+       "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"}};
+  if (num != 1 && num != 2 && num != 4) fail("ldmatrix: .x1, .x2 or .x4 only");
+  const char* op = kNames[trans][num == 4 ? 2 : num - 1];
+  const uint64_t mine = reinterpret_cast<uintptr_t>(row);
+  const unsigned char* all = warp_collective(op, &mine, sizeof mine);
+  // Lanes 0 .. 8·num - 1 give the row addresses: 16 bytes each, aligned,
+  // inside the block's shared memory.
+  const Block& b = g_block;
+  const auto lo = reinterpret_cast<uintptr_t>(b.shared), hi = lo + b.shared_used;
+  const char* rows[32];
+  for (int q = 0; q < 8 * num; ++q) {
+    uint64_t a;
+    std::memcpy(&a, all + q * kCollectiveBytes, sizeof a);
+    if (a % 16 != 0 || a < lo || a + 16 > hi) {
+      const std::string what = std::string(op) + ": lane " + std::to_string(q) +
+                               (a % 16 != 0 ? " gives an address that is not 16-byte aligned"
+                                            : " gives an address outside the block's shared memory");
+      fail(what.c_str());
+    }
+    rows[q] = reinterpret_cast<const char*>(a);
+  }
+  auto element = [&](int q, unsigned col) {
+    uint16_t e;
+    std::memcpy(&e, rows[q] + 2 * col, sizeof e);
+    return uint32_t(e);
+  };
+  const unsigned l = g_current->lane, g = l / 4, t = l % 4;
+  for (int m = 0; m < num; ++m) {
+    // Without .trans the lane gets row g, columns 2t and 2t + 1; with it,
+    // column g of rows 2t and 2t + 1.
+    r[m] = trans ? element(8 * m + 2 * t, g) | element(8 * m + 2 * t + 1, g) << 16
+                 : element(8 * m + g, 2 * t) | element(8 * m + g, 2 * t + 1) << 16;
+  }
 }
 
 bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, const std::function<void()>& body) {
