@@ -57,6 +57,7 @@
 #include "kernels/cuda/attention/backward.cuh"
 #include "kernels/cuda/attention/common.cuh"
 #include "kernels/cuda/attention/forward.cuh"
+#include "kernels/cuda/attention/forward_tc.cuh"
 #include "kernels/cuda/attention/stick_breaking.cuh"
 
 namespace gpt::cuda {
@@ -243,13 +244,22 @@ void check_far(const char* fn, const AttentionSpec& spec, const float* qkv_far) 
 
 }  // namespace
 
-void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
-                       const AttentionSpec& spec, const HeadParams<float>& head, double* diag, cudaStream_t stream,
-                       const float* qkv_far) {
-  check_args("cuda::attention_forward", B, Tn, C, NH, spec, head);
-  check_far("cuda::attention_forward", spec, qkv_far);
-  GPT_CHECK(out && qkv, "cuda::attention_forward: out and qkv must be non-null");
-  GPT_CHECK(aligned16(out) && aligned16(qkv), "cuda::attention_forward: out and qkv must be 16-byte aligned");
+const char* tensor_core_fallback(const AttentionSpec& spec, int D) {
+  (void)D;  // every head size of the float kernels (16, 32, 64, 128) has a tensor-core instantiation
+  if (attn::stick_breaking(spec))
+    return "stick-breaking's reverse scan over key blocks is not on tensor cores yet (the float32 kernel runs)";
+  return nullptr;
+}
+
+namespace {
+
+void forward(const char* fn, bool tensor_cores, float* out, float* stats, const float* qkv, int B, int Tn, int C,
+             int NH, const AttentionSpec& spec, const HeadParams<float>& head, double* diag, cudaStream_t stream,
+             const float* qkv_far) {
+  check_args(fn, B, Tn, C, NH, spec, head);
+  check_far(fn, spec, qkv_far);
+  GPT_CHECK(out && qkv, fn, ": out and qkv must be non-null");
+  GPT_CHECK(aligned16(out) && aligned16(qkv), fn, ": out and qkv must be 16-byte aligned");
   const int D = C / NH;
   const size_t rows = static_cast<size_t>(B) * Tn;
   const bool cosine = spec.score == Score::Cosine;
@@ -273,13 +283,32 @@ void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn
         return;
       }
     }
-    GPT_LAUNCH(grid, Geom<kD>::kRowThreads, stream, forward_kernel<kD, kPhi>)(in, out, stats);
-    check_launch("forward_kernel launch");
+    if (tensor_cores && !tensor_core_fallback(spec, kD)) {
+      GPT_LAUNCH(grid, kTcThreads, stream, tc_forward_kernel<kD, kPhi>)(in, out, stats);
+      check_launch("tc_forward_kernel launch");
+    } else {
+      GPT_LAUNCH(grid, Geom<kD>::kRowThreads, stream, forward_kernel<kD, kPhi>)(in, out, stats);
+      check_launch("forward_kernel launch");
+    }
     if (diag) {
       GPT_LAUNCH(grid, Geom<kD>::kRowThreads, stream, diag_kernel<kD, kPhi>)(in, stats, diag);
       check_launch("diag_kernel launch");
     }
   });
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
+                       const AttentionSpec& spec, const HeadParams<float>& head, double* diag, cudaStream_t stream,
+                       const float* qkv_far) {
+  forward("cuda::attention_forward", false, out, stats, qkv, B, Tn, C, NH, spec, head, diag, stream, qkv_far);
+}
+
+void attention_forward_tc(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
+                          const AttentionSpec& spec, const HeadParams<float>& head, double* diag, cudaStream_t stream,
+                          const float* qkv_far) {
+  forward("cuda::attention_forward_tc", true, out, stats, qkv, B, Tn, C, NH, spec, head, diag, stream, qkv_far);
 }
 
 void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* dout, const float* out,

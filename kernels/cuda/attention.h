@@ -20,6 +20,18 @@ void attention_forward(float* out, float* stats, const float* qkv, int B, int Tn
                        const AttentionSpec& spec, const HeadParams<float>& head, double* diag, cudaStream_t stream,
                        const float* qkv_far = nullptr);
 
+// The same forward with q·kᵀ and the weighted sum of values on tensor cores
+// (kernels/cuda/attention/forward_tc.cuh; docs/gpu.md): q, k, v and the
+// weights rounded to bf16, products accumulated in float32, the stage math
+// and statistics in float32 as above. What it does not cover runs the
+// float32 kernel: tensor_core_fallback says which and why.
+void attention_forward_tc(float* out, float* stats, const float* qkv, int B, int Tn, int C, int NH,
+                          const AttentionSpec& spec, const HeadParams<float>& head, double* diag, cudaStream_t stream,
+                          const float* qkv_far = nullptr);
+// Null when attention_forward_tc runs `spec` at head size D on tensor
+// cores; otherwise the reason it runs the float32 kernel.
+const char* tensor_core_fallback(const AttentionSpec& spec, int D);
+
 // dqkv (B,T,3C) += gradient; dhead.scale (NH) += dL/ds_h (ssmax only) and
 // dhead.sink (NH) += dL/dζ_h (sink only; each may be null otherwise); from
 // dout (B,T,C) and the forward's out and stats; with a

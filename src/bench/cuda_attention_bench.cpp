@@ -148,13 +148,15 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
       << " tokens per call (B = " << opt.tokens << "/T), " << NH << " heads, C=" << C
       << ", trained context N=" << opt.trained_context
       << "\nFLOPs: forward 2*B*C*T(T+1) (q.k and the weighted sum of v over the causal half); forward+backward "
-         "3x that. \"x softmax\": time relative to the softmax preset at the same T.\n";
+         "3x that. \"x softmax\": time relative to the softmax preset at the same T. \"tc fwd\": the forward on "
+         "tensor cores (cuda::attention_forward_tc: bf16 q, k, v and weights, float32 accumulation), \"fp32/tc\" "
+         "the float32 forward's time over it (\"-\": the variant runs the float32 kernel there).\n";
   char buf[256];
   int width = 10;  // the name column holds the longest name
   for (const std::string& n : names) width = std::max(width, static_cast<int>(std::min<size_t>(n.size(), 40)));
-  std::snprintf(buf, sizeof buf, "%-*s %6s %3s %10s %8s %12s %8s %10s\n", width, "preset", "T", "B", "fwd ms",
-                "TFLOP/s", "fwd+bwd ms", "TFLOP/s", "x softmax");
-  out << buf << std::string(64 + width, '-') << "\n" << std::flush;
+  std::snprintf(buf, sizeof buf, "%-*s %6s %3s %10s %8s %12s %8s %10s %10s %8s %8s\n", width, "preset", "T", "B",
+                "fwd ms", "TFLOP/s", "fwd+bwd ms", "TFLOP/s", "x softmax", "tc fwd ms", "TFLOP/s", "fp32/tc");
+  out << buf << std::string(93 + width, '-') << "\n" << std::flush;
 
   ModelConfig m;
   m.context = opt.trained_context;
@@ -195,14 +197,27 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
       };
       const double f_sec = best_gpu_seconds(fwd, opt.min_seconds), fb_sec = best_gpu_seconds(fb, opt.min_seconds);
       const double flops = 2.0 * B * KC * static_cast<double>(Tn) * (Tn + 1);
+      char tc[3][32] = {"-", "-", "-"};
+      if (!cuda::tensor_core_fallback(spec, KC / KNH)) {
+        const double tc_sec = best_gpu_seconds(
+            [&] {
+              cuda::attention_forward_tc(y.get(), stats.get(), qkv.get(), B, Tn, KC, KNH, spec, head, nullptr,
+                                         nullptr);
+            },
+            opt.min_seconds);
+        std::snprintf(tc[0], sizeof tc[0], "%.3f", tc_sec * 1e3);
+        std::snprintf(tc[1], sizeof tc[1], "%.2f", flops / tc_sec / 1e12);
+        std::snprintf(tc[2], sizeof tc[2], "%.2f", f_sec / tc_sec);
+      }
       if (name == "softmax") {
         softmax_f[ci] = f_sec;
         softmax_fb[ci] = fb_sec;
       }
       char ratio[32] = "-";
       if (softmax_fb[ci] > 0) std::snprintf(ratio, sizeof ratio, "%.2f", fb_sec / softmax_fb[ci]);
-      std::snprintf(buf, sizeof buf, "%-*s %6d %3d %10.3f %8.2f %12.3f %8.2f %10s\n", width, name.c_str(), Tn, B,
-                    f_sec * 1e3, flops / f_sec / 1e12, fb_sec * 1e3, 3 * flops / fb_sec / 1e12, ratio);
+      std::snprintf(buf, sizeof buf, "%-*s %6d %3d %10.3f %8.2f %12.3f %8.2f %10s %10s %8s %8s\n", width,
+                    name.c_str(), Tn, B, f_sec * 1e3, flops / f_sec / 1e12, fb_sec * 1e3, 3 * flops / fb_sec / 1e12,
+                    ratio, tc[0], tc[1], tc[2]);
       out << buf << std::flush;
     }
   }

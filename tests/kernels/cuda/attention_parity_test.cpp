@@ -24,6 +24,7 @@
 
 #include "config/attention.h"
 #include "core/check.h"
+#include "kernels/bf16_round.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cuda/attention.h"
 #include "util/gradcheck.h"
@@ -141,6 +142,39 @@ double rel_diff(const std::vector<float>& a, const std::vector<float>& b, size_t
   return worst / std::max(max_abs(b, start, step), floor);
 }
 
+// The learned per-head inputs of a case, the far copy and the document starts.
+struct HeadInputs {
+  std::vector<float> head_scale, sink, kerple, fcum, fire_tab, qkv_far;
+  std::vector<int32_t> doc;
+};
+HeadInputs head_inputs(const Case& c) {
+  HeadInputs in;
+  in.head_scale.resize(c.NH), in.sink.resize(c.NH), in.kerple.resize(2 * c.NH);
+  for (int h = 0; h < c.NH; ++h) {
+    in.head_scale[h] = static_cast<float>(attn::ssmax_init(c.spec.trained_context) * (1.0 + 0.2 * h));
+    in.sink[h] = static_cast<float>(c.sink_base + 0.7 * h);  // ignored unless normalisation sink
+    in.kerple[2 * h] = static_cast<float>(-1.0 + 0.6 * h);   // KERPLE's raw ρ₁, ρ₂ (ignored without it)
+    in.kerple[2 * h + 1] = static_cast<float>(-0.8 + 0.5 * h);
+  }
+  // The forget gate's c (B,NH,T) from gate logits g in [−1, 4] (read only under forget).
+  const size_t nf = static_cast<size_t>(c.B) * c.NH * c.T;
+  in.fcum.resize(nf);
+  cpu::forget_forward(in.fcum.data(), uniform(nf, 9, -1, 4).data(), c.B, c.T, c.NH);
+  // FIRE's table (NH,T,T), b in [−2, 1] on and below the diagonal (read only
+  // under fire).
+  const bool fire = c.spec.fire();
+  in.fire_tab = uniform(fire ? static_cast<size_t>(c.NH) * c.T * c.T : 1, 11, -2, 1);
+  if (fire)
+    for (int h = 0; h < c.NH; ++h)
+      for (int i0 = 0; i0 < c.T; ++i0)
+        for (int d = i0 + 1; d < c.T; ++d) in.fire_tab[(static_cast<size_t>(h) * c.T + i0) * c.T + d] = 0.f;
+  // A distance remapping's far copy: other random q and k (the kernels do
+  // not care how they were rotated).
+  if (remap::on(c.spec.rope)) in.qkv_far = make_qkv(c, 7);
+  in.doc = c.doc ? doc_starts(c.B, c.T) : std::vector<int32_t>(1);
+  return in;
+}
+
 void run_case(const Case& c) {
   SCOPED_TRACE(c.name + " B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) + " C=" + std::to_string(c.C) +
                " NH=" + std::to_string(c.NH));
@@ -150,37 +184,21 @@ void run_case(const Case& c) {
   const std::vector<float> qkv = make_qkv(c, 1), dout = uniform(n1, 2, -1, 1);
   // Start values of the accumulated outputs: the kernels must add to them.
   const std::vector<float> dqkv0 = uniform(n3, 3, -1e-3, 1e-3);
-  std::vector<float> head_scale(c.NH), dhead0(c.NH, 0.25f), sink(c.NH), dsink0(c.NH, -0.5f), kerple(2 * c.NH),
-      dkerple0(2 * c.NH, 0.125f);
-  for (int h = 0; h < c.NH; ++h) {
-    head_scale[h] = static_cast<float>(attn::ssmax_init(c.spec.trained_context) * (1.0 + 0.2 * h));
-    sink[h] = static_cast<float>(c.sink_base + 0.7 * h);  // ignored unless normalisation sink
-    kerple[2 * h] = static_cast<float>(-1.0 + 0.6 * h);   // KERPLE's raw ρ₁, ρ₂ (ignored without it)
-    kerple[2 * h + 1] = static_cast<float>(-0.8 + 0.5 * h);
-  }
+  const HeadInputs hi = head_inputs(c);
+  const std::vector<float>&head_scale = hi.head_scale, &sink = hi.sink, &kerple = hi.kerple, &fcum = hi.fcum,
+                         &fire_tab = hi.fire_tab, &qkv_far = hi.qkv_far;
+  const std::vector<int32_t>& doc = hi.doc;
+  const std::vector<float> dhead0(c.NH, 0.25f), dsink0(c.NH, -0.5f), dkerple0(2 * c.NH, 0.125f);
   const std::vector<double> diag0(nd, 0.5);
-  // The forget gate's c (B,NH,T) from gate logits g in [−1, 4] (read only under forget).
   const size_t nf = static_cast<size_t>(c.B) * c.NH * c.T;
-  std::vector<float> fcum(nf);
-  cpu::forget_forward(fcum.data(), uniform(nf, 9, -1, 4).data(), c.B, c.T, c.NH);
   const std::vector<float> dfcum0 = uniform(nf, 10, -1e-3, 1e-3);
-  // FIRE's table (NH,T,T), b in [−2, 1] on and below the diagonal (read only
-  // under fire), and its gradient per sequence, accumulated onto noise.
+  // The gradients of FIRE's table per sequence and of the far copy,
+  // accumulated onto noise too.
   const bool fire = c.spec.fire();
-  const size_t nt = fire ? static_cast<size_t>(c.NH) * c.T * c.T : 1, ndt = fire ? c.B * nt : 1;
-  std::vector<float> fire_tab = uniform(nt, 11, -2, 1);
-  if (fire)
-    for (int h = 0; h < c.NH; ++h)
-      for (int i0 = 0; i0 < c.T; ++i0)
-        for (int d = i0 + 1; d < c.T; ++d) fire_tab[(static_cast<size_t>(h) * c.T + i0) * c.T + d] = 0.f;
+  const size_t ndt = fire ? c.B * static_cast<size_t>(c.NH) * c.T * c.T : 1;
   const std::vector<float> dfire0 = uniform(ndt, 12, -1e-3, 1e-3);
-  // A distance remapping's far copy: other random q and k (the kernels do
-  // not care how they were rotated), its gradient accumulated onto noise too.
   const bool far = remap::on(c.spec.rope);
-  const std::vector<float> qkv_far = far ? make_qkv(c, 7) : std::vector<float>{};
   const std::vector<float> dfar0 = far ? uniform(n3, 8, -1e-3, 1e-3) : std::vector<float>{};
-
-  const std::vector<int32_t> doc = c.doc ? doc_starts(c.B, c.T) : std::vector<int32_t>(1);
 
   // CPU
   std::vector<float> out_c(n1), stats_c(ns), dqkv_c = dqkv0, dhead_c = dhead0, dsink_c = dsink0, dkerple_c = dkerple0,
@@ -390,18 +408,21 @@ TEST_F(CudaAttention, SinksAndSoftpick) {
   run_case({"softpick T=1500", preset_spec("softpick", 1024), 1, 1500, 64, 1, kTol});
 }
 
+// A preset with a position bias (attention.position_bias), trained context N.
+AttentionSpec with_bias(const char* preset, const char* bias, int N = kN) {
+  AttentionConfig a;
+  a.preset = preset;
+  a.position_bias = bias;
+  ModelConfig m;
+  m.context = N;
+  return resolve_attention(a, m);
+}
+
 // KERPLE's learned biases (docs/contenders.md): computed in the kernels per pair
 // (the CPU reads per-call tables), with the stages they compose with, a
 // window and sinks, and a long row.
 TEST_F(CudaAttention, KerpleBiases) {
-  auto with = [](const char* preset, const char* bias, int N = kN) {
-    AttentionConfig a;
-    a.preset = preset;
-    a.position_bias = bias;
-    ModelConfig m;
-    m.context = N;
-    return resolve_attention(a, m);
-  };
+  auto with = [](const char* preset, const char* bias, int N = kN) { return with_bias(preset, bias, N); };
   for (const char* bias : {"kerple_log", "kerple_power"}) {
     const std::string b = bias;
     run_case({"softmax+" + b, with("softmax", bias), 2, 77, 64, 2, kTol});
@@ -758,6 +779,170 @@ TEST_F(CudaAttention, InferenceWithoutStatsStillGivesDiagnostics) {
   const std::vector<double> diag_g = d_diag.host();
   for (size_t k = 0; k < diag_c.size(); ++k) EXPECT_NEAR(diag_g[k], diag_c[k], kTolSharp * std::max(1.0, diag_c[k]));
   EXPECT_EQ(diag_g[4], T);  // rows counted
+}
+
+// ---- the forward on tensor cores (attention_forward_tc) -----------------------------------
+// Against the float32 CUDA forward on the same inputs, rounded to bf16 on the
+// host first, so that both score the same q·k (the products of bf16 values
+// are exact in float32; only the order of the sums differs). The tensor-core
+// kernel then differs by rounding each weight to bf16 before the weighted
+// sum of values: |Δy_i| <= 2^-9·Σ_j |w_ij|·|v_j|, so out is held to 1e-2 of
+// its largest magnitude (kTolTc). The statistics (shift, Z, max a, Σr) are
+// float sums of float stage math over the same scores: the float tolerance
+// of the case (1e-4, or 2e-3 under sharpening).
+// Cosine scores (cosine, lssa, lssar) are the exception: the kernels score
+// the normalised copies q̂, k̂, which are not bf16 values, so the tensor
+// cores see them rounded: |δ(q̂·k̂)| <= 2·2^-9 and the logit moves by up to
+// λ_i·f·2^-8 (0.08 for LSSA's ln d·ln i at d = 64, i = 130), which φ, the
+// l1 norm and p = 15 carry into the weights. Those cases are held to 0.15
+// (out) and 0.1 (statistics); measured at most 0.10 and 0.058 (lssar+fire,
+// lssar+kerple_power). Their stage math on dot scores, where the inputs are
+// exact, is held to the tight bounds ("... on dot scores" below).
+constexpr double kTolTc = 1e-2;
+constexpr double kTolTcCosineOut = 0.15, kTolTcCosineStats = 0.1;
+
+std::vector<float> bf16_values(std::vector<float> v) {
+  for (float& x : v) x = round_to_bf16(x);
+  return v;
+}
+
+// Returns max |out_tc − out| / max |out| (printed too).
+double run_tc_case(const Case& c) {
+  SCOPED_TRACE(c.name + " (tensor cores) B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) +
+               " D=" + std::to_string(c.C / c.NH));
+  const size_t n1 = static_cast<size_t>(c.B) * c.T * c.C, ns = static_cast<size_t>(c.B) * c.NH * c.T * kStats;
+  const std::vector<float> qkv = bf16_values(make_qkv(c, 1));
+  HeadInputs hi = head_inputs(c);
+  const bool far = remap::on(c.spec.rope);
+  if (far) hi.qkv_far = bf16_values(hi.qkv_far);
+  DeviceVec<float> d_qkv(qkv), d_hs(hi.head_scale), d_sink(hi.sink), d_kerple(hi.kerple), d_fcum(hi.fcum),
+      d_fire(hi.fire_tab), d_far(far ? hi.qkv_far : std::vector<float>(1));
+  DeviceVec<int32_t> d_doc(hi.doc);
+  HeadParams<float> hp(d_hs.get(), d_sink.get(), d_kerple.get(), d_fcum.get(), d_fire.get());
+  hp.doc = c.doc ? d_doc.get() : nullptr;
+  DeviceVec<float> d_out(std::vector<float>(n1, 0.f)), d_stats(std::vector<float>(ns, 0.f)),
+      d_out_tc(std::vector<float>(n1, 0.f)), d_stats_tc(std::vector<float>(ns, 0.f));
+  attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, hp, nullptr, nullptr,
+                    far ? d_far.get() : nullptr);
+  attention_forward_tc(d_out_tc.get(), d_stats_tc.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, hp, nullptr,
+                       nullptr, far ? d_far.get() : nullptr);
+  cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  const std::vector<float> out = d_out.host(), stats = d_stats.host(), out_tc = d_out_tc.host(),
+                           stats_tc = d_stats_tc.host();
+  double stats_err = 0;
+  for (int k = 0; k < kStats; ++k) stats_err = std::max(stats_err, rel_diff(stats_tc, stats, k, kStats));
+  const double out_err = rel_diff(out_tc, out);
+  const bool cosine = c.spec.score == Score::Cosine;
+  const double out_tol = cosine ? kTolTcCosineOut : kTolTc, stats_tol = cosine ? kTolTcCosineStats : c.tol;
+  std::cout << "[tensor cores] " << c.name << " T=" << c.T << " D=" << c.C / c.NH << " out=" << out_err
+            << " stats=" << stats_err << " (tol " << out_tol << ", " << stats_tol << (cosine ? ", cosine scores" : "")
+            << ")\n";
+  EXPECT_LE(out_err, out_tol) << "out";
+  const char* stat_names[kStats] = {"shift", "Z", "a_max", "R"};
+  for (int k = 0; k < kStats; ++k) EXPECT_LE(rel_diff(stats_tc, stats, k, kStats), stats_tol) << "stats " << stat_names[k];
+  EXPECT_GT(max_abs(out), 0.0) << "the case should produce some output";
+  return out_err;
+}
+
+TEST_F(CudaAttention, TensorCoreForwardEveryPresetAndHeadSize) {
+  double worst = 0;
+  for (const AttentionPreset& p : kAttentionPresets) {
+    const AttentionSpec s = preset_spec(p.name, kN);
+    if (tensor_core_fallback(s, 64)) continue;  // stick-breaking: its own test below
+    worst = std::max(worst, run_tc_case({p.name, s, 1, 130, 128, 2, s.sharpened() ? kTolSharp : kTol}));
+  }
+  for (const char* p : {"softmax", "lssar"}) {
+    const double tol = std::string(p) == "lssar" ? kTolSharp : kTol;
+    run_tc_case({std::string(p) + " D=16", preset_spec(p, kN), 2, 45, 64, 4, tol});
+    run_tc_case({std::string(p) + " D=32", preset_spec(p, kN), 2, 77, 64, 2, tol});
+    run_tc_case({std::string(p) + " D=128", preset_spec(p, kN), 1, 100, 256, 2, tol});
+  }
+  // The cosine-score presets' stage math (LSSA's scale, softplus, l1, p = 15;
+  // the cosine preset's s = 32) on dot scores of exact bf16 inputs.
+  for (const char* p : {"cosine", "lssa", "lssar"}) {
+    const AttentionSpec s = preset_spec(p, kN, [](AttentionConfig& a) { a.score = "dot"; });
+    ASSERT_EQ(s.score, Score::Dot);
+    for (int D : {32, 64, 128})
+      run_tc_case({std::string(p) + " on dot scores D=" + std::to_string(D), s, 1, 130, 2 * D, 2,
+                   s.sharpened() ? kTolSharp : kTol, 0.1});
+  }
+  EXPECT_GT(worst, 0.0) << "bf16 weights should differ somewhere from the float32 kernel's";
+}
+
+TEST_F(CudaAttention, TensorCoreForwardStagesBiasesAndMasks) {
+  run_tc_case({"cosine+infoscale", preset_spec("cosine", kN, [](AttentionConfig& a) { a.scale = "infoscale"; }), 2,
+               70, 64, 2, kTol});
+  run_tc_case({"lssa p=15 offset_rows=5",
+               preset_spec("lssa", kN, [](AttentionConfig& a) { a.p = 15, a.offset_rows = 5; }), 2, 70, 64, 2,
+               kTolSharp});
+  run_tc_case({"sigmoid+l1+reweight",
+               preset_spec("sigmoid", kN, [](AttentionConfig& a) { a.normalize = "l1", a.p = 15; }), 1, 90, 64, 2,
+               kTolSharp});
+  run_tc_case(
+      {"lssa-no-l1", preset_spec("lssa", kN, [](AttentionConfig& a) { a.normalize = "none"; }), 1, 90, 64, 2, kTol});
+  run_tc_case({"logn sharp scores", preset_spec("logn", kN), 1, 90, 64, 2, kTol, 4.0});
+  run_tc_case({"softmax+softcap", preset_spec("softmax", kN, [](AttentionConfig& a) { a.softcap = 2.0; }), 1, 90, 64,
+               2, kTol, 4.0});
+  Case relu_neg{"relu all-negative rows", preset_spec("relu", kN), 1, 75, 64, 2, kTol};
+  relu_neg.negative = true;
+  run_tc_case(relu_neg);
+  Case uniform_rows{"lssar uniform rows", preset_spec("lssar", kN), 1, 75, 64, 2, kTolSharp};
+  uniform_rows.zero_q = true;
+  run_tc_case(uniform_rows);
+  for (const char* norm : {"off_by_one", "sink", "softpick"}) {
+    AttentionConfig a;
+    a.preset = "softmax";
+    a.normalize = norm;
+    ModelConfig m;
+    m.context = kN;
+    run_tc_case({std::string("softmax+") + norm, resolve_attention(a, m), 1, 100, 64, 2, kTol});
+  }
+  for (const char* bias : {"alibi", "kerple_log", "kerple_power", "forget", "fire"}) {
+    run_tc_case({std::string("softmax+") + bias, with_bias("softmax", bias), 2, 77, 64, 2, kTol});
+    run_tc_case({std::string("lssar+") + bias, with_bias("lssar", bias), 1, 90, 64, 2, kTolSharp});
+  }
+  auto window = [](ContextConfig& c) { c.mask = "window", c.window = 40; };
+  auto sinks = [](ContextConfig& c) { c.mask = "sinks", c.sinks = 4, c.window = 29; };
+  auto chunked = [](ContextConfig& c) { c.mask = "chunked", c.window = 37; };
+  auto llama4 = [](ContextConfig& c) { c.temperature = "llama4", c.temp_floor = 16, c.temp_beta = 0.3; };
+  auto rerope = [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 40; };
+  auto selfext = [](ContextConfig& c) { c.remap = "self_extend", c.remap_window = 20, c.group = 5; };
+  auto string = [](ContextConfig& c) { c.remap = "string", c.remap_window = 60, c.remap_local = 5; };
+  for (const char* p : {"softmax", "lssar", "ssmax"}) {
+    const double tol = std::string(p) == "lssar" ? kTolSharp : kTol;
+    const std::string n = p;
+    run_tc_case({n + "+window40", context_spec(p, kN, window), 1, 300, 64, 2, tol});
+    run_tc_case({n + "+sinks4+29", context_spec(p, kN, sinks), 1, 300, 64, 2, tol});
+    run_tc_case({n + "+chunked37", context_spec(p, kN, chunked), 1, 200, 64, 2, tol});
+    run_tc_case({n + "+llama4", context_spec(p, kN, llama4), 1, 200, 64, 2, tol});
+    run_tc_case({n + "+rerope", context_spec(p, kN, rerope), 1, 200, 64, 2, tol});
+    run_tc_case({n + "+self_extend", context_spec(p, kN, selfext), 1, 200, 64, 2, tol});
+    run_tc_case({n + "+string D=16", context_spec(p, kN, string), 1, 150, 64, 4, tol});
+    AttentionSpec si = context_spec(p, kN, [](ContextConfig&) {});
+    si.scale = Scale::ScaleInvariant, si.tau = 3.0;
+    run_tc_case({n + "+scale_invariant", si, 1, 200, 64, 2, tol});
+    Case doc{n + "+doc", context_spec(p, kN, [](ContextConfig&) {}), 2, 300, 64, 2, tol};
+    doc.doc = true;
+    run_tc_case(doc);
+  }
+}
+
+// Stick-breaking is not on tensor cores yet: attention_forward_tc says so
+// and runs the float32 kernel, bit for bit.
+TEST_F(CudaAttention, TensorCoreForwardFallsBackForStickBreaking) {
+  const AttentionSpec s = preset_spec("stick_breaking", kN);
+  const char* why = tensor_core_fallback(s, 64);
+  ASSERT_NE(why, nullptr);
+  EXPECT_NE(std::string(why).find("stick-breaking"), std::string::npos) << why;
+  EXPECT_EQ(tensor_core_fallback(preset_spec("lssar", kN), 64), nullptr);
+  const Case c{"stick_breaking", s, 1, 90, 128, 2, kTol};
+  const std::vector<float> qkv = make_qkv(c, 1);
+  const size_t n1 = static_cast<size_t>(c.B) * c.T * c.C;
+  DeviceVec<float> d_qkv(qkv), d_out(std::vector<float>(n1, 0.f)), d_out_tc(std::vector<float>(n1, 1.f));
+  attention_forward(d_out.get(), nullptr, d_qkv.get(), c.B, c.T, c.C, c.NH, s, nullptr, nullptr, nullptr);
+  attention_forward_tc(d_out_tc.get(), nullptr, d_qkv.get(), c.B, c.T, c.C, c.NH, s, nullptr, nullptr, nullptr);
+  cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  EXPECT_EQ(d_out_tc.host(), d_out.host());
 }
 
 // ---- argument checks: these fail before any CUDA call, so they run without a GPU ----

@@ -1,0 +1,270 @@
+// The forward kernel on tensor cores (bf16 q, k, v and weights; float32
+// accumulators, statistics and stage math): the same passes, statistics and
+// stage functions as forward_kernel (forward.cuh), with q·kᵀ and the
+// weighted sum of values as mma.sync tiles (kernels/cuda/mma.cuh;
+// docs/gpu.md, "Tensor-core attention").
+// Included once, by kernels/cuda/attention.cu.
+//
+// A block holds kRowsPerBlock = 64 query rows of one (b, h) as 4 warps of
+// 16 rows; each warp keeps its rows of q as A fragments (D/16 of them) and
+// its output as D/8 accumulator fragments. Per tile of kKeyTile = 32 keys
+// (the KeyWalk of the float kernels, so masks, windows, document starts and
+// the two parts of a distance remapping skip and select tiles alike), k and
+// v are rounded to bf16 in shared memory; S = q·kᵀ is 4 fragments of 16x8,
+// and every element goes through logit(), pair_in() and the attn:: stage
+// functions at the (row, key) mma_layout.h gives it. A row's 32 keys of a
+// tile are spread over the 4 lanes of its group (PTX's groupID), which
+// combine their maxima and sums with two shuffles. The weights of a tile,
+// rounded to bf16, are already in the A layout of the next product
+// (accumulator n-tiles 2k and 2k+1 are the halves of A's k-step k), and v's
+// B fragments come from ldmatrix .trans, so nothing is transposed in memory.
+#pragma once
+#include "kernels/bf16_round.h"
+#include "kernels/cuda/attention/common.cuh"
+#include "kernels/cuda/mma.cuh"
+
+namespace gpt::cuda {
+namespace {
+
+constexpr int kTcWarps = kRowsPerBlock / 16;  // warps of 16 query rows
+constexpr int kTcThreads = 32 * kTcWarps;
+
+template <int D>
+struct TcGeom {
+  static_assert(D % 16 == 0, "head size must be a multiple of 16");
+  static constexpr int S = D + 8;          // bf16 row stride in shared memory: +16 bytes, no bank conflicts
+  static constexpr int KS = D / 16;        // k-steps of q·kᵀ
+  static constexpr int DN = D / 8;         // n-tiles of the output row
+  static constexpr int NT = kKeyTile / 8;  // n-tiles of a key tile
+  static constexpr int PK = kKeyTile / 16; // k-steps of the weighted sum
+};
+
+// Rows t0..t0+n-1 of one head (row t at base + t·stride, D floats) into
+// shared memory as bf16 rows of stride S (round to nearest even); rows past
+// T are zero.
+template <int D>
+__device__ void load_tile_bf16(uint16_t* dst, const float* base, size_t stride, int t0, int n, int T) {
+  constexpr int D4 = D / 4, S = TcGeom<D>::S;
+  for (int e = threadIdx.x; e < n * D4; e += blockDim.x) {
+    const int r = e / D4, c = e % D4, t = t0 + r;
+    const float4 v = t < T ? reinterpret_cast<const float4*>(base + static_cast<size_t>(t) * stride)[c]
+                           : make_float4(0.f, 0.f, 0.f, 0.f);
+    uint32_t* d = reinterpret_cast<uint32_t*>(dst + r * S + 4 * c);
+    d[0] = mma::pack_bf16x2(round_to_bf16_bits(v.x), round_to_bf16_bits(v.y));
+    d[1] = mma::pack_bf16x2(round_to_bf16_bits(v.z), round_to_bf16_bits(v.w));
+  }
+}
+
+// Sum and maximum over the 4 lanes of a fragment row group.
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+// grid (query tiles, B*NH), block kTcThreads. Writes out, and stats (when
+// non-null) as forward_kernel does. Element i of an accumulator fragment
+// belongs to the lane's row half i / 2 (rows g and g + 8 of its warp).
+template <int D, Positivity PHI>
+__global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float* out, float* stats) {
+  using G = TcGeom<D>;
+  constexpr int S = G::S;
+  GPT_SHARED(float4, qs4, [kRowsPerBlock * S / 8]);
+  GPT_SHARED(float4, ks4, [kKeyTile * S / 8]);
+  GPT_SHARED(float4, vs4, [kKeyTile * S / 8]);
+  uint16_t* qs = reinterpret_cast<uint16_t*>(&qs4[0]);
+  uint16_t* ks = reinterpret_cast<uint16_t*>(&ks4[0]);
+  uint16_t* vs = reinterpret_cast<uint16_t*>(&vs4[0]);
+  const AttentionSpec s = spec_with<PHI>(in);
+  const int T = in.T, NH = in.NH, C = NH * D;
+  const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * kRowsPerBlock;  // longest rows first
+  const int l = mma::lane_id(), r0 = 16 * (static_cast<int>(threadIdx.x) / 32);
+  int i0[2];
+  bool row_ok[2];
+  RowConsts rc[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    i0[hh] = q0 + r0 + mma::c_row(l, 2 * hh);
+    row_ok[hh] = i0[hh] < T;
+    rc[hh] = row_consts(s, i0[hh] + 1, D, h, b, in);
+  }
+
+  // q (or the far copy q̃) of the block's rows into the warps' A fragments.
+  mma::FragA qa[G::KS];
+  int q_part = -1;
+  auto select_q = [&](int part) {
+    if (part == q_part) return;
+    q_part = part;
+    __syncthreads();
+    load_tile_bf16<D>(qs, (part ? in.qf : in.q) + row_offset(b, 0, T, in.qk_stride, h, D), in.qk_stride, q0,
+                      kRowsPerBlock, T);
+    __syncthreads();
+    const int m = mma::ld_address_matrix(l), r = mma::ld_address_row(l);
+#pragma unroll
+    for (int k = 0; k < G::KS; ++k) mma::ldmatrix<4, false>(qa[k].r, qs + (r0 + r + 8 * (m % 2)) * S + 16 * k + 8 * (m / 2));
+  };
+  auto load_kv = [&](const KeyWalk<D>& w, bool with_v) {
+    __syncthreads();
+    load_tile_bf16<D>(ks, w.part ? w.kf : w.k, in.qk_stride, w.j0, kKeyTile, T);
+    if (with_v) load_tile_bf16<D>(vs, w.v, in.v_stride, w.j0, kKeyTile, T);
+    __syncthreads();
+  };
+  // sc[n] = q·kᵀ for keys j0 + 8n .. j0 + 8n + 7.
+  auto scores = [&](mma::FragC (&sc)[G::NT]) {
+#pragma unroll
+    for (int n = 0; n < G::NT; ++n) {
+      sc[n] = mma::FragC{{0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+      for (int k = 0; k < G::KS; ++k) {
+        mma::FragB kb;
+        mma::ldmatrix<2, false>(kb.r, ks + (8 * n + l % 8) * S + 16 * k + 8 * ((l / 8) % 2));
+        mma::mma_bf16(sc[n], qa[k], kb, sc[n]);
+      }
+    }
+  };
+  // o += p·v for the tile's weights p (accumulator layout, rounded to bf16).
+  auto add_pv = [&](const float (&p)[G::NT][4], mma::FragC (&o)[G::DN]) {
+#pragma unroll
+    for (int k = 0; k < G::PK; ++k) {
+      mma::FragA pa;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float* lo = p[2 * k + half];
+        pa.r[2 * half] = mma::pack_bf16x2(round_to_bf16_bits(lo[0]), round_to_bf16_bits(lo[1]));
+        pa.r[2 * half + 1] = mma::pack_bf16x2(round_to_bf16_bits(lo[2]), round_to_bf16_bits(lo[3]));
+      }
+#pragma unroll
+      for (int n = 0; n < G::DN; ++n) {
+        mma::FragB vb;
+        mma::ldmatrix<2, true>(vb.r, vs + (16 * k + l % 16) * S + 8 * n);
+        mma::mma_bf16(o[n], pa, vb, o[n]);
+      }
+    }
+  };
+  auto key_of = [&](const KeyWalk<D>& w, int n, int i) { return w.j0 + 8 * n + mma::c_col(l, i); };
+
+  mma::FragC o[G::DN];
+#pragma unroll
+  for (int n = 0; n < G::DN; ++n) o[n] = mma::FragC{{0.f, 0.f, 0.f, 0.f}};
+  const bool shifted = attn::shifted(s), two_pass = s.sharpened();
+  // Pass 1, as forward_kernel: shift, Z and max u per row (this lane's
+  // share of the row's keys; the quad combines them), and without
+  // sharpening the weighted sum.
+  float m[2], z[2] = {0.f, 0.f}, umax[2] = {0.f, 0.f}, c[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    m[hh] = shifted ? static_cast<float>(attn::shift_floor(s, rc[hh].zeta)) : 0.f;
+    c[hh] = attn::zero_level(s, m[hh]);
+  }
+  for (KeyWalk<D> w(s, in, b, h, q0); w.next();) {
+    select_q(w.part);
+    load_kv(w, !two_pass);
+    mma::FragC sc[G::NT];
+    scores(sc);
+    float x[G::NT][4];
+    float tmax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < G::NT; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int hh = i / 2, j = key_of(w, n, i);
+        x[n][i] = logit(s, rc[hh], rc[hh].lf, sc[n].x[i], i0[hh], j);
+        if (row_ok[hh] && pair_in(s, w.part, i0[hh], j)) tmax[hh] = fmaxf(tmax[hh], x[n][i]);
+      }
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      tmax[hh] = quad_max(tmax[hh]);
+      if (shifted && tmax[hh] > m[hh]) {  // online softmax: rescale what was summed under the old maximum
+        const float corr = expf(m[hh] - tmax[hh]);
+        z[hh] *= corr;
+        umax[hh] *= corr;
+        if (!two_pass) {
+#pragma unroll
+          for (int n = 0; n < G::DN; ++n) o[n].x[2 * hh] *= corr, o[n].x[2 * hh + 1] *= corr;
+        }
+        m[hh] = tmax[hh];
+        c[hh] = attn::zero_level(s, m[hh]);
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < G::NT; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int hh = i / 2;
+        const bool valid = row_ok[hh] && pair_in(s, w.part, i0[hh], key_of(w, n, i));
+        const float u = valid ? attn::positivity(PHI, x[n][i] - m[hh]) : 0.f;
+        const float num = valid && u - c[hh] > 0.f ? u - c[hh] : 0.f;  // = u where c = 0
+        z[hh] += valid ? fabsf(u - c[hh]) : 0.f;
+        umax[hh] = fmaxf(umax[hh], num);
+        x[n][i] = num;
+      }
+    if (!two_pass) add_pv(x, o);
+  }
+  float st[2][kStats], y_scale[2];
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    z[hh] = quad_sum(z[hh]) + attn::norm_extra(s, shifted ? m[hh] : 0.f, rc[hh].zeta);
+    umax[hh] = quad_max(umax[hh]);
+    st[hh][0] = shifted ? m[hh] : 0.f;
+    st[hh][1] = z[hh];
+    st[hh][2] = umax[hh] * attn::inv_norm(s, z[hh]);
+    st[hh][3] = 0.f;
+    y_scale[hh] = attn::inv_norm(s, z[hh]);
+  }
+
+  if (two_pass) {
+    // Pass 2: w = r/Σr for a sharpened row, w = a for a row where no t is
+    // positive (forward_kernel's pass 2).
+    const attn::Row<float> row[2] = {attn::row_from_stats(s, i0[0] + 1, st[0]),
+                                     attn::row_from_stats(s, i0[1] + 1, st[1])};
+    float R[2] = {0.f, 0.f};
+    for (KeyWalk<D> w(s, in, b, h, q0); w.next();) {
+      select_q(w.part);
+      load_kv(w, true);
+      mma::FragC sc[G::NT];
+      scores(sc);
+      float e[G::NT][4];
+#pragma unroll
+      for (int n = 0; n < G::NT; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int hh = i / 2, j = key_of(w, n, i);
+          const float x = logit(s, rc[hh], rc[hh].lf, sc[n].x[i], i0[hh], j);
+          float v = 0.f;
+          if (row_ok[hh] && pair_in(s, w.part, i0[hh], j)) {
+            const float a = row[hh].a(s, x);
+            v = row[hh].sharpen ? attn::sharpen_value(attn::sharpen_t(row[hh].i, a, row[hh].offset), row[hh].t_max,
+                                                      row[hh].p)
+                                : a;
+          }
+          R[hh] += v;
+          e[n][i] = v;
+        }
+      add_pv(e, o);
+    }
+#pragma unroll
+    for (int hh = 0; hh < 2; ++hh) {
+      R[hh] = quad_sum(R[hh]);
+      st[hh][3] = row[hh].sharpen ? R[hh] : 0.f;
+      y_scale[hh] = row[hh].sharpen ? 1.f / R[hh] : 1.f;  // R >= 1: the largest t contributes 1
+    }
+  }
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    if (!row_ok[hh]) continue;
+    float* orow = out + row_offset(b, i0[hh], T, C, h, D);
+#pragma unroll
+    for (int n = 0; n < G::DN; ++n)
+#pragma unroll
+      for (int k = 0; k < 2; ++k) orow[8 * n + mma::c_col(l, 2 * hh + k)] = o[n].x[2 * hh + k] * y_scale[hh];
+    if (stats && mma::thread_in_group(l) == 0)
+      for (int k = 0; k < kStats; ++k) stats[(static_cast<size_t>(bh) * T + i0[hh]) * kStats + k] = st[hh][k];
+  }
+}
+
+}  // namespace
+}  // namespace gpt::cuda
