@@ -46,6 +46,7 @@ struct BenchOptions {
   std::string device = "cpu";      // cpu or cuda
   std::string precision = "fp32";  // run.precision of the backend: fp32; cuda also tf32, bf16
   double peak_tflops = 0;          // cuda: override of the peak table (TFLOP/s); 0 = by device name
+  std::string cost_gpu = "h100";   // attention-cost: the GPU of the cost model (h100, h200)
   // Whether --contexts / --min-seconds were given: then they also set the
   // cuda-attention part's (whose defaults are T = 1K-16K and 0.2 s).
   bool contexts_given = false, min_seconds_given = false;

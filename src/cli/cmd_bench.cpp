@@ -31,6 +31,7 @@ struct BenchArgs {
   std::string device = "cpu";
   std::string precision;  // empty: the config's run.precision with --device cuda, fp32 on cpu
   double peak_tflops = 0;
+  std::string cost_gpu = "h100";
   int doc_len = 0;
 };
 
@@ -72,8 +73,10 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--set", args->overrides, "Override a config key, e.g. --set train.batch_size=32 (repeatable)")
       ->type_name("KEY=VALUE");
   cmd->add_option("--only", args->only,
-                  "Comma-separated parts: gemm,train,eval,attention,memory,phases,cuda-attention "
-                  "(default: all but phases and cuda-attention; phases: peak memory of each phase of a run, "
+                  "Comma-separated parts: gemm,train,eval,attention,memory,phases,cuda-attention,attention-cost "
+                  "(default: all but phases, cuda-attention and attention-cost; attention-cost: the cost model of "
+                  "the fused attention forward on a GPU, --gpu, no device needed; phases: peak memory of each "
+                  "phase of a run, "
                   "writing one checkpoint to the temporary directory; with --device cuda the device memory in use "
                   "after each phase)")
       ->type_name("PARTS");
@@ -109,6 +112,8 @@ void add_bench(CLI::App& app) {
                   "is run.storage: --set run.storage=bf16); "
                   "default: the config's run.precision with --device cuda, fp32 on cpu (cpu takes fp32 only)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
+  cmd->add_option("--gpu", args->cost_gpu, "attention-cost: the GPU of the cost model, h100 or h200 (default h100)")
+      ->check(CLI::IsMember({"h100", "h200"}));
   cmd->add_option("--peak-tflops", args->peak_tflops,
                   "cuda: peak TFLOP/s for the MFU (default: from the device name, the float32, TF32 or bf16 dense "
                   "peak as the GEMMs run)")
@@ -159,6 +164,7 @@ void add_bench(CLI::App& app) {
     opt.device = args->device;
     opt.precision = !args->precision.empty() ? args->precision : opt.device == "cuda" ? cfg.run.precision : "fp32";
     opt.peak_tflops = args->peak_tflops;
+    opt.cost_gpu = args->cost_gpu;
     if (args->threads > 0)
       omp_set_num_threads(args->threads);
     else if (cfg.train.threads > 0)

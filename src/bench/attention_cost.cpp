@@ -1,0 +1,187 @@
+// See attention_cost.h.
+#include "bench/attention_cost.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "config/attention.h"
+#include "core/check.h"
+
+namespace gpt {
+
+namespace {
+
+// Data-sheet peaks. H100 SXM: 989.4 dense bf16 TFLOP/s, 66.9 float32
+// TFLOP/s (an FMA counts 2: 33.45e12 instructions/s), 3.35 TB/s of HBM3;
+// the special-function rate is the 3.9e12 exponentials/s FlashAttention-3's
+// paper gives for the H100 SXM5 (Shah et al. 2024, §3). The H200 is the same
+// chip with 4.8 TB/s of HBM3e. The L2 read bandwidth, 5.5 TB/s, is an
+// assumption (NVIDIA publishes none; microbenchmarks report about that):
+// the first figure a GPU run should calibrate.
+constexpr GpuUnits kGpus[] = {
+    {"h100", 989.4, 33.45, 3.9, 3.35, 5.5},
+    {"h200", 989.4, 33.45, 3.9, 4.8, 5.5},
+};
+
+// Instructions per element of one stage (estimates from the code: the
+// kernels' inner loops and CUDA's float math functions, without
+// --use_fast_math). mufu: ex2, lg2, rcp, rsqrt on the special-function unit.
+struct StageCost {
+  double fp32, mufu;
+};
+// λ·f·q·k + bias (one FMA), ALiBi's slope, the causal / window / document
+// tests of pair_in and the tile's bookkeeping.
+constexpr StageCost kLogit{4, 0};
+// Pass 1 besides φ: the running maximum, x − m, relu(u − c), Z += |u − c|,
+// max u and the validity selects.
+constexpr StageCost kPass1{6, 0};
+// Pass 2 (re-weighting) besides the logit and φ: a = numer·(1/Z),
+// t = i·a − o (FMA), t / t_max (an IEEE division), powf (log2 and exp2 with
+// extended-precision corrections), Σr.
+constexpr StageCost kSharpen{24, 2};
+constexpr StageCost kSoftcap{10, 2};  // c·tanh(x / c): a division, tanhf (exp and a reciprocal)
+constexpr StageCost kKerpleLog{10, 1};   // −r₁·log1p(r₂Δ)
+constexpr StageCost kKerplePower{22, 2};  // −r₁·Δ^r₂ (powf)
+constexpr StageCost kForget{3, 0};        // c_i − c_j (two loads)
+constexpr StageCost kFire{2, 0};          // a table load
+constexpr StageCost kScaleInvariant{16, 2};  // log1pf and sqrtf of the distance, two FMAs
+constexpr StageCost kToBf16{5, 0};           // the weight rounded to bf16 (tensor cores)
+
+StageCost positivity_cost(Positivity p) {
+  switch (p) {
+    case Positivity::Exp:
+      return {4, 1};  // expf: scale by log2 e, split, ex2, rescale
+    case Positivity::Softplus:
+      return {14, 2};  // max, |x|, expf, log1pf
+    case Positivity::Sigmoid:
+      return {12, 2};  // expf, 1 + e and an IEEE division (reciprocal and two Newton FMAs)
+    case Positivity::Relu:
+      return {1, 0};
+  }
+  return {0, 0};
+}
+
+StageCost logit_cost(const AttentionSpec& s) {
+  StageCost c = kLogit;
+  auto add = [&](StageCost x) { c.fp32 += x.fp32, c.mufu += x.mufu; };
+  if (s.softcap > 0) add(kSoftcap);
+  if (s.position_bias == PositionBias::KerpleLog) add(kKerpleLog);
+  if (s.position_bias == PositionBias::KerplePower) add(kKerplePower);
+  if (s.forget()) add(kForget);
+  if (s.fire()) add(kFire);
+  if (s.scale == Scale::ScaleInvariant) add(kScaleInvariant);
+  return c;
+}
+
+// Key rows one pass reads for one (b, h): every block of 64 query rows reads
+// the keys up to its last row.
+double keys_read(int T) {
+  double keys = 0;
+  for (int q0 = 0; q0 < T; q0 += 64) keys += std::min(T, q0 + 64);
+  return keys;
+}
+
+}  // namespace
+
+const GpuUnits* gpu_units(const std::string& name) {
+  for (const GpuUnits& g : kGpus)
+    if (name == g.name) return &g;
+  return nullptr;
+}
+
+PairWork pair_work(const AttentionSpec& s, int D, bool tensor_cores) {
+  PairWork w;
+  w.passes = s.sharpened() ? 2 : 1;
+  const StageCost logit = logit_cost(s), phi = positivity_cost(s.positivity);
+  // Pass 1: q·k, the logit, φ and the sums; the weighted sum too unless
+  // a second pass re-weights.
+  w.fp32_instr = logit.fp32 + phi.fp32 + kPass1.fp32;
+  w.mufu_instr = logit.mufu + phi.mufu;
+  if (w.passes == 2) {  // q·k, the logit, φ and the re-weighting again
+    w.fp32_instr += logit.fp32 + phi.fp32 + kSharpen.fp32;
+    w.mufu_instr += logit.mufu + phi.mufu + kSharpen.mufu;
+  }
+  const double qk_flops = 2.0 * D * w.passes, pv_flops = 2.0 * D;
+  if (tensor_cores) {
+    w.mma_flops = qk_flops + pv_flops;
+    w.fp32_instr += kToBf16.fp32;
+  } else {
+    w.fp32_instr += (qk_flops + pv_flops) / 2;  // FMAs
+  }
+  return w;
+}
+
+CostPrediction predict_forward(const AttentionSpec& s, int B, int T, int NH, int D, bool tensor_cores,
+                               const GpuUnits& gpu) {
+  const PairWork w = pair_work(s, D, tensor_cores);
+  const double heads = static_cast<double>(B) * NH;
+  const double pairs = heads * T * (T + 1.0) / 2;
+  // Bytes (float32 inputs): q, k, v, out and the four statistics per row
+  // once from device memory; k once per pass and v once for every block of
+  // query rows from the L2 cache.
+  const double row = 4.0 * D;
+  const double bytes = heads * (4 * T * row + T * 16.0);
+  const double l2_bytes = heads * keys_read(T) * row * (w.passes + 1);
+  CostPrediction p;
+  p.t_mma = pairs * w.mma_flops / (gpu.mma_tflops * 1e12);
+  p.t_fp32 = pairs * w.fp32_instr / (gpu.fp32_tinstr * 1e12);
+  p.t_mufu = pairs * w.mufu_instr / (gpu.mufu_tinstr * 1e12);
+  p.t_mem = bytes / (gpu.hbm_tbytes * 1e12);
+  p.t_l2 = l2_bytes / (gpu.l2_tbytes * 1e12);
+  p.seconds = p.t_mma, p.bound = "tensor";
+  if (p.t_fp32 > p.seconds) p.seconds = p.t_fp32, p.bound = "fp32";
+  if (p.t_mufu > p.seconds) p.seconds = p.t_mufu, p.bound = "mufu";
+  if (p.t_mem > p.seconds) p.seconds = p.t_mem, p.bound = "memory";
+  if (p.t_l2 > p.seconds) p.seconds = p.t_l2, p.bound = "l2";
+  p.tflops = 2.0 * B * NH * D * static_cast<double>(T) * (T + 1.0) / p.seconds / 1e12;
+  return p;
+}
+
+void run_attention_cost(const CudaAttentionBenchOptions& opt, const std::string& gpu_name, std::ostream& out) {
+  const GpuUnits* gpu = gpu_units(gpu_name);
+  GPT_CHECK(gpu, "bench --gpu: \"", gpu_name, "\" has no cost model; valid: h100, h200");
+  const int C = opt.n_embd, NH = opt.n_head, D = C / NH;
+  std::vector<std::string> names = opt.presets;
+  if (names.empty())
+    for (const AttentionPreset& p : kAttentionPresets) names.push_back(p.name);
+  out << "\nattention cost model, forward, " << gpu->name << " (" << gpu->mma_tflops << " bf16 tensor TFLOP/s, "
+      << gpu->fp32_tinstr << "e12 float32 and " << gpu->mufu_tinstr << "e12 special-function instructions/s, "
+      << gpu->hbm_tbytes << " TB/s of memory, " << gpu->l2_tbytes << " TB/s of L2 reads, assumed), " << opt.tokens << " tokens per call, " << NH << " heads of " << D
+      << ": each unit's time at its peak (ms), the largest bounds; TFLOP/s on 2*B*C*T(T+1). A lower bound on "
+         "time from estimated instruction counts (docs/gpu.md, \"Cost model\"), not a measurement.\n"
+         "reference: FlashAttention-3, causal forward at head size 64 on an H100 SXM in bf16, about 265 TFLOP/s "
+         "at T = 1K and 470 at 16K (Shah et al. 2024); \"/FA3\" is the prediction over those.\n";
+  ModelConfig m;
+  m.context = opt.trained_context;
+  m.n_embd = C;
+  m.n_head = NH;
+  char buf[256];
+  int width = 10;
+  for (const std::string& n : names) width = std::max(width, static_cast<int>(std::min<size_t>(n.size(), 40)));
+  std::snprintf(buf, sizeof buf, "%-*s %6s %7s %9s %9s %9s %9s %9s %7s %8s %6s\n", width, "preset", "T", "kernel",
+                "tensor", "fp32", "mufu", "memory", "l2", "bound", "TFLOP/s", "/FA3");
+  out << buf << std::string(94 + width, '-') << "\n";
+  for (const std::string& name : names) {
+    const AttentionSpec spec = resolve_attention(attention_variant(name, "bench --presets"), m);
+    if (attn::stick_breaking(spec)) {
+      out << name << ": stick-breaking has kernels of its own (a reverse scan over key blocks), not modelled\n";
+      continue;
+    }
+    for (int T : opt.contexts) {
+      const int B = std::max(1, opt.tokens / T);
+      for (bool tc : {false, true}) {
+        const CostPrediction p = predict_forward(spec, B, T, NH, D, tc, *gpu);
+        char fa3[16] = "-";
+        if (tc && D == 64 && (T == 1024 || T == 16384))
+          std::snprintf(fa3, sizeof fa3, "%.2f", p.tflops / (T == 1024 ? 265.0 : 470.0));
+        std::snprintf(buf, sizeof buf, "%-*s %6d %7s %9.3f %9.3f %9.3f %9.3f %9.3f %7s %8.1f %6s\n", width,
+                      name.c_str(), T, tc ? "tc" : "fp32", p.t_mma * 1e3, p.t_fp32 * 1e3, p.t_mufu * 1e3,
+                      p.t_mem * 1e3, p.t_l2 * 1e3, p.bound, p.tflops, fa3);
+        out << buf;
+      }
+    }
+  }
+  out << std::flush;
+}
+
+}  // namespace gpt
