@@ -284,7 +284,10 @@ void forward(const char* fn, bool tensor_cores, float* out, float* stats, const 
       }
     }
     if (tensor_cores && !tensor_core_fallback(spec, kD)) {
-      GPT_LAUNCH(grid, kTcThreads, stream, tc_forward_kernel<kD, kPhi>)(in, out, stats);
+      if (spec.score == Score::Cosine)  // q̂, k̂ split into bf16 hi + lo (forward_tc.cuh)
+        GPT_LAUNCH(grid, kTcThreads, stream, tc_forward_kernel<kD, kPhi, true>)(in, out, stats);
+      else
+        GPT_LAUNCH(grid, kTcThreads, stream, tc_forward_kernel<kD, kPhi, false>)(in, out, stats);
       check_launch("tc_forward_kernel launch");
     } else {
       GPT_LAUNCH(grid, Geom<kD>::kRowThreads, stream, forward_kernel<kD, kPhi>)(in, out, stats);

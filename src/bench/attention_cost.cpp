@@ -103,7 +103,8 @@ PairWork pair_work(const AttentionSpec& s, int D, bool tensor_cores) {
   }
   const double qk_flops = 2.0 * D * w.passes, pv_flops = 2.0 * D;
   if (tensor_cores) {
-    w.mma_flops = qk_flops + pv_flops;
+    // Cosine scores: q̂·k̂ from bf16 hi + lo parts, three products (forward_tc.cuh).
+    w.mma_flops = (s.score == Score::Cosine ? 3 : 1) * qk_flops + pv_flops;
     w.fp32_instr += kToBf16.fp32;
   } else {
     w.fp32_instr += (qk_flops + pv_flops) / 2;  // FMAs
@@ -117,11 +118,13 @@ CostPrediction predict_forward(const AttentionSpec& s, int B, int T, int NH, int
   const double heads = static_cast<double>(B) * NH;
   const double pairs = heads * T * (T + 1.0) / 2;
   // Bytes (float32 inputs): q, k, v, out and the four statistics per row
-  // once from device memory; k once per pass and v once for every block of
+  // once from device memory; k once per pass (twice on tensor cores with
+  // cosine scores: its hi and lo parts) and v once for every block of
   // query rows from the L2 cache.
   const double row = 4.0 * D;
   const double bytes = heads * (4 * T * row + T * 16.0);
-  const double l2_bytes = heads * keys_read(T) * row * (w.passes + 1);
+  const int k_reads = (tensor_cores && s.score == Score::Cosine ? 2 : 1) * w.passes;
+  const double l2_bytes = heads * keys_read(T) * row * (k_reads + 1);
   CostPrediction p;
   p.t_mma = pairs * w.mma_flops / (gpu.mma_tflops * 1e12);
   p.t_fp32 = pairs * w.fp32_instr / (gpu.fp32_tinstr * 1e12);

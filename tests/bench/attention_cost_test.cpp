@@ -33,10 +33,11 @@ TEST(AttentionCost, WorkPerPairFromTheStageCosts) {
   const PairWork simt = pair_work(preset("softmax"), 64, false);
   EXPECT_DOUBLE_EQ(simt.mma_flops, 0);
   EXPECT_DOUBLE_EQ(simt.fp32_instr, 4 + 4 + 6 + 128);  // the 2·64 FMAs of the two products on the CUDA cores
-  // lssar: softplus, l1, re-weighting: two passes, q·k twice.
+  // lssar: cosine scores, softplus, l1, re-weighting: two passes, q·k twice,
+  // each from three bf16 products (q̂ and k̂ split into hi + lo).
   const PairWork lssar = pair_work(preset("lssar"), 64, true);
   EXPECT_EQ(lssar.passes, 2);
-  EXPECT_DOUBLE_EQ(lssar.mma_flops, 2 * 128 + 128);
+  EXPECT_DOUBLE_EQ(lssar.mma_flops, 3 * 2 * 128 + 128);
   EXPECT_DOUBLE_EQ(lssar.mufu_instr, 2 + 2 + 2);  // softplus in each pass, powf
   EXPECT_DOUBLE_EQ(lssar.fp32_instr, (4 + 14 + 6) + (4 + 14 + 24) + 5);
 }
@@ -66,9 +67,12 @@ TEST(AttentionCost, PredictedTimesAndBytes) {
   slow_mem.hbm_tbytes = 1e-6;
   EXPECT_STREQ(predict_forward(preset("softmax"), 1, T, 1, D, true, slow_mem).bound, "memory");
   // Blocks of 64 query rows re-read k and v from L2: at T = 256, blocks
-  // 1..4 read 64, 128, 192, 256 keys.
+  // 1..4 read 64, 128, 192, 256 keys; lssar reads k in both passes, each
+  // time its hi and lo parts (cosine scores), and v once.
   const CostPrediction q = predict_forward(preset("lssar"), 1, 256, 1, D, true, *h100);
-  EXPECT_DOUBLE_EQ(q.t_l2, (64 + 128 + 192 + 256) * 256.0 * 3 /*k twice, v once*/ / 5.5e12);
+  EXPECT_DOUBLE_EQ(q.t_l2, (64 + 128 + 192 + 256) * 256.0 * (2 * 2 + 1) / 5.5e12);
+  const CostPrediction q32 = predict_forward(preset("lssar"), 1, 256, 1, D, false, *h100);
+  EXPECT_DOUBLE_EQ(q32.t_l2, (64 + 128 + 192 + 256) * 256.0 * (2 + 1) / 5.5e12);
   // Long rows: compute grows as T², so time per pair settles.
   const CostPrediction a = predict_forward(preset("lssar"), 1, 4096, 12, D, true, *h100),
                        b = predict_forward(preset("lssar"), 1, 8192, 12, D, true, *h100);

@@ -39,19 +39,27 @@ struct TcGeom {
   static constexpr int PK = kKeyTile / 16; // k-steps of the weighted sum
 };
 
+// x as bf16 (round to nearest even), or with lo its remainder
+// x − bf16(x) as bf16: x = hi + lo to about 2^-17 relative.
+__device__ __forceinline__ uint16_t bf16_part(float x, bool lo) {
+  const uint16_t hi = round_to_bf16_bits(x);
+  return lo ? round_to_bf16_bits(x - bf16_bits_to_float(hi)) : hi;
+}
+
 // Rows t0..t0+n-1 of one head (row t at base + t·stride, D floats) into
-// shared memory as bf16 rows of stride S (round to nearest even); rows past
-// T are zero.
+// shared memory as bf16 rows of stride S (bf16_part: the rounded values,
+// or with lo their remainders); rows past T are zero.
 template <int D>
-__device__ void load_tile_bf16(uint16_t* dst, const float* base, size_t stride, int t0, int n, int T) {
+__device__ void load_tile_bf16(uint16_t* dst, const float* base, size_t stride, int t0, int n, int T,
+                               bool lo = false) {
   constexpr int D4 = D / 4, S = TcGeom<D>::S;
   for (int e = threadIdx.x; e < n * D4; e += blockDim.x) {
     const int r = e / D4, c = e % D4, t = t0 + r;
     const float4 v = t < T ? reinterpret_cast<const float4*>(base + static_cast<size_t>(t) * stride)[c]
                            : make_float4(0.f, 0.f, 0.f, 0.f);
     uint32_t* d = reinterpret_cast<uint32_t*>(dst + r * S + 4 * c);
-    d[0] = mma::pack_bf16x2(round_to_bf16_bits(v.x), round_to_bf16_bits(v.y));
-    d[1] = mma::pack_bf16x2(round_to_bf16_bits(v.z), round_to_bf16_bits(v.w));
+    d[0] = mma::pack_bf16x2(bf16_part(v.x, lo), bf16_part(v.y, lo));
+    d[1] = mma::pack_bf16x2(bf16_part(v.z, lo), bf16_part(v.w, lo));
   }
 }
 
@@ -68,16 +76,23 @@ __device__ __forceinline__ float quad_max(float v) {
 // grid (query tiles, B*NH), block kTcThreads. Writes out, and stats (when
 // non-null) as forward_kernel does. Element i of an accumulator fragment
 // belongs to the lane's row half i / 2 (rows g and g + 8 of its warp).
-template <int D, Positivity PHI>
+// kSplit (cosine scores, whose unit vectors q̂, k̂ are not bf16 values): q
+// and k are each split into bf16 hi + lo and q·k is hi·hi + hi·lo + lo·hi,
+// three products, so the scores keep about float32's accuracy (the logits
+// are scaled by up to ln d·ln i under LSSA, and re-weighting raises them to
+// the 15th power).
+template <int D, Positivity PHI, bool kSplit>
 __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float* out, float* stats) {
   using G = TcGeom<D>;
   constexpr int S = G::S;
   GPT_SHARED(float4, qs4, [kRowsPerBlock * S / 8]);
   GPT_SHARED(float4, ks4, [kKeyTile * S / 8]);
   GPT_SHARED(float4, vs4, [kKeyTile * S / 8]);
+  GPT_SHARED(float4, kl4, [kSplit ? kKeyTile * S / 8 : 1]);  // k's remainders
   uint16_t* qs = reinterpret_cast<uint16_t*>(&qs4[0]);
   uint16_t* ks = reinterpret_cast<uint16_t*>(&ks4[0]);
   uint16_t* vs = reinterpret_cast<uint16_t*>(&vs4[0]);
+  uint16_t* kl = reinterpret_cast<uint16_t*>(&kl4[0]);
   const AttentionSpec s = spec_with<PHI>(in);
   const int T = in.T, NH = in.NH, C = NH * D;
   const int bh = blockIdx.y, b = bh / NH, h = bh % NH;
@@ -93,35 +108,50 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float
     rc[hh] = row_consts(s, i0[hh] + 1, D, h, b, in);
   }
 
-  // q (or the far copy q̃) of the block's rows into the warps' A fragments.
-  mma::FragA qa[G::KS];
+  // q (or the far copy q̃) of the block's rows into the warps' A fragments
+  // (with kSplit, q's remainders into ql, through the same shared tile).
+  mma::FragA qa[G::KS], ql[kSplit ? G::KS : 1];
   int q_part = -1;
   auto select_q = [&](int part) {
     if (part == q_part) return;
     q_part = part;
-    __syncthreads();
-    load_tile_bf16<D>(qs, (part ? in.qf : in.q) + row_offset(b, 0, T, in.qk_stride, h, D), in.qk_stride, q0,
-                      kRowsPerBlock, T);
-    __syncthreads();
     const int m = mma::ld_address_matrix(l), r = mma::ld_address_row(l);
 #pragma unroll
-    for (int k = 0; k < G::KS; ++k) mma::ldmatrix<4, false>(qa[k].r, qs + (r0 + r + 8 * (m % 2)) * S + 16 * k + 8 * (m / 2));
+    for (int lo = 0; lo < (kSplit ? 2 : 1); ++lo) {
+      __syncthreads();
+      load_tile_bf16<D>(qs, (part ? in.qf : in.q) + row_offset(b, 0, T, in.qk_stride, h, D), in.qk_stride, q0,
+                        kRowsPerBlock, T, lo);
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < G::KS; ++k)
+        mma::ldmatrix<4, false>((lo ? ql[kSplit ? k : 0] : qa[k]).r,
+                                qs + (r0 + r + 8 * (m % 2)) * S + 16 * k + 8 * (m / 2));
+    }
   };
   auto load_kv = [&](const KeyWalk<D>& w, bool with_v) {
     __syncthreads();
     load_tile_bf16<D>(ks, w.part ? w.kf : w.k, in.qk_stride, w.j0, kKeyTile, T);
+    if (kSplit) load_tile_bf16<D>(kl, w.part ? w.kf : w.k, in.qk_stride, w.j0, kKeyTile, T, true);
     if (with_v) load_tile_bf16<D>(vs, w.v, in.v_stride, w.j0, kKeyTile, T);
     __syncthreads();
   };
-  // sc[n] = q·kᵀ for keys j0 + 8n .. j0 + 8n + 7.
+  // sc[n] = q·kᵀ for keys j0 + 8n .. j0 + 8n + 7 (kSplit: the small
+  // products first, then hi·hi).
   auto scores = [&](mma::FragC (&sc)[G::NT]) {
 #pragma unroll
     for (int n = 0; n < G::NT; ++n) {
       sc[n] = mma::FragC{{0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
       for (int k = 0; k < G::KS; ++k) {
+        const int at = (8 * n + l % 8) * S + 16 * k + 8 * ((l / 8) % 2);
         mma::FragB kb;
-        mma::ldmatrix<2, false>(kb.r, ks + (8 * n + l % 8) * S + 16 * k + 8 * ((l / 8) % 2));
+        mma::ldmatrix<2, false>(kb.r, ks + at);
+        if constexpr (kSplit) {
+          mma::FragB kbl;
+          mma::ldmatrix<2, false>(kbl.r, kl + at);
+          mma::mma_bf16(sc[n], qa[k], kbl, sc[n]);
+          mma::mma_bf16(sc[n], ql[k], kb, sc[n]);
+        }
         mma::mma_bf16(sc[n], qa[k], kb, sc[n]);
       }
     }

@@ -92,9 +92,16 @@ constexpr AllowedSpill kAllowedSpills[] = {
      "the tensor-core rewrite of the attention kernels (its own open issue) replaces it"},
     {"sb_dkdv_kernel<16>", "stick-breaking's key-block kernel at head size 16, as above: 8 bytes on sm_90"},
     {"tc_forward_kernel<32, ",
-     "the tensor-core forward at head size 32 with softplus or relu: ptxas holds these instantiations to 128 "
-     "registers (64 and 128 get up to 243 without spilling) and spills 32-44 bytes per thread on sm_90; head "
-     "sizes 64 and 128 are the tensor-core path's targets"},
+     "the tensor-core forward at head size 32 with softplus or relu on dot scores: ptxas holds these "
+     "instantiations to 128 registers (64 and 128 get up to 243 without spilling) and spills 32-44 bytes per "
+     "thread on sm_90; head sizes 64 and 128 are the tensor-core path's targets"},
+    {"tc_forward_kernel<16, ",
+     "the tensor-core forward at head size 16 with cosine scores (q̂ and k̂ split into bf16 hi + lo), exp or "
+     "sigmoid: held to 128 registers like head size 32, 8-12 bytes on sm_90"},
+    {"tc_forward_kernel<128, (gpt::Positivity)0, true>",
+     "the tensor-core forward at head size 128 with cosine scores and exp (the cosine preset): the split q̂ "
+     "adds 32 registers to the plain kernel's 243, 12 bytes spill at 255 on sm_90; LSSA's softplus "
+     "instantiation does not spill"},
     {"diag_kernel<",
      "the attention diagnostics (entropy, sink and recent-key shares), run once per evaluated length at "
      "evaluation, never in the training step: 8-32 bytes on sm_90"},
