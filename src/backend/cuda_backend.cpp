@@ -62,13 +62,14 @@ class CudaBackend final : public Backend<float> {
       case cuda::GemmPrecision::Tf32:
         return "cuda (tf32 GEMMs)";
       case cuda::GemmPrecision::Bf16:
-        return "cuda (bf16 GEMM operands)";
+        return "cuda (bf16 GEMM operands; attention on tensor cores in inference)";
       case cuda::GemmPrecision::Fp32:
         break;
     }
     return "cuda";
   }
   void synchronize() override { GPT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
+  bool tensor_core_inference() const { return matmul_.precision() == cuda::GemmPrecision::Bf16; }
 
   void* alloc_bytes(size_t bytes) override { return device_zeroed(bytes); }
   void release_bytes(void* p) override { device_free(p); }
@@ -153,7 +154,14 @@ class CudaBackend final : public Backend<float> {
       ddiag = diag_;
       GPT_CUDA_CHECK(cudaMemsetAsync(ddiag, 0, ndiag * sizeof(double), stream_));
     }
-    cuda::attention_forward(out, stats, qkv, B, Tn, C, NH, spec, head_scale, ddiag, stream_, qkv_far);
+    // bf16 GEMM operands and no statistics to keep (inference: no backward
+    // reads them): the forward on tensor cores, bf16 q, k, v and weights.
+    // Training keeps the float32 forward, whose statistics the float32
+    // backward recomputes the weights from.
+    if (tensor_core_inference() && !stats)
+      cuda::attention_forward_tc(out, stats, qkv, B, Tn, C, NH, spec, head_scale, ddiag, stream_, qkv_far);
+    else
+      cuda::attention_forward(out, stats, qkv, B, Tn, C, NH, spec, head_scale, ddiag, stream_, qkv_far);
     if (diag) {
       std::vector<double> host(ndiag);
       GPT_CUDA_CHECK(cudaMemcpy(host.data(), ddiag, ndiag * sizeof(double), cudaMemcpyDeviceToHost));

@@ -17,7 +17,8 @@ inline void add_run_options(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--device", o.device, "Compute backend: cpu or cuda (default cpu)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   cmd->add_option("--precision", o.precision,
-                  "GEMMs on cuda: fp32, tf32 or bf16 (bf16 operands, float32 accumulation); "
+                  "GEMMs on cuda: fp32, tf32 or bf16 (bf16 operands, float32 accumulation; bf16 also runs the "
+                  "attention forward on tensor cores); "
                   "default: the run's run.precision with --device cuda, fp32 on cpu (cpu takes fp32 only)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
   cmd->add_option("--storage", o.storage,

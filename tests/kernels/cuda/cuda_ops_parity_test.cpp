@@ -39,6 +39,7 @@
 #ifdef GPT_HAVE_CUDA
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_kernels.h"
 #endif
 
@@ -1008,6 +1009,38 @@ class CudaBf16 : public CudaOps {
   }
   std::unique_ptr<Backend<float>> bf16_;
 };
+
+// With bf16 GEMM operands the attention forward of inference (no statistics
+// kept) runs on tensor cores, bit for bit cuda::attention_forward_tc; a
+// forward that keeps statistics for a backward (training) runs the float32
+// kernel, as the fp32 backend always does.
+TEST_F(CudaBf16, InferenceAttentionRunsOnTensorCores) {
+  AttentionConfig ac;
+  ac.preset = "softmax";
+  ModelConfig mc;
+  mc.context = 32;
+  const AttentionSpec spec = resolve_attention(ac, mc);
+  const int B = 2, T = 70, C = 64, NH = 2;
+  const size_t n = size_t(B) * T * C;
+  auto qkv = up(random_floats(3 * n, 31));
+  auto out_tc = up(std::vector<float>(n, 0.f)), out_fp32 = up(std::vector<float>(n, 0.f));
+  auto stats = up(std::vector<float>(size_t(B) * NH * T * AttentionSpec::kStatsPerRow, 0.f));
+  cuda::attention_forward_tc(out_tc.get(), nullptr, qkv.get(), B, T, C, NH, spec, nullptr, nullptr, nullptr);
+  cuda::attention_forward(out_fp32.get(), nullptr, qkv.get(), B, T, C, NH, spec, nullptr, nullptr, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto out = up(std::vector<float>(n, 1.f));
+  gpu_->synchronize();
+  bf16_->attention_forward(out.get(), nullptr, qkv.get(), B, T, C, NH, spec, nullptr, nullptr, nullptr);
+  bf16_->synchronize();
+  const std::vector<float> tc = down(out_tc, n), fp32 = down(out_fp32, n);
+  EXPECT_EQ(down(out, n), tc) << "bf16 inference: the tensor-core forward";
+  EXPECT_NE(tc, fp32) << "the two forwards should differ (bf16 rounding)";
+  bf16_->attention_forward(out.get(), stats.get(), qkv.get(), B, T, C, NH, spec, nullptr, nullptr, nullptr);
+  bf16_->synchronize();
+  EXPECT_EQ(down(out, n), fp32) << "bf16 training forward: the float32 kernel";
+  gpu_->attention_forward(out.get(), nullptr, qkv.get(), B, T, C, NH, spec, nullptr, nullptr, nullptr);
+  EXPECT_EQ(down(out, n), fp32) << "fp32 backend: the float32 kernel";
+}
 
 // Forward and backward against the double reference of the bf16-rounded
 // inputs, over shapes that grow and shrink the scratch buffers, rows that
