@@ -24,7 +24,9 @@
 // pointers passed to kernels, missing barriers between a write and a read
 // of shared memory by other threads, threads at different barriers,
 // shuffles with absent lanes, more than 48 KiB of shared memory, launch
-// configurations beyond CUDA's limits. What it cannot: races between
+// configurations beyond CUDA's limits; tensor-core instructions (mma.sync,
+// ldmatrix: runtime.cpp) with a lane missing, lanes at different warp
+// instructions, ldmatrix rows outside shared memory or misaligned. What it cannot: races between
 // blocks through global memory (blocks run in order), stream ordering
 // (every call is synchronous), memory-model effects, partial-mask
 // shuffles, and speed. Float math is the host's (expf is glibc's, not the
