@@ -29,6 +29,8 @@
 //   forward   query rows; one pass (running maximum for exp + l1, plain sums
 //             for bounded φ or no l1), or two passes under sharpening (pass 1:
 //             shift, Z, max a; pass 2: r and the weighted sum, Σr).
+//   tc_forward the same forward with q·kᵀ and the weighted sum on tensor
+//             cores (attention/forward_tc.cuh; attention_forward_tc).
 //   diag      query rows; recomputes w from the stats (as the backward does)
 //             and accumulates the per-head diagnostics (evaluation only).
 //   dq        query rows; D_i = dy_i·y_i and, under sharpening, a first pass for
