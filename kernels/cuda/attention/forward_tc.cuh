@@ -63,15 +63,9 @@ __device__ void load_tile_bf16(uint16_t* dst, const float* base, size_t stride, 
   }
 }
 
-// Sum and maximum over the 4 lanes of a fragment row group.
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
+// A fragment row's lanes: the 4 of its group (PTX's groupID), consecutive
+// lanes like a row's group in the float kernels (group_sum, group_max).
+constexpr int kQuad = 4;
 
 // grid (query tiles, B*NH), block kTcThreads. Writes out, and stats (when
 // non-null) as forward_kernel does. Element i of an accumulator fragment
@@ -207,7 +201,7 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float
       }
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      tmax[hh] = quad_max(tmax[hh]);
+      tmax[hh] = group_max<kQuad>(tmax[hh]);
       if (shifted && tmax[hh] > m[hh]) {  // online softmax: rescale what was summed under the old maximum
         const float corr = expf(m[hh] - tmax[hh]);
         z[hh] *= corr;
@@ -237,8 +231,8 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float
   float st[2][kStats], y_scale[2];
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
-    z[hh] = quad_sum(z[hh]) + attn::norm_extra(s, shifted ? m[hh] : 0.f, rc[hh].zeta);
-    umax[hh] = quad_max(umax[hh]);
+    z[hh] = group_sum<kQuad>(z[hh]) + attn::norm_extra(s, shifted ? m[hh] : 0.f, rc[hh].zeta);
+    umax[hh] = group_max<kQuad>(umax[hh]);
     st[hh][0] = shifted ? m[hh] : 0.f;
     st[hh][1] = z[hh];
     st[hh][2] = umax[hh] * attn::inv_norm(s, z[hh]);
@@ -278,7 +272,7 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float
     }
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      R[hh] = quad_sum(R[hh]);
+      R[hh] = group_sum<kQuad>(R[hh]);
       st[hh][3] = row[hh].sharpen ? R[hh] : 0.f;
       y_scale[hh] = row[hh].sharpen ? 1.f / R[hh] : 1.f;  // R >= 1: the largest t contributes 1
     }
