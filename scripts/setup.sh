@@ -10,7 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # gnuplot-nox (+ fonts-liberation for its text) draws the plots of `gpt sweep` (scripts/reproduce.sh).
-PACKAGES=(cmake g++ make libgtest-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libpcre2-dev pkg-config bible-kjv libopenmpi-dev openmpi-bin gnuplot-nox fonts-liberation)
+# ninja-build: a new build tree uses Ninja, which compiles a target's sources
+# without waiting for the libraries it links (make does; minutes of CI).
+PACKAGES=(cmake g++ make ninja-build libgtest-dev nlohmann-json3-dev libspdlog-dev libcli11-dev libpcre2-dev pkg-config bible-kjv libopenmpi-dev openmpi-bin gnuplot-nox fonts-liberation)
 # Other scripts add what they alone need (scripts/fuzz.sh: clang, libomp-dev).
 read -r -a extra <<<"${GPT_EXTRA_PACKAGES:-}"
 PACKAGES+=("${extra[@]}")
@@ -46,7 +48,7 @@ fi
 
 BUILD_DIR=${BUILD_DIR:-build}
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-  cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+  cmake -S . -B "$BUILD_DIR" -G "$(scripts/generator.sh)" -DCMAKE_BUILD_TYPE=Release
 fi
 if (($#)); then
   cmake --build "$BUILD_DIR" -j"$(nproc)" --target "$@"

@@ -20,7 +20,7 @@ if [ "${1:-}" = "--sanitize" ]; then
   shift
   scripts/setup.sh --packages  # the sanitizer build is its own
   if [ ! -f build-asan/CMakeCache.txt ]; then
-    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPT_SANITIZE=ON -DGPT_CUDA_EMULATOR=ON >/dev/null
+    cmake -S . -B build-asan -G "$(scripts/generator.sh)" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPT_SANITIZE=ON -DGPT_CUDA_EMULATOR=ON >/dev/null
   fi
   cmake --build build-asan -j"$(nproc)"
   # Leaks inside Open MPI's and OpenMP's runtimes are theirs
@@ -50,7 +50,10 @@ case "$emulator" in
 esac
 if [ "$emulator" = 1 ]; then
   echo "test: the CUDA tests on the CUDA emulator (build-emu/)"
-  cmake -S . -B build-emu -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA_EMULATOR=ON >/dev/null
+  # Only the CUDA, NCCL and emulator tests are built there (GPT_TESTS_CUDA_ONLY).
+  generator=()
+  if [ ! -f build-emu/CMakeCache.txt ]; then generator=(-G "$(scripts/generator.sh)"); fi
+  cmake -S . -B build-emu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA_EMULATOR=ON -DGPT_TESTS_CUDA_ONLY=ON >/dev/null
   cmake --build build-emu -j"$(nproc)" --target gpt gpt_tests
   # Blocks run in a seeded shuffle (a new order at every launch), then the
   # kernel parity tests once more in reverse order: a kernel whose blocks
