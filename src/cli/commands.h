@@ -15,5 +15,6 @@ void add_info(CLI::App& app);
 void add_convert(CLI::App& app);
 void add_bench(CLI::App& app);
 void add_sweep(CLI::App& app);
+void add_probe(CLI::App& app);
 
 }  // namespace gpt::cli

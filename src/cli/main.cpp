@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   gpt::cli::add_convert(app);
   gpt::cli::add_bench(app);
   gpt::cli::add_sweep(app);
+  gpt::cli::add_probe(app);
   // A bare `gpt` prints what it can do, as most command-line tools do.
   if (argc <= 1) {
     std::fputs(app.help().c_str(), stdout);

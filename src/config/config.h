@@ -49,6 +49,10 @@ struct ModelConfig {
   std::string qk_norm = "none";
   std::string qk_norm_scale = "none";   // "none" | "learned": a learned scalar per query head times its logits
   std::string residual = "sequential";  // "sequential" | "parallel" (GPT-NeoX: x + attn(ln1 x) + mlp(ln2 x))
+  // Outputs of a regression head (a linear map of the final norm's output,
+  // tensors regw and regb) beside the LM head; 0: none. gpt probe force
+  // sets 1 on a pretrained model (docs/orbits.md, "The force probe").
+  int regression_outputs = 0;
 
   // F: mlp_hidden, or 4C (gelu, relu2), or for swiglu Llama's rounding of
   // 8C/3 up to a multiple of 256.

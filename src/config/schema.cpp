@@ -142,6 +142,9 @@ std::vector<Key> make_keys() {
        "so its logits (qkscale)"},
       {GPT_KEY(model, residual), one_of({"sequential", "parallel"}),
        "sequential: x + attn(ln1 x), then + mlp(ln2 ·); parallel: x + attn(ln1 x) + mlp(ln2 x) (GPT-NeoX)"},
+      {GPT_KEY(model, regression_outputs), between(0, 16),
+       "outputs of a regression head on the final norm's output (tensors regw, regb), beside the LM head; 0 = none. "
+       "gpt probe force sets 1 when it fine-tunes a pretrained model to predict forces (docs/orbits.md)"},
       {GPT_KEY(model, layer_plan), one_of({"none", "swan", "irope"}),
        "per-layer plan (config/layer_plan.h): swan = pattern LLLG, L RoPE with a window of context/2, G NoPE with "
        "full attention (SWAN-GPT); irope = the same with G's llama4 temperature (Llama 4); model.layer_kinds amends "

@@ -255,6 +255,7 @@ DataResult write_orbit_data(const DataOptions& opt) {
   const Options& o = opt.orbit;
   const nlohmann::json meta = {
       {"kind", "orbits"},
+      {"name", opt.name},
       {"seed", opt.seed},
       {"train_sequences", opt.train_sequences},
       {"val_sequences", opt.val_sequences},

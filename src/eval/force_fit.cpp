@@ -132,24 +132,32 @@ std::vector<double> nearest_neighbour_forces(const std::vector<ForceSample>& tra
   return out;
 }
 
-std::vector<ForceSample> read_planet_forces(const std::string& rows_path) {
+std::vector<OrbitRecord> read_orbit_records(const std::string& rows_path) {
   std::ifstream in(rows_path, std::ios::binary);
-  GPT_CHECK(in, "force fit: cannot read ", rows_path);
+  GPT_CHECK(in, "cannot read the rows file ", rows_path);
   char magic[8];
   uint64_t n = 0, cols = 0;
   in.read(magic, 8);
   in.read(reinterpret_cast<char*>(&n), 8);
   in.read(reinterpret_cast<char*>(&cols), 8);
   GPT_CHECK(in && std::memcmp(magic, "GPTORBT1", 8) == 0 && cols == static_cast<uint64_t>(orbits::kRowColumns),
-            "force fit: ", rows_path, " is not a rows file of gpt data orbits");
+            rows_path, " is not a rows file of gpt data orbits");
   std::vector<double> rec(cols);
-  std::vector<ForceSample> out;
+  std::vector<OrbitRecord> out;
+  out.reserve(n);
   for (uint64_t i = 0; i < n; ++i) {
     in.read(reinterpret_cast<char*>(rec.data()), static_cast<std::streamsize>(cols * sizeof(double)));
-    GPT_CHECK(in, "force fit: ", rows_path, " ends before its ", n, " records");
-    if (rec[7] == 0) continue;  // the star's row (no separation of its own)
-    out.push_back({rec[7], rec[8], rec[9], std::hypot(rec[5], rec[6])});
+    GPT_CHECK(in, rows_path, " ends before its ", n, " records");
+    out.push_back({static_cast<int64_t>(rec[0]), static_cast<int>(rec[1]), static_cast<int>(rec[2]), rec[3], rec[4],
+                   rec[5], rec[6], rec[7], rec[8], rec[9]});
   }
+  return out;
+}
+
+std::vector<ForceSample> read_planet_forces(const std::string& rows_path) {
+  std::vector<ForceSample> out;
+  for (const OrbitRecord& r : read_orbit_records(rows_path))
+    if (r.r != 0) out.push_back({r.r, r.mass, r.star_mass, std::hypot(r.fx, r.fy)});  // not the star's row
   return out;
 }
 

@@ -9,6 +9,7 @@
 // forces (data/orbits.h).
 #pragma once
 #include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,16 @@ PowerLawFit fit_power_law(const std::vector<ForceSample>& samples);
 // ln m2) (Euclidean; ties by index).
 std::vector<double> nearest_neighbour_forces(const std::vector<ForceSample>& train,
                                              const std::vector<ForceSample>& queries, int k);
+
+// One record of a rows file (gpt data orbits): a body at a sampled time.
+struct OrbitRecord {
+  int64_t sequence = 0;
+  int step = 0, body = 0;  // body: a planet's index, or the planet count for the star
+  double x = 0, y = 0, fx = 0, fy = 0, r = 0, mass = 0, star_mass = 0;
+};
+// Every record of a rows file, in file order (a sequence's listed positions
+// in token order).
+std::vector<OrbitRecord> read_orbit_records(const std::string& rows_path);
 
 // The planets' rows of a rows file (gpt data orbits): their true force
 // magnitudes, separations and masses.

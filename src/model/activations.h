@@ -49,6 +49,11 @@ struct Activations {
   int B = 0, Tn = 0;              // the pass running on them
   bool training = false;          // that pass: every layer's slot, attention statistics
   size_t scored = 0;              // that pass's targets other than kIgnoreTarget (the mean loss's count)
+  // A regression pass (GPT::forward_regression): the head's outputs sit in
+  // the first N·R values of `logits`, and reg_dout holds d(mean loss)/d(output)
+  // on the host for backward().
+  bool regression = false;
+  std::vector<Acc> reg_dout;
   int alloc_B = 0, alloc_Tn = 0;  // the shape they were allocated for
   size_t capacity() const { return static_cast<size_t>(alloc_B) * alloc_Tn; }  // tokens each buffer holds
   std::vector<LayerActs<T>> layers;  // n_layer slots when allocated for training, 1 for inference

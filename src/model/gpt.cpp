@@ -181,7 +181,7 @@ double* GPT<T>::layer_diagnostics(const Activations<T>& a, int l) const {
 // Embedding, the blocks, the final LayerNorm and the logits, for the tokens
 // already uploaded to a.tokens.
 template <typename T>
-void GPT<T>::forward_trunk(Activations<T>& a) {
+void GPT<T>::forward_trunk(Activations<T>& a, bool lm_head) {
   const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, N = B * Tn, Vp = cfg_.padded_vocab();
   GPT_CHECK(cfg_.position != "learned" || Tn <= cfg_.position_rows(), "context ", Tn,
             " exceeds the learned position table (", cfg_.position_rows(),
@@ -207,8 +207,70 @@ void GPT<T>::forward_trunk(Activations<T>& a) {
     res = x.res3.get();
   }
   norm_forward(be_, cfg_, a.lnf.get(), a.lnf_mean.get(), a.lnf_rstd.get(), res, p_.lnfw, p_.lnfb, N);
-  // LM head: logits = lnf · wteᵀ (tied) or lnf · lmheadᵀ, no bias.
-  be_.matmul_forward(a.logits.get(), a.lnf.get(), head_weights(), nullptr, N, C, Vp);
+  if (lm_head) {
+    // LM head: logits = lnf · wteᵀ (tied) or lnf · lmheadᵀ, no bias.
+    be_.matmul_forward(a.logits.get(), a.lnf.get(), head_weights(), nullptr, N, C, Vp);
+  } else {
+    // Regression head: lnf · regwᵀ + regb, N·R values (R <= Vp).
+    be_.matmul_forward(a.logits.get(), a.lnf.get(), p_.regw, p_.regb, N, C, cfg_.regression_outputs);
+  }
+}
+
+template <typename T>
+void GPT<T>::regression_pass(const int32_t* tokens, int B, int Tn, bool training, std::vector<Acc>& out) {
+  const int R = cfg_.regression_outputs;
+  GPT_CHECK(R > 0, "the model has no regression head (model.regression_outputs is 0)");
+  const size_t N = static_cast<size_t>(B) * Tn;
+  check_tokens(tokens, N, "input token");
+  Activations<T>& a = activations(B, Tn, training);
+  a.scored = 0;
+  be_.upload_tokens(a.tokens.get(), tokens, N);
+  forward_trunk(a, false);
+  out.resize(N * R);
+  download_as_acc(out.data(), a.logits.get(), N * R);
+}
+
+template <typename T>
+double GPT<T>::forward_regression(const int32_t* tokens, const Acc* targets, int B, int Tn) {
+  std::vector<Acc> out;
+  regression_pass(tokens, B, Tn, true, out);
+  Activations<T>& a = *train_acts_;
+  // Per sequence: the mean squared error over its labelled values; then the
+  // mean over the sequences with labels. Its gradient goes to backward().
+  const size_t per_seq = out.size() / static_cast<size_t>(B);
+  a.reg_dout.assign(out.size(), Acc(0));
+  double total = 0.0;
+  int labelled_seqs = 0;
+  std::vector<double> seq_grad(per_seq);
+  for (int b = 0; b < B; ++b) {
+    const size_t base = static_cast<size_t>(b) * per_seq;
+    size_t count = 0;
+    double sq = 0.0;
+    for (size_t i = 0; i < per_seq; ++i) {
+      const double y = static_cast<double>(targets[base + i]);
+      if (std::isnan(y)) continue;
+      const double e = static_cast<double>(out[base + i]) - y;
+      GPT_CHECK(std::isfinite(y), "regression target ", base + i, " is infinite; NaN marks an unlabelled value");
+      sq += e * e;
+      seq_grad[i] = 2.0 * e;
+      ++count;
+    }
+    if (!count) continue;
+    ++labelled_seqs;
+    total += sq / static_cast<double>(count);
+    for (size_t i = 0; i < per_seq; ++i)
+      if (!std::isnan(static_cast<double>(targets[base + i])))
+        a.reg_dout[base + i] = static_cast<Acc>(seq_grad[i] / static_cast<double>(count));
+  }
+  if (labelled_seqs > 1)
+    for (Acc& g : a.reg_dout) g = static_cast<Acc>(g / static_cast<Acc>(labelled_seqs));
+  a.regression = true;
+  return labelled_seqs ? total / labelled_seqs : 0.0;
+}
+
+template <typename T>
+void GPT<T>::forward_regression_outputs(const int32_t* tokens, int B, int Tn, std::vector<Acc>& out) {
+  regression_pass(tokens, B, Tn, false, out);
 }
 
 // Uploads the batch, runs the trunk and the classifier, and downloads the
@@ -234,6 +296,7 @@ void GPT<T>::losses_pass(const int32_t* tokens, const int32_t* targets, int B, i
     }
   Activations<T>& a = activations(B, Tn, training);
   a.scored = scored;
+  a.regression = false;
   be_.upload_tokens(a.tokens.get(), tokens, N);
   be_.upload_tokens(a.targets.get(), targets, N);
   if (layout.positions) {
@@ -273,16 +336,27 @@ void GPT<T>::backward(double loss_scale, const std::function<void(int)>& grads_r
   const int B = a.B, Tn = a.Tn, C = cfg_.n_embd, N = B * Tn, Vp = cfg_.padded_vocab();
   const size_t NC = static_cast<size_t>(N) * C;
 
-  // d(loss_scale · mean loss)/d loss_n over the scored positions (the
-  // cross-entropy backward gives the others a zero row whatever dl says).
-  const double scored = static_cast<double>(std::max<size_t>(a.scored, 1));
-  std::vector<Acc> dl(N, static_cast<Acc>(loss_scale / scored));
-  be_.upload(a.dlosses.get(), dl.data(), N);
-  // Classifier: dlogits overwrite the logits in place.
-  be_.crossentropy_backward(a.logits.get(), a.logits.get(), a.targets.get(), a.dlosses.get(), N, cfg_.vocab_size, Vp);
   be_.zero(a.dln.get(), NC);
-  be_.matmul_backward(a.dln.get(), cfg_.head == "untied" ? g_.lmhead : g_.wte, nullptr, a.logits.get(), a.lnf.get(),
-                      head_weights(), N, C, Vp);
+  if (a.regression) {
+    // Regression head: d(loss_scale · loss)/d(outputs) into the logits
+    // buffer, then into the head's weights, bias and the final norm's output.
+    const int R = cfg_.regression_outputs;
+    std::vector<Acc> dout(a.reg_dout);
+    for (Acc& g : dout) g = static_cast<Acc>(g * loss_scale);
+    upload_from_acc(a.logits.get(), dout.data(), dout.size());
+    be_.matmul_backward(a.dln.get(), g_.regw, g_.regb, a.logits.get(), a.lnf.get(), p_.regw, N, C, R);
+  } else {
+    // d(loss_scale · mean loss)/d loss_n over the scored positions (the
+    // cross-entropy backward gives the others a zero row whatever dl says).
+    const double scored = static_cast<double>(std::max<size_t>(a.scored, 1));
+    std::vector<Acc> dl(N, static_cast<Acc>(loss_scale / scored));
+    be_.upload(a.dlosses.get(), dl.data(), N);
+    // Classifier: dlogits overwrite the logits in place.
+    be_.crossentropy_backward(a.logits.get(), a.logits.get(), a.targets.get(), a.dlosses.get(), N, cfg_.vocab_size,
+                              Vp);
+    be_.matmul_backward(a.dln.get(), cfg_.head == "untied" ? g_.lmhead : g_.wte, nullptr, a.logits.get(),
+                        a.lnf.get(), head_weights(), N, C, Vp);
+  }
   const T* res_top = a.layer(cfg_.n_layer - 1).res3.get();
   be_.zero(a.dres.get(), NC);
   norm_backward(be_, cfg_, a.dres.get(), g_.lnfw, g_.lnfb, a.dln.get(), res_top, p_.lnfw, a.lnf_mean.get(),
@@ -376,6 +450,17 @@ void GPT<T>::download_as_acc(Acc* host, const T* src, size_t count) {
     for (size_t i = 0; i < count; ++i) host[i] = bf16_bits_to_float(raw[i].bits);
   } else {
     be_.download(host, src, count);
+  }
+}
+
+template <typename T>
+void GPT<T>::upload_from_acc(T* dst, const Acc* host, size_t count) {
+  if constexpr (kWorkingCopy) {
+    std::vector<T> raw(count);
+    for (size_t i = 0; i < count; ++i) raw[i].bits = round_to_bf16_bits(host[i]);
+    be_.upload(dst, raw.data(), count);
+  } else {
+    be_.upload(dst, host, count);
   }
 }
 

@@ -88,6 +88,17 @@ class Model {
   // a layer while the backend goes on with the layers below it.
   virtual void backward(double loss_scale = 1.0, const std::function<void(int)>& grads_ready = {}) = 0;
 
+  // The regression head (model.regression_outputs R > 0; docs/orbits.md,
+  // "The force probe"): a training forward of the masked mean squared error,
+  // keeping activations for backward(). targets: host B*Tn*R values, NaN
+  // where a position has no label. The loss is that of Vafa et al.'s probe:
+  // per sequence the mean squared error over its labelled values, then the
+  // mean over the sequences that have any (0 when none has). Plain positions
+  // 0..Tn-1, no document mask.
+  virtual double forward_regression(const int32_t* tokens, const A* targets, int B, int Tn) = 0;
+  // Inference: the head's outputs (host, B*Tn*R).
+  virtual void forward_regression_outputs(const int32_t* tokens, int B, int Tn, std::vector<A>& out) = 0;
+
   // Inference: per-position losses (host, B*Tn) without keeping per-layer
   // activations. Used by evaluation at long contexts.
   virtual void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<A>& losses) = 0;
@@ -142,6 +153,8 @@ class GPT : public Model<accum_t<T>> {
   double forward(const int32_t* tokens, const int32_t* targets, int B, int Tn,
                  const TokenLayout& layout = {}) override;
   void backward(double loss_scale = 1.0, const std::function<void(int)>& grads_ready = {}) override;
+  double forward_regression(const int32_t* tokens, const Acc* targets, int B, int Tn) override;
+  void forward_regression_outputs(const int32_t* tokens, int B, int Tn, std::vector<Acc>& out) override;
   void forward_losses(const int32_t* tokens, const int32_t* targets, int B, int Tn, std::vector<Acc>& losses) override;
   void forward_argmax(const int32_t* tokens, int B, int Tn, std::vector<int32_t>& argmax) override;
   std::vector<Acc> next_token_logits(const int32_t* tokens, int Tn) override;
@@ -157,11 +170,18 @@ class GPT : public Model<accum_t<T>> {
   double* layer_diagnostics(const Activations<T>& a, int l) const;
   // The LM head's (Vp, C) weights: the token embedding (model.head "tied") or its own.
   const T* head_weights() const { return cfg_.head == "untied" ? p_.lmhead : p_.wte; }
-  void forward_trunk(Activations<T>& a);  // embedding, blocks, final LayerNorm, logits
+  // Embedding, blocks, final norm, then the LM head's logits (lm_head) or
+  // the regression head's outputs (in the logits buffer).
+  void forward_trunk(Activations<T>& a, bool lm_head = true);
+  // Uploads the batch and runs the trunk and the regression head; out: its
+  // B*Tn*R outputs.
+  void regression_pass(const int32_t* tokens, int B, int Tn, bool training, std::vector<Acc>& out);
   void losses_pass(const int32_t* tokens, const int32_t* targets, int B, int Tn, bool training,
                    std::vector<Acc>& losses, const TokenLayout& layout = {});
   // count values of backend T memory to host Acc values.
   void download_as_acc(Acc* host, const T* src, size_t count);
+  // count host Acc values into backend T memory (rounded once for bf16).
+  void upload_from_acc(T* dst, const Acc* host, size_t count);
 
   ModelConfig cfg_;
   AttentionSpec attn_;

@@ -23,6 +23,8 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const bool norm_bias = m.norm == "layernorm";
   const bool qkv_bias = m.bias != "none", all_bias = m.bias == "all";
   const bool untied_head = m.head == "untied";
+  const int64_t R = m.regression_outputs;
+  const bool regression_head = R > 0;
   const bool qk_norm_gain = m.qk_norm == "rms" || m.qk_norm == "rms_full";
   const int64_t A = m.attn_width(), D = m.head_size();  // the attention's width n_head·D, a head's D
   const int64_t QN = A / m.qk_norm_heads();  // channels of a QK-norm group (a head's, or all of them)

@@ -47,7 +47,8 @@ enum class InitKind {
 // init_std) and zeros, so every gate starts near σ(0) = 1/2) and differential (differential attention's λ vectors, 4 ×
 // D/2 values, and the gain of its per-head RMSNorm, D values, starting at 1; attn::diff; no weight decay) and pope
 // (PoPE's phase biases δ_{h,c}, model.position "pope", starting at 0 as the paper's language models; attn::pope; no
-// weight decay).
+// weight decay) and regression_head (model.regression_outputs R > 0: a linear map of the final norm's output to R
+// values, N(0, init_std) and zeros as the probe of Vafa et al. initialises its new head).
 #define GPT_GLOBAL_HEAD_PARAMS(X)                                             \
   X(wte, (Shape{Vp, C}), InitKind::Normal, true, true, "the token embedding") \
   X(wpe, (Shape{P, C}), InitKind::Normal, true, learned_positions, "the learned position table")
@@ -84,7 +85,9 @@ enum class InitKind {
 #define GPT_GLOBAL_TAIL_PARAMS(X)                                                      \
   X(lnfw, (Shape{C}), InitKind::Ones, false, true, "the final norm's gain")            \
   X(lnfb, (Shape{C}), InitKind::Zeros, false, norm_bias, "the final LayerNorm's bias") \
-  X(lmhead, (Shape{Vp, C}), InitKind::Normal, true, untied_head, "the untied output head")
+  X(lmhead, (Shape{Vp, C}), InitKind::Normal, true, untied_head, "the untied output head") \
+  X(regw, (Shape{R, C}), InitKind::Normal, true, regression_head, "the regression head's weights") \
+  X(regb, (Shape{R}), InitKind::Zeros, false, regression_head, "the regression head's bias")
 
 using Shape = std::vector<int64_t>;
 

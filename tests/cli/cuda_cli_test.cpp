@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "data/orbits.h"
 #include "data/shard.h"
 #include "dist/communicator.h"
 #include "util/metrics_log.h"
@@ -246,6 +247,36 @@ TEST_F(CudaCli, BenchOnTheDeviceMakesEveryRow) {
     EXPECT_NE(b.output.find(row), std::string::npos) << "no \"" << row << "\" in:\n" << b.output;
   const Result bad = run("bench " + config_ + " --device cuda --only train --precision fp8");
   EXPECT_NE(bad.status, 0) << bad.output;
+}
+
+// gpt probe force on the device (the regression head's forward and
+// backward through the backend's matmul) follows the CPU: each step's loss,
+// and the fitted exponents of the predictions.
+TEST_F(CudaCli, ForceProbeOnTheDeviceFollowsTheCpu) {
+  orbits::DataOptions d;
+  d.out_dir = (dir_ / "orbits").string();
+  d.train_sequences = 12;
+  d.val_sequences = 4;
+  d.orbit.rows = 20;
+  d.orbit.max_planets = 1;
+  orbits::write_orbit_data(d);
+  const std::string pre = (dir_ / "pre").string();
+  const Result p = run("train " + config_ + " --set model.vocab_size=7002 --set data.train=" + d.out_dir +
+                       "/orbits_train_*.bin --set data.val=" + d.out_dir +
+                       "/orbits_val_*.bin --set data.tokenizer=none --set train.steps=2 --set run.dir=" + pre);
+  ASSERT_EQ(p.status, 0) << p.output;
+  const std::string common = " --data " + d.out_dir +
+                             " --steps 6 --batch 4 --labelled-sequences 6 --sparse-sequences 2 --eval-sequences 4"
+                             " --log-every 1 --from " + pre;
+  const Result c = run("probe force --device cpu --out " + (dir_ / "probe_cpu").string() + common);
+  ASSERT_EQ(c.status, 0) << c.output;
+  const Result g = run("probe force --device cuda --out " + (dir_ / "probe_cuda").string() + common);
+  ASSERT_EQ(g.status, 0) << g.output;
+  ASSERT_NO_FATAL_FAILURE(expect_losses_follow(dir_ / "probe_cpu", dir_ / "probe_cuda", 1e-4, "probe loss at step"));
+  const auto rc = nlohmann::json::parse(std::ifstream(dir_ / "probe_cpu" / "results.json"));
+  const auto rg = nlohmann::json::parse(std::ifstream(dir_ / "probe_cuda" / "results.json"));
+  for (const char* k : {"a", "b", "c"})
+    EXPECT_NEAR(rg["model"][k]["value"].get<double>(), rc["model"][k]["value"].get<double>(), 1e-3) << k;
 }
 
 }  // namespace
