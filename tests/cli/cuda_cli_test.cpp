@@ -256,8 +256,8 @@ TEST_F(CudaCli, ForceProbeOnTheDeviceFollowsTheCpu) {
   orbits::DataOptions d;
   d.out_dir = (dir_ / "orbits").string();
   d.train_sequences = 12;
-  d.val_sequences = 4;
-  d.orbit.rows = 20;
+  d.val_sequences = 8;
+  d.orbit.rows = 40;
   d.orbit.max_planets = 1;
   orbits::write_orbit_data(d);
   const std::string pre = (dir_ / "pre").string();
