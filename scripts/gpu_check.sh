@@ -30,6 +30,8 @@
 #      softmax with the KERPLE log bias and the forget gate) beside softmax at
 #      T = 4K and 16K:
 #      their forward+backward time over softmax's;
+#   7. run a few kernel tests under compute-sanitizer's memcheck and racecheck
+#      (SANITIZER=0 skips it; SANITIZER_SECONDS per tool, default 150);
 # then print a compact table. About 6-9 minutes on an H200 machine with 16 cores
 # (the build and the parity tests take most of it; each training run and
 # bench row is well under a minute).
@@ -370,6 +372,38 @@ if [ $rc -ne 0 ] || [ "$(awk -v re="$contenders" '$1 ~ re && $2 ~ /^[0-9]+$/' "$
   tail -n 5 "$logs/bench_contenders.log" | sed 's/^/    /'
 else
   row "bench contenders' attention" ok "f+b time / softmax: $cratios ($(elapsed "$t0"))"
+fi
+
+# ---- 7. compute-sanitizer over a few kernel tests -------------------------------------------
+# What the emulator cannot see (docs/gpu.md): memcheck (out-of-bounds and
+# misaligned global and shared accesses on the hardware's own address
+# checks) and racecheck (shared-memory hazards between the threads of a
+# block, at the interleavings the GPU really runs). A fast subset only:
+# under the sanitizer a kernel runs 10-100 times slower. Each tool has
+# SANITIZER_SECONDS (default 150); a run cut short is a skip, not a pass.
+# SANITIZER=0 leaves the step out.
+sanitizer=$(dirname "$(command -v nvcc)")/compute-sanitizer
+if [ "${SANITIZER:-1}" = 0 ]; then
+  row "compute-sanitizer" skip "SANITIZER=0"
+elif [ ! -x "$sanitizer" ]; then
+  row "compute-sanitizer" skip "not found beside nvcc ($sanitizer)"
+else
+  san_filter='CudaMmaLayout.*:CudaOps.*:CudaAttention.EveryPresetHeadSize64:CudaAttention.TensorCoreForwardEveryPresetAndHeadSize'
+  for tool in memcheck racecheck; do
+    t0=$(date +%s)
+    timeout "${SANITIZER_SECONDS:-150}" "$sanitizer" --tool "$tool" --error-exitcode 86 --print-limit 20 \
+      "$build/gpt_tests" --gtest_filter="$san_filter" >"$logs/sanitizer_$tool.log" 2>&1
+    rc=$?
+    summary=$(grep -oP 'ERROR SUMMARY: \K.*' "$logs/sanitizer_$tool.log" | tail -1)
+    if [ $rc -eq 124 ]; then
+      row "compute-sanitizer $tool" skip "timed out after ${SANITIZER_SECONDS:-150}s (SANITIZER_SECONDS); log $logs/sanitizer_$tool.log"
+    elif [ $rc -eq 0 ]; then
+      row "compute-sanitizer $tool" ok "${summary:-no summary} ($(elapsed "$t0"); $san_filter)"
+    else
+      failed "compute-sanitizer $tool" "rc $rc, ${summary:-no summary}; log $logs/sanitizer_$tool.log"
+      grep -m5 -E '^========= (Invalid|Race|Error|.*hazard)' "$logs/sanitizer_$tool.log" | sed 's/^/    /'
+    fi
+  done
 fi
 
 # ---- table -------------------------------------------------------------------------------
