@@ -191,13 +191,13 @@ TEST(SyntheticConfigs, ValidWithTheVocabularyOfTheirTask) {
 }
 
 // The orbital-data configs (configs/orbits/, docs/orbits.md): valid, reading
-// data/orbits/ with the vocabulary gpt data orbits writes at its defaults.
+// data/orbits*/ with the vocabulary gpt data orbits writes at its defaults.
 TEST(OrbitConfigs, ValidWithTheOrbitVocabulary) {
   int n = 0;
   for (const auto& e : fs::directory_iterator(kConfigs / "orbits")) {
     const Config c = load_config(e.path().string());
     EXPECT_EQ(c.model.vocab_size, orbits::vocab_size(orbits::Options{})) << e.path();
-    EXPECT_EQ(c.data.train, "data/orbits/orbits_train_*.bin") << e.path();
+    EXPECT_TRUE(c.data.train.starts_with("data/orbits") && c.data.train.ends_with("/orbits_train_*.bin")) << e.path();
     EXPECT_EQ(c.data.tokenizer, "none") << e.path();
     ++n;
   }
