@@ -49,14 +49,26 @@ for run in "$dir"/*/seed*; do
 done
 wait || true
 
-printf '%-28s %6s %24s %24s %24s %9s\n' run points a b c rmse_lnF
-for r in "$dir"/*/seed*/probe/results.json; do
-  [ -f "$r" ] || continue
-  python3 - "$r" <<'PY'
-import json, sys
-j = json.load(open(sys.argv[1])); m = j["model"]
-name = sys.argv[1].split("/")[-4] + "/" + sys.argv[1].split("/")[-3]
-f = lambda k: f'{m[k]["value"]:+.2f} [{m[k]["lo95"]:+.2f},{m[k]["hi95"]:+.2f}]' if k in m else "-"
-print(f'{name:<28} {j["points"]:6d} {f("a"):>24} {f("b"):>24} {f("c"):>24} {m.get("rmse_log_vs_truth", float("nan")):9.3f}')
+# One line per run (the fitted exponents with 95% intervals, the rmse of
+# ln F against the truth), then per variant the mean and sd over its seeds;
+# the symbolic formulas where scripts/symbolic_regression.sh wrote them.
+python3 - "$dir" <<'PY'
+import glob, json, os, statistics as st, sys
+rows = {}
+print(f'{"run":<24} {"points":>6} {"a (planet mass)":>22} {"b (star mass)":>22} {"c (distance)":>22} {"rmse lnF":>8} {"oracle c":>8}')
+for r in sorted(glob.glob(os.path.join(sys.argv[1], "*", "seed*", "probe", "results.json"))):
+    j = json.load(open(r)); m = j["model"]
+    parts = r.split(os.sep); name = parts[-4] + "/" + parts[-3]
+    f = lambda k: f'{m[k]["value"]:+.2f} [{m[k]["lo95"]:+.2f},{m[k]["hi95"]:+.2f}]' if k in m else "-"
+    print(f'{name:<24} {j["points"]:6d} {f("a"):>22} {f("b"):>22} {f("c"):>22} {m.get("rmse_log_vs_truth", float("nan")):8.3f} '
+          f'{j["oracle"]["c"]["value"]:+8.2f}')
+    if "a" in m: rows.setdefault(parts[-4], []).append((m["a"]["value"], m["b"]["value"], m["c"]["value"], m["rmse_log_vs_truth"]))
+    for sym in sorted(glob.glob(os.path.join(os.path.dirname(r), "symbolic_*.json"))):
+        s = json.load(open(sym)); print(f'    {s["column"]}: F = {s["formula"]} ({s["tool"]}, {s["size"]} nodes)')
+print(f'\n{"variant":<16} {"seeds":>5} {"a mean (sd)":>16} {"b mean (sd)":>16} {"c mean (sd)":>16} {"rmse lnF":>12}')
+for v, xs in rows.items():
+    def ms(i):
+        vals = [x[i] for x in xs]; sd = st.stdev(vals) if len(vals) > 1 else float("nan")
+        return f'{st.mean(vals):+.2f} ({sd:.2f})'
+    print(f'{v:<16} {len(xs):5d} {ms(0):>16} {ms(1):>16} {ms(2):>16} {ms(3):>12}')
 PY
-done

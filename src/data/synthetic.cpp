@@ -84,7 +84,11 @@ const std::map<std::string, std::vector<SyntheticOption>>& option_table() {
       {"niah_multikey", with_haystack({{"needles", 4, 2, 4096, {}, "needles per example (one asked)"},
                                        {"names", 16, 2, 60000, {}, "needle names (distinct, so >= needles)"},
                                        {"digits", 5, 1, 32, {}, "digits of each needle's value"},
-                                       {"noise", 16, 1, 60000, {}, "noise symbols of a random haystack"}})},
+                                       {"noise", 16, 1, 60000, {}, "noise symbols of a random haystack"},
+                                       {"query", "name", 0, 0, {"name", "alias"},
+                                        "how the question names its needle: by the needle's own name token, or "
+                                        "by the name's alias, a second token per name that never appears in a "
+                                        "needle (no literal overlap, as NoLiMa asks)"}})},
       {"variable_tracking",
        with_haystack({{"chains", 2, 1, 256, {}, "chains per example (one asked)"},
                       {"hops", 4, 1, 256, {}, "assignments after a chain's first (hops + 1 names)"},
@@ -295,7 +299,8 @@ class NiahMultikey final : public SyntheticTask {
     std::vector<SyntheticAnswer> a;
     const size_t q = last_of(t, id(kQuery));
     if (q == std::string::npos || q + 1 >= t.size()) return a;
-    const int32_t name = t[q + 1];
+    // The asked name: the token after the query, or the name its alias stands for.
+    const int32_t name = alias() ? t[q + 1] - static_cast<int32_t>(opt("names")) : t[q + 1];
     for (size_t p = 0; p + 1 < q; ++p)
       if (t[p] == id(kKey) && t[p + 1] == name) {
         const std::vector<int32_t> d = digit_run(t, p + 2, base_);
@@ -306,14 +311,18 @@ class NiahMultikey final : public SyntheticTask {
   }
 
  private:
+  // --query alias: name i (local kFirstSymbol + i) is asked by its alias,
+  // local kFirstSymbol + names + i; the noise symbols follow the aliases.
+  bool alias() const { return word("query") == "alias"; }
+  int32_t name_symbols() const { return static_cast<int32_t>(opt("names") * (alias() ? 2 : 1)); }
   int local_vocab() const override {
-    return static_cast<int>(kFirstSymbol + opt("names") + (hay_train_ ? 0 : opt("noise")));
+    return static_cast<int>(kFirstSymbol + name_symbols() + (hay_train_ ? 0 : opt("noise")));
   }
   void build(SyntheticExample& ex, int length, int, double depth, SyntheticSplit split, Rng& rng) const override {
     const int n = static_cast<int>(opt("needles")), k = static_cast<int>(opt("digits"));
     const int h = length - min_length(1) + 1;
     std::vector<int32_t> hay;
-    haystack(hay, h, id(kFirstSymbol + static_cast<int32_t>(opt("names"))), split, rng);
+    haystack(hay, h, id(kFirstSymbol + name_symbols()), split, rng);
     const std::vector<int32_t> names = distinct(rng, n, id(kFirstSymbol), static_cast<int>(opt("names")));
     std::vector<std::vector<int32_t>> vals(n);
     std::vector<std::pair<int, int>> slots(n);  // (haystack slot, needle); needle 0 is asked
@@ -331,7 +340,7 @@ class NiahMultikey final : public SyntheticTask {
       append(t, vals[i]);
     }
     t.insert(t.end(), hay.begin() + from, hay.end());
-    t.insert(t.end(), {id(kQuery), names[0]});
+    t.insert(t.end(), {id(kQuery), alias() ? names[0] + static_cast<int32_t>(opt("names")) : names[0]});
     append(t, vals[0]);
     std::fill(ex.scored.end() - k, ex.scored.end(), 1);
   }

@@ -26,6 +26,9 @@
 //                      depth of the haystack; the digits after query scored.
 //   niah_multikey      eot hay with N needles "key name d1…dk" of distinct
 //                      names, query name d1…dk: one needle (at the depth) asked.
+//                      --query alias: the question names it by the name's
+//                      alias, a token of its own that no needle contains
+//                      (NoLiMa's point: no literal overlap to match).
 //   variable_tracking  RULER's chains in a haystack: "X1 = d1…dk sep",
 //                      "X2 = X1 sep", …; query d1…dk = X1 X2 …: every name
 //                      bound to the value, in order, scored.

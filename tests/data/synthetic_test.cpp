@@ -90,7 +90,8 @@ std::vector<Case> every_task() {
   return {{"mqar", json::object()},          {"mqar", {{"scale", "pairs"}, {"keys", 200}, {"queries", 3}}},
           {"copy", json::object()},          {"copy", {{"scale", "gap"}, {"min_length", 2}, {"max_length", 5}}},
           {"induction", json::object()},     {"passkey", json::object()},
-          {"niah_multikey", json::object()}, {"variable_tracking", {{"chains", 3}, {"hops", 2}}}};
+          {"niah_multikey", json::object()}, {"niah_multikey", {{"query", "alias"}}},
+          {"variable_tracking", {{"chains", 3}, {"hops", 2}}}};
 }
 
 TEST(Synthetic, EveryTaskIsDeterministicExactlyLongAndMasksItsAnswers) {
@@ -186,6 +187,15 @@ TEST(Synthetic, CheckersAgainstSequencesWrittenByHand) {
     const std::vector<SyntheticAnswer> want = {{12, D + 7}, {13, D + 8}};
     EXPECT_EQ(t->answers(x), want);
   }
+  {  // niah_multikey --query alias: 16 names S..S+15, their aliases S+16..S+31;
+     // the query's S+20 is the alias of S+4
+    const auto t = make_synthetic_task("niah_multikey", {{"digits", 2}, {"needles", 2}, {"query", "alias"}});
+    const std::vector<int32_t> x = {kEot,  kKey,  S + 1, D + 1,  D + 2, S + 40, kKey,
+                                    S + 4, D + 7, D + 8, kQuery, S + 20, D + 7, D + 8};
+    const std::vector<SyntheticAnswer> want = {{12, D + 7}, {13, D + 8}};
+    EXPECT_EQ(t->answers(x), want);
+    EXPECT_EQ(t->vocab_size(), S + 16 + 16 + 16);  // names, aliases, noise
+  }
   {  // variable_tracking: a = 12, b = 34, c = a, d = c; query 12 = a c d
     const auto t = make_synthetic_task("variable_tracking", {{"digits", 2}});
     const int a = S, b = S + 1, c = S + 2, d = S + 3;
@@ -193,6 +203,31 @@ TEST(Synthetic, CheckersAgainstSequencesWrittenByHand) {
                                     kSep, S + 40, d,   kEq,   c,     kSep, kQuery, D + 1, D + 2, kEq,   a,    c, d};
     const std::vector<SyntheticAnswer> want = {{24, a}, {25, c}, {26, d}};
     EXPECT_EQ(t->answers(x), want);
+  }
+}
+
+// NoLiMa's condition: with --query alias the token that names the asked
+// needle appears nowhere before the question, and it is not a name token.
+TEST(Synthetic, AliasQueriesHaveNoLiteralOverlapWithTheirNeedle) {
+  const auto t = make_synthetic_task("niah_multikey", {{"query", "alias"}, {"needles", 6}});
+  const int32_t names = 16, first = kFirstSymbol;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    const SyntheticExample ex = example(*t, 200, 1, -1, seed);
+    const auto& x = ex.tokens;
+    size_t q = x.size();
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i] == kQuery) q = i;
+    ASSERT_LT(q + 1, x.size());
+    const int32_t asked = x[q + 1];
+    EXPECT_GE(asked, first + names);
+    EXPECT_LT(asked, first + 2 * names);
+    for (size_t i = 0; i < q; ++i) ASSERT_NE(x[i], asked) << "seed " << seed << " position " << i;
+    // The needle it asks for holds the name asked - names, and its digits are the answer.
+    bool found = false;
+    for (size_t i = 0; i + 1 < q; ++i)
+      if (x[i] == kKey && x[i + 1] == asked - names) found = true;
+    EXPECT_TRUE(found) << "seed " << seed;
+    EXPECT_EQ(t->answers(x).size(), 5u);
   }
 }
 
