@@ -15,22 +15,12 @@
 #include "model/gpt.h"
 #include "train/optimizer.h"
 #include "util/gradcheck.h"
+#include "util/tiny_model.h"
 
 namespace gpt {
 namespace {
 
-ModelConfig tiny_config(const std::string& position) {
-  ModelConfig m;
-  m.n_layer = 2;
-  m.n_head = 2;
-  m.n_embd = 8;
-  m.vocab_size = 11;
-  m.vocab_pad_multiple = 64;
-  m.context = 5;
-  m.position = position;
-  m.init_std = 0.3;  // larger than GPT-2's so that every path carries signal
-  return m;
-}
+ModelConfig tiny_config(const std::string& position) { return test::tiny_model_config(position); }
 
 std::vector<int32_t> tokens_for(int n, uint64_t seed, int vocab) {
   std::vector<int32_t> t(n);

@@ -16,6 +16,7 @@
 #include "core/check.h"
 #include "model/gpt.h"
 #include "util/gradcheck.h"
+#include "util/tiny_model.h"
 
 namespace gpt {
 namespace {
@@ -23,14 +24,7 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 ModelConfig head_config(int outputs) {
-  ModelConfig m;
-  m.n_layer = 2;
-  m.n_head = 2;
-  m.n_embd = 8;
-  m.vocab_size = 11;
-  m.context = 5;
-  m.position = "rope";
-  m.init_std = 0.3;
+  ModelConfig m = test::tiny_model_config("rope");
   m.regression_outputs = outputs;
   return m;
 }
