@@ -16,9 +16,10 @@ namespace gpt::cuda {
 namespace {
 
 // ---- AdamW ---------------------------------------------------------------------------------
-__global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, size_t n, float b1, float b2,
-                             float one_m_b1, float one_m_b2, float inv_c1, float inv_c2, float lr, float eps,
-                             float wd) {
+__global__ void __launch_bounds__(kThreads)
+    adamw_kernel(float* param, const float* grad, float* m, float* v, size_t n, float b1, float b2, float one_m_b1,
+                 float one_m_b2, float inv_c1, float inv_c2, float lr, float eps, float wd) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) {
     const float g = grad[i];
     const float mi = b1 * m[i] + one_m_b1 * g;

@@ -75,7 +75,12 @@ __device__ __forceinline__ float inv_head_norm(const float* x, int D) {
   return 1.f / static_cast<float>(sqrt(static_cast<double>(ss) + attn::kNormEps * attn::kNormEps));
 }
 
-__global__ void normalize_kernel(float* dst, const float* qkv, size_t rows, int C, int NH) {
+// Threads per block of the cosine score's normalisation kernels.
+constexpr int kNormThreads = 256;
+
+__global__ void __launch_bounds__(kNormThreads)
+    normalize_kernel(float* dst, const float* qkv, size_t rows, int C, int NH) {
+  GPT_BLOCK_BOUND(kNormThreads);
   const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= rows * 2 * NH) return;
   const int D = C / NH, h = static_cast<int>(idx % NH), part = static_cast<int>(idx / NH % 2);
@@ -87,8 +92,9 @@ __global__ void normalize_kernel(float* dst, const float* qkv, size_t rows, int 
 }
 
 // dqkv (q and k parts) += (dx̂ − (dx̂·x̂) x̂) / ‖x‖ for dhat (rows, 2C) = dL/d(x̂).
-__global__ void normalize_backward_kernel(float* dqkv, const float* dhat, const float* qkv, size_t rows, int C,
-                                          int NH) {
+__global__ void __launch_bounds__(kNormThreads)
+    normalize_backward_kernel(float* dqkv, const float* dhat, const float* qkv, size_t rows, int C, int NH) {
+  GPT_BLOCK_BOUND(kNormThreads);
   const size_t idx = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= rows * 2 * NH) return;
   const int D = C / NH, h = static_cast<int>(idx % NH), part = static_cast<int>(idx / NH % 2);
@@ -102,7 +108,8 @@ __global__ void normalize_backward_kernel(float* dqkv, const float* dhat, const 
   for (int d = 0; d < D; ++d) o[d] += (g[d] - gx * x[d] * inv) * inv;
 }
 
-__global__ void add_head_scale_grad_kernel(float* dhead_scale, const double* acc, int NH) {
+__global__ void __launch_bounds__(128) add_head_scale_grad_kernel(float* dhead_scale, const double* acc, int NH) {
+  GPT_BLOCK_BOUND(128);
   const int h = blockIdx.x * blockDim.x + threadIdx.x;
   if (h < NH) dhead_scale[h] += static_cast<float>(acc[h]);
 }
@@ -200,7 +207,7 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
   Inputs in;
   if (norm) {
     const size_t rows = static_cast<size_t>(B) * Tn;
-    const int threads = 256;
+    const int threads = kNormThreads;
     GPT_LAUNCH(elementwise_blocks(rows * 2 * NH, threads), threads, stream, normalize_kernel)(norm, qkv, rows, C, NH);
     check_launch("normalize_kernel launch");
     in.q = norm;
@@ -422,7 +429,7 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
     check_launch("dkdv_kernel launch");
   });
   if (cosine) {
-    const int threads = 256;
+    const int threads = kNormThreads;
     GPT_LAUNCH(elementwise_blocks(rows * 2 * NH, threads), threads, stream, normalize_backward_kernel)
     (dqkv, dhat.as<float>(), qkv, rows, C, NH);
     check_launch("normalize_backward_kernel launch");

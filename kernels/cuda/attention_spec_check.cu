@@ -6,10 +6,12 @@
 #include <cuda_runtime.h>
 
 #include "kernels/attention_spec.h"
+#include "kernels/cuda/cuda_syntax.h"
 
 namespace gpt::cuda {
 
-__global__ void attention_spec_device_check(AttentionSpec s, const float* x, float* out, int n) {
+__global__ void __launch_bounds__(256) attention_spec_device_check(AttentionSpec s, const float* x, float* out, int n) {
+  GPT_BLOCK_BOUND(256);
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
   const int row = i + 1;

@@ -22,7 +22,8 @@ __device__ inline float widen_value(float x) { return x; }
 __device__ inline float widen_value(uint16_t b) { return bf16_bits_to_float(b); }
 
 template <typename In>
-__global__ void bias_backward_kernel(float* dbias, const In* dout, int N, int OC) {
+__global__ void __launch_bounds__(32 * kColRows) bias_backward_kernel(float* dbias, const In* dout, int N, int OC) {
+  GPT_BLOCK_BOUND(32 * kColRows);
   GPT_SHARED(float, sb, [kColRows][33]);
   const int o = blockIdx.x * 32 + threadIdx.x;
   float acc = 0.f;
@@ -37,7 +38,8 @@ __global__ void bias_backward_kernel(float* dbias, const In* dout, int N, int OC
   }
 }
 
-__global__ void bias_add_kernel(float* out, const float* bias, int OC, size_t total) {
+__global__ void __launch_bounds__(kThreads) bias_add_kernel(float* out, const float* bias, int OC, size_t total) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, total) out[i] += bias[i % OC];
 }
 

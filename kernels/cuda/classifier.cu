@@ -27,7 +27,9 @@ __device__ float row_logsumexp(const float* x, int V) {
   return mx + static_cast<float>(log(sum));
 }
 
-__global__ void crossentropy_forward_kernel(float* losses, const float* logits, const int32_t* targets, int V, int Vp) {
+__global__ void __launch_bounds__(kThreads)
+    crossentropy_forward_kernel(float* losses, const float* logits, const int32_t* targets, int V, int Vp) {
+  GPT_BLOCK_BOUND(kThreads);
   const size_t n = blockIdx.x;
   const int target = targets[n];
   if (target == kIgnoreTarget) {  // not scored (the whole block leaves together)
@@ -39,8 +41,10 @@ __global__ void crossentropy_forward_kernel(float* losses, const float* logits, 
   if (threadIdx.x == 0) losses[n] = target >= 0 && target < V ? lse - x[target] : NAN;
 }
 
-__global__ void crossentropy_backward_kernel(float* dlogits, const float* logits, const int32_t* targets,
-                                             const float* dloss, int V, int Vp) {
+__global__ void __launch_bounds__(kThreads)
+    crossentropy_backward_kernel(float* dlogits, const float* logits, const int32_t* targets, const float* dloss, int V,
+                                 int Vp) {
+  GPT_BLOCK_BOUND(kThreads);
   const size_t n = blockIdx.x;
   const float* x = logits + n * Vp;
   float* dx = dlogits + n * Vp;  // may be x itself

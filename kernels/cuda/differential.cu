@@ -19,7 +19,8 @@ namespace gpt::cuda {
 // per element of the wider tensor; the combination one thread per (row,
 // head), in double as the CPU kernel; the gain's gradient by column blocks
 // as LayerNorm's parameters, λ's by a sum over every (row, head) in one block.
-__global__ void diff_split_kernel(float* qkv2, const float* qkv, int N, int C, int NH) {
+__global__ void __launch_bounds__(kThreads) diff_split_kernel(float* qkv2, const float* qkv, int N, int C, int NH) {
+  GPT_BLOCK_BOUND(kThreads);
   const int D = C / NH, d = D / 2;
   const size_t W = 6 * size_t(C), total = size_t(N) * W;
   GPT_GRID_STRIDE(e, total) {
@@ -30,7 +31,9 @@ __global__ void diff_split_kernel(float* qkv2, const float* qkv, int N, int C, i
   }
 }
 
-__global__ void diff_split_backward_kernel(float* dqkv, const float* dqkv2, int N, int C, int NH) {
+__global__ void __launch_bounds__(kThreads)
+    diff_split_backward_kernel(float* dqkv, const float* dqkv2, int N, int C, int NH) {
+  GPT_BLOCK_BOUND(kThreads);
   const int D = C / NH, d = D / 2;
   const size_t W = 3 * size_t(C), total = size_t(N) * W;
   GPT_GRID_STRIDE(e, total) {
@@ -54,8 +57,10 @@ __device__ inline void diff_z(double* z, const float* y, int h, int d, double l)
 
 constexpr int kDiffMaxD = 512;  // head sizes the combination kernels hold in registers or local memory
 
-__global__ void diff_combine_kernel(float* out, float* rstd, const float* y2, const float* lam, const float* gain,
-                                    int N, int C, int NH, double lambda_init) {
+__global__ void __launch_bounds__(128)
+    diff_combine_kernel(float* out, float* rstd, const float* y2, const float* lam, const float* gain, int N, int C,
+                        int NH, double lambda_init) {
+  GPT_BLOCK_BOUND(128);
   const int D = C / NH, d = D / 2;
   const double l = attn::diff::lambda(lam, d, lambda_init).value, scale = 1.0 - lambda_init;
   double z[kDiffMaxD];
@@ -72,9 +77,10 @@ __global__ void diff_combine_kernel(float* out, float* rstd, const float* y2, co
 }
 
 // dy2 of each (row, head), and its share of dL/dλ into dl[row·NH + head].
-__global__ void diff_combine_backward_kernel(float* dy2, double* dl, const float* dout, const float* y2,
-                                             const float* rstd, const float* lam, const float* gain, int N, int C,
-                                             int NH, double lambda_init) {
+__global__ void __launch_bounds__(128)
+    diff_combine_backward_kernel(float* dy2, double* dl, const float* dout, const float* y2, const float* rstd,
+                                 const float* lam, const float* gain, int N, int C, int NH, double lambda_init) {
+  GPT_BLOCK_BOUND(128);
   const int D = C / NH, d = D / 2;
   const double l = attn::diff::lambda(lam, d, lambda_init).value, scale = 1.0 - lambda_init;
   double z[kDiffMaxD];
@@ -103,8 +109,10 @@ __global__ void diff_combine_backward_kernel(float* dy2, double* dl, const float
 
 // dgain[c] += Σ over (row, head) of (1 − λ_init)·dout·z·rstd: blocks (32
 // columns × kColRows) striding over the rows, as layernorm_backward_params_kernel.
-__global__ void diff_gain_kernel(float* dgain, const float* dout, const float* y2, const float* rstd, const float* lam,
-                                 int N, int C, int NH, double lambda_init) {
+__global__ void __launch_bounds__(32 * kColRows)
+    diff_gain_kernel(float* dgain, const float* dout, const float* y2, const float* rstd, const float* lam, int N,
+                     int C, int NH, double lambda_init) {
+  GPT_BLOCK_BOUND(32 * kColRows);
   GPT_SHARED(double, part, [kColRows][33]);
   const int D = C / NH, d = D / 2, c = blockIdx.x * 32 + threadIdx.x;
   const double l = attn::diff::lambda(lam, d, lambda_init).value, scale = 1.0 - lambda_init;
@@ -130,8 +138,9 @@ __global__ void diff_gain_kernel(float* dgain, const float* dout, const float* y
 
 // One block: Σ dl (each thread a fixed stride, then the block sum), and
 // dlam[k] += that times dλ/dp_k.
-__global__ void diff_lambda_grad_kernel(float* dlam, const double* dl, size_t rows, const float* lam, int d,
-                                        double lambda_init) {
+__global__ void __launch_bounds__(kThreads)
+    diff_lambda_grad_kernel(float* dlam, const double* dl, size_t rows, const float* lam, int d, double lambda_init) {
+  GPT_BLOCK_BOUND(kThreads);
   double s = 0;
   for (size_t e = threadIdx.x; e < rows; e += blockDim.x) s += dl[e];
   s = block_sum(s);
@@ -140,14 +149,18 @@ __global__ void diff_lambda_grad_kernel(float* dlam, const double* dl, size_t ro
     dlam[k] += static_cast<float>(s * attn::diff::lambda_grad(lam, d, L, k));
 }
 
-__global__ void head_repeat_kernel(float* dst, const float* src, size_t outer_heads, size_t inner, int group) {
+__global__ void __launch_bounds__(kThreads)
+    head_repeat_kernel(float* dst, const float* src, size_t outer_heads, size_t inner, int group) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(e, outer_heads * group * inner) {
     const size_t i = e % inner, ohk = e / inner;
     dst[e] = src[(ohk / group) * inner + i];
   }
 }
 
-__global__ void head_reduce_kernel(float* dst, const float* src, size_t outer_heads, size_t inner, int group) {
+__global__ void __launch_bounds__(kThreads)
+    head_reduce_kernel(float* dst, const float* src, size_t outer_heads, size_t inner, int group) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(e, outer_heads * inner) {
     const size_t i = e % inner, oh = e / inner;
     float acc = dst[e];

@@ -17,23 +17,33 @@ namespace gpt::cuda {
 namespace {
 
 // ---- element-wise --------------------------------------------------------------------------
-__global__ void residual_kernel(float* out, const float* a, const float* b, size_t n) {
+__global__ void __launch_bounds__(kThreads) residual_kernel(float* out, const float* a, const float* b, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
 }
 
-__global__ void add_kernel(float* dst, const float* src, size_t n) { GPT_GRID_STRIDE(i, n) dst[i] += src[i]; }
+__global__ void __launch_bounds__(kThreads) add_kernel(float* dst, const float* src, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
+  GPT_GRID_STRIDE(i, n) dst[i] += src[i];
+}
 
-__global__ void widen_bf16_kernel(float* dst, const uint16_t* src, size_t n) {
+__global__ void __launch_bounds__(kThreads) widen_bf16_kernel(float* dst, const uint16_t* src, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) dst[i] = bf16_bits_to_float(src[i]);
 }
 
-__global__ void round_bf16_kernel(uint16_t* dst, const float* src, size_t n) {
+__global__ void __launch_bounds__(kThreads) round_bf16_kernel(uint16_t* dst, const float* src, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) dst[i] = round_to_bf16_bits(src[i]);
 }
 
-__global__ void scale_kernel(float* x, float s, size_t n) { GPT_GRID_STRIDE(i, n) x[i] *= s; }
+__global__ void __launch_bounds__(kThreads) scale_kernel(float* x, float s, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
+  GPT_GRID_STRIDE(i, n) x[i] *= s;
+}
 
-__global__ void sum_squares_kernel(double* partial, const float* x, size_t n) {
+__global__ void __launch_bounds__(kThreads) sum_squares_kernel(double* partial, const float* x, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   double s = 0.0;
   GPT_GRID_STRIDE(i, n) s += double(x[i]) * double(x[i]);
   s = block_sum(s);
@@ -42,12 +52,15 @@ __global__ void sum_squares_kernel(double* partial, const float* x, size_t n) {
 
 }  // namespace
 
-__global__ void sigmoid_gate_forward_kernel(float* out, const float* y, const float* g, size_t n) {
+__global__ void __launch_bounds__(kThreads)
+    sigmoid_gate_forward_kernel(float* out, const float* y, const float* g, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) { out[i] = y[i] * attn::sigmoid(g[i]); }
 }
 
-__global__ void sigmoid_gate_backward_kernel(float* dy, float* dg, const float* dout, const float* y, const float* g,
-                                             size_t n) {
+__global__ void __launch_bounds__(kThreads)
+    sigmoid_gate_backward_kernel(float* dy, float* dg, const float* dout, const float* y, const float* g, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) {
     const float s = attn::sigmoid(g[i]);
     dy[i] += dout[i] * s;

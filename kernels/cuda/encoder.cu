@@ -24,8 +24,9 @@ __device__ inline float table_value(uint16_t bits) { return bf16_bits_to_float(b
 
 // E: how the tables are stored (float, or bf16 bits for run.storage "bf16").
 template <typename E>
-__global__ void encoder_forward_kernel(float* out, const int32_t* tokens, const E* wte, const E* wpe, int Tn, int C,
-                                       size_t total) {
+__global__ void __launch_bounds__(kThreads)
+    encoder_forward_kernel(float* out, const int32_t* tokens, const E* wte, const E* wpe, int Tn, int C, size_t total) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, total) {
     const size_t bt = i / C, c = i % C;
     float v = table_value(wte[size_t(tokens[bt]) * C + c]);
@@ -35,8 +36,9 @@ __global__ void encoder_forward_kernel(float* out, const int32_t* tokens, const 
 }
 
 // dwte[tokens[bt], c] += dout[bt, c]: repeated tokens collide, hence atomicAdd.
-__global__ void encoder_backward_wte_kernel(float* dwte, const float* dout, const int32_t* tokens, int C,
-                                            size_t total) {
+__global__ void __launch_bounds__(kThreads)
+    encoder_backward_wte_kernel(float* dwte, const float* dout, const int32_t* tokens, int C, size_t total) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, total) {
     const size_t bt = i / C, c = i % C;
     atomicAdd(dwte + size_t(tokens[bt]) * C + c, dout[i]);
@@ -44,7 +46,9 @@ __global__ void encoder_backward_wte_kernel(float* dwte, const float* dout, cons
 }
 
 // dwpe[t, c] += Σ_b dout[b, t, c]: one thread per (t, c), b in order.
-__global__ void encoder_backward_wpe_kernel(float* dwpe, const float* dout, int B, int Tn, int C) {
+__global__ void __launch_bounds__(kThreads)
+    encoder_backward_wpe_kernel(float* dwpe, const float* dout, int B, int Tn, int C) {
+  GPT_BLOCK_BOUND(kThreads);
   const size_t total = size_t(Tn) * C;
   GPT_GRID_STRIDE(i, total) {
     float s = 0.f;

@@ -17,7 +17,9 @@ namespace gpt::cuda {
 
 // FIRE (attn::fire). The forward: one thread per table entry (i0, Δ), every
 // head's bias at once, in double as the CPU kernel evaluates the MLP.
-__global__ void fire_forward_kernel(float* table, const float* p, int Tn, int NH, double L0) {
+__global__ void __launch_bounds__(kThreads)
+    fire_forward_kernel(float* table, const float* p, int Tn, int NH, double L0) {
+  GPT_BLOCK_BOUND(kThreads);
   const size_t TT = size_t(Tn) * Tn;
   GPT_GRID_STRIDE(e, TT) {
     const int i0 = static_cast<int>(e / Tn), d = static_cast<int>(e % Tn);
@@ -35,7 +37,8 @@ __global__ void fire_forward_kernel(float* table, const float* p, int Tn, int NH
 // parameter's block sums, in block order, are added to dp.
 constexpr int kFirePairs = 256;
 
-__global__ void fire_sum_kernel(double* g, const float* dtable, int B, size_t total) {
+__global__ void __launch_bounds__(kThreads) fire_sum_kernel(double* g, const float* dtable, int B, size_t total) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(e, total) {
     double s = 0;
     for (int b = 0; b < B; ++b) s += static_cast<double>(dtable[size_t(b) * total + e]);
@@ -52,8 +55,9 @@ __device__ inline void fire_pair(size_t q, int* i0, int* d) {
   *d = static_cast<int>(q - static_cast<size_t>(r * (r + 1) / 2));
 }
 
-__global__ void fire_grad_kernel(double* partial, const double* g, const float* p, int Tn, int NH, double L0,
-                                 size_t npairs) {
+__global__ void __launch_bounds__(kThreads)
+    fire_grad_kernel(double* partial, const double* g, const float* p, int Tn, int NH, double L0, size_t npairs) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_SHARED(double, us, [kFirePairs]);  // each pair's attn::fire::Input
   GPT_SHARED(double, dcs, [kFirePairs]);
   GPT_SHARED(double, dms, [kFirePairs]);
@@ -84,7 +88,9 @@ __global__ void fire_grad_kernel(double* partial, const double* g, const float* 
   }
 }
 
-__global__ void fire_grad_sum_kernel(float* dp, const double* partial, int nblocks, int np) {
+__global__ void __launch_bounds__(kThreads)
+    fire_grad_sum_kernel(float* dp, const double* partial, int nblocks, int np) {
+  GPT_BLOCK_BOUND(kThreads);
   const int k = blockIdx.x * blockDim.x + threadIdx.x;
   if (k >= np) return;
   double s = 0;

@@ -16,7 +16,8 @@ namespace gpt::cuda {
 
 // One thread per (sequence, head): a sequential scan over t in double, as the
 // CPU kernel sums.
-__global__ void forget_forward_kernel(float* c, const float* g, int B, int Tn, int NH) {
+__global__ void __launch_bounds__(128) forget_forward_kernel(float* c, const float* g, int B, int Tn, int NH) {
+  GPT_BLOCK_BOUND(128);
   const int bh = blockIdx.x * blockDim.x + threadIdx.x;
   if (bh >= B * NH) return;
   const int b = bh / NH, h = bh % NH;
@@ -27,7 +28,9 @@ __global__ void forget_forward_kernel(float* c, const float* g, int B, int Tn, i
   }
 }
 
-__global__ void forget_backward_kernel(float* dg, const float* dc, const float* g, int B, int Tn, int NH) {
+__global__ void __launch_bounds__(128)
+    forget_backward_kernel(float* dg, const float* dc, const float* g, int B, int Tn, int NH) {
+  GPT_BLOCK_BOUND(128);
   const int bh = blockIdx.x * blockDim.x + threadIdx.x;
   if (bh >= B * NH) return;
   const int b = bh / NH, h = bh % NH;

@@ -21,14 +21,17 @@ constexpr float kSqrt2OverPi = 0.79788456080286535588f;
 
 constexpr float kCubic = 0.044715f;
 
-__global__ void gelu_forward_kernel(float* out, const float* inp, size_t n) {
+__global__ void __launch_bounds__(kThreads) gelu_forward_kernel(float* out, const float* inp, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) {
     const float x = inp[i];
     out[i] = x / (1.0f + expf(-2.0f * kSqrt2OverPi * (x + kCubic * x * x * x)));
   }
 }
 
-__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
+__global__ void __launch_bounds__(kThreads)
+    gelu_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) {
     const float x = inp[i];
     // s = sigmoid(2u); d/dx [x s] = s + 2 x s (1 - s) k (1 + 3 a x²). Past

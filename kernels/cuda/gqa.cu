@@ -12,7 +12,9 @@ namespace gpt::cuda {
 namespace {
 
 // One element (n, c) of the (N, 3C) expanded tensor per thread.
-__global__ void gqa_expand_kernel(float* qkv, const float* grouped, int N, int NH, int NKV, int D) {
+__global__ void __launch_bounds__(kThreads)
+    gqa_expand_kernel(float* qkv, const float* grouped, int N, int NH, int NKV, int D) {
+  GPT_BLOCK_BOUND(kThreads);
   const size_t C = size_t(NH) * D, KV = size_t(NKV) * D;
   const int group = NH / NKV;
   GPT_GRID_STRIDE(i, size_t(N) * 3 * C) {
@@ -29,7 +31,9 @@ __global__ void gqa_expand_kernel(float* qkv, const float* grouped, int N, int N
 
 // One element of the (N, C + 2·KV) grouped gradient per thread: the query
 // part copied, a key/value element the sum of its group's, in head order.
-__global__ void gqa_reduce_kernel(float* dgrouped, const float* dqkv, int N, int NH, int NKV, int D) {
+__global__ void __launch_bounds__(kThreads)
+    gqa_reduce_kernel(float* dgrouped, const float* dqkv, int N, int NH, int NKV, int D) {
+  GPT_BLOCK_BOUND(kThreads);
   const size_t C = size_t(NH) * D, KV = size_t(NKV) * D, W = C + 2 * KV;
   const int group = NH / NKV;
   GPT_GRID_STRIDE(i, size_t(N) * W) {

@@ -19,8 +19,10 @@ namespace {
 constexpr float kLayerNormEps = 1e-5f;  // as kernels/cpu/layernorm.cpp
 
 // ---- LayerNorm: one warp per row ----------------------------------------------------
-__global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* w,
-                                         const float* b, int N, int C) {
+__global__ void __launch_bounds__(kThreads)
+    layernorm_forward_kernel(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                             int N, int C) {
+  GPT_BLOCK_BOUND(kThreads);
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;  // the whole warp leaves together
   const float* x = inp + size_t(row) * C;
@@ -39,8 +41,10 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
 }
 
 // dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dout * w.
-__global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, const float* inp, const float* w,
-                                                const float* mean, const float* rstd, int N, int C) {
+__global__ void __launch_bounds__(kThreads)
+    layernorm_backward_input_kernel(float* dinp, const float* dout, const float* inp, const float* w, const float* mean,
+                                    const float* rstd, int N, int C) {
+  GPT_BLOCK_BOUND(kThreads);
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;
   const float* x = inp + size_t(row) * C;
@@ -60,8 +64,10 @@ __global__ void layernorm_backward_input_kernel(float* dinp, const float* dout, 
   }
 }
 
-__global__ void layernorm_backward_params_kernel(float* dw, float* db, const float* dout, const float* inp,
-                                                 const float* mean, const float* rstd, int N, int C) {
+__global__ void __launch_bounds__(32 * kColRows)
+    layernorm_backward_params_kernel(float* dw, float* db, const float* dout, const float* inp, const float* mean,
+                                     const float* rstd, int N, int C) {
+  GPT_BLOCK_BOUND(32 * kColRows);
   GPT_SHARED(float, sw, [kColRows][33]);
   GPT_SHARED(float, sb, [kColRows][33]);
   const int c = blockIdx.x * 32 + threadIdx.x;

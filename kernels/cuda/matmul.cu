@@ -62,8 +62,13 @@ uint32_t alignment_of(const void* p) {
 // Rows padded to a multiple of this many bf16 elements (16 bytes).
 constexpr int kBf16RowMultiple = 8;
 
+// Threads per block of the bf16 rounding kernels.
+constexpr int kThreads = 256;
+
 // Contiguous case (cols == ld): one flat grid-stride loop.
-__global__ void bf16_flat_kernel(uint16_t* __restrict__ dst, const float* __restrict__ src, size_t n) {
+__global__ void __launch_bounds__(kThreads)
+    bf16_flat_kernel(uint16_t* __restrict__ dst, const float* __restrict__ src, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
     dst[i] = round_to_bf16_bits(src[i]);
@@ -72,8 +77,9 @@ __global__ void bf16_flat_kernel(uint16_t* __restrict__ dst, const float* __rest
 // Padded rows: blocks stride over rows, threads over the columns of a row;
 // the padding columns are written as 0 (never read by the GEMM; set so that
 // the scratch holds no stale values).
-__global__ void bf16_rows_kernel(uint16_t* __restrict__ dst, const float* __restrict__ src, int rows, int cols,
-                                 int ld_dst) {
+__global__ void __launch_bounds__(kThreads)
+    bf16_rows_kernel(uint16_t* __restrict__ dst, const float* __restrict__ src, int rows, int cols, int ld_dst) {
+  GPT_BLOCK_BOUND(kThreads);
   for (int r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* s = src + size_t(r) * cols;
     uint16_t* d = dst + size_t(r) * ld_dst;
@@ -99,7 +105,6 @@ void convert_to_bf16(uint16_t* dst, const float* src, int rows, int cols, int ld
   GPT_CHECK(rows >= 0 && cols >= 0 && ld_dst >= cols, "convert_to_bf16: rows ", rows, ", cols ", cols, ", ld ", ld_dst,
             " (need rows, cols >= 0 and ld >= cols)");
   if (rows == 0 || ld_dst == 0) return;
-  constexpr int kThreads = 256;
   if (ld_dst == cols) {
     const size_t n = size_t(rows) * cols;
     const size_t blocks = std::min<size_t>((n + kThreads - 1) / kThreads, 4096);

@@ -15,9 +15,10 @@ namespace {
 
 using namespace gpt::cuda::mma;
 
-__global__ void __launch_bounds__(32) mma_by_table_kernel(const uint16_t* A, const uint16_t* B, const float* C,
-                                                           const int* a_at, const int* b_at, const int* c_at,
-                                                           float* d_raw) {
+__global__ void __launch_bounds__(32)
+    mma_by_table_kernel(const uint16_t* A, const uint16_t* B, const float* C, const int* a_at, const int* b_at,
+                        const int* c_at, float* d_raw) {
+  GPT_BLOCK_BOUND(32);
   const int l = lane_id();
   FragA a;
   FragB b;
@@ -31,6 +32,7 @@ __global__ void __launch_bounds__(32) mma_by_table_kernel(const uint16_t* A, con
 
 template <int Num, bool Trans>
 __global__ void __launch_bounds__(32) ldmatrix_kernel(const uint16_t* M, uint32_t* out) {
+  GPT_BLOCK_BOUND(32);
   GPT_SHARED(float4, tile_v, [32]);  // 32 rows of 8 bf16, 16-byte aligned
   uint16_t* tile = reinterpret_cast<uint16_t*>(&tile_v[0]);
   const int l = lane_id(), m = ld_address_matrix(l), r = ld_address_row(l);
@@ -41,8 +43,9 @@ __global__ void __launch_bounds__(32) ldmatrix_kernel(const uint16_t* M, uint32_
   for (int k = 0; k < Num; ++k) out[4 * l + k] = reg[k];
 }
 
-__global__ void __launch_bounds__(32) attention_tile_kernel(const uint16_t* Q, const uint16_t* K, const uint16_t* V,
-                                                             float* S, float* O) {
+__global__ void __launch_bounds__(32)
+    attention_tile_kernel(const uint16_t* Q, const uint16_t* K, const uint16_t* V, float* S, float* O) {
+  GPT_BLOCK_BOUND(32);
   GPT_SHARED(float4, q_v, [32]);  // 16x16
   GPT_SHARED(float4, k_v, [16]);  // 8x16
   GPT_SHARED(float4, v_v, [16]);  // 16x8

@@ -20,7 +20,9 @@ namespace gpt::cuda {
 
 namespace {
 
-__global__ void muon_momentum_kernel(float* grad, float* m, size_t n, float b, float one_m_b) {
+__global__ void __launch_bounds__(kThreads)
+    muon_momentum_kernel(float* grad, float* m, size_t n, float b, float one_m_b) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) {
     const float mi = b * m[i] + one_m_b * grad[i];
     m[i] = mi;
@@ -28,13 +30,16 @@ __global__ void muon_momentum_kernel(float* grad, float* m, size_t n, float b, f
   }
 }
 
-__global__ void muon_apply_kernel(float* param, const float* update, size_t n, float lr, float s, float wd) {
+__global__ void __launch_bounds__(kThreads)
+    muon_apply_kernel(float* param, const float* update, size_t n, float lr, float s, float wd) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) param[i] -= lr * (s * update[i] + wd * param[i]);
 }
 
 // inv = 1 / (sqrt(Σ partial) + eps), one block; the partials are added in
 // a fixed order, as the CPU backend's sum_squares adds its chunks.
-__global__ void ns_inverse_norm_kernel(float* inv, const double* partial) {
+__global__ void __launch_bounds__(kThreads) ns_inverse_norm_kernel(float* inv, const double* partial) {
+  GPT_BLOCK_BOUND(kThreads);
   double s = 0.0;
   for (int i = threadIdx.x; i < kSumSquaresBlocks; i += blockDim.x) s += partial[i];
   s = block_sum(s);
@@ -42,7 +47,9 @@ __global__ void ns_inverse_norm_kernel(float* inv, const double* partial) {
 }
 
 // X (m, n) row-major from x (rows, cols): x·inv, or its transpose when tall.
-__global__ void ns_load_kernel(float* X, const float* x, int m, int n, int cols, bool tall, const float* inv) {
+__global__ void __launch_bounds__(kThreads)
+    ns_load_kernel(float* X, const float* x, int m, int n, int cols, bool tall, const float* inv) {
+  GPT_BLOCK_BOUND(kThreads);
   const size_t total = size_t(m) * n;
   const float s = *inv;
   GPT_GRID_STRIDE(k, total) {
@@ -51,7 +58,9 @@ __global__ void ns_load_kernel(float* X, const float* x, int m, int n, int cols,
   }
 }
 
-__global__ void ns_store_kernel(float* x, const float* X, int m, int n, int cols, bool tall) {
+__global__ void __launch_bounds__(kThreads)
+    ns_store_kernel(float* x, const float* X, int m, int n, int cols, bool tall) {
+  GPT_BLOCK_BOUND(kThreads);
   const size_t total = size_t(m) * n;
   GPT_GRID_STRIDE(k, total) {
     const size_t i = k / n, j = k % n;
@@ -60,7 +69,9 @@ __global__ void ns_store_kernel(float* x, const float* X, int m, int n, int cols
 }
 
 // out = alpha·x + beta·out (beta = 0: out = alpha·x, whatever out held).
-__global__ void axpby_kernel(float* out, const float* x, float alpha, float beta, size_t n) {
+__global__ void __launch_bounds__(kThreads)
+    axpby_kernel(float* out, const float* x, float alpha, float beta, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) out[i] = beta == 0.0f ? alpha * x[i] : alpha * x[i] + beta * out[i];
 }
 

@@ -17,6 +17,7 @@ namespace gpt::cuda {
 __global__ void __launch_bounds__(kThreads)
     pope_kernel(float* qkv2, const float* qkv, const float* delta, const int32_t* pos, int Tn, int C, int NH,
                 double theta, size_t N) {
+  GPT_BLOCK_BOUND(kThreads);
   const int D = C / NH;
   GPT_GRID_STRIDE(e, N * C) {
     const size_t n = e / C;
@@ -39,6 +40,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     pope_backward_kernel(float* dqkv, const float* dqkv2, const float* qkv, const float* delta, const int32_t* pos,
                          int Tn, int C, int NH, double theta, size_t N) {
+  GPT_BLOCK_BOUND(kThreads);
   const int D = C / NH;
   GPT_GRID_STRIDE(e, N * C) {
     const size_t n = e / C;
@@ -56,6 +58,7 @@ __global__ void __launch_bounds__(kThreads)
 __global__ void __launch_bounds__(kThreads)
     pope_delta_backward_kernel(float* ddelta, const float* dqkv2, const float* qkv, const float* delta,
                                const int32_t* pos, int Tn, int C, int NH, double theta, size_t N) {
+  GPT_BLOCK_BOUND(kThreads);
   const int D = C / NH;
   GPT_GRID_STRIDE(i, size_t(C)) {
     const int h = static_cast<int>(i) / D, c = static_cast<int>(i) % D, o = h * 2 * D + c;
@@ -71,6 +74,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 __global__ void __launch_bounds__(kThreads) pope_output_kernel(float* y, const float* y2, int C, int NH, size_t N) {
+  GPT_BLOCK_BOUND(kThreads);
   const int D = C / NH;
   GPT_GRID_STRIDE(e, N * C) {
     const size_t n = e / C;
@@ -81,6 +85,7 @@ __global__ void __launch_bounds__(kThreads) pope_output_kernel(float* y, const f
 
 __global__ void __launch_bounds__(kThreads)
     pope_output_backward_kernel(float* dy2, const float* dy, int C, int NH, size_t N) {
+  GPT_BLOCK_BOUND(kThreads);
   const int D = C / NH;
   GPT_GRID_STRIDE(e, N * 2 * C) {
     const size_t n = e / (2 * C);

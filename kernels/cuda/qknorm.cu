@@ -28,8 +28,10 @@ __device__ __forceinline__ float row_scale(size_t r, int NH, const float* sq) {
 }
 
 // One thread per head row (D is a head's size).
-__global__ void qknorm_forward_kernel(float* out, float* rstd, const float* inp, const float* wq, const float* wk,
-                                      const float* sq, int N, int NH, int D, float eps) {
+__global__ void __launch_bounds__(kThreads)
+    qknorm_forward_kernel(float* out, float* rstd, const float* inp, const float* wq, const float* wk, const float* sq,
+                          int N, int NH, int D, float eps) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(r, size_t(N) * 2 * NH) {
     const size_t o = head_row(r, NH, D);
     const float* w = (r / NH) % 2 ? wk : wq;
@@ -42,7 +44,9 @@ __global__ void qknorm_forward_kernel(float* out, float* rstd, const float* inp,
   }
 }
 
-__global__ void copy_values_kernel(float* out, const float* inp, int N, int NH, int D, bool accumulate) {
+__global__ void __launch_bounds__(kThreads)
+    copy_values_kernel(float* out, const float* inp, int N, int NH, int D, bool accumulate) {
+  GPT_BLOCK_BOUND(kThreads);
   const size_t C = size_t(NH) * D;
   GPT_GRID_STRIDE(i, size_t(N) * C) {
     const size_t at = (i / C) * 3 * C + 2 * C + i % C;
@@ -50,9 +54,10 @@ __global__ void copy_values_kernel(float* out, const float* inp, int N, int NH, 
   }
 }
 
-__global__ void qknorm_backward_input_kernel(float* dinp, const float* dout, const float* inp, const float* wq,
-                                             const float* wk, const float* sq, const float* rstd, int N, int NH,
-                                             int D) {
+__global__ void __launch_bounds__(kThreads)
+    qknorm_backward_input_kernel(float* dinp, const float* dout, const float* inp, const float* wq, const float* wk,
+                                 const float* sq, const float* rstd, int N, int NH, int D) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(r, size_t(N) * 2 * NH) {
     const size_t o = head_row(r, NH, D);
     const float* w = (r / NH) % 2 ? wk : wq;
@@ -67,8 +72,10 @@ __global__ void qknorm_backward_input_kernel(float* dinp, const float* dout, con
 
 // dsq[h] += Σ over tokens and channels of dout·x̂·wq for query head h: one
 // block per head, tokens over the threads, the block's sum added once.
-__global__ void qknorm_backward_scale_kernel(float* dsq, const float* dout, const float* inp, const float* wq,
-                                             const float* rstd, int N, int NH, int D) {
+__global__ void __launch_bounds__(kThreads)
+    qknorm_backward_scale_kernel(float* dsq, const float* dout, const float* inp, const float* wq, const float* rstd,
+                                 int N, int NH, int D) {
+  GPT_BLOCK_BOUND(kThreads);
   const int h = blockIdx.x;
   float acc = 0.f;
   for (int n = threadIdx.x; n < N; n += blockDim.x) {
@@ -83,8 +90,10 @@ __global__ void qknorm_backward_scale_kernel(float* dsq, const float* dout, cons
 
 // dw[d] += Σ over the part's head rows of dout·x̂, column blocks of 32
 // channels, rows spread over threadIdx.y and blockIdx.y.
-__global__ void qknorm_backward_weight_kernel(float* dw, int part, const float* dout, const float* inp,
-                                              const float* sq, const float* rstd, int N, int NH, int D) {
+__global__ void __launch_bounds__(32 * kColRows)
+    qknorm_backward_weight_kernel(float* dw, int part, const float* dout, const float* inp, const float* sq,
+                                  const float* rstd, int N, int NH, int D) {
+  GPT_BLOCK_BOUND(32 * kColRows);
   GPT_SHARED(float, sw, [kColRows][33]);
   const int d = blockIdx.x * 32 + threadIdx.x;
   const size_t rows = size_t(N) * NH;

@@ -14,8 +14,9 @@ namespace gpt::cuda {
 
 namespace {
 
-__global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp, const float* w, int N, int C,
-                                       float eps) {
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_forward_kernel(float* out, float* rstd, const float* inp, const float* w, int N, int C, float eps) {
+  GPT_BLOCK_BOUND(kThreads);
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;  // the whole warp leaves together
   const float* x = inp + size_t(row) * C;
@@ -28,8 +29,10 @@ __global__ void rmsnorm_forward_kernel(float* out, float* rstd, const float* inp
 }
 
 // dinp += rstd · (g − x̂ · mean(g · x̂)), g = dout · w, x̂ = x · rstd.
-__global__ void rmsnorm_backward_input_kernel(float* dinp, const float* dout, const float* inp, const float* w,
-                                              const float* rstd, int N, int C) {
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_backward_input_kernel(float* dinp, const float* dout, const float* inp, const float* w, const float* rstd,
+                                  int N, int C) {
+  GPT_BLOCK_BOUND(kThreads);
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (row >= N) return;
   const float* x = inp + size_t(row) * C;
@@ -42,8 +45,9 @@ __global__ void rmsnorm_backward_input_kernel(float* dinp, const float* dout, co
   for (int c = lane; c < C; c += 32) dx[c] += r * (dy[c] * w[c] - x[c] * r * gx_mean);
 }
 
-__global__ void rmsnorm_backward_weight_kernel(float* dw, const float* dout, const float* inp, const float* rstd, int N,
-                                               int C) {
+__global__ void __launch_bounds__(32 * kColRows)
+    rmsnorm_backward_weight_kernel(float* dw, const float* dout, const float* inp, const float* rstd, int N, int C) {
+  GPT_BLOCK_BOUND(32 * kColRows);
   GPT_SHARED(float, sw, [kColRows][33]);
   const int c = blockIdx.x * 32 + threadIdx.x;
   float aw = 0.f;

@@ -21,8 +21,10 @@ namespace {
 // sign +1 applies R, -1 its transpose; accumulate adds into dst. The pairs are
 // (k, k + d_r/2), or (2k, 2k + 1) interleaved, over the first d_r channels of
 // a head; the rest pass through.
-__global__ void rope_kernel(float* dst, const float* src, int Tn, int C, int NH, RopeSpec rs, int pos0,
-                            const int32_t* ids, double sign, bool accumulate, size_t total) {
+__global__ void __launch_bounds__(kThreads)
+    rope_kernel(float* dst, const float* src, int Tn, int C, int NH, RopeSpec rs, int pos0, const int32_t* ids,
+                double sign, bool accumulate, size_t total) {
+  GPT_BLOCK_BOUND(kThreads);
   const size_t C3 = 3 * size_t(C);
   const int D = C / NH, d_r = rope::dims(rs, D), half = d_r / 2;
   GPT_GRID_STRIDE(i, total) {

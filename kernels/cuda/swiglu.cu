@@ -19,7 +19,8 @@ __device__ __forceinline__ float sigmoidf(float x) { return 1.0f / (1.0f + expf(
 
 // One element (n, f) of the (N, F) output per thread; row n of inp holds
 // [gate (F) | up (F)].
-__global__ void swiglu_forward_kernel(float* out, const float* inp, int N, int F) {
+__global__ void __launch_bounds__(kThreads) swiglu_forward_kernel(float* out, const float* inp, int N, int F) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, size_t(N) * F) {
     const size_t n = i / F, f = i % F;
     const float g = inp[n * 2 * F + f], u = inp[n * 2 * F + F + f];
@@ -27,7 +28,9 @@ __global__ void swiglu_forward_kernel(float* out, const float* inp, int N, int F
   }
 }
 
-__global__ void swiglu_backward_kernel(float* dinp, const float* inp, const float* dout, int N, int F) {
+__global__ void __launch_bounds__(kThreads)
+    swiglu_backward_kernel(float* dinp, const float* inp, const float* dout, int N, int F) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, size_t(N) * F) {
     const size_t n = i / F, f = i % F;
     const float g = inp[n * 2 * F + f], u = inp[n * 2 * F + F + f], s = sigmoidf(g), dy = dout[i];
@@ -36,25 +39,31 @@ __global__ void swiglu_backward_kernel(float* dinp, const float* inp, const floa
   }
 }
 
-__global__ void relu2_forward_kernel(float* out, const float* inp, size_t n) {
+__global__ void __launch_bounds__(kThreads) relu2_forward_kernel(float* out, const float* inp, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) {
     const float r = fmaxf(inp[i], 0.f);
     out[i] = r * r;
   }
 }
 
-__global__ void relu2_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
+__global__ void __launch_bounds__(kThreads)
+    relu2_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) { dinp[i] += 2.0f * fmaxf(inp[i], 0.f) * dout[i]; }
 }
 
-__global__ void gelu_erf_forward_kernel(float* out, const float* inp, size_t n) {
+__global__ void __launch_bounds__(kThreads) gelu_erf_forward_kernel(float* out, const float* inp, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) {
     const float x = inp[i];
     out[i] = 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f));
   }
 }
 
-__global__ void gelu_erf_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
+__global__ void __launch_bounds__(kThreads)
+    gelu_erf_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
+  GPT_BLOCK_BOUND(kThreads);
   GPT_GRID_STRIDE(i, n) {
     const float x = inp[i];
     const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752440f));

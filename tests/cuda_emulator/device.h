@@ -98,6 +98,11 @@ void ldmatrix_b16(uint32_t* r, int num, bool trans, const void* row);
 // reports cudaErrorLaunchFailure from then on, as after a GPU fault.
 [[noreturn]] void fail(const char* what);
 
+// GPT_BLOCK_BOUND(n) (kernels/cuda/cuda_syntax.h), the first statement of
+// every kernel: fails the launch when its block holds more than n threads,
+// the kernel's __launch_bounds__, which a GPU refuses to launch above.
+void block_bound(unsigned long long n, const char* kernel);
+
 // Runs body once for every thread of the grid; false if the configuration
 // was refused (cudaGetLastError then says why) or the kernel failed.
 bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, const std::function<void()>& body);

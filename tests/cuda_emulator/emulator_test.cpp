@@ -106,6 +106,12 @@ __global__ void two_barriers_kernel(float* out) {
 
 // Tensor-core instructions (kernels/cuda/mma.cuh) used wrongly.
 namespace mma = gpt::cuda::mma;
+// A kernel declared for at most 64 threads per block.
+__global__ void __launch_bounds__(64) bounded_kernel(float* out) {
+  GPT_BLOCK_BOUND(64);
+  if (threadIdx.x == 0) out[0] = 1.0f;
+}
+
 // mode 0: lane 31 has returned; 1: half the warp at an mma, half at a
 // shuffle; 2: a block of 16 threads (no full warp).
 __global__ void mma_misuse_kernel(float* out, int mode) {
@@ -297,6 +303,22 @@ void expect_launch_failure(Launch launch, const char* message) {
         std::exit(failed && sticky ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), message);
+}
+
+// A launch above the kernel's __launch_bounds__ (GPT_BLOCK_BOUND) fails, as
+// on a GPU; at the bound, and in any block shape within it, it runs.
+TEST_F(CudaEmulator, LaunchAboveTheKernelsDeclaredBoundFails) {
+  float* d = device_copy(std::vector<float>(1, 0.0f));
+  GPT_LAUNCH(1, 64, nullptr, bounded_kernel)(d);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  GPT_LAUNCH(1, dim3(32, 2), nullptr, bounded_kernel)(d);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(host_copy(d, 1)[0], 1.0f);
+  cudaFree(d);
+  expect_launch_failure([](float* x) { GPT_LAUNCH(1, 128, nullptr, bounded_kernel)(x); },
+                        "bounded_kernel is launched with 128 threads per block, above its __launch_bounds__\\(64\\)");
+  expect_launch_failure([](float* x) { GPT_LAUNCH(1, dim3(32, 4), nullptr, bounded_kernel)(x); },
+                        "launched with 128 threads per block");
 }
 
 TEST_F(CudaEmulator, ShuffleWithALaneThatReturnedFails) {

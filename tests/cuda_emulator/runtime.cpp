@@ -457,6 +457,18 @@ void fail(const char* what) {
   std::abort();
 }
 
+void block_bound(unsigned long long n, const char* kernel) {
+  if (!g_current) fail("GPT_BLOCK_BOUND outside a kernel");
+  const dim3& b = g_current->ids.block_dim;
+  const unsigned long long threads = static_cast<unsigned long long>(b.x) * b.y * b.z;
+  if (threads > n) {
+    const std::string what = std::string("kernel ") + kernel + " is launched with " + std::to_string(threads) +
+                             " threads per block, above its __launch_bounds__(" + std::to_string(n) +
+                             "); a GPU refuses such a launch";
+    fail(what.c_str());
+  }
+}
+
 void* shared_memory(size_t bytes, size_t align, const void* key) {
   if (!g_current) fail("shared memory declared outside a kernel");
   Block& b = g_block;
@@ -575,7 +587,8 @@ void mma_m16n8k16_bf16(float d[4], const uint32_t a[4], const uint32_t b[2], con
     // A: register j holds row g (j even) or g + 8 (j odd), columns
     // 2t and 2t + 1, plus 8 for j >= 2.
     for (unsigned j = 0; j < 4; ++j)
-      for (unsigned h = 0; h < 2; ++h) A[g + 8 * (j % 2)][2 * t + h + 8 * (j / 2)] = bf16_bits_to_float(o.a[j] >> (16 * h));
+      for (unsigned h = 0; h < 2; ++h)
+        A[g + 8 * (j % 2)][2 * t + h + 8 * (j / 2)] = bf16_bits_to_float(o.a[j] >> (16 * h));
     // B: register j holds rows 2t and 2t + 1 (plus 8 for j = 1) of column g.
     for (unsigned j = 0; j < 2; ++j)
       for (unsigned h = 0; h < 2; ++h) B[2 * t + h + 8 * j][g] = bf16_bits_to_float(o.b[j] >> (16 * h));

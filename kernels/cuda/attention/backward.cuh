@@ -32,6 +32,7 @@ struct Grads {
 // grid (query tiles, B*NH), block kRowsPerBlock*L threads.
 template <int D, Positivity PHI>
 __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Grads gr) {
+  GPT_BLOCK_BOUND(Geom<D>::kRowThreads);
   using G = Geom<D>;
   GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
   GPT_SHARED(float4, vs, [kKeyTile * G::D4]);
@@ -133,6 +134,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
 // query rows i >= j, streamed through shared memory with their statistics.
 template <int D, Positivity PHI>
 __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, Grads gr) {
+  GPT_BLOCK_BOUND(Geom<D>::kKeyThreads);
   using G = Geom<D>;
   GPT_SHARED(float4, qs, [kQueryTile * G::D4]);
   GPT_SHARED(float4, dys, [kQueryTile * G::D4]);

@@ -13,6 +13,7 @@ namespace {
 // stats (when non-null) as the CPU kernel's row_weights does.
 template <int D, Positivity PHI>
 __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in, float* out, float* stats) {
+  GPT_BLOCK_BOUND(Geom<D>::kRowThreads);
   using G = Geom<D>;
   GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
   GPT_SHARED(float4, vs, [kKeyTile * G::D4]);
@@ -104,6 +105,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
 // head the sums over rows, the row count, and the largest |σ| (kAttentionDiagStats).
 template <int D, Positivity PHI>
 __global__ void __launch_bounds__(Geom<D>::kRowThreads) diag_kernel(Inputs in, const float* stats, double* diag) {
+  GPT_BLOCK_BOUND(Geom<D>::kRowThreads);
   using G = Geom<D>;
   GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
   const AttentionSpec s = spec_with<PHI>(in);

@@ -32,11 +32,11 @@ constexpr int kTcThreads = 32 * kTcWarps;
 template <int D>
 struct TcGeom {
   static_assert(D % 16 == 0, "head size must be a multiple of 16");
-  static constexpr int S = D + 8;          // bf16 row stride in shared memory: +16 bytes, no bank conflicts
-  static constexpr int KS = D / 16;        // k-steps of q·kᵀ
-  static constexpr int DN = D / 8;         // n-tiles of the output row
-  static constexpr int NT = kKeyTile / 8;  // n-tiles of a key tile
-  static constexpr int PK = kKeyTile / 16; // k-steps of the weighted sum
+  static constexpr int S = D + 8;           // bf16 row stride in shared memory: +16 bytes, no bank conflicts
+  static constexpr int KS = D / 16;         // k-steps of q·kᵀ
+  static constexpr int DN = D / 8;          // n-tiles of the output row
+  static constexpr int NT = kKeyTile / 8;   // n-tiles of a key tile
+  static constexpr int PK = kKeyTile / 16;  // k-steps of the weighted sum
 };
 
 // x as bf16 (round to nearest even), or with lo its remainder
@@ -50,8 +50,7 @@ __device__ __forceinline__ uint16_t bf16_part(float x, bool lo) {
 // shared memory as bf16 rows of stride S (bf16_part: the rounded values,
 // or with lo their remainders); rows past T are zero.
 template <int D>
-__device__ void load_tile_bf16(uint16_t* dst, const float* base, size_t stride, int t0, int n, int T,
-                               bool lo = false) {
+__device__ void load_tile_bf16(uint16_t* dst, const float* base, size_t stride, int t0, int n, int T, bool lo = false) {
   constexpr int D4 = D / 4, S = TcGeom<D>::S;
   for (int e = threadIdx.x; e < n * D4; e += blockDim.x) {
     const int r = e / D4, c = e % D4, t = t0 + r;
@@ -77,6 +76,7 @@ constexpr int kQuad = 4;
 // the 15th power).
 template <int D, Positivity PHI, bool kSplit>
 __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float* out, float* stats) {
+  GPT_BLOCK_BOUND(kTcThreads);
   using G = TcGeom<D>;
   constexpr int S = G::S;
   GPT_SHARED(float4, qs4, [kRowsPerBlock * S / 8]);
@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float
   };
   // sc[n] = q·kᵀ for keys j0 + 8n .. j0 + 8n + 7 (kSplit: the small
   // products first, then hi·hi).
-  auto scores = [&](mma::FragC (&sc)[G::NT]) {
+  auto scores = [&](mma::FragC(&sc)[G::NT]) {
 #pragma unroll
     for (int n = 0; n < G::NT; ++n) {
       sc[n] = mma::FragC{{0.f, 0.f, 0.f, 0.f}};
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float
     }
   };
   // o += p·v for the tile's weights p (accumulator layout, rounded to bf16).
-  auto add_pv = [&](const float (&p)[G::NT][4], mma::FragC (&o)[G::DN]) {
+  auto add_pv = [&](const float(&p)[G::NT][4], mma::FragC(&o)[G::DN]) {
 #pragma unroll
     for (int k = 0; k < G::PK; ++k) {
       mma::FragA pa;
@@ -261,9 +261,9 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float
           float v = 0.f;
           if (row_ok[hh] && pair_in(s, w.part, i0[hh], j)) {
             const float a = row[hh].a(s, x);
-            v = row[hh].sharpen ? attn::sharpen_value(attn::sharpen_t(row[hh].i, a, row[hh].offset), row[hh].t_max,
-                                                      row[hh].p)
-                                : a;
+            v = row[hh].sharpen
+                    ? attn::sharpen_value(attn::sharpen_t(row[hh].i, a, row[hh].offset), row[hh].t_max, row[hh].p)
+                    : a;
           }
           R[hh] += v;
           e[n][i] = v;

@@ -34,6 +34,7 @@ constexpr int kSbQueryTile = 16;  // query rows per shared tile of sb_dkdv_kerne
 template <int D>
 __global__ void __launch_bounds__(Geom<D>::kRowThreads)
     sb_forward_kernel(Inputs in, float* out, float* stats, double* diag) {
+  GPT_BLOCK_BOUND(Geom<D>::kRowThreads);
   using G = Geom<D>;
   GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
   GPT_SHARED(float4, vs, [kKeyTile * G::D4]);
@@ -49,7 +50,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   acc.zero();
   const int N = s.trained_context, first_recent = N > 0 ? max(0, i0 + 1 - N) : 0;
   double mass = 0, wlogw = 0, recent = 0, w0 = 0;  // diagnostics (row_diagnostics of the CPU kernel)
-  float max_qk = 0.f;                               // and the row's largest |q·k|
+  float max_qk = 0.f;                              // and the row's largest |q·k|
   auto note = [&](double w, int j) {
     mass += w;
     if (w > 0) wlogw += w * log(w);
@@ -113,6 +114,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
 // at every key block's last key.
 template <int D>
 __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, Grads gr, SbScratch sb) {
+  GPT_BLOCK_BOUND(Geom<D>::kRowThreads);
   using G = Geom<D>;
   GPT_SHARED(float4, ks, [kKeyTile * G::D4]);
   GPT_SHARED(float4, vs, [kKeyTile * G::D4]);
@@ -227,6 +229,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
 // every kept key of the block in order, whichever part it belongs to.
 template <int D>
 __global__ void __launch_bounds__(Geom<D>::kKeyThreads) sb_dkdv_kernel(Inputs in, Grads gr, SbScratch sb) {
+  GPT_BLOCK_BOUND(Geom<D>::kKeyThreads);
   using G = Geom<D>;
   constexpr int QT = kSbQueryTile, KB = kKeysPerBlock;
   GPT_SHARED(float4, qs, [QT * G::D4]);
@@ -320,8 +323,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) sb_dkdv_kernel(Inputs in
     __syncthreads();
     for (int r = 0; r < QT; ++r) {
       const int i0 = q0 + r;
-      const float w = gs[r * KB + kk], dx = xs[r * KB + kk],
-                  ds = lambdas[r] * rc0.f * si_gain(s, i0, j) * dx;
+      const float w = gs[r * KB + kk], dx = xs[r * KB + kk], ds = lambdas[r] * rc0.f * si_gain(s, i0, j) * dx;
       dv.axpy(w, dys + r * G::D4, lane);
       if (far_copy && remap::far(s.rope, i0, j))
         dkf.axpy(ds, qfs + r * G::D4, lane);
