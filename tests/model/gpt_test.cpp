@@ -89,17 +89,7 @@ void check_model_gradient(const ModelConfig& cfg, const AttentionConfig& ac, con
   const std::vector<double> numeric = test::numeric_gradient(params, loss, h);
 
   // Report per tensor, assert on each.
-  for (const ParamSpec& s : model.layout().specs) {
-    std::vector<double> a(analytic.begin() + s.offset, analytic.begin() + s.offset + s.numel());
-    std::vector<double> n(numeric.begin() + s.offset, numeric.begin() + s.offset + s.numel());
-    // Floor: 1e-6, or 1e-5 of the tensor's largest entry if that is more
-    // (entries far below the largest are compared absolutely; see gradcheck.h).
-    double largest = 0;
-    for (double x : n) largest = std::max(largest, std::abs(x));
-    const double err = test::max_rel_error(a, n, std::max(1e-5 * largest, 1e-6));
-    std::printf("[gradcheck] model(%s) %-9s max_rel_err=%.2e\n", label.c_str(), s.name.c_str(), err);
-    EXPECT_LT(err, 1e-6) << s.name;
-  }
+  test::expect_model_gradient(label, model.layout(), analytic, numeric);
   // The zero padding rows of the tied embedding get no gradient.
   for (size_t i = wte.offset + real_wte; i < wte.offset + wte.numel(); ++i) ASSERT_EQ(analytic[i], 0.0);
 }
