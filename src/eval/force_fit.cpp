@@ -132,7 +132,7 @@ std::vector<double> nearest_neighbour_forces(const std::vector<ForceSample>& tra
   return out;
 }
 
-std::vector<OrbitRecord> read_orbit_records(const std::string& rows_path) {
+void for_each_orbit_record(const std::string& rows_path, const std::function<bool(const OrbitRecord&)>& visit) {
   std::ifstream in(rows_path, std::ios::binary);
   GPT_CHECK(in, "cannot read the rows file ", rows_path);
   char magic[8];
@@ -143,21 +143,21 @@ std::vector<OrbitRecord> read_orbit_records(const std::string& rows_path) {
   GPT_CHECK(in && std::memcmp(magic, "GPTORBT1", 8) == 0 && cols == static_cast<uint64_t>(orbits::kRowColumns),
             rows_path, " is not a rows file of gpt data orbits");
   std::vector<double> rec(cols);
-  std::vector<OrbitRecord> out;
-  out.reserve(n);
   for (uint64_t i = 0; i < n; ++i) {
     in.read(reinterpret_cast<char*>(rec.data()), static_cast<std::streamsize>(cols * sizeof(double)));
     GPT_CHECK(in, rows_path, " ends before its ", n, " records");
-    out.push_back({static_cast<int64_t>(rec[0]), static_cast<int>(rec[1]), static_cast<int>(rec[2]), rec[3], rec[4],
-                   rec[5], rec[6], rec[7], rec[8], rec[9]});
+    if (!visit({static_cast<int64_t>(rec[0]), static_cast<int>(rec[1]), static_cast<int>(rec[2]), rec[3], rec[4],
+                rec[5], rec[6], rec[7], rec[8], rec[9]}))
+      return;
   }
-  return out;
 }
 
 std::vector<ForceSample> read_planet_forces(const std::string& rows_path) {
   std::vector<ForceSample> out;
-  for (const OrbitRecord& r : read_orbit_records(rows_path))
+  for_each_orbit_record(rows_path, [&](const OrbitRecord& r) {
     if (r.r != 0) out.push_back({r.r, r.mass, r.star_mass, std::hypot(r.fx, r.fy)});  // not the star's row
+    return true;
+  });
   return out;
 }
 

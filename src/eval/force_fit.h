@@ -10,6 +10,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,9 +43,10 @@ struct OrbitRecord {
   int step = 0, body = 0;  // body: a planet's index, or the planet count for the star
   double x = 0, y = 0, fx = 0, fy = 0, r = 0, mass = 0, star_mass = 0;
 };
-// Every record of a rows file, in file order (a sequence's listed positions
-// in token order).
-std::vector<OrbitRecord> read_orbit_records(const std::string& rows_path);
+// Streams the records of a rows file to visit in file order (a sequence's
+// listed positions in token order) until visit returns false; the file is
+// read one record at a time (a rows file of 10M tokens is 400 MB).
+void for_each_orbit_record(const std::string& rows_path, const std::function<bool(const OrbitRecord&)>& visit);
 
 // The planets' rows of a rows file (gpt data orbits): their true force
 // magnitudes, separations and masses.

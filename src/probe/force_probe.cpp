@@ -36,17 +36,18 @@ std::vector<ProbePoint> probe_points(const std::string& rows_path, int window, i
   std::vector<ProbePoint> out;
   int64_t seq = -1;
   int k = 0;  // the record's listed position within its sequence: tokens 1 + 2k (x) and 2 + 2k (y)
-  for (const OrbitRecord& r : read_orbit_records(rows_path)) {
+  for_each_orbit_record(rows_path, [&](const OrbitRecord& r) {
     if (r.sequence != seq) {
       GPT_CHECK(r.sequence == seq + 1, rows_path, ": records of sequence ", r.sequence, " follow sequence ", seq,
                 "; a rows file lists its sequences in order");
       seq = r.sequence, k = 0;
     }
-    if (sequences >= 0 && seq >= sequences) break;
+    if (sequences >= 0 && seq >= sequences) return false;
     const int token = 2 + 2 * k++;
-    if (r.r == 0 || token >= window) continue;  // the star's row (no separation), or past the window
-    out.push_back({seq, token, r.r, r.mass, r.star_mass, std::hypot(r.fx, r.fy)});
-  }
+    // Not the star's row (no separation of its own), nor past the window.
+    if (r.r != 0 && token < window) out.push_back({seq, token, r.r, r.mass, r.star_mass, std::hypot(r.fx, r.fy)});
+    return true;
+  });
   return out;
 }
 
