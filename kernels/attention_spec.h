@@ -208,13 +208,20 @@ struct AttentionSpec {
   double attn_factor = 0;   // YaRN's t; 0 = 0.1·ln s + 1 where YaRN's factor applies (for_length)
   double logit_scale = 1;   // a global temperature τ: every logit × τ (gpt eval --calibrate temperature)
   double logit_factor = 1;  // every logit × this: τ·t², set per evaluated length by for_length
+  // HeadScale (Wang et al. 2024; context.head_scale): a learned temperature
+  // τ_h per layer and head multiplying the head's λ_i (attn::row_scale), so
+  // every q·k logit of the head; it rides in the per-head scale slot (the
+  // "attnscale" tensor) that ssmax uses for s_h, which is why the two
+  // exclude each other. τ_h = 1 is the model without it.
+  bool head_temperature = false;
   RopeSpec rope;            // how the model rotates q and k (model.position = "rope")
 
   GPT_HD bool sharpened() const { return p > 0; }
   // The head of the learned per-head parameters of kernel head h.
   GPT_HD int param_head(int h) const { return head_group > 1 ? h / head_group : h; }
-  // The ssmax scale s_h is a learned parameter, one per layer and head.
-  GPT_HD bool learned_scale() const { return scale == Scale::Ssmax; }
+  // The ssmax scale s_h, or HeadScale's τ_h, is a learned parameter, one per
+  // layer and head (the kernels' head_scale).
+  GPT_HD bool learned_scale() const { return scale == Scale::Ssmax || head_temperature; }
   // So is the sink logit ζ_h of normalisation "sink".
   GPT_HD bool learned_sink() const { return normalize == Normalize::Sink; }
   GPT_HD bool alibi() const { return position_bias == PositionBias::Alibi; }
@@ -388,13 +395,14 @@ GPT_HD inline double row_temperature(const AttentionSpec& s, int i) {
   return t;
 }
 
-// Stage 2: λ_i of row i (1-based) with d the head size and s_h the learned
-// per-head scale (ssmax), times the row's temperature. The scales see
-// row_index(i). Never clamps i to N: the scales keep changing past the
-// training length, which is the mechanism under study.
+// Stage 2: λ_i of row i (1-based) with d the head size and head_scale the
+// learned per-head value (ssmax's s_h, or HeadScale's τ_h), times the row's
+// temperature. The scales see row_index(i). Never clamps i to N: the scales
+// keep changing past the training length, which is the mechanism under study.
 GPT_HD inline double base_row_scale(const AttentionSpec& s, int i, int head_dim, double head_scale);
 GPT_HD inline double row_scale(const AttentionSpec& s, int i, int head_dim, double head_scale) {
-  return base_row_scale(s, row_index(s, i), head_dim, head_scale) * row_temperature(s, i);
+  const double t = row_temperature(s, i) * (s.head_temperature ? head_scale : 1.0);
+  return base_row_scale(s, row_index(s, i), head_dim, head_scale) * t;
 }
 GPT_HD inline double base_row_scale(const AttentionSpec& s, int i, int head_dim, double head_scale) {
   const double n = i, N = s.trained_context;
@@ -436,9 +444,12 @@ GPT_HD inline bool scale_invariant(const AttentionSpec& s) { return s.scale == S
 GPT_HD inline double si_log(const AttentionSpec& s, int dist) { return log1p((dist > 0 ? dist : 0) / s.tau); }
 GPT_HD inline double si_gain(const AttentionSpec& s, int dist) { return sqrt(2.0 * si_log(s, dist) + 1.0); }
 GPT_HD inline double si_shift(const AttentionSpec& s, int dist) { return -2.0 * si_log(s, dist); }
-// dλ_i/ds_h: nonzero only for the learned ssmax scale.
-GPT_HD inline double row_scale_grad(const AttentionSpec& s, int i) {
-  return s.scale == Scale::Ssmax ? log(static_cast<double>(row_index(s, i))) * row_temperature(s, i) : 0.0;
+// dλ_i/ds_h of the learned per-head value: ssmax's ln(i)·temperature, or
+// for HeadScale's τ_h (λ_i = τ_h·λ′_i) the rest of λ_i; 0 otherwise.
+GPT_HD inline double row_scale_grad(const AttentionSpec& s, int i, int head_dim) {
+  if (s.scale == Scale::Ssmax) return log(static_cast<double>(row_index(s, i))) * row_temperature(s, i);
+  if (s.head_temperature) return base_row_scale(s, row_index(s, i), head_dim, 1.0) * row_temperature(s, i);
+  return 0.0;
 }
 // ssmax's initial s_h: 1/ln N, so training starts as softmax at length N.
 inline double ssmax_init(int trained_context) {

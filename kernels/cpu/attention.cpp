@@ -570,7 +570,7 @@ HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, siz
     dhead.r2 += kr[1];
     if (attn::scale_invariant(s)) si_grads(rb.row(g, r), row_args<T>(rb, r, s, hc), s);
     std::fill(rb.row(g, r) + n, rb.row(g, r) + ncols, T(0));
-    dhead.scale += attn::row_scale_grad(s, i) * sigma_dx;
+    dhead.scale += attn::row_scale_grad(s, i, hc.D) * sigma_dx;
     if (s.learned_sink()) dhead.sink += static_cast<double>(attn::sink_grad(s, rows[r], static_cast<T>(hc.zeta), S));
   }
   // The far pairs' share goes to the far copies of q and k.

@@ -24,7 +24,7 @@ __global__ void __launch_bounds__(256) attention_spec_device_check(AttentionSpec
   const float w = r.w_from_a(a);
   const float h = attn::grad_a(r, a, w, 1.f, 0.5f);
   out[i] = w + du + attn::grad_x(s, r, x[i], h, 0.25f) +
-           static_cast<float>(attn::alibi_slope(i % 8, 8) + attn::row_scale_grad(s, row));
+           static_cast<float>(attn::alibi_slope(i % 8, 8) + attn::row_scale_grad(s, row, 64));
 }
 
 }  // namespace gpt::cuda

@@ -1,7 +1,9 @@
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 
@@ -18,6 +20,7 @@
 #include "data/synthetic.h"
 #include "eval/calibrate.h"
 #include "eval/extrapolation.h"
+#include "eval/head_scale_fit.h"
 #include "eval/kl_divergence.h"
 #include "eval/longppl.h"
 #include "eval/passkey.h"
@@ -55,6 +58,7 @@ struct EvalArgs {
   int calibrate_on = 0;
   double calibrate_fraction = 0.25;
   int64_t calibrate_tokens = 0;
+  HeadScaleFitOptions head_scale;  // --calibrate head_scale (its multiple and tokens come from the two above)
   // --task passkey
   std::vector<double> depths;
   int samples = 0;
@@ -354,6 +358,14 @@ void run_eval(EvalArgs a) {
   nlohmann::json calibration;
   TokenStream val = full;
   std::unique_ptr<ExtrapolationResult> before;
+  {
+    const HeadScaleFitOptions d;
+    const HeadScaleFitOptions& h = a.head_scale;
+    GPT_CHECK(a.calibrate == "head_scale" || (h.steps == d.steps && h.lr == d.lr && h.batch == d.batch &&
+                                               h.floor == d.floor && h.init == d.init),
+              "eval: --calibrate-steps, --calibrate-lr, --calibrate-batch, --head-scale-floor and --head-scale-init "
+              "belong to --calibrate head_scale");
+  }
   if (!a.calibrate.empty()) {
     check_calibration_knob(lm.model->attention(), a.calibrate);
     const int m = a.calibrate_on > 0 ? a.calibrate_on : ec.multiples.back();
@@ -372,13 +384,29 @@ void run_eval(EvalArgs a) {
                  a.calibrate, m, split, ctokens, split, full.size());
     before =
         std::make_unique<ExtrapolationResult>(evaluate_extrapolation(*lm.model, val, ec, T, batch_tokens, text_ptr));
-    const CalibrationResult cr =
-        calibrate(*lm.model, calib, a.calibrate, m, ctokens, T, batch_tokens, 14, [&](double v, double loss) {
-          spdlog::info("calibrate {} = {:.4f}: loss {:.4f} at {}x", a.calibrate, v, loss, m);
-        });
-    spdlog::info("calibrated {} = {:.4f} (loss {:.4f} at {}x; {:.4f} at the run's {:.4f})", a.calibrate, cr.fitted,
-                 cr.fitted_loss, m, cr.default_loss, cr.default_value);
-    calibration = cr.to_json();
+    if (a.calibrate == "head_scale") {
+      HeadScaleFitOptions ho = a.head_scale;
+      ho.multiple = m;
+      ho.tokens = ctokens;
+      ho.seed = lm.config.train.seed;
+      const int every = std::max(1, ho.steps / 20);
+      const HeadScaleFit fit = fit_head_scales(*lm.model, calib, T, batch_tokens, ho, [&](int s, double loss, double mean) {
+        if (s % every == 0 || s == ho.steps)
+          spdlog::info("head_scale step {}/{}: loss {:.4f} at {}x, mean tau {:.4f}", s, ho.steps, loss, m, mean);
+      });
+      const auto [lo, hi] = std::minmax_element(fit.fitted.begin(), fit.fitted.end());
+      spdlog::info("calibrated head_scale: tau in [{:.3f}, {:.3f}] (loss {:.4f} at {}x; {:.4f} before)", *lo, *hi,
+                   fit.fitted_loss, m, fit.initial_loss);
+      calibration = fit.to_json();
+    } else {
+      const CalibrationResult cr =
+          calibrate(*lm.model, calib, a.calibrate, m, ctokens, T, batch_tokens, 14, [&](double v, double loss) {
+            spdlog::info("calibrate {} = {:.4f}: loss {:.4f} at {}x", a.calibrate, v, loss, m);
+          });
+      spdlog::info("calibrated {} = {:.4f} (loss {:.4f} at {}x; {:.4f} at the run's {:.4f})", a.calibrate, cr.fitted,
+                   cr.fitted_loss, m, cr.default_loss, cr.default_value);
+      calibration = cr.to_json();
+    }
     calibration["calibration_tokens"] = {0, split};
     calibration["evaluation_tokens"] = {split, full.size()};
   }
@@ -427,10 +455,22 @@ void run_eval(EvalArgs a) {
   if (!run.empty() && fs::exists(run / "metrics.jsonl"))
     MetricsLog((run / "metrics.jsonl").string())
         .write({{"event", "eval"}, {"source", "gpt eval"}, {"step", lm.progress.step}, {"results", j}});
-  if (before)
-    std::cout << "uncalibrated, on the evaluation split:\n"
-              << before->table() << "calibrated (" << a.calibrate << " = " << calibration["fitted"].get<double>()
-              << "), on the evaluation split:\n";
+  if (before) {
+    std::cout << "uncalibrated, on the evaluation split:\n" << before->table() << "calibrated (" << a.calibrate;
+    if (a.calibrate == "head_scale") {
+      std::cout << ": tau per layer and head";
+      for (const auto& layer : calibration["fitted"]) {
+        std::cout << " [";
+        for (size_t h = 0; h < layer.size(); ++h) std::cout << (h ? " " : "") << std::fixed << std::setprecision(3)
+                                                             << layer[h].get<double>();
+        std::cout << "]";
+      }
+      std::cout.unsetf(std::ios::floatfield);
+    } else {
+      std::cout << " = " << calibration["fitted"].get<double>();
+    }
+    std::cout << "), on the evaluation split:\n";
+  }
   std::cout << r.table() << "attention diagnostics (mean over heads and rows, per layer):\n" << r.diagnostics_table();
   if (key) std::cout << r.longppl_table();
   if (kl) std::cout << kl->table();
@@ -495,10 +535,28 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--longppl-beta", args->longppl_beta,
                   "LongPPL's beta: the least long-context log-probability (default -2)");
   cmd->add_option("--calibrate", args->calibrate,
-                  "Fit one scalar before evaluating, by a golden-section search on a held-out calibration split: "
+                  "Fit before evaluating, on a held-out calibration split: one scalar by a golden-section search, "
                   "temperature (a global logit scale), yarn_attn_factor (YaRN's t; needs --context yarn or yarn_temp) "
-                  "or ntk_factor (needs --context ntk)")
-      ->check(CLI::IsMember({"temperature", "yarn_attn_factor", "ntk_factor"}));
+                  "or ntk_factor (needs --context ntk); or head_scale: HeadScale's temperature per layer and head, "
+                  "by Adam on the loss at --calibrate-on with every other parameter frozen (needs --context "
+                  "headscale)")
+      ->check(CLI::IsMember(calibration_knobs()));
+  cmd->add_option("--calibrate-steps", args->head_scale.steps, "head_scale: optimizer steps (default 200)")
+      ->check(positive());
+  cmd->add_option("--calibrate-lr", args->head_scale.lr,
+                  "head_scale: Adam's peak learning rate, warm-up over a tenth of the steps then a cosine to a "
+                  "tenth (default 0.05)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--calibrate-batch", args->head_scale.batch,
+                  "head_scale: windows of --calibrate-on times T tokens per step (default 1)")
+      ->check(positive());
+  cmd->add_option("--head-scale-floor", args->head_scale.floor,
+                  "head_scale: every tau kept >= this after each step (default 1, the authors' constraint; 0 = none)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--head-scale-init", args->head_scale.init,
+                  "head_scale: every tau starts here, e.g. a fitted --calibrate temperature (default: the model's "
+                  "own, 1 for a checkpoint trained without HeadScale)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--calibrate-on", args->calibrate_on,
                   "Calibration: the multiple whose mean loss is minimised (default: the largest evaluated)")
       ->check(positive());

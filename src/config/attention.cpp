@@ -108,6 +108,7 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
   s.temp_beta = ctx.temp_beta;
   s.logit_scale = ctx.logit_scale;
   s.temp_floor = ctx.temp_floor;
+  s.head_temperature = ctx.head_scale == 1;
   return s;
 }
 
@@ -147,7 +148,7 @@ namespace {
 struct ContextMethod {
   const char* name;
   const char* key;
-  const char* value;
+  const char* value;  // the key's value (a number where it reads as one)
   const char* kind;
   const char* key2 = nullptr;  // a second key the method sets
   const char* value2 = nullptr;
@@ -168,6 +169,7 @@ constexpr ContextMethod kContextMethods[] = {
     {"string", "remap", "string", "distance remapping"},
     {"yarn_temp", "temperature", "yarn", "temperature"},
     {"llama4_temp", "temperature", "llama4", "temperature"},
+    {"headscale", "head_scale", "1", "head temperature"},
 };
 }  // namespace
 
@@ -190,7 +192,9 @@ nlohmann::json context_methods_to_json(const std::vector<std::string>& methods) 
       GPT_CHECK(key != found->key, "context methods \"", other, "\" and \"", name, "\" are both a ", found->kind,
                 "; use one");
     used.emplace_back(found->key, name);
-    j[found->key] = found->value;
+    // A value that reads as a number is one (context.head_scale = 1).
+    const nlohmann::json number = nlohmann::json::parse(found->value, nullptr, false);
+    j[found->key] = number.is_number() ? number : nlohmann::json(found->value);
     if (found->key2) j[found->key2] = found->value2;
   }
   return j;
@@ -238,6 +242,7 @@ nlohmann::json context_to_json(const AttentionSpec& s) {
     j["temp_beta"] = s.temp_beta;
     j["temp_floor"] = s.temp_floor > 0 ? s.temp_floor : s.trained_context;
   }
+  j["head_scale"] = s.head_temperature;
   return j;
 }
 
@@ -310,6 +315,7 @@ std::string context_summary(const AttentionSpec& s) {
     m << "logits x " << s.logit_scale;
     add(m.str());
   }
+  if (s.head_temperature) add("headscale (logits x a learned tau per layer and head)");
   if (r.grown > 0) {
     std::ostringstream m;
     m << "frequencies grown by YaRN over the training windows ";

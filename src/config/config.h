@@ -225,6 +225,7 @@ struct ContextConfig {
   double logit_scale = 1;                   // a global temperature: every logit × this
   double temp_beta = 0.1;                   // llama4 β
   int temp_floor = 0;                       // llama4 F; 0 = model.context
+  int head_scale = 0;                       // 1 = HeadScale: a learned temperature per layer and head (attnscale)
 };
 
 struct RunConfig {

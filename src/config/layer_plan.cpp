@@ -238,6 +238,7 @@ LearnedAttention learned_attention(const std::vector<LayerAttention>& layers) {
   for (size_t l = 0; l < layers.size(); ++l) {
     const AttentionSpec& s = layers[l].spec;
     out.scale |= s.learned_scale();
+    out.head_temperature |= s.head_temperature;
     out.sink |= s.learned_sink();
     out.forget |= s.forget();
     out.fire |= s.fire();

@@ -88,6 +88,7 @@ std::string position_ids_refusal(const ModelConfig& m, const std::vector<LayerAt
 struct LearnedAttention {
   bool scale = false, sink = false, kerple = false, forget = false, fire = false, output_gate = false,
        differential = false;
+  bool head_temperature = false;  // the learned per-head scale is HeadScale's τ_h (else ssmax's s_h)
   PositionBias kerple_kind = PositionBias::None;
   bool operator==(const LearnedAttention&) const = default;
 };

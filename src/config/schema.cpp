@@ -329,6 +329,10 @@ std::vector<Key> make_keys() {
       {GPT_KEY(context, logit_scale), above(0),
        "a global temperature: every attention logit times this (what gpt eval --calibrate temperature fits)"},
       {GPT_KEY(context, temp_floor), between(0, kMaxContext), "llama4 temperature F; 0 = model.context"},
+      {GPT_KEY(context, head_scale), between(0, 1),
+       "1 = HeadScale: every q.k logit of a head times a learned temperature tau_h of its layer (the attnscale "
+       "tensor); a checkpoint without it starts at tau = 1 (unchanged) and gpt eval --calibrate head_scale fits "
+       "them"},
 
       {GPT_KEY(run, dir), non_empty(), "run directory (logs, checkpoints, results)"},
       {GPT_KEY(run, device), one_of({"cpu", "cuda"}), "compute backend"},
@@ -515,6 +519,17 @@ std::vector<Rule> make_rules() {
        [](const Config& c) {
          if (c.model.p_rope == 1.0) return true;
          return c.model.position == "rope" && rope::kept_pairs(resolve_attention(c).rope, rope_dims(c)) >= 1;
+       }},
+      {"\"context.head_scale\" = 1 (HeadScale's tau_h) cannot join \"attention.scale\" = \"ssmax\", whose learned s_h "
+       "is already a per-head temperature held in the same tensor, nor \"scale_invariant\", whose per-distance "
+       "shift tau_h would not scale (in any layer)",
+       {"context.head_scale", "attention.preset", "attention.scale", "model.layer_plan", "model.layer_pattern",
+        "model.layer_kinds"},
+       [](const Config& c) {
+         if (c.context.head_scale == 0) return true;
+         for (const LayerAttention& l : layer_attention(c.model, resolve_attention(c)))
+           if (l.spec.scale == Scale::Ssmax || l.spec.scale == Scale::ScaleInvariant) return false;
+         return true;
        }},
       {"\"context.yarn_truncate\" = 0 (the exact ramp) belongs to \"context.rope_scaling\" = \"yarn\"",
        {"context.yarn_truncate", "context.rope_scaling"},

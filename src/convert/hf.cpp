@@ -606,9 +606,10 @@ void HfModel::upload_tensor(Model<float>& model, const ParamSpec& spec) const {
   }
 }
 
-void HfModel::upload(Model<float>& model) const {
+void HfModel::upload(Model<float>& model, const std::vector<std::string>& skip) const {
   used_.clear();
-  for (const ParamSpec& s : model.layout().specs) upload_tensor(model, s);
+  for (const ParamSpec& s : model.layout().specs)
+    if (std::find(skip.begin(), skip.end(), s.name) == skip.end()) upload_tensor(model, s);
   check_all_used();
 }
 

@@ -55,10 +55,10 @@ class HfModel {
   // one; layer is ignored then) in the project's layout, spec.numel() / L (or
   // spec.numel()) values into out.
   void fill(const ParamSpec& spec, int layer, float* out) const;
-  // Every parameter of the layout into the model, one layer slice at a time
-  // through a host buffer of one slice; then checks that every tensor of the
-  // files was used.
-  void upload(Model<float>& model) const;
+  // Every parameter of the layout into the model (but those in `skip`, which
+  // keep their values), one layer slice at a time through a host buffer of
+  // one slice; then checks that every tensor of the files was used.
+  void upload(Model<float>& model, const std::vector<std::string>& skip = {}) const;
   // One parameter of the model (spec from model.layout()) the same way;
   // train.init_from calls it for the parameters both models have.
   void upload_tensor(Model<float>& model, const ParamSpec& spec) const;

@@ -9,14 +9,18 @@
 namespace gpt {
 
 const std::vector<std::string>& calibration_knobs() {
-  static const std::vector<std::string> k = {"temperature", "yarn_attn_factor", "ntk_factor"};
+  static const std::vector<std::string> k = {"temperature", "yarn_attn_factor", "ntk_factor", "head_scale"};
   return k;
 }
 
 void check_calibration_knob(const AttentionSpec& spec, const std::string& knob) {
   const auto& ks = calibration_knobs();
   GPT_CHECK(std::find(ks.begin(), ks.end(), knob) != ks.end(), "eval: --calibrate \"", knob,
-            "\" is no knob; valid: temperature, yarn_attn_factor, ntk_factor");
+            "\" is no knob; valid: temperature, yarn_attn_factor, ntk_factor, head_scale");
+  if (knob == "head_scale")
+    GPT_CHECK(spec.head_temperature,
+              "eval: --calibrate head_scale fits HeadScale's temperature per layer and head, which needs --context "
+              "headscale (context.head_scale = 1)");
   if (knob == "yarn_attn_factor")
     GPT_CHECK(spec.rope.scaling == RopeScaling::Yarn || spec.temperature == Temperature::Yarn,
               "eval: --calibrate yarn_attn_factor fits YaRN's attention factor, which needs --context yarn or "
@@ -90,6 +94,7 @@ CalibrationResult calibrate(Model<float>& model, const TokenStream& calib, const
                             const std::function<void(double, double)>& progress) {
   const AttentionSpec base = model.attention();
   check_calibration_knob(base, knob);
+  GPT_CHECK(knob != "head_scale", "calibrate: head_scale is fitted by gradient (fit_head_scales), not searched");
   const int L = multiple * trained_context;
   CalibrationResult r;
   r.knob = knob;

@@ -40,6 +40,7 @@ ParamLayout::ParamLayout(const ModelConfig& m, const AttentionSpec& attn) {
   const bool output_gate = learned.output_gate;
   const bool differential = learned.differential;
   const bool pope = m.position == "pope";
+  const InitKind attnscale_init = learned.head_temperature ? InitKind::Ones : InitKind::AttnScale;
   const InitKind kerple_init =
       learned.kerple_kind == PositionBias::KerplePower ? InitKind::KerplePower : InitKind::KerpleLog;
   auto add = [&](const char* name, Shape shape, InitKind init, bool decay, bool present, bool per_layer,
@@ -132,7 +133,11 @@ void check_attention_compatible(const ModelConfig& m, const AttentionSpec& train
   GPT_CHECK(trained.score == wanted.score, "attention ", wanted_name, " uses ", stage_name(wanted.score),
             " scores but the checkpoint was trained with ", trained_name, " (", stage_name(trained.score),
             " scores); the score type cannot change after training");
-  const ParamDifference d = param_difference(ParamLayout(m, trained), ParamLayout(m, wanted));
+  ParamDifference d = param_difference(ParamLayout(m, trained), ParamLayout(m, wanted));
+  const std::vector<std::string> identity = identity_tensors_added(m, trained, wanted);
+  std::erase_if(d.added, [&](const ParamSpec& s) {
+    return std::find(identity.begin(), identity.end(), s.name) != identity.end();
+  });
   const std::string why = "; a learned tensor cannot be added, dropped or exchanged after training";
   GPT_CHECK(d.added.empty(), "attention ", wanted_name, " needs ", describe_tensors(d.added),
             ", which the checkpoint (trained with ", trained_name, ") does not have", why);
@@ -140,6 +145,14 @@ void check_attention_compatible(const ModelConfig& m, const AttentionSpec& train
             " that the checkpoint (trained with ", trained_name, ") holds", why);
   GPT_CHECK(d.changed.empty(), "attention ", wanted_name, " reads ", describe_tensors(d.changed),
             " otherwise than the checkpoint (trained with ", trained_name, ") learned them", why);
+}
+
+std::vector<std::string> identity_tensors_added(const ModelConfig& m, const AttentionSpec& trained,
+                                                const AttentionSpec& wanted) {
+  const LearnedAttention was = learned_attention(layer_attention(m, trained));
+  const LearnedAttention now = learned_attention(layer_attention(m, wanted));
+  if (now.head_temperature && !was.scale) return {"attnscale"};
+  return {};
 }
 
 template <typename T>

@@ -40,6 +40,7 @@ enum class InitKind {
 // buffer order. `what` names the tensor for people (errors that say which tensors a
 // change of attention would add or drop). `present` may use learned_positions, learned_attn_scale and learned_attn_sink
 // (the sink logits ζ_h of normalisation "sink", starting at 0: the sink begins as softmax1's implicit zero logit) and
+// learned_attn_scale (ssmax's s_h from attn::ssmax_init, or HeadScale's τ_h from 1: `attnscale_init`) and
 // learned_kerple (KERPLE's raw (ρ₁, ρ₂) per head; `kerple_init` is its variant's InitKind) and learned_fire (FIRE's
 // MLP, c and multiplier m of attn::fire, one block per layer, no weight decay) and learned_forget (the forget gate's
 // projection C → H and bias: f_t = σ(fgatew·x_t + fgateb), x_t the layer's normalised input; N(0, init_std) and zeros,
@@ -70,7 +71,7 @@ enum class InitKind {
   X(qnormw, (Shape{QN}), InitKind::Ones, false, qk_norm_gain, "QK-norm's query gain")                               \
   X(knormw, (Shape{QN}), InitKind::Ones, false, qk_norm_gain, "QK-norm's key gain")                                 \
   X(qkscale, (Shape{H}), InitKind::Ones, false, qk_norm_scale, "QK-norm's learned logit scale per query head")      \
-  X(attnscale, (Shape{H}), InitKind::AttnScale, false, learned_attn_scale, "the learned ssmax scales s_h")          \
+  X(attnscale, (Shape{H}), attnscale_init, false, learned_attn_scale, "the learned per-head scales (ssmax s_h, HeadScale tau_h)") \
   X(attnsink, (Shape{H}), InitKind::Zeros, false, learned_attn_sink, "the learned sink logits ζ_h")                 \
   X(attnkerple, (Shape{H, 2}), kerple_init, false, learned_kerple, "KERPLE's learned bias parameters r1, r2")       \
   X(attnfire, (Shape{attn::fire::count(H)}), InitKind::Fire, false, learned_fire, "FIRE's MLP, c and L")            \
@@ -159,8 +160,17 @@ std::string describe_tensors(const std::vector<ParamSpec>& specs);
 // scores train different q and k), or another set of parameter tensors
 // (param_difference: a learned scale, sink, bias, gate or differential
 // attention added, dropped or exchanged), named with what they are.
+// Tensors that `identity_tensors_added` names are the exception: they may be
+// added, since they start where the model runs unchanged.
 void check_attention_compatible(const ModelConfig& m, const AttentionSpec& trained, const AttentionSpec& wanted,
                                 const std::string& trained_name, const std::string& wanted_name);
+// The tensors attention `wanted` adds to a model trained with `trained` whose
+// initial value leaves the model as it was, so that a checkpoint may gain
+// them at evaluation (and a calibration fit them): HeadScale's τ_h
+// (attnscale, from 1) on a model without a learned per-head scale. Empty
+// otherwise.
+std::vector<std::string> identity_tensors_added(const ModelConfig& m, const AttentionSpec& trained,
+                                                const AttentionSpec& wanted);
 
 template <typename T>
 ParamViews<T> make_views(const ParamLayout& layout, T* base, int n_layer);

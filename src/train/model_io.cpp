@@ -9,6 +9,8 @@
 #include <limits>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "config/attention.h"
 #include "convert/hf.h"
 #include "core/check.h"
@@ -197,8 +199,10 @@ TrainProgress checkpoint_progress(const nlohmann::json& meta, const std::string&
 // also hold its tensors, so memory stays proportional to the file.
 // shape_of(name): the tensor's shape, or null when the checkpoint lacks it.
 static void check_tensor_shapes(const std::function<const std::vector<int64_t>*(const std::string&)>& shape_of,
-                                const std::string& path, const ParamLayout& layout, const std::string& prefix) {
+                                const std::string& path, const ParamLayout& layout, const std::string& prefix,
+                                const std::vector<std::string>& absent = {}) {
   for (const ParamSpec& s : layout.specs) {
+    if (std::find(absent.begin(), absent.end(), s.name) != absent.end()) continue;
     const std::string name = prefix + s.name;
     const std::vector<int64_t>* shape = shape_of(name);
     GPT_CHECK(shape, "checkpoint ", path, " has no tensor ", name,
@@ -236,9 +240,10 @@ void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<f
   }
 }
 
-void check_checkpoint_tensors(const CheckpointReader& r, const ParamLayout& layout, const std::string& prefix) {
+void check_checkpoint_tensors(const CheckpointReader& r, const ParamLayout& layout, const std::string& prefix,
+                              const std::vector<std::string>& absent) {
   check_tensor_shapes([&](const std::string& name) { return r.has(name) ? &r.entry(name).shape : nullptr; }, r.path(),
-                      layout, prefix);
+                      layout, prefix, absent);
 }
 
 // Tensor `name` of the reader, whose values sit at flat offsets offset ..
@@ -256,8 +261,10 @@ static void upload_tensor(CheckpointReader& r, const std::string& name, ParamBac
   });
 }
 
-void restore_checkpoint(CheckpointReader& r, Model<float>& model, Optimizer<float>* opt) {
-  check_checkpoint_tensors(r, model.layout(), "param/");
+void restore_checkpoint(CheckpointReader& r, Model<float>& model, Optimizer<float>* opt,
+                        const std::vector<std::string>& absent) {
+  GPT_CHECK(!opt || absent.empty(), "restore_checkpoint: tensors absent from ", r.path(), " have no optimizer state");
+  check_checkpoint_tensors(r, model.layout(), "param/", absent);
   if (opt) {
     check_optimizer(r.meta(), r.path(), *opt);
     check_checkpoint_tensors(r, model.layout(), "adam_m/");
@@ -265,7 +272,8 @@ void restore_checkpoint(CheckpointReader& r, Model<float>& model, Optimizer<floa
   }
   const dist::Shard all{0, model.num_params()};
   for (const ParamSpec& s : model.layout().specs)
-    upload_tensor(r, "param/" + s.name, model.backend(), model.params(), s.offset, all);
+    if (std::find(absent.begin(), absent.end(), s.name) == absent.end())
+      upload_tensor(r, "param/" + s.name, model.backend(), model.params(), s.offset, all);
   if (opt) {
     // Each rank keeps the part of each tensor inside its shard.
     for (const ParamSpec& s : model.layout().specs) {
@@ -372,6 +380,7 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
     m.progress = checkpoint_progress(ckpt->meta(), m.path);
   }
   AttentionSpec spec = resolve_attention(m.config);
+  std::vector<std::string> added;  // tensors the override adds at their identity value (HeadScale's τ_h = 1)
   if (!attention.empty() || !attention.context_empty()) {
     nlohmann::json j = config_to_json(m.config);
     if (!attention.preset.empty()) {
@@ -406,10 +415,11 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
     const AttentionSpec wanted_spec = resolve_attention(wanted);
     check_attention_compatible(m.config.model, spec, wanted_spec, attention_summary(m.config.attention, spec),
                                attention_summary(wanted.attention, wanted_spec));
+    added = identity_tensors_added(m.config.model, spec, wanted_spec);
     m.config = wanted;
     spec = wanted_spec;
   }
-  if (ckpt) check_checkpoint_tensors(*ckpt, ParamLayout(m.config.model, spec), "param/");
+  if (ckpt) check_checkpoint_tensors(*ckpt, ParamLayout(m.config.model, spec), "param/", added);
   const std::string gemm_precision = !precision.empty() ? precision
                                      : device == "cuda" ? m.config.run.precision
                                                         : "fp32";
@@ -417,10 +427,16 @@ LoadedModel load_model(const std::string& path, const AttentionOverride& attenti
   m.config.run.precision = gemm_precision;
   m.config.run.storage = !storage.empty() ? storage : m.config.run.storage;
   m.model = make_model(m.config.model, spec, device, gemm_precision, m.config.run.storage);
+  if (!added.empty()) {
+    m.model->init(m.config.train.seed);  // the added tensors' initial values; the rest is overwritten
+    std::vector<ParamSpec> specs;
+    for (const std::string& n : added) specs.push_back(m.model->layout().find(n));
+    spdlog::info("{}: not in the checkpoint; starts where the model runs as trained", describe_tensors(specs));
+  }
   if (hf)
-    hf->upload(*m.model);
+    hf->upload(*m.model, added);
   else
-    restore_checkpoint(*ckpt, *m.model, nullptr);
+    restore_checkpoint(*ckpt, *m.model, nullptr, added);
   return m;
 }
 

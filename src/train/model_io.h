@@ -58,10 +58,15 @@ void check_finite(const std::vector<float>& values, const std::string& path, con
 void restore_checkpoint(const Checkpoint& ckpt, const std::string& path, Model<float>& model, Optimizer<float>* opt);
 // The same from a checkpoint file, tensor by tensor through the reader's
 // buffer into backend memory (no host copy of the model).
-void restore_checkpoint(CheckpointReader& reader, Model<float>& model, Optimizer<float>* opt);
+// `absent`: parameter tensors the checkpoint need not hold (identity_tensors_added),
+// which keep the model's values.
+void restore_checkpoint(CheckpointReader& reader, Model<float>& model, Optimizer<float>* opt,
+                        const std::vector<std::string>& absent = {});
 // Throws, naming the tensor and both shapes, unless the reader holds every
-// tensor of layout under prefix ("param/", "adam_m/", ...) with its shape.
-void check_checkpoint_tensors(const CheckpointReader& reader, const ParamLayout& layout, const std::string& prefix);
+// tensor of layout under prefix ("param/", "adam_m/", ...) with its shape,
+// but those named in `absent`.
+void check_checkpoint_tensors(const CheckpointReader& reader, const ParamLayout& layout, const std::string& prefix,
+                              const std::vector<std::string>& absent = {});
 
 // Copies into `model` every parameter tensor of the checkpoint (file, run
 // directory, or Hugging Face model directory, convert/hf.h) that the model

@@ -200,7 +200,7 @@ TEST_F(Cli, EvalWithAnotherAttentionVariant) {
   // Stage overrides on top of the trained variant.
   EXPECT_EQ(run("eval " + runs + " --attention-set scale=logn --attention-set p=15 --tokens 256").status, 0);
   expect_error(run("eval " + runs + " --attention lssa"), {"cosine scores", "score type cannot change"});
-  expect_error(run("eval " + runs + " --attention ssmax"), {"learned ssmax scales", "does not have"});
+  expect_error(run("eval " + runs + " --attention ssmax"), {"learned per-head scales (ssmax s_h", "does not have"});
   expect_error(run("eval " + runs + " --attention-set scale=bogus"), {"attention.scale", "infoscale"});
   expect_error(run("eval " + runs + " --attention-set nokey=1"), {"attention.nokey"});
   const Result bad = run("eval " + runs + " --attention nosuch");  // CLI11's own exit status
@@ -320,7 +320,7 @@ TEST_F(Cli, LssaRunEvaluatedWithReweighting) {
 TEST_F(Cli, SsmaxRunKeepsItsLearnedScales) {
   ASSERT_EQ(run("train " + config("", R"(, "attention": {"preset": "ssmax"})")).status, 0);
   const std::string runs = (dir_ / "run").string();
-  expect_error(run("eval " + runs + " --attention softmax"), {"would drop the learned ssmax scales"});
+  expect_error(run("eval " + runs + " --attention softmax"), {"would drop the learned per-head scales (ssmax s_h"});
   EXPECT_EQ(run("eval " + runs + " --attention-set p=15 --tokens 256").status, 0);
 }
 

@@ -173,6 +173,13 @@ TEST(ContextConfig, RefusedCombinationsNameBothParts) {
   EXPECT_NO_THROW(config_from_json(json::parse(R"({"model": {"position": "alibi"}, "context": {"mask": "window",
       "temperature": "llama4"}})")));
   EXPECT_NO_THROW(config_from_json(json::parse(R"({"model": {"position": "none"}, "context": {"mask": "sinks"}})")));
+  // HeadScale's τ_h shares ssmax's tensor and would not scale
+  // scale-invariant attention's shift: both refused, in any layer.
+  EXPECT_NO_THROW(config_from_json(json::parse(R"({"model": {"position": "none"}, "context": {"head_scale": 1}})")));
+  expect_contains(error_of(R"({"attention": {"preset": "ssmax"}, "context": {"head_scale": 1}})"),
+                  {"context.head_scale", "ssmax"});
+  expect_contains(error_of(R"({"attention": {"scale": "scale_invariant"}, "context": {"head_scale": 1}})"),
+                  {"context.head_scale", "scale_invariant"});
 }
 
 TEST(ContextConfig, MethodListOfGptEvalContext) {
@@ -182,6 +189,8 @@ TEST(ContextConfig, MethodListOfGptEvalContext) {
   EXPECT_EQ(context_methods_to_json({"none"}), json::object());
   EXPECT_EQ(context_methods_to_json({"streaming_llm"}), json({{"mask", "sinks"}, {"sink_positions", "cache"}}));
   EXPECT_EQ(context_methods_to_json({"rerope", "yarn"}), json({{"remap", "rerope"}, {"rope_scaling", "yarn"}}));
+  // HeadScale's key is a number, and it joins a frequency rule.
+  EXPECT_EQ(context_methods_to_json({"headscale", "yarn"}), json({{"head_scale", 1}, {"rope_scaling", "yarn"}}));
   try {
     context_methods_to_json({"pi", "yarn"});
     ADD_FAILURE() << "two frequency rules";

@@ -67,11 +67,30 @@ TEST(AttentionStages, RowScales) {
   // dλ/ds_h against finite differences.
   std::vector<double> analytic, numeric;
   for (int i : {1, 2, 17, 64, 1000}) {
-    analytic.push_back(attn::row_scale_grad(s, i));
+    analytic.push_back(attn::row_scale_grad(s, i, d));
     std::vector<double> sh{0.3};
     numeric.push_back(numeric_gradient(sh, [&] { return attn::row_scale(s, i, d, sh[0]); })[0]);
   }
   test::expect_gradient("stage2", "ssmax dλ/ds", analytic, numeric);
+  // HeadScale (Wang et al. 2024, arXiv 2404.12224, §4.2: q scaled by λ_h/√d
+  // before q·k, so the head's logits × λ_h): λ_i = τ_h·λ′_i on top of any
+  // scale and temperature, and dλ_i/dτ_h = λ′_i.
+  s.head_temperature = true;
+  s.temperature = Temperature::Llama4;
+  s.trained_context = 64;
+  for (Scale sc : {Scale::None, Scale::Logn, Scale::Lssa}) {
+    s.scale = sc;
+    analytic.clear(), numeric.clear();
+    for (int i : {2, 17, 64, 1000}) {
+      AttentionSpec plain = s;
+      plain.head_temperature = false;
+      EXPECT_NEAR(attn::row_scale(s, i, d, 1.7), 1.7 * attn::row_scale(plain, i, d, 0.3), 1e-12);
+      analytic.push_back(attn::row_scale_grad(s, i, d));
+      std::vector<double> tau{1.3};
+      numeric.push_back(numeric_gradient(tau, [&] { return attn::row_scale(s, i, d, tau[0]); })[0]);
+    }
+    test::expect_gradient("stage2", "HeadScale dλ/dτ", analytic, numeric);
+  }
 }
 
 // Stages 4 and 5 of one row as a function of its φ values u: the chain

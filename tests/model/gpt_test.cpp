@@ -130,6 +130,25 @@ TEST(ModelGradcheckPope, WholeModelMatchesFiniteDifferences) {
   }
 }
 
+// HeadScale (context.head_scale; Wang et al. 2024) through the whole model:
+// the per-head temperatures τ_h (attnscale) set away from 1, on NoPE (the
+// authors' setting) and RoPE with softmax, and NoPE with lssar.
+TEST(ModelGradcheck, HeadScale) {
+  ContextConfig cc;
+  cc.head_scale = 1;
+  for (const auto& [position, preset] : {std::pair{"none", "softmax"}, {"rope", "softmax"}, {"none", "lssar"}}) {
+    AttentionConfig ac;
+    ac.preset = preset;
+    check_model_gradient(tiny_config(position), ac, cc, std::string(position) + "," + preset + ",headscale",
+                         std::string(preset) == "lssar" ? 5e-5 : 0,
+                         [](std::vector<double>& p, const ParamLayout& layout) {
+                           const ParamSpec& t = layout.find("attnscale");
+                           const auto v = test::random_vector(t.numel(), 23, 0.7, 1.8);
+                           for (size_t i = 0; i < t.numel(); ++i) p[t.offset + i] = v[i];
+                         });
+  }
+}
+
 // Training-time position ids (PoSE-like jumps; train/position_ids.h) through
 // the whole model: RoPE with softmax and lssar, PoPE with softmax.
 TEST(ModelGradcheck, PositionIds) {
@@ -1327,7 +1346,7 @@ TEST(Model, AttentionChangesAreJudgedByTheirParameterTensors) {
   const AttentionSpec sink = spec([](AttentionConfig& a) { a.preset = "sink"; });
   const AttentionSpec klog = spec([](AttentionConfig& a) { a.position_bias = "kerple_log"; });
   const AttentionSpec kpow = spec([](AttentionConfig& a) { a.position_bias = "kerple_power"; });
-  EXPECT_NE(error(softmax, ssmax).find("needs the learned ssmax scales s_h (attnscale), which the checkpoint"),
+  EXPECT_NE(error(softmax, ssmax).find("needs the learned per-head scales (ssmax s_h, HeadScale tau_h) (attnscale), which the checkpoint"),
             std::string::npos);
   EXPECT_NE(error(sink, softmax).find("would drop the learned sink logits ζ_h (attnsink)"), std::string::npos);
   EXPECT_NE(error(klog, kpow).find("reads KERPLE's learned bias parameters r1, r2 (attnkerple) otherwise"),

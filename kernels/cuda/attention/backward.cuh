@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
     }
   }
   if (learned)
-    warp_atomic_add(gr.dhead + s.param_head(h), row_ok && lane == 0 ? attn::row_scale_grad(s, i) * sigma_dx : 0.0);
+    warp_atomic_add(gr.dhead + s.param_head(h), row_ok && lane == 0 ? attn::row_scale_grad(s, i, D) * sigma_dx : 0.0);
   if (s.learned_sink())
     warp_atomic_add(gr.dsink + s.param_head(h),
                     row_ok && lane == 0 ? static_cast<double>(attn::sink_grad(s, row, rc.zeta, S)) : 0.0);

@@ -208,7 +208,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
     }
   }
   if (learned)
-    warp_atomic_add(gr.dhead + s.param_head(h), row_ok && lane == 0 ? attn::row_scale_grad(s, i) * sigma_dx : 0.0);
+    warp_atomic_add(gr.dhead + s.param_head(h), row_ok && lane == 0 ? attn::row_scale_grad(s, i, D) * sigma_dx : 0.0);
   if (kerple) {  // through r = softplus(ρ) (and the power's 2σ(ρ₂))
     warp_atomic_add(gr.dkerple + 2 * s.param_head(h), row_ok && lane == 0 ? k1 * rc.dr1 : 0.0);
     warp_atomic_add(gr.dkerple + 2 * s.param_head(h) + 1, row_ok && lane == 0 ? k2 * rc.dr2 : 0.0);

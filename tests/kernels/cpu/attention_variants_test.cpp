@@ -164,6 +164,14 @@ std::vector<Variant> all_variants(int N) {
   alibi_r.name = "lssar+alibi";
   alibi_r.spec.position_bias = PositionBias::Alibi;
   v.push_back(alibi_r);
+  // HeadScale's τ_h (context.head_scale) on softmax, on a scale with
+  // re-weighting, under stick-breaking and with cosine scores.
+  for (const char* p : {"softmax", "lssar", "stick_breaking", "cosine"}) {
+    Variant hs = preset(p, N);
+    hs.name = std::string(p) + "+headscale";
+    hs.spec.head_temperature = true;
+    v.push_back(hs);
+  }
   return v;
 }
 
@@ -366,7 +374,8 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, co
 
 std::vector<double> scales_for(const AttentionSpec& s, int NH, uint64_t seed) {
   if (!s.learned_scale()) return {};
-  return random_vector(NH, seed, 0.2, 0.6);  // around 1/ln N, away from 0
+  if (s.head_temperature) return random_vector(NH, seed, 0.8, 2.0);  // HeadScale's τ_h around 1
+  return random_vector(NH, seed, 0.2, 0.6);                          // ssmax's s_h around 1/ln N, away from 0
 }
 
 // ---- forward against the reference ------------------------------------------------------

@@ -151,7 +151,9 @@ HeadInputs head_inputs(const Case& c) {
   HeadInputs in;
   in.head_scale.resize(c.NH), in.sink.resize(c.NH), in.kerple.resize(2 * c.NH);
   for (int h = 0; h < c.NH; ++h) {
-    in.head_scale[h] = static_cast<float>(attn::ssmax_init(c.spec.trained_context) * (1.0 + 0.2 * h));
+    in.head_scale[h] = c.spec.head_temperature  // HeadScale's τ_h around 1, else ssmax's s_h
+                           ? static_cast<float>(0.8 + 0.45 * h)
+                           : static_cast<float>(attn::ssmax_init(c.spec.trained_context) * (1.0 + 0.2 * h));
     in.sink[h] = static_cast<float>(c.sink_base + 0.7 * h);  // ignored unless normalisation sink
     in.kerple[2 * h] = static_cast<float>(-1.0 + 0.6 * h);   // KERPLE's raw ρ₁, ρ₂ (ignored without it)
     in.kerple[2 * h + 1] = static_cast<float>(-0.8 + 0.5 * h);
@@ -421,6 +423,18 @@ AttentionSpec with_bias(const char* preset, const char* bias, int N = kN) {
 // KERPLE's learned biases (docs/contenders.md): computed in the kernels per pair
 // (the CPU reads per-call tables), with the stages they compose with, a
 // window and sinks, and a long row.
+// HeadScale's τ_h (context.head_scale): the per-head temperature in the
+// scale slot, its gradient through dhead, on several variants and rules.
+TEST_F(CudaAttention, HeadScale) {
+  const auto head_scale = [](ContextConfig& c) { c.head_scale = 1; };
+  const auto with_llama4 = [](ContextConfig& c) { c.head_scale = 1, c.temperature = "llama4"; };
+  run_case({"softmax+headscale", context_spec("softmax", kN, head_scale), 2, 77, 64, 2, kTol});
+  run_case({"softmax+headscale D=16", context_spec("softmax", kN, head_scale), 1, 45, 64, 4, kTol});
+  run_case({"lssar+headscale", context_spec("lssar", kN, head_scale), 1, 90, 64, 2, kTolSharp});
+  run_case({"stick_breaking+headscale", context_spec("stick_breaking", kN, head_scale), 1, 90, 64, 2, kTol});
+  run_case({"cosine+headscale+llama4", context_spec("cosine", kN, with_llama4), 1, 200, 64, 2, kTol});
+}
+
 TEST_F(CudaAttention, KerpleBiases) {
   auto with = [](const char* preset, const char* bias, int N = kN) { return with_bias(preset, bias, N); };
   for (const char* bias : {"kerple_log", "kerple_power"}) {

@@ -90,7 +90,6 @@ constexpr AllowedSpill kAllowedSpills[] = {
      "the fused attention backward's key-block kernel at head size 16 only (tests and tiny models; the "
      "quickstart's heads are 32 wide, GPT-2 small's 64), under its launch bound: 8-12 bytes per thread on sm_90; "
      "the tensor-core rewrite of the attention kernels (its own open issue) replaces it"},
-    {"sb_dkdv_kernel<16>", "stick-breaking's key-block kernel at head size 16, as above: 8 bytes on sm_90"},
     {"tc_forward_kernel<32, ",
      "the tensor-core forward at head size 32 with softplus or relu on dot scores: ptxas holds these "
      "instantiations to 128 registers (64 and 128 get up to 243 without spilling) and spills 32-44 bytes per "
