@@ -19,7 +19,9 @@ inline void check_attention_args(const char* fn, int B, int Tn, int C, int NH, c
   GPT_CHECK(spec.p >= 0 && std::isfinite(spec.p), fn, ": sharpening exponent p must be >= 0, got ", spec.p);
   GPT_CHECK(spec.normalize != Normalize::Fixed || spec.norm_const > 0, fn,
             ": the fixed normalisation constant must be > 0, got ", spec.norm_const);
-  GPT_CHECK(!spec.learned_scale() || head.scale, fn, ": the ssmax scale needs the per-head scales s_h");
+  GPT_CHECK(!spec.learned_scale() || head.scale, fn, ": the ssmax scale and HeadScale need the per-head scales");
+  GPT_CHECK(!spec.head_temperature || (spec.scale != Scale::Ssmax && spec.scale != Scale::ScaleInvariant), fn,
+            ": HeadScale's per-head temperature cannot join the ssmax or scale_invariant scale (context.head_scale)");
   GPT_CHECK(!spec.learned_sink() || head.sink, fn, ": normalisation \"sink\" needs the per-head sink logits");
   GPT_CHECK(!spec.kerple() || head.kerple, fn, ": the KERPLE bias needs its per-head parameters r1, r2");
   GPT_CHECK(!spec.forget() || head.fcum, fn, ": the forget gate needs its cumulative log gates c (B, NH, T)");

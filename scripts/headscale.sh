@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# HeadScale (Wang et al. 2024) against one global temperature on NoPE
-# (docs/results.md, "HeadScale"): trains configs/sweep/headscale.json, then
-# per seed fits at 16x on the first quarter of the validation stream and
+# HeadScale (Wang et al. 2024) against one global temperature on NoPE, and
+# on softmax with RoPE, where the authors found a uniform scale does not
+# help (docs/results.md, "HeadScale"): trains configs/sweep/headscale.json,
+# then per run fits at 16x on the first quarter of the validation stream and
 # scores the rest: the uniform temperature (--calibrate temperature),
-# HeadScale from tau = 1 and HeadScale from the uniform value. Resumable:
-# finished runs and evaluations (their JSON files) are skipped.
+# HeadScale from tau = 1 with the authors' floor tau >= 1, and HeadScale
+# from the uniform value without a floor. Resumable: finished runs and
+# evaluations (their JSON files) are skipped.
 #   scripts/headscale.sh [--jobs 2] [--steps 200]
 #   GPT_BIN=build/gpt   the binary
 set -euo pipefail
@@ -39,11 +41,11 @@ seed_fits() {
   fit "$run" "$run/eval/headscale.json" --context headscale --calibrate head_scale --calibrate-steps "$steps"
   local t
   t=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["calibration"]["fitted"])' "$run/eval/uniform.json")
-  fit "$run" "$run/eval/headscale_from_uniform.json" --context headscale --calibrate head_scale \
-    --calibrate-steps "$steps" --head-scale-init "$t"
+  fit "$run" "$run/eval/headscale_free.json" --context headscale --calibrate head_scale \
+    --calibrate-steps "$steps" --head-scale-init "$t" --head-scale-floor 0
 }
 running=0
-for run in runs/headscale/nope/seed*; do
+for run in runs/headscale/nope/seed* runs/headscale/rope/seed*; do
   [ -f "$run/checkpoints/latest" ] || continue
   seed_fits "$run" &
   running=$((running + 1))
@@ -53,12 +55,16 @@ wait || true
 
 # Per method and multiple: mean ± sd over seeds on the evaluation split; then
 # the paired differences at 16x and the fitted temperatures.
-python3 - <<'PY'
-import glob, json, os, statistics as st
-runs = sorted(glob.glob("runs/headscale/nope/seed*"))
-methods = [("none (NoPE)", "uniform.json", "uncalibrated"), ("uniform temperature", "uniform.json", "multiples"),
-           ("HeadScale from 1", "headscale.json", "multiples"),
-           ("HeadScale from uniform", "headscale_from_uniform.json", "multiples")]
+for variant in nope rope; do
+python3 - "$variant" <<'PY'
+import glob, json, os, statistics as st, sys
+runs = sorted(r for r in glob.glob(f"runs/headscale/{sys.argv[1]}/seed*") if os.path.exists(os.path.join(r, "eval", "uniform.json")))
+if not runs:
+    raise SystemExit(0)
+print(f"\n{sys.argv[1]}:")
+methods = [("none", "uniform.json", "uncalibrated"), ("uniform temperature", "uniform.json", "multiples"),
+           ("HeadScale (tau >= 1, from 1)", "headscale.json", "multiples"),
+           ("HeadScale (no floor, from uniform)", "headscale_free.json", "multiples")]
 table = {}
 for name, f, key in methods:
     for r in runs:
@@ -69,7 +75,7 @@ for name, f, key in methods:
 if not table:
     raise SystemExit("headscale: no finished evaluation yet")
 mults = [row["multiple"] for row in json.load(open(os.path.join(runs[0], "eval", "uniform.json")))["multiples"]]
-print("| method (NoPE softmax) | seeds | " + " | ".join(f"{m}x" for m in mults) + " |")
+print(f"| method (softmax, {sys.argv[1]}) | seeds | " + " | ".join(f"{m}x" for m in mults) + " |")
 print("|---|---|" + "---|" * len(mults))
 for name, rows in table.items():
     cells = []
@@ -77,13 +83,13 @@ for name, rows in table.items():
         v = [x[k] for x in rows]
         cells.append(f"{st.mean(v):.3f} ± {st.stdev(v):.3f}" if len(v) > 1 else f"{v[0]:.3f}")
     print(f"| {name} | {len(rows)} | " + " | ".join(cells) + " |")
-base = table.get("none (NoPE)", [])
+base = table.get("none", [])
 for name, rows in table.items():
-    if name == "none (NoPE)" or len(rows) != len(base): continue
+    if name == "none" or len(rows) != len(base): continue
     d = [r[-1] - b[-1] for r, b in zip(rows, base)]
     print(f"{name} - none at {mults[-1]}x per seed: " + ", ".join(f"{x:+.3f}" for x in d))
 for r in runs:
-    for f in ("uniform.json", "headscale.json", "headscale_from_uniform.json"):
+    for f in ("uniform.json", "headscale.json", "headscale_free.json"):
         p = os.path.join(r, "eval", f)
         if not os.path.exists(p): continue
         c = json.load(open(p))["calibration"]
@@ -95,3 +101,4 @@ for r in runs:
                                                 for layer in c["fitted"]) +
                   f"; calibration loss {c['initial_loss']:.4f} -> {c['fitted_loss']:.4f}")
 PY
+done

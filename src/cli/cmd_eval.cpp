@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <iomanip>
 #include <iostream>
 #include <memory>
 
@@ -290,6 +289,18 @@ std::pair<LoadedModel, std::string> load_reference(const EvalArgs& a, const std:
 void run_eval(EvalArgs a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   parse_context_arg(a);
+  GPT_CHECK(a.calibrate.empty() || (a.task == "loss" && !a.shard_loss_mode()),
+            "eval: --calibrate belongs to the extrapolation evaluation (not --task ", a.task,
+            " or the mean-loss mode of --context T)");
+  {  // the fit's options without the fit
+    const HeadScaleFitOptions d;
+    const HeadScaleFitOptions& h = a.head_scale;
+    GPT_CHECK(a.calibrate == "head_scale" || (h.steps == d.steps && h.lr == d.lr && h.batch == d.batch &&
+                                               h.floor == d.floor && h.init == d.init),
+              "eval: --calibrate-steps, --calibrate-lr, --calibrate-batch, --head-scale-floor and --head-scale-init "
+              "belong to --calibrate head_scale");
+  }
+
   GPT_CHECK((a.kl_against.empty() && a.longppl_evaluator.empty()) || (a.task == "loss" && !a.shard_loss_mode()),
             "eval: --kl-against and --longppl-evaluator belong to the extrapolation evaluation (not --task ", a.task,
             " or the mean-loss mode of --context T)");
@@ -358,14 +369,6 @@ void run_eval(EvalArgs a) {
   nlohmann::json calibration;
   TokenStream val = full;
   std::unique_ptr<ExtrapolationResult> before;
-  {
-    const HeadScaleFitOptions d;
-    const HeadScaleFitOptions& h = a.head_scale;
-    GPT_CHECK(a.calibrate == "head_scale" || (h.steps == d.steps && h.lr == d.lr && h.batch == d.batch &&
-                                               h.floor == d.floor && h.init == d.init),
-              "eval: --calibrate-steps, --calibrate-lr, --calibrate-batch, --head-scale-floor and --head-scale-init "
-              "belong to --calibrate head_scale");
-  }
   if (!a.calibrate.empty()) {
     check_calibration_knob(lm.model->attention(), a.calibrate);
     const int m = a.calibrate_on > 0 ? a.calibrate_on : ec.multiples.back();
@@ -461,11 +464,13 @@ void run_eval(EvalArgs a) {
       std::cout << ": tau per layer and head";
       for (const auto& layer : calibration["fitted"]) {
         std::cout << " [";
-        for (size_t h = 0; h < layer.size(); ++h) std::cout << (h ? " " : "") << std::fixed << std::setprecision(3)
-                                                             << layer[h].get<double>();
+        for (size_t h = 0; h < layer.size(); ++h) {
+          char v[32];
+          std::snprintf(v, sizeof v, "%s%.3f", h ? " " : "", layer[h].get<double>());
+          std::cout << v;
+        }
         std::cout << "]";
       }
-      std::cout.unsetf(std::ios::floatfield);
     } else {
       std::cout << " = " << calibration["fitted"].get<double>();
     }

@@ -249,7 +249,8 @@ void export_llmc(const Checkpoint& ckpt, const std::string& ckpt_path, const std
   const bool plain_softmax = attn.score == softmax.score && attn.scale == softmax.scale &&
                              attn.positivity == softmax.positivity && attn.normalize == softmax.normalize &&
                              !attn.sharpened() && attn.bias == 0 && !attn::masked(attn) &&
-                             attn.temperature == Temperature::None;
+                             attn.temperature == Temperature::None && !attn.head_temperature &&
+                             attn.logit_scale == 1;
   GPT_CHECK(plain_softmax, "export to llm.c: '", ckpt_path, "' has attention ", attention_summary(cfg.attention, attn),
             "; llm.c's format holds only plain softmax attention");
 

@@ -28,6 +28,7 @@ nlohmann::json HeadScaleFit::to_json() const {
   nlohmann::json t = nlohmann::json::array();
   for (const auto& [s, loss] : trace) t.push_back({{"step", s}, {"loss", loss}});
   return {{"knob", "head_scale"},
+          {"init", options.init > 0 ? nlohmann::json(options.init) : nlohmann::json("the model's")},
           {"multiple", options.multiple},
           {"steps", options.steps},
           {"lr", options.lr},
@@ -61,9 +62,9 @@ HeadScaleFit fit_head_scales(Model<float>& model, const TokenStream& calib, int 
   auto& be = model.backend();
   std::vector<float> tau(n), grad(n);
   be.download(tau.data(), model.params() + spec.offset, n);
+  GPT_CHECK(o.init == 0 || o.floor == 0 || o.init >= o.floor, "--head-scale-init ", o.init,
+            " lies below --head-scale-floor ", o.floor, ", which every step enforces; lower the floor (0 = none)");
   if (o.init > 0) std::fill(tau.begin(), tau.end(), static_cast<float>(o.init));
-  if (o.floor > 0)
-    for (float& t : tau) t = std::max(t, static_cast<float>(o.floor));
   be.upload(model.params() + spec.offset, tau.data(), n);
   r.initial.assign(tau.begin(), tau.end());
 
@@ -79,7 +80,7 @@ HeadScaleFit fit_head_scales(Model<float>& model, const TokenStream& calib, int 
     r.tokens = e.tokens_per_multiple;
     return e.rows[0].loss;
   };
-  r.initial_loss = calib_loss();
+  r.initial_loss = calib_loss();  // the model as it starts, before the floor acts
 
   // Adam (β 0.9, 0.999, ε 1e-8, no weight decay) on τ alone.
   std::vector<double> m1(n, 0.0), m2(n, 0.0);

@@ -25,7 +25,8 @@ struct HeadScaleFitOptions {
   double lr = 0.05;    // Adam's peak learning rate (the authors ran 0.05 and 0.1)
   int batch = 1;       // windows per step
   double floor = 1.0;  // every τ_h >= floor after each step; 0 = no floor
-  double init = 0;     // > 0: every τ_h starts here (the authors: the uniform scale fitted first); 0 = as the model has them
+  double init = 0;     // > 0: every τ_h starts here (the authors: the uniform scale fitted first; >= floor);
+                       // 0 = as the model has them (the first step raises those below the floor)
   uint64_t seed = 1;   // which windows each step reads
   int64_t tokens = 0;  // calibration tokens scored before and after the fit (0: as many as fit in the split)
 };
@@ -33,7 +34,7 @@ struct HeadScaleFitOptions {
 struct HeadScaleFit {
   HeadScaleFitOptions options;
   int layers = 0, heads = 0;
-  std::vector<double> initial, fitted;          // τ (layer-major, layers × heads)
+  std::vector<double> initial, fitted;          // τ (layer-major, layers × heads); initial before the floor acts
   int64_t tokens = 0;                           // tokens scored by default_loss and fitted_loss
   double initial_loss = 0, fitted_loss = 0;     // mean loss at the multiple before and after, on the same tokens
   std::vector<std::pair<int, double>> trace;    // (step, the step's training loss)

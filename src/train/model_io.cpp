@@ -284,6 +284,13 @@ void restore_checkpoint(CheckpointReader& r, Model<float>& model, Optimizer<floa
   }
 }
 
+// Whether `theirs` holds tensor s with its shape and its meaning: the same
+// initialisation kind (ssmax's s_h and HeadScale's τ_h share attnscale, KERPLE's
+// two variants attnkerple, with other values).
+static bool same_tensor(const ParamLayout& theirs, const ParamSpec& s) {
+  return theirs.has(s.name) && theirs.find(s.name).shape == s.shape && theirs.find(s.name).init == s.init;
+}
+
 InitFromSummary init_from_checkpoint(Model<float>& model, const std::string& path) {
   if (is_hf_model_dir(path)) {
     // A Hugging Face model directory: its tensors in the project's layout
@@ -292,7 +299,7 @@ InitFromSummary init_from_checkpoint(Model<float>& model, const std::string& pat
     const ParamLayout theirs(hf.config().model, resolve_attention(hf.config()));
     InitFromSummary sum;
     for (const ParamSpec& s : model.layout().specs) {
-      if (!theirs.has(s.name) || theirs.find(s.name).shape != s.shape) {
+      if (!same_tensor(theirs, s)) {
         sum.kept.push_back(s.name);
         continue;
       }
@@ -306,10 +313,12 @@ InitFromSummary init_from_checkpoint(Model<float>& model, const std::string& pat
   }
   const std::string file = resolve_checkpoint(path);
   CheckpointReader r(file);
+  const Config theirs_cfg = checkpoint_config(r.meta(), file);
+  const ParamLayout theirs(theirs_cfg.model, resolve_attention(theirs_cfg));
   InitFromSummary sum;
   for (const ParamSpec& s : model.layout().specs) {
     const std::string name = "param/" + s.name;
-    if (r.has(name) && r.entry(name).shape == s.shape) {
+    if (r.has(name) && r.entry(name).shape == s.shape && same_tensor(theirs, s)) {
       upload_tensor(r, name, model.backend(), model.params(), s.offset, dist::Shard{0, model.num_params()});
       sum.copied.push_back(s.name);
     } else {

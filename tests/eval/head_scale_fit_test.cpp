@@ -18,6 +18,7 @@
 #include "data/shard.h"
 #include "eval/head_scale_fit.h"
 #include "model/gpt.h"
+#include "train/model_io.h"
 #include "util/run_binary.h"
 
 namespace gpt {
@@ -98,6 +99,15 @@ TEST(HeadScaleFit, FitMovesTauByTheGradientAndLowersTheLoss) {
   const HeadScaleFit floored = fit_head_scales(*model, calib, m.context, 256, o);
   for (double x : floored.initial) EXPECT_EQ(x, 1.5);
   for (double x : floored.fitted) EXPECT_GE(x, 1.2);
+  // A start below the floor is refused rather than silently raised.
+  o.init = 1.1;
+  try {
+    fit_head_scales(*model, calib, m.context, 256, o);
+    FAIL() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lies below --head-scale-floor"), std::string::npos) << e.what();
+  }
+  o.init = 1.5;
   // A model without HeadScale is refused, naming the way to get it.
   auto plain = make_model(m, resolve_attention(ac, m), "cpu", "fp32", "fp32");
   try {
@@ -106,6 +116,32 @@ TEST(HeadScaleFit, FitMovesTauByTheGradientAndLowersTheLoss) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("--context headscale"), std::string::npos) << e.what();
   }
+}
+
+// ssmax's s_h and HeadScale's τ_h share the tensor attnscale and its shape
+// but not its meaning: train.init_from copies neither into the other.
+TEST(HeadScaleFit, InitFromDoesNotTakeSsmaxScalesForTemperatures) {
+  const fs::path dir = fs::temp_directory_path() / ("gpt_head_scale_init_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  Config c;
+  c.model.n_layer = 1, c.model.n_head = 2, c.model.n_embd = 16, c.model.vocab_size = 32, c.model.context = 16;
+  c.model.position = "none";
+  c.attention.preset = "ssmax";
+  auto ssmax = make_model(c.model, resolve_attention(c), "cpu", "fp32", "fp32");
+  ssmax->init(1);
+  save_run_checkpoint(dir.string(), 1, make_checkpoint(*ssmax, nullptr, c, TrainProgress{}));
+  Config h = c;
+  h.attention.preset = "softmax";
+  h.context.head_scale = 1;
+  auto model = make_model(h.model, resolve_attention(h), "cpu", "fp32", "fp32");
+  model->init(2);
+  const InitFromSummary sum = init_from_checkpoint(*model, dir.string());
+  EXPECT_EQ(sum.kept, (std::vector<std::string>{"attnscale"}));
+  const ParamSpec& t = model->layout().find("attnscale");
+  std::vector<float> tau(t.numel());
+  model->backend().download(tau.data(), model->params() + t.offset, tau.size());
+  for (float x : tau) EXPECT_EQ(x, 1.0f);
+  fs::remove_all(dir);
 }
 
 TEST(HeadScaleFit, CliAddsTauToACheckpointAndFitsItOnHeldOutTokens) {
@@ -156,6 +192,14 @@ TEST(HeadScaleFit, CliAddsTauToACheckpointAndFitsItOnHeldOutTokens) {
   const test::Result stray = test::run("eval " + run + " --head-scale-floor 2");
   EXPECT_EQ(stray.status, 1);
   EXPECT_NE(stray.output.find("belong to --calibrate head_scale"), std::string::npos) << stray.output;
+  const test::Result other_task = test::run("eval " + run + " --task passkey --calibrate-steps 5");
+  EXPECT_EQ(other_task.status, 1);
+  EXPECT_NE(other_task.output.find("belong to --calibrate head_scale"), std::string::npos) << other_task.output;
+  // --context-set keeps the run's context section and adds τ = 1.
+  const std::string kept = (dir / "kept.json").string();
+  ASSERT_EQ(test::run("eval " + run + " --context-set head_scale=1 --out " + kept).status, 0);
+  const auto jk = nlohmann::json::parse(std::ifstream(kept));
+  for (size_t k = 0; k < 2; ++k) EXPECT_EQ(jp["multiples"][k]["loss"], jk["multiples"][k]["loss"]) << k;
   const test::Result ssmax = test::run("eval " + run + " --attention ssmax --context headscale");
   EXPECT_EQ(ssmax.status, 1);
   EXPECT_NE(ssmax.output.find("context.head_scale"), std::string::npos) << ssmax.output;
