@@ -59,6 +59,20 @@ std::string gnuplot_script(const PlotInputs& p) {
     gp << "  'diagnostics.dat' index " << i << " using 1:3 with linespoints lw 2 " << style(i) << " title '"
        << plotted[i] << "'" << (i + 1 < plotted.size() ? ", \\\n" : "\n");
   gp << "unset multiplot\n";
+  // LongPPL (Fang et al. 2025): the loss over the key tokens against the
+  // multiple (solid, band ± one sd over seeds), beside the plain loss of the
+  // same variant (dashed).
+  if (!p.longppl_runs.empty()) {
+    gp << "set output 'longppl_vs_context.png'\nset key outside right\nset ylabel 'loss (nats/token)'\n"
+       << "set title 'LongPPL: loss over the key tokens (solid, band: ± one sd over seeds) and over all tokens "
+          "(dashed)'\nplot \\\n";
+    for (size_t i = 0; i < p.longppl_runs.size(); ++i)
+      gp << "  'longppl.dat' index " << i << " using 1:($2-$3):($2+$3) with filledcurves fs transparent solid 0.12 "
+         << colour(i) << " notitle, 'longppl.dat' index " << i << " using 1:2 with linespoints lw 2 " << colour(i)
+         << " title '" << p.longppl_runs[i] << " (key tokens)', 'longppl.dat' index " << i
+         << " using 1:4 with linespoints lw 1 " << colour(i) << " dt 2 notitle"
+         << (i + 1 < p.longppl_runs.size() ? ", \\\n" : "\n");
+  }
   if (!profiled.empty()) {
     gp << "set output 'profile.png'\nunset logscale x\nset autoscale x\nset xtics auto\nset key outside right\n"
        << "set xlabel 'position in the " << mmax * trained_context << "-token window'\n"

@@ -522,6 +522,7 @@ void Summary::measures_table() {
   for (size_t i = 0; i < multiples.size(); ++i) md << "---|";
   md << "\n";
   json rows = json::array();
+  std::ofstream longppl_dat(out / "longppl.dat");  // the plot's data: a block per variant with LongPPL
   for (const auto& v : vars) {
     if (!has(v, "kl") && !has(v, "longppl")) continue;
     std::vector<double> kl, top;
@@ -536,6 +537,15 @@ void Summary::measures_table() {
                {"kl_at_1x_sd", !kl.empty() && std::isfinite(sk.sd) ? json(sk.sd) : json(nullptr)},
                {"same_top_mean", top.empty() ? json(nullptr) : json(st.mean)},
                {"longppl", json::array()}};
+    bool plot = false;  // a block when some multiple has a key loss (no key token anywhere: nothing to draw)
+    for (int m : multiples)
+      for (const auto& res : v.results)
+        if (const json* row = row_of(res, m); row && row->contains("longppl") && row->at("longppl").is_object())
+          plot |= std::isfinite(num(row->at("longppl").at("key_loss")));
+    if (plot) {
+      plots.longppl_runs.push_back(v.name);
+      longppl_dat << "# " << v.name << ": multiple key-loss-mean key-loss-sd (over seeds; nan: one seed) loss-mean\n";
+    }
     for (int m : multiples) {
       std::vector<double> key, ntok;
       for (const auto& res : v.results)
@@ -543,6 +553,9 @@ void Summary::measures_table() {
           key.push_back(num(row->at("longppl").at("key_loss"))),
               ntok.push_back(num(row->at("longppl").at("key_tokens")));
       const Stat sl = stat_of(key);
+      if (plot)
+        longppl_dat << m << " " << (key.empty() ? NAN : sl.mean) << " " << (key.size() > 1 ? sl.sd : NAN) << " "
+                    << stat_at(v, m, "loss").mean << "\n";
       md << " " << (key.empty() ? std::string("—") : fmt_stat(sl) + " (" + fmt(stat_of(ntok).mean, 0) + ")") << " |";
       jr["longppl"].push_back({{"multiple", m},
                                {"key_loss_mean", key.empty() ? json(nullptr) : json(sl.mean)},
@@ -550,6 +563,7 @@ void Summary::measures_table() {
                                {"key_tokens_mean", ntok.empty() ? json(nullptr) : json(stat_of(ntok).mean)}});
     }
     md << "\n";
+    if (plot) longppl_dat << "\n\n";
     rows.push_back(jr);
   }
   summary["measures"] = rows;

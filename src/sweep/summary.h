@@ -25,6 +25,9 @@ struct PlotInputs {
   std::map<std::string, size_t> task_rows;                        // cells (depths) of each task grid
   std::map<std::string, std::string> run_task;                    // run -> its synthetic task
   std::vector<std::string> budget_runs;  // budget.dat: a block per run of the budget axis (tokens, losses)
+  // longppl.dat: a block per variant with LongPPL's key loss (multiple, key
+  // loss mean, its sd over seeds, the plain loss mean).
+  std::vector<std::string> longppl_runs;
 };
 
 namespace sweep_detail {
@@ -33,9 +36,9 @@ namespace sweep_detail {
 std::string fmt(double x, int prec = 4);
 }  // namespace sweep_detail
 
-// plots.gp: the loss and diagnostics against the multiple, the loss by
-// position, the loss against the training budget, the synthetic tasks'
-// lines and the retrieval heat maps.
+// plots.gp: the loss and diagnostics against the multiple, LongPPL's key
+// loss against the multiple, the loss by position, the loss against the
+// training budget, the synthetic tasks' lines and the retrieval heat maps.
 std::string gnuplot_script(const PlotInputs& p);
 
 }  // namespace gpt
