@@ -544,7 +544,7 @@ void add_eval(CLI::App& app) {
                   "temperature (a global logit scale), yarn_attn_factor (YaRN's t; needs --context yarn or yarn_temp) "
                   "or ntk_factor (needs --context ntk); or head_scale: HeadScale's temperature per layer and head, "
                   "by Adam on the loss at --calibrate-on with every other parameter frozen (needs --context "
-                  "headscale)")
+                  "headscale, or --context-set head_scale=1 to keep the run's context)")
       ->check(CLI::IsMember(calibration_knobs()));
   cmd->add_option("--calibrate-steps", args->head_scale.steps, "head_scale: optimizer steps (default 200)")
       ->check(positive());

@@ -522,7 +522,7 @@ std::vector<Rule> make_rules() {
        }},
       {"\"context.head_scale\" = 1 (HeadScale's tau_h) cannot join \"attention.scale\" = \"ssmax\", whose learned s_h "
        "is already a per-head temperature held in the same tensor, nor \"scale_invariant\", whose per-distance "
-       "shift tau_h would not scale (in any layer)",
+       "logit shift the temperature would leave unscaled (in any layer)",
        {"context.head_scale", "attention.preset", "attention.scale", "model.layer_plan", "model.layer_pattern",
         "model.layer_kinds"},
        [](const Config& c) {
