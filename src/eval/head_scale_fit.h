@@ -1,5 +1,6 @@
 // HeadScale's fit (Wang et al. 2024, "Length Generalization of Causal
-// Transformers without Position Encoding", arXiv 2404.12224, §4.2): one
+// Transformers without Position Encoding", arXiv 2404.12224, the
+// head-based scale; code: AntNLP/nope_head_scale, models/llama_nope.py): one
 // temperature τ_h per layer and head (context.head_scale; the attnscale
 // tensor, every q·k logit of the head times τ_h) trained by gradient descent
 // on the language-modelling loss at the target length, every other parameter

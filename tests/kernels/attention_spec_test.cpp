@@ -72,7 +72,7 @@ TEST(AttentionStages, RowScales) {
     numeric.push_back(numeric_gradient(sh, [&] { return attn::row_scale(s, i, d, sh[0]); })[0]);
   }
   test::expect_gradient("stage2", "ssmax dλ/ds", analytic, numeric);
-  // HeadScale (Wang et al. 2024, arXiv 2404.12224, §4.2: q scaled by λ_h/√d
+  // HeadScale (Wang et al. 2024, arXiv 2404.12224, the head-based scale: q scaled by λ_h/√d
   // before q·k, so the head's logits × λ_h): λ_i = τ_h·λ′_i on top of any
   // scale and temperature, and dλ_i/dτ_h = λ′_i.
   s.head_temperature = true;

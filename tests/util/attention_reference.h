@@ -14,8 +14,9 @@ namespace gpt::test {
 // or with HeadScale the head's temperature τ_h).
 inline double ref_lambda_scale(const AttentionSpec& s, double i, int d, double s_h);
 inline double ref_lambda(const AttentionSpec& s, double i, int d, double s_h) {
-  // HeadScale (Wang et al. 2024, arXiv 2404.12224, §4.2): the head's queries
-  // are multiplied by τ_h/√d instead of 1/√d, so every q·k logit by τ_h.
+  // HeadScale (Wang et al. 2024, arXiv 2404.12224, the head-based scale; the
+  // authors' ScaleMixin.query_scale in AntNLP/nope_head_scale): the head's
+  // queries are multiplied by τ_h/√d instead of 1/√d, so every q·k logit by τ_h.
   return s.head_temperature ? s_h * ref_lambda_scale(s, i, d, s_h) : ref_lambda_scale(s, i, d, s_h);
 }
 inline double ref_lambda_scale(const AttentionSpec& s, double i, int d, double s_h) {
