@@ -89,6 +89,18 @@ nlohmann::json CalibrationResult::to_json() const {
           {"probes", p}};
 }
 
+double calibration_loss(Model<float>& model, const TokenStream& calib, int multiple, int64_t tokens,
+                        int trained_context, int64_t batch_tokens, int64_t* scored) {
+  EvalConfig ec;
+  ec.multiples = {multiple};
+  ec.tokens = tokens;
+  ec.span = static_cast<int64_t>(multiple) * trained_context;  // the fit's own windows: sequences of m·T, chunks
+  ec.profile_buckets = 1;
+  const ExtrapolationResult e = evaluate_extrapolation(model, calib, ec, trained_context, batch_tokens);
+  if (scored) *scored = e.tokens_per_multiple;
+  return e.rows[0].loss;
+}
+
 CalibrationResult calibrate(Model<float>& model, const TokenStream& calib, const std::string& knob, int multiple,
                             int64_t tokens, int trained_context, int64_t batch_tokens, int iters,
                             const std::function<void(double, double)>& progress) {
@@ -99,17 +111,11 @@ CalibrationResult calibrate(Model<float>& model, const TokenStream& calib, const
   CalibrationResult r;
   r.knob = knob;
   r.multiple = multiple;
-  EvalConfig ec;
-  ec.multiples = {multiple};
-  ec.tokens = tokens;
-  ec.span = L;  // the probe's own windows: sequences of L, chunks
-  ec.profile_buckets = 1;
   auto loss_at = [&](double v) {
     model.set_attention(with_knob(base, knob, v));
-    const ExtrapolationResult e = evaluate_extrapolation(model, calib, ec, trained_context, batch_tokens);
-    r.tokens = e.tokens_per_multiple;
-    if (progress) progress(v, e.rows[0].loss);
-    return e.rows[0].loss;
+    const double loss = calibration_loss(model, calib, multiple, tokens, trained_context, batch_tokens, &r.tokens);
+    if (progress) progress(v, loss);
+    return loss;
   };
   r.default_value = knob_value(base, knob, L);
   r.default_loss = loss_at(r.default_value);

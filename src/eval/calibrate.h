@@ -39,6 +39,13 @@ std::pair<double, double> knob_range(const std::string& knob);
 double golden_section_log(const std::function<double(double)>& f, double lo, double hi, int iters,
                           std::vector<std::pair<double, double>>& probes);
 
+// The mean loss of `model` as it runs at multiple m of the trained context
+// on the calibration tokens: windows of m·T (chunks), the first `tokens`
+// of them; *scored (if given) gets the tokens scored. The measure both fits
+// judge by (calibrate, fit_head_scales).
+double calibration_loss(Model<float>& model, const TokenStream& calib, int multiple, int64_t tokens,
+                        int trained_context, int64_t batch_tokens, int64_t* scored = nullptr);
+
 struct CalibrationResult {
   std::string knob;
   int multiple = 1;

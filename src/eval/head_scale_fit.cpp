@@ -6,7 +6,7 @@
 
 #include "core/check.h"
 #include "data/rng.h"
-#include "eval/extrapolation.h"
+#include "eval/calibrate.h"
 
 namespace gpt {
 
@@ -70,15 +70,9 @@ HeadScaleFit fit_head_scales(Model<float>& model, const TokenStream& calib, int 
 
   // The mean loss at the multiple on the first `tokens` calibration tokens,
   // the same before and after.
-  EvalConfig ec;
-  ec.multiples = {o.multiple};
-  ec.tokens = o.tokens > 0 ? o.tokens : static_cast<int64_t>(calib.size()) - 1;
-  ec.span = L;
-  ec.profile_buckets = 1;
+  const int64_t tokens = o.tokens > 0 ? o.tokens : static_cast<int64_t>(calib.size()) - 1;
   auto calib_loss = [&] {
-    const ExtrapolationResult e = evaluate_extrapolation(model, calib, ec, trained_context, batch_tokens);
-    r.tokens = e.tokens_per_multiple;
-    return e.rows[0].loss;
+    return calibration_loss(model, calib, o.multiple, tokens, trained_context, batch_tokens, &r.tokens);
   };
   r.initial_loss = calib_loss();  // the model as it starts, before the floor acts
 

@@ -537,15 +537,10 @@ void Summary::measures_table() {
                {"kl_at_1x_sd", !kl.empty() && std::isfinite(sk.sd) ? json(sk.sd) : json(nullptr)},
                {"same_top_mean", top.empty() ? json(nullptr) : json(st.mean)},
                {"longppl", json::array()}};
-    bool plot = false;  // a block when some multiple has a key loss (no key token anywhere: nothing to draw)
-    for (int m : multiples)
-      for (const auto& res : v.results)
-        if (const json* row = row_of(res, m); row && row->contains("longppl") && row->at("longppl").is_object())
-          plot |= std::isfinite(num(row->at("longppl").at("key_loss")));
-    if (plot) {
-      plots.longppl_runs.push_back(v.name);
-      longppl_dat << "# " << v.name << ": multiple key-loss-mean key-loss-sd (over seeds; nan: one seed) loss-mean\n";
-    }
+    // The plot's block: kept when some multiple has a key loss (no key token
+    // anywhere: nothing to draw).
+    std::ostringstream block;
+    bool plot = false;
     for (int m : multiples) {
       std::vector<double> key, ntok;
       for (const auto& res : v.results)
@@ -553,9 +548,9 @@ void Summary::measures_table() {
           key.push_back(num(row->at("longppl").at("key_loss"))),
               ntok.push_back(num(row->at("longppl").at("key_tokens")));
       const Stat sl = stat_of(key);
-      if (plot)
-        longppl_dat << m << " " << (key.empty() ? NAN : sl.mean) << " " << (key.size() > 1 ? sl.sd : NAN) << " "
-                    << stat_at(v, m, "loss").mean << "\n";
+      plot |= !key.empty() && std::isfinite(sl.mean);
+      block << m << " " << (key.empty() ? NAN : sl.mean) << " " << (key.size() > 1 ? sl.sd : NAN) << " "
+            << stat_at(v, m, "loss").mean << "\n";
       md << " " << (key.empty() ? std::string("—") : fmt_stat(sl) + " (" + fmt(stat_of(ntok).mean, 0) + ")") << " |";
       jr["longppl"].push_back({{"multiple", m},
                                {"key_loss_mean", key.empty() ? json(nullptr) : json(sl.mean)},
@@ -563,7 +558,11 @@ void Summary::measures_table() {
                                {"key_tokens_mean", ntok.empty() ? json(nullptr) : json(stat_of(ntok).mean)}});
     }
     md << "\n";
-    if (plot) longppl_dat << "\n\n";
+    if (plot) {
+      plots.longppl_runs.push_back(v.name);
+      longppl_dat << "# " << v.name << ": multiple key-loss-mean key-loss-sd (over seeds; nan: one seed) loss-mean\n"
+                  << block.str() << "\n\n";
+    }
     rows.push_back(jr);
   }
   summary["measures"] = rows;
