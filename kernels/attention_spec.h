@@ -70,12 +70,13 @@ namespace gpt {
   X(None, "none") X(Pi, "pi") X(Ntk, "ntk") X(DynamicNtk, "dynamic_ntk") X(Yarn, "yarn") X(Llama3, "llama3")
 #define GPT_CONTEXT_MASKS(X) \
   X(None, "none") X(Window, "window") X(Sinks, "sinks") X(Lambda, "lambda") X(Chunked, "chunked")
-#define GPT_CONTEXT_REMAPS(X) X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend") X(String, "string")
+#define GPT_CONTEXT_REMAPS(X) \
+  X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend") X(String, "string") X(DualChunk, "dual_chunk")
 #define GPT_REMAP_KINDS(X)                                                                                     \
   X(None, "none") X(Rerope, "rerope") X(SelfExtend, "self_extend") X(Cap, "cap") X(CacheSinks, "cache_sinks") \
-  X(String, "string")
+  X(String, "string") X(DualChunk, "dual_chunk")
 #define GPT_SINK_POSITIONS(X) X(Original, "original") X(Cache, "cache")
-#define GPT_CONTEXT_TEMPERATURES(X) X(None, "none") X(Yarn, "yarn") X(Llama4, "llama4")
+#define GPT_CONTEXT_TEMPERATURES(X) X(None, "none") X(Yarn, "yarn") X(Llama4, "llama4") X(Swan, "swan")
 #define GPT_CONTEXT_ROW_INDICES(X) X(Position, "position") X(Keys, "keys")
 // ContextRemap is the config's choice (context.remap); RemapKind what the
 // kernels run, which mask lambda (Cap) and sinks at cache positions
@@ -125,12 +126,15 @@ struct RopeSpec {
   double high_freq = 4;      // llama3 h_f
   double dynamic_alpha = 1;  // dynamic_ntk α
   // Relative-distance remapping (docs/context_extension.md §2): a key n of query
-  // m at distance Δ = m − n >= remap_window is scored with the "far" copies
-  // of q and k, rotated at far_query_pos(m) and far_key_pos(n) instead of m
-  // and n (remap::), so that it is seen at the distance Δ′ of the rule.
+  // m before remap::far_end(m) (m − n >= remap_window but for dual_chunk) is
+  // scored with the "far" copies of q and k, rotated at far_query_pos(m) and
+  // far_key_pos(n) instead of m and n (remap::), so that it is seen at the
+  // distance Δ′ of the rule.
   RemapKind remap = RemapKind::None;
-  int remap_window = 0;        // w (rerope), w_n (self_extend), n_local (cap), w (cache_sinks), S (string)
-  int remap_local = 0;         // string: W, the distance a key at Δ = S is seen at
+  // w (rerope), w_n (self_extend), n_local (cap), w (cache_sinks), S (string),
+  // dual_chunk: s + w, chunk length plus local window (ChunkLlama's chunk_size)
+  int remap_window = 0;
+  int remap_local = 0;         // string: W, the distance a key at Δ = S is seen at; dual_chunk: w
   double rerope_kappa = 0;     // rerope: 0 = Δ′ = w; κ > 1: the leaky Δ′ = w + (Δ − w)/κ
   int group = 1;               // self_extend G; <= 0: chosen per length by for_length
   int remap_sinks = 0;         // cache_sinks: k_s
@@ -205,6 +209,7 @@ struct AttentionSpec {
   Temperature temperature = Temperature::None;
   double temp_beta = 0.1;   // llama4: q × (1 + β·ln(⌊i/F⌋ + 1))
   int temp_floor = 0;       // llama4 F; 0 = N
+  double temp_base = 0;     // swan: a of logits × log_a(m + a) (SWAN-GPT); 0 = N
   double attn_factor = 0;   // YaRN's t; 0 = 0.1·ln s + 1 where YaRN's factor applies (for_length)
   double logit_scale = 1;   // a global temperature τ: every logit × τ (gpt eval --calibrate temperature)
   double logit_factor = 1;  // every logit × this: τ·t², set per evaluated length by for_length
@@ -384,13 +389,21 @@ GPT_HD inline int kept_keys(const AttentionSpec& s, int i) {
 GPT_HD inline int row_index(const AttentionSpec& s, int i) {
   return s.row_index == RowIndex::Keys ? kept_keys(s, i) : i;
 }
+// SWAN-GPT's a: temp_base, else N (this project's default; the paper tunes it).
+GPT_HD inline double swan_base(const AttentionSpec& s) {
+  return s.temp_base > 0 ? s.temp_base : (s.trained_context > 1 ? s.trained_context : 2.0);
+}
 // The temperature of row i (1-based): YaRN's t² (logit_factor) times
-// Llama 4's 1 + β·ln(⌊i/F⌋ + 1) (i = m + 1 for the 0-based position m).
+// Llama 4's 1 + β·ln(⌊i/F⌋ + 1) (i = m + 1 for the 0-based position m), or
+// SWAN-GPT's log_a(m + a) = ln(m + a)/ln a (1 at m = 0, growing with m).
 GPT_HD inline double row_temperature(const AttentionSpec& s, int i) {
   double t = s.logit_factor;
   if (s.temperature == Temperature::Llama4) {
     const double F = s.temp_floor > 0 ? s.temp_floor : (s.trained_context > 0 ? s.trained_context : 1);
     t *= 1.0 + s.temp_beta * log(floor(i / F) + 1.0);
+  } else if (s.temperature == Temperature::Swan) {
+    const double a = swan_base(s);
+    t *= log(i - 1 + a) / log(a);
   }
   return t;
 }

@@ -4,8 +4,9 @@
 # help (docs/results.md, "HeadScale"): trains configs/sweep/headscale.json,
 # then per run fits at 16x on the first quarter of the validation stream and
 # scores the rest: the uniform temperature (--calibrate temperature),
-# HeadScale from tau = 1 with the authors' floor tau >= 1, and HeadScale
-# from the uniform value without a floor. Resumable: finished runs and
+# HeadScale from tau = 1 with the authors' floor tau >= 1, HeadScale
+# from the uniform value without a floor, and on NoPE SWAN-GPT's
+# log_a(m + a) with a = N and with a fitted (--calibrate swan_base). Resumable: finished runs and
 # evaluations (their JSON files) are skipped.
 #   scripts/headscale.sh [--jobs 2] [--steps 200]
 #   GPT_BIN=build/gpt   the binary
@@ -43,6 +44,11 @@ seed_fits() {
   t=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["calibration"]["fitted"])' "$run/eval/uniform.json")
   fit "$run" "$run/eval/headscale_free.json" --context headscale --calibrate head_scale \
     --calibrate-steps "$steps" --head-scale-init "$t" --head-scale-floor 0
+  # SWAN-GPT's log_a(m + a) acts on NoPE layers only: the NoPE runs (its
+  # uncalibrated rows are a = N, its fitted ones the searched a).
+  case "$run" in
+    */nope/*) fit "$run" "$run/eval/swan.json" --context swan_temp --calibrate swan_base ;;
+  esac
 }
 running=0
 for run in runs/headscale/nope/seed* runs/headscale/rope/seed*; do
@@ -64,7 +70,9 @@ if not runs:
 print(f"\n{sys.argv[1]}:")
 methods = [("none", "uniform.json", "uncalibrated"), ("uniform temperature", "uniform.json", "multiples"),
            ("HeadScale (tau >= 1, from 1)", "headscale.json", "multiples"),
-           ("HeadScale (no floor, from uniform)", "headscale_free.json", "multiples")]
+           ("HeadScale (no floor, from uniform)", "headscale_free.json", "multiples"),
+           ("SWAN log_a(m + a), a = N", "swan.json", "uncalibrated"),
+           ("SWAN log_a(m + a), a fitted", "swan.json", "multiples")]
 table = {}
 for name, f, key in methods:
     for r in runs:
@@ -89,12 +97,15 @@ for name, rows in table.items():
     d = [r[-1] - b[-1] for r, b in zip(rows, base)]
     print(f"{name} - none at {mults[-1]}x per seed: " + ", ".join(f"{x:+.3f}" for x in d))
 for r in runs:
-    for f in ("uniform.json", "headscale.json", "headscale_free.json"):
+    for f in ("uniform.json", "headscale.json", "headscale_free.json", "swan.json"):
         p = os.path.join(r, "eval", f)
         if not os.path.exists(p): continue
         c = json.load(open(p))["calibration"]
         if c["knob"] == "temperature":
             print(f"{r} uniform temperature {c['fitted']:.3f}")
+        elif c["knob"] == "swan_base":
+            print(f"{r} swan a {c['fitted']:.1f} (calibration loss {c['default_loss']:.4f} at a = N -> "
+                  f"{c['fitted_loss']:.4f})")
         else:
             flat = [t for layer in c["fitted"] for t in layer]
             print(f"{r} {f}: tau per layer " + " ".join("[" + " ".join(f"{t:.2f}" for t in layer) + "]"

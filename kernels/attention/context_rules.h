@@ -11,10 +11,24 @@ namespace gpt {
 namespace remap {
 
 GPT_HD inline bool on(const RopeSpec& r) { return r.remap != RemapKind::None; }
-// Whether key n (0-based) of query m is scored at the remapped distance.
-GPT_HD inline bool far(const RopeSpec& r, int m, int n) {
-  return r.remap != RemapKind::None && m - n >= r.remap_window;
+// Dual chunk attention's chunk length s = (s + w) − w.
+GPT_HD inline int dca_chunk(const RopeSpec& r) { return r.remap_window - r.remap_local; }
+// The far keys of query m (0-based) are n < far_end(m), a prefix of the row
+// that never shrinks from one query to the next (the kernels rely on both):
+//   every rule but dual_chunk   n <= m − W (the distance reaches the window)
+//   dual_chunk                  the chunks before the query's own, but for its
+//                               first w + 1 queries the chunk just before too
+//                               (An et al. 2024: those keep their true distance,
+//                               at most s + w: intra- and successive-chunk)
+GPT_HD inline int far_end(const RopeSpec& r, int m) {
+  if (r.remap == RemapKind::None) return 0;
+  if (r.remap != RemapKind::DualChunk) return m - r.remap_window + 1;
+  const int s = dca_chunk(r), chunk = m / s;
+  const int end = (m % s > r.remap_local ? chunk : chunk - 1) * s;
+  return end > 0 ? end : 0;
 }
+// Whether key n (0-based) of query m is scored at the remapped distance.
+GPT_HD inline bool far(const RopeSpec& r, int m, int n) { return r.remap != RemapKind::None && n < far_end(r, m); }
 // The positions the far copies of q (query m) and k (key n) are rotated at:
 // Δ′ = far_query_pos(m) − far_key_pos(n).
 //   rerope       Δ′ = w (κ = 0), or w + (Δ − w)/κ: q at m/κ + w(1 − 1/κ), k at n/κ
@@ -22,6 +36,8 @@ GPT_HD inline bool far(const RopeSpec& r, int m, int n) {
 //   cap          Δ′ = n_local (LM-Infinite's min(Δ, n_local) for Δ >= n_local)
 //   cache_sinks  Δ′ = min(m, k_s + w − 1) − n (StreamingLLM's positions inside the cache)
 //   string       Δ′ = Δ − S + W: q at m − S + W, k at n (STRING's shifted positions)
+//   dual_chunk   Δ′ = s + w − (n mod s): q at s + w, k at its place in its chunk
+//                (inter-chunk, and successive-chunk past the first w + 1 queries)
 GPT_HD inline double far_query_pos(const RopeSpec& r, int m) {
   const int w = r.remap_window;
   switch (r.remap) {
@@ -37,6 +53,8 @@ GPT_HD inline double far_query_pos(const RopeSpec& r, int m) {
     }
     case RemapKind::String:
       return m - w + r.remap_local;
+    case RemapKind::DualChunk:
+      return w;
     default:
       return m;
   }
@@ -49,6 +67,8 @@ GPT_HD inline double far_key_pos(const RopeSpec& r, int n) {
       return floor(static_cast<double>(n) / r.group);
     case RemapKind::Cap:
       return 0.0;
+    case RemapKind::DualChunk:
+      return n % dca_chunk(r);
     default:
       return n;
   }

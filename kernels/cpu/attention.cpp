@@ -237,16 +237,17 @@ void block_scores(T* tile, const RowBlock<T>& rb, const HeadView<const T>& hv) {
 }
 
 // ---- distance remapping (remap:: of attention_spec.h) -------------------------------------
-// A key n of query m with m − n >= W (the remap window) is scored with the
-// far copies of q and k (qkv_far, rotated at the remapped positions). In a
-// segment of the block's columns (keys k0..k0+nc-1) the far keys of row m
-// are a prefix: columns c < m − W − k0 + 1.
+// A key n of query m before remap::far_end(m) (for most rules m − n >= W,
+// the remap window) is scored with the far copies of q and k (qkv_far,
+// rotated at the remapped positions). In a segment of the block's columns
+// (keys k0..k0+nc-1) the far keys of row m are a prefix: columns
+// c < far_end(m) − k0, longest for the block's last row.
 struct FarCols {
-  int window = 0;
+  const RopeSpec& rope;
   // Far-capable columns of a segment for any row of the block (rows < i1).
-  int capable(int i1, int k0, int nc) const { return std::clamp(i1 - window - k0, 0, nc); }
+  int capable(int i1, int k0, int nc) const { return of_row(i1 - 1, k0, nc); }
   // Far columns of row m in that segment.
-  int of_row(int m, int k0, int nc) const { return std::clamp(m - window - k0 + 1, 0, nc); }
+  int of_row(int m, int k0, int nc) const { return std::clamp(remap::far_end(rope, m) - k0, 0, nc); }
 };
 
 // Far scores q̃_i·k̃_j of the far-capable columns into ftile, then copied
@@ -458,7 +459,7 @@ void block_forward(T* y, size_t y_stride, T* st, double* diag, T* tile, T* ftile
                    const HeadView<const T>& hv, const HeadView<const T>* fv, const AttentionSpec& s,
                    const HeadConsts<T>& hc, GemmKernel isa) {
   block_scores(tile, rb, hv);
-  if (fv) merge_far_scores(tile, ftile, rb, *fv, FarCols{s.rope.remap_window});
+  if (fv) merge_far_scores(tile, ftile, rb, *fv, FarCols{s.rope});
   for (int r = 0; r < rb.rows(); ++r) {
     T* row = rb.row(tile, r);
     const int n = rb.keys(r);
@@ -538,7 +539,7 @@ HeadGradSums block_backward(const HeadView<T>& dhv, const T* dy, const T* y, siz
   std::array<T, kRowBlock> Di;
   std::array<attn::Row<T>, kRowBlock> rows;
   block_scores(qk, rb, hv);
-  const FarCols fc{s.rope.remap_window};
+  const FarCols fc{s.rope};
   if (fv) merge_far_scores(qk, tl.far, rb, *fv, fc);
   const int ncols = rb.cols();
   for (int r = 0; r < R; ++r) {

@@ -542,7 +542,7 @@ void add_eval(CLI::App& app) {
   cmd->add_option("--calibrate", args->calibrate,
                   "Fit before evaluating, on a held-out calibration split: one scalar by a golden-section search, "
                   "temperature (a global logit scale), yarn_attn_factor (YaRN's t; needs --context yarn or yarn_temp) "
-                  "or ntk_factor (needs --context ntk); or head_scale: HeadScale's temperature per layer and head, "
+                  "ntk_factor (needs --context ntk) or swan_base (SWAN-GPT's a; needs --context swan_temp); or head_scale: HeadScale's temperature per layer and head, "
                   "by Adam on the loss at --calibrate-on with every other parameter frozen (needs --context "
                   "headscale, or --context-set head_scale=1 to keep the run's context)")
       ->check(CLI::IsMember(calibration_knobs()));

@@ -93,6 +93,11 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
     r.remap = RemapKind::String;
     r.remap_window = ctx.remap_window > 0 ? ctx.remap_window : std::max(1, static_cast<int>(0.33 * m.context));
     r.remap_local = ctx.remap_local > 0 ? ctx.remap_local : std::max(1, m.context / 1024);
+  } else if (remap == ContextRemap::DualChunk) {
+    // ChunkLlama's defaults: chunk_size s + w = 3N/4, local window w = N/16.
+    r.remap = RemapKind::DualChunk;
+    r.remap_window = ctx.remap_window > 0 ? ctx.remap_window : std::max(2, 3 * m.context / 4);
+    r.remap_local = ctx.remap_local > 0 ? ctx.remap_local : m.context / 16;
   } else if (mask == ContextMask::Lambda) {
     r.remap = RemapKind::Cap;
     r.remap_window = s.window;  // Δ′ = min(Δ, n_local)
@@ -108,6 +113,7 @@ AttentionSpec resolve_attention(const AttentionConfig& a, const ModelConfig& m, 
   s.temp_beta = ctx.temp_beta;
   s.logit_scale = ctx.logit_scale;
   s.temp_floor = ctx.temp_floor;
+  s.temp_base = ctx.temp_base;
   s.head_temperature = ctx.head_scale == 1;
   return s;
 }
@@ -167,8 +173,10 @@ constexpr ContextMethod kContextMethods[] = {
     {"rerope", "remap", "rerope", "distance remapping"},
     {"self_extend", "remap", "self_extend", "distance remapping"},
     {"string", "remap", "string", "distance remapping"},
+    {"dual_chunk", "remap", "dual_chunk", "distance remapping"},
     {"yarn_temp", "temperature", "yarn", "temperature"},
     {"llama4_temp", "temperature", "llama4", "temperature"},
+    {"swan_temp", "temperature", "swan", "temperature"},
     {"headscale", "head_scale", "1", "head temperature"},
 };
 }  // namespace
@@ -227,7 +235,7 @@ nlohmann::json context_to_json(const AttentionSpec& s) {
   j["remap"] = stage_name(r.remap);
   if (r.remap != RemapKind::None) j["remap_window"] = r.remap_window;
   if (r.remap == RemapKind::Rerope) j["rerope_kappa"] = r.rerope_kappa;
-  if (r.remap == RemapKind::String) j["remap_local"] = r.remap_local;
+  if (r.remap == RemapKind::String || r.remap == RemapKind::DualChunk) j["remap_local"] = r.remap_local;
   if (r.remap == RemapKind::SelfExtend) j["group"] = r.group > 0 ? nlohmann::json(r.group) : nlohmann::json("auto");
   if (s.window > 0) {
     j["window"] = s.window;
@@ -242,6 +250,7 @@ nlohmann::json context_to_json(const AttentionSpec& s) {
     j["temp_beta"] = s.temp_beta;
     j["temp_floor"] = s.temp_floor > 0 ? s.temp_floor : s.trained_context;
   }
+  if (s.temperature == Temperature::Swan) j["temp_base"] = attn::swan_base(s);
   j["head_scale"] = s.head_temperature;
   return j;
 }
@@ -303,11 +312,21 @@ std::string context_summary(const AttentionSpec& s) {
     m << "string S=" << r.remap_window << " W=" << r.remap_local;
     add(m.str());
   }
+  if (r.remap == RemapKind::DualChunk) {
+    std::ostringstream m;
+    m << "dual_chunk s=" << remap::dca_chunk(r) << " w=" << r.remap_local;
+    add(m.str());
+  }
   if (s.temperature == Temperature::Yarn) add("temperature yarn (t=" + t_text + ")");
   if (s.temperature == Temperature::Llama4) {
     std::ostringstream m;
     m << "temperature llama4 (beta=" << s.temp_beta << ", F=" << (s.temp_floor > 0 ? s.temp_floor : s.trained_context)
       << ")";
+    add(m.str());
+  }
+  if (s.temperature == Temperature::Swan) {
+    std::ostringstream m;
+    m << "temperature swan (logits x log_a(m + a), a=" << attn::swan_base(s) << ", NoPE layers)";
     add(m.str());
   }
   if (s.logit_scale != 1) {

@@ -215,16 +215,18 @@ struct ContextConfig {
   int window = 0;                           // w; 0: N for window and lambda, N - sinks for sinks
   int sinks = 0;                            // k_s of mask sinks (0: 4) or n_global of lambda (0: 10)
   std::string sink_positions = "original";  // sinks: original positions, or cache (re-indexed, StreamingLLM)
-  std::string remap = "none";               // none | rerope | self_extend: relative-distance remapping
-  int remap_window = 0;                     // rerope w (0: N/2), self_extend w_n (0: N/4), string S (0: ⌊0.33·N⌋)
-  int remap_local = 0;                      // string W (0: max(1, ⌊N/1024⌋), the paper's 128 at 128K)
+  std::string remap = "none";               // none | rerope | self_extend | string | dual_chunk
+  // rerope w (0: N/2), self_extend w_n (0: N/4), string S (0: ⌊0.33·N⌋), dual_chunk s + w (0: ⌊3N/4⌋)
+  int remap_window = 0;
+  int remap_local = 0;  // string W (0: max(1, ⌊N/1024⌋), the paper's 128 at 128K), dual_chunk w (0: ⌊N/16⌋)
   double rerope_kappa = 0;                  // rerope: 0 = Δ' = w beyond w; κ > 1: leaky w + (Δ - w)/κ
   int group = 0;                            // self_extend G; 0 = the smallest G that keeps distances below N
   std::string row_index = "position";       // position | keys: the i of the scales and of re-weighting
-  std::string temperature = "none";         // none | yarn | llama4
+  std::string temperature = "none";         // none | yarn | llama4 | swan
   double logit_scale = 1;                   // a global temperature: every logit × this
   double temp_beta = 0.1;                   // llama4 β
   int temp_floor = 0;                       // llama4 F; 0 = model.context
+  double temp_base = 0;                     // swan a of log_a(m + a); 0 = model.context
   int head_scale = 0;                       // 1 = HeadScale: a learned temperature per layer and head (attnscale)
 };
 

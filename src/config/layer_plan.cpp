@@ -194,11 +194,15 @@ std::vector<LayerAttention> layer_attention(const ModelConfig& m, const LayerPla
     la.rope = m.position == "rope";
     la.pope = m.position == "pope";
     la.spec = base;
-    if (plan.empty()) continue;
-    const LayerKind& k = plan.kinds[plan.layer_kind[l]];
-    la.kind = k.name;
-    if (k.rope) la.rope = *k.rope;
-    la.spec = apply_kind(base, k, m, la.rope);
+    if (!plan.empty()) {
+      const LayerKind& k = plan.kinds[plan.layer_kind[l]];
+      la.kind = k.name;
+      if (k.rope) la.rope = *k.rope;
+      la.spec = apply_kind(base, k, m, la.rope);
+    }
+    // SWAN-GPT's temperature scales the layers without position encoding
+    // only (its global NoPE layers); a RoPE or PoPE layer runs without it.
+    if (la.spec.temperature == Temperature::Swan && (la.rope || la.pope)) la.spec.temperature = Temperature::None;
   }
   return out;
 }

@@ -309,13 +309,14 @@ std::vector<Key> make_keys() {
        "distance min(m, k_s + w - 1) - n)"},
       {GPT_KEY(context, remap), one_of(names_of(kContextRemapNames)),
        "relative-distance remapping (docs/context_extension.md §2): rerope (distances beyond w seen as w), self_extend "
-       "(grouped distances beyond w_n), string (STRING: distances d >= S seen as d - S + W)"},
+       "(grouped distances beyond w_n), string (STRING: distances d >= S seen as d - S + W), dual_chunk (Dual Chunk "
+       "Attention, ChunkLlama: chunks of s tokens; keys of earlier chunks seen at s + w - (n mod s))"},
       {GPT_KEY(context, remap_window), between(0, kMaxContext),
        "rerope w (0 = model.context/2), self_extend neighbour window w_n (0 = model.context/4), string shift S (0 = "
-       "floor(0.33 model.context))"},
+       "floor(0.33 model.context)), dual_chunk s + w, chunk plus local window (0 = floor(3 model.context/4))"},
       {GPT_KEY(context, remap_local), between(0, kMaxContext),
        "string: W, the distance the first shifted key (d = S) is seen at; 0 = max(1, model.context/1024), the "
-       "paper's 128 at 128K"},
+       "paper's 128 at 128K; dual_chunk: w, the local window (0 = floor(model.context/16))"},
       {GPT_KEY(context, rerope_kappa), at_least(0),
        "rerope: 0 = distances beyond w are w; kappa > 1: w + (d - w)/kappa"},
       {GPT_KEY(context, group), between(0, kMaxContext),
@@ -324,11 +325,15 @@ std::vector<Key> make_keys() {
        "with a mask, the i of the logn/ssmax/infoscale/lssa scales and of re-weighting: the query position or the "
        "number of keys kept"},
       {GPT_KEY(context, temperature), one_of(names_of(kTemperatureNames)),
-       "length-dependent temperature: yarn (logits × t², no frequency change), llama4 (q × 1 + β·ln(⌊i/F⌋ + 1))"},
+       "length-dependent temperature: yarn (logits × t², no frequency change), llama4 (q × 1 + β·ln(⌊i/F⌋ + 1)), "
+       "swan (SWAN-GPT: logits of the NoPE layers × log_a(m + a), m the 0-based query position)"},
       {GPT_KEY(context, temp_beta), at_least(0), "llama4 temperature β"},
       {GPT_KEY(context, logit_scale), above(0),
        "a global temperature: every attention logit times this (what gpt eval --calibrate temperature fits)"},
       {GPT_KEY(context, temp_floor), between(0, kMaxContext), "llama4 temperature F; 0 = model.context"},
+      {GPT_KEY(context, temp_base), at_least(0),
+       "swan temperature a (log base and offset, > 1; the paper tunes it: gpt eval --calibrate swan_base); 0 = "
+       "model.context"},
       {GPT_KEY(context, head_scale), between(0, 1),
        "1 = HeadScale: every q.k logit of a head times a learned temperature tau_h of its layer (the attnscale "
        "tensor); a checkpoint without it starts at tau = 1 (unchanged) and gpt eval --calibrate head_scale fits "
@@ -562,6 +567,19 @@ std::vector<Rule> make_rules() {
        [](const Config& c) {
          return !c.context.attn_factor || c.context.rope_scaling == "yarn" || c.context.temperature == "yarn";
        }},
+      {"\"context.temp_base\" is the swan temperature's a: 0 (model.context) or > 1 (log_a needs a > 1)",
+       {"context.temp_base"},
+       [](const Config& c) { return c.context.temp_base == 0 || c.context.temp_base > 1; }},
+      {"\"context.temperature\" = \"swan\" scales the layers without position encoding (SWAN-GPT's NoPE layers); "
+       "this model has none: use \"model.position\" = \"none\" or a layer plan with NoPE layers (model.layer_plan "
+       "= swan)",
+       {"context.temperature", "model.position", "model.layer_plan", "model.layer_pattern", "model.layer_kinds"},
+       [](const Config& c) {
+         if (c.context.temperature != "swan") return true;
+         for (const LayerAttention& la : layer_attention(c.model, resolve_attention(c)))
+           if (la.spec.temperature == Temperature::Swan) return true;
+         return false;
+       }},
       {"\"context.rope_scaling\" = \"yarn\" already applies YaRN's attention factor; \"context.temperature\" = "
        "\"yarn\" is that factor alone (without the frequency change): use one of them",
        {"context.rope_scaling", "context.temperature"},
@@ -610,13 +628,21 @@ std::vector<Rule> make_rules() {
          return !remaps(c) || c.context.remap == "string" || c.context.rope_scaling == "none" ||
                 c.context.rope_scaling == "yarn";
        }},
-      {"\"context.remap_local\" is STRING's W: it needs \"context.remap\" = \"string\" and W < the shift S "
-       "(\"context.remap_window\"; a W >= S would lengthen the distances it shifts)",
+      {"\"context.remap_local\" is STRING's W or dual chunk attention's local window w: it needs "
+       "\"context.remap\" = \"string\" with W < the shift S (\"context.remap_window\"; a W >= S would lengthen the "
+       "distances it shifts) or \"dual_chunk\" with w < the chunk s = \"context.remap_window\" - w",
        {"context.remap_local", "context.remap", "context.remap_window", "model.context"},
        [](const Config& c) {
-         if (c.context.remap != "string") return c.context.remap_local == 0;
-         const RopeSpec r = resolve_attention(c).rope;  // S and W with their defaults
-         return r.remap_local < r.remap_window;
+         if (c.context.remap != "string" && c.context.remap != "dual_chunk") return c.context.remap_local == 0;
+         const RopeSpec r = resolve_attention(c).rope;  // with the defaults
+         return c.context.remap == "string" ? r.remap_local < r.remap_window
+                                            : r.remap_local < remap::dca_chunk(r);
+       }},
+      {"dual_chunk sees no distance beyond s + w (\"context.remap_window\"): it must be below \"model.context\", "
+       "the distances the model was trained on",
+       {"context.remap", "context.remap_window", "model.context"},
+       [](const Config& c) {
+         return c.context.remap != "dual_chunk" || resolve_attention(c).rope.remap_window < c.model.context;
        }},
       {"\"context.remap_window\", \"context.rerope_kappa\" and \"context.group\" need \"context.remap\"",
        {"context.remap_window", "context.rerope_kappa", "context.group", "context.remap"},

@@ -9,14 +9,15 @@
 namespace gpt {
 
 const std::vector<std::string>& calibration_knobs() {
-  static const std::vector<std::string> k = {"temperature", "yarn_attn_factor", "ntk_factor", "head_scale"};
+  static const std::vector<std::string> k = {"temperature", "yarn_attn_factor", "ntk_factor", "swan_base",
+                                             "head_scale"};
   return k;
 }
 
 void check_calibration_knob(const AttentionSpec& spec, const std::string& knob) {
   const auto& ks = calibration_knobs();
   GPT_CHECK(std::find(ks.begin(), ks.end(), knob) != ks.end(), "eval: --calibrate \"", knob,
-            "\" is no knob; valid: temperature, yarn_attn_factor, ntk_factor, head_scale");
+            "\" is no knob; valid: temperature, yarn_attn_factor, ntk_factor, swan_base, head_scale");
   if (knob == "head_scale")
     GPT_CHECK(spec.head_temperature,
               "eval: --calibrate head_scale fits HeadScale's temperature per layer and head, which needs --context "
@@ -25,6 +26,10 @@ void check_calibration_knob(const AttentionSpec& spec, const std::string& knob) 
     GPT_CHECK(spec.rope.scaling == RopeScaling::Yarn || spec.temperature == Temperature::Yarn,
               "eval: --calibrate yarn_attn_factor fits YaRN's attention factor, which needs --context yarn or "
               "--context yarn_temp (context.rope_scaling or context.temperature yarn)");
+  if (knob == "swan_base")
+    GPT_CHECK(spec.temperature == Temperature::Swan,
+              "eval: --calibrate swan_base fits the a of SWAN-GPT's temperature log_a(m + a), which needs --context "
+              "swan_temp (context.temperature swan)");
   if (knob == "ntk_factor")
     GPT_CHECK(spec.rope.scaling == RopeScaling::Ntk,
               "eval: --calibrate ntk_factor fits the scale factor of the NTK rule, which needs --context ntk");
@@ -34,6 +39,7 @@ AttentionSpec with_knob(AttentionSpec spec, const std::string& knob, double v) {
   if (knob == "temperature") spec.logit_scale = v;
   if (knob == "yarn_attn_factor") spec.attn_factor = v;
   if (knob == "ntk_factor") spec.rope.factor = v;
+  if (knob == "swan_base") spec.temp_base = v;
   return spec;
 }
 
@@ -41,12 +47,14 @@ double knob_value(const AttentionSpec& spec, const std::string& knob, int L) {
   if (knob == "temperature") return spec.logit_scale;
   if (knob == "yarn_attn_factor") return yarn_attention_factor(spec, L);
   if (knob == "ntk_factor") return std::max(1.0, rope::scale_factor(spec.rope, L));
+  if (knob == "swan_base") return attn::swan_base(spec);
   return NAN;
 }
 
 std::pair<double, double> knob_range(const std::string& knob) {
   if (knob == "temperature") return {0.25, 4.0};
   if (knob == "yarn_attn_factor") return {0.5, 4.0};
+  if (knob == "swan_base") return {2.0, 1e6};  // a → ∞ is no scaling
   return {1.0, 128.0};  // ntk_factor
 }
 

@@ -20,7 +20,8 @@ namespace gpt {
 
 // The knobs: "temperature" (context.logit_scale τ, logits × τ),
 // "yarn_attn_factor" (context.attn_factor t, logits × t²; needs rope_scaling
-// or temperature yarn), "ntk_factor" (context.factor s of rope_scaling ntk);
+// or temperature yarn), "ntk_factor" (context.factor s of rope_scaling ntk),
+// "swan_base" (context.temp_base a of temperature swan, logits × log_a(m + a));
 // and "head_scale", which is no scalar: HeadScale's per-head temperatures,
 // fitted by gradient (eval/head_scale_fit.h), not by calibrate().
 const std::vector<std::string>& calibration_knobs();

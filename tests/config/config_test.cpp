@@ -89,7 +89,7 @@ TEST(Config, ToJsonHasExactlyTheSchemaKeys) {
     for (const auto& [name, value] : body.items()) from_json.insert(section + "." + name);
   for (const auto& k : gpt::config_schema::keys()) from_schema.insert(k.path());
   EXPECT_EQ(from_json, from_schema);
-  EXPECT_EQ(from_schema.size(), 125u);
+  EXPECT_EQ(from_schema.size(), 126u);
 }
 
 TEST(Config, RoundTripIsExact) {
@@ -408,6 +408,16 @@ TEST(ConfigCrossField, RopeNeedsEvenHeadSize) {
   const gpt::Config st = parse(R"({"context": {"remap": "string", "rope_scaling": "llama3", "factor": 4}})");
   EXPECT_EQ(gpt::resolve_attention(st).rope.remap_window, 42);  // floor(0.33 · 128)
   EXPECT_EQ(gpt::resolve_attention(st).rope.remap_local, 1);
+  // Dual chunk attention: ChunkLlama's defaults (s + w = 3N/4, w = N/16), w < s, s + w < N.
+  const gpt::RopeSpec dc = gpt::resolve_attention(parse(R"({"context": {"remap": "dual_chunk"}})")).rope;
+  EXPECT_EQ(dc.remap, gpt::RemapKind::DualChunk);
+  EXPECT_EQ(dc.remap_window, 96);
+  EXPECT_EQ(dc.remap_local, 8);
+  expect_contains(parse_error(R"({"context": {"remap": "dual_chunk", "remap_window": 20, "remap_local": 10}})"),
+                  {"dual chunk attention's local window w", "context.remap_local = 10"});
+  expect_contains(parse_error(R"({"context": {"remap": "dual_chunk", "remap_window": 128}})"),
+                  {"dual_chunk sees no distance beyond s + w", "context.remap_window = 128", "model.context = 128"});
+  EXPECT_NO_THROW(parse(R"({"context": {"remap": "dual_chunk", "remap_window": 127, "remap_local": 60}})"));
   expect_contains(parse_error(R"({"model": {"n_embd": 16, "n_head": 4, "head_dim": 5, "position": "rope"}})"),
                   {"even head size", "model.head_dim = 5"});
   EXPECT_NO_THROW(parse(R"({"model": {"n_embd": 12, "n_head": 4, "head_dim": 4, "position": "rope"}})"));

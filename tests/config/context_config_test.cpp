@@ -95,6 +95,15 @@ TEST(ContextConfig, ResolvesEveryKey) {
   EXPECT_EQ(l4.temperature, Temperature::Llama4);
   EXPECT_DOUBLE_EQ(attn::row_temperature(l4, 127), 1.0);  // ⌊127/128⌋ = 0
   EXPECT_DOUBLE_EQ(attn::row_temperature(l4, 256), 1 + 0.2 * std::log(3.0));
+  // SWAN-GPT's log_a(m + a) of the 0-based position m = i − 1: 1 at the first query.
+  const AttentionSpec sw = spec_of(R"({"model": {"position": "none"}, "context": {"temperature": "swan"}})");
+  EXPECT_EQ(sw.temperature, Temperature::Swan);
+  EXPECT_DOUBLE_EQ(attn::row_temperature(sw, 1), 1.0);
+  EXPECT_NEAR(attn::row_temperature(sw, 129), std::log(256.0) / std::log(128.0), 1e-15);  // a = N = 128
+  const AttentionSpec sw9 =
+      spec_of(R"({"model": {"position": "none"}, "context": {"temperature": "swan", "temp_base": 9}})");
+  EXPECT_NEAR(attn::row_temperature(sw9, 73), 2.0, 1e-15);  // log_9(72 + 9) = 2
+  EXPECT_EQ(context_to_json(sw9)["temp_base"], 9.0);
 
   const AttentionSpec rr = spec_of(R"({"context": {"remap": "rerope"}})");
   EXPECT_EQ(rr.rope.remap, RemapKind::Rerope);

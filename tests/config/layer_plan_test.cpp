@@ -69,6 +69,10 @@ TEST(LayerPlan, SwanInterleavesWindowedRopeAndFullNope) {
   const auto irope = layers_of(R"({"model": {"layer_plan": "irope"}})");
   for (int l = 0; l < 4; ++l)
     EXPECT_EQ(irope[l].spec.temperature, l == 3 ? Temperature::Llama4 : Temperature::None) << l;
+  // SWAN-GPT's temperature, set for the run, acts on the NoPE layers only.
+  const auto swan = layers_of(R"({"model": {"layer_plan": "swan"}, "context": {"temperature": "swan"}})");
+  for (int l = 0; l < 4; ++l)
+    EXPECT_EQ(swan[l].spec.temperature, l == 3 ? Temperature::Swan : Temperature::None) << l;
   // 6 layers: the pattern repeats and is cut, LLLGLL.
   const auto six = layers_of(R"({"model": {"n_layer": 6, "layer_plan": "swan"}})");
   std::string kinds;
@@ -164,6 +168,11 @@ TEST(LayerPlan, ReportsEveryLayer) {
 }
 
 TEST(LayerPlan, RefusesBadInputNamingTheKey) {
+  // SWAN-GPT's temperature needs a layer without position encoding.
+  expect_contains(error_of(R"({"context": {"temperature": "swan"}})"),
+                  {"\"context.temperature\" = \"swan\"", "this model has none", "model.position = \"rope\""});
+  EXPECT_NO_THROW(config_from_json(json::parse(R"({"model": {"position": "none"}, "context": {"temperature": "swan"}})")));
+  expect_contains(error_of(R"({"context": {"temp_base": 1}})"), {"\"context.temp_base\"", "> 1"});
   expect_contains(error_of(R"({"model": {"layer_plan": "jamba"}})"), {"model.layer_plan", "swan, irope"});
   expect_contains(error_of(R"({"model": {"layer_pattern": "LLG"}})"),
                   {"model.layer_pattern", "uses 'L'", "model.layer_kinds"});

@@ -57,6 +57,13 @@ TEST(Calibrate, KnobsSetTheirKeyAndNeedTheirMethod) {
   s.rope.scaling = RopeScaling::Ntk;
   EXPECT_EQ(knob_value(s, "ntk_factor", 1024), 16.0);
   EXPECT_EQ(with_knob(s, "ntk_factor", 5).rope.factor, 5.0);
+  // swan_base: the a of SWAN-GPT's log_a(m + a), default N.
+  EXPECT_THROW(check_calibration_knob(s, "swan_base"), Error);
+  s.temperature = Temperature::Swan;
+  EXPECT_NO_THROW(check_calibration_knob(s, "swan_base"));
+  EXPECT_EQ(knob_value(s, "swan_base", 1024), 64.0);
+  EXPECT_EQ(with_knob(s, "swan_base", 300).temp_base, 300.0);
+  EXPECT_NEAR(attn::row_temperature(with_knob(s, "swan_base", 300), 601), std::log(900.0) / std::log(300.0), 1e-15);
 }
 
 TEST(Calibrate, SliceOfATokenStreamReadsItsRange) {

@@ -277,8 +277,8 @@ __device__ __forceinline__ bool part_tile_seen(const AttentionSpec& s, int part,
                                                int k_last) {
   if (!attn::block_seen(s, q_first, q_last, k_first, k_last)) return false;
   if (!remap::on(s.rope)) return part == 0;
-  const int W = s.rope.remap_window;
-  return part == 1 ? k_first <= q_last - W : k_last > q_first - W;
+  // The far keys of a row are a prefix that never shrinks down the rows (remap::far_end).
+  return part == 1 ? k_first < remap::far_end(s.rope, q_last) : k_last >= remap::far_end(s.rope, q_first);
 }
 
 __device__ __forceinline__ int key_parts(const Inputs& in) { return in.qf ? 2 : 1; }

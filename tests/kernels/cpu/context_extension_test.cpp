@@ -379,6 +379,11 @@ std::vector<Case> mask_cases(int N) {
   v.push_back(make_case("ssmax", N, llama4, "ssmax+llama4"));
   v.push_back(make_case("lssar", N, yarn_t, "lssar+yarn_temp"));
   v.push_back(make_case("softmax", N, sinks_llama4, "softmax+sinks70+llama4"));
+  auto swan = [](ContextConfig& c) { c.temperature = "swan", c.temp_base = 3.5; };
+  auto swan_n = [](ContextConfig& c) { c.temperature = "swan"; };  // a = N
+  v.push_back(make_case("softmax", N, swan, "softmax+swan"));
+  v.push_back(make_case("lssar", N, swan_n, "lssar+swan"));
+  v.push_back(make_case("ssmax", N, swan, "ssmax+swan"));
   Case alibi = make_case("softmax", N, sinks, "softmax+alibi+sinks");
   alibi.spec.position_bias = PositionBias::Alibi;
   v.push_back(alibi);
@@ -465,6 +470,12 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, co
         if (sp.temperature == Temperature::Llama4) {
           const double F = sp.temp_floor > 0 ? sp.temp_floor : sp.trained_context;
           temp *= 1 + sp.temp_beta * std::log(std::floor((m + 1) / F) + 1);
+        }
+        if (sp.temperature == Temperature::Swan) {
+          // SWAN-GPT (Puvvada et al. 2025, arXiv 2504.08719, §2.2 and appendix D): logits of
+          // query n (0-based) × log_a(a + n)
+          const double base = sp.temp_base > 0 ? sp.temp_base : sp.trained_context;
+          temp *= std::log(base + m) / std::log(base);
         }
         std::vector<double> a(m + 1, 0.0);
         double z = 0;
@@ -788,6 +799,19 @@ double ref_remapped(const AttentionSpec& sp, int m, int n) {
       // shift S on are scored as if S − W closer
       if (D < w) return D;
       return D - w + r.remap_local;
+    case RemapKind::DualChunk: {
+      // Dual Chunk Attention (An et al. 2024, arXiv 2402.17463, §3: intra-, inter- and
+      // successive-chunk attention) as the authors' ChunkLlama (chunkllama_attn_replace.py) runs it:
+      // chunk length s = chunk_size − w, every key at P_k = n mod s; the query at P_q = m mod s for a
+      // key of its own chunk (intra), at min(s + (m mod s), chunk_size) for a key of the chunk just
+      // before (successive) and at chunk_size for older chunks (inter; the paper's c − 1 with
+      // c = chunk_size + 1).
+      const int cs = w, s = cs - r.remap_local, cm = m / s, cn = n / s;
+      const int pk = n % s;
+      if (cn == cm) return (m % s) - pk;
+      if (cn == cm - 1) return std::min(s + m % s, cs) - pk;
+      return cs - pk;
+    }
     default:
       return D;
   }
@@ -807,12 +831,14 @@ std::vector<Case> remap_cases(int N) {
   auto leaky = [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 20, c.rerope_kappa = 4; };
   auto selfext = [](ContextConfig& c) { c.remap = "self_extend", c.remap_window = 8, c.group = 3; };
   auto shifted = [](ContextConfig& c) { c.remap = "string", c.remap_window = 20, c.remap_local = 3; };
+  auto dual = [](ContextConfig& c) { c.remap = "dual_chunk", c.remap_window = 27, c.remap_local = 5; };
   auto lambda = [](ContextConfig& c) { c.mask = "lambda", c.sinks = 3, c.window = 30; };
   auto cache = [](ContextConfig& c) { c.mask = "sinks", c.sinks = 4, c.window = 25, c.sink_positions = "cache"; };
   for (const char* p : {"softmax", "lssar", "ssmax", "cosine"}) {
     v.push_back(make_case(p, N, rerope, std::string(p) + "+rerope"));
     v.push_back(make_case(p, N, selfext, std::string(p) + "+self_extend"));
     v.push_back(make_case(p, N, shifted, std::string(p) + "+string"));
+    v.push_back(make_case(p, N, dual, std::string(p) + "+dual_chunk"));
   }
   v.push_back(make_case("softmax", N, leaky, "softmax+rerope_leaky"));
   v.push_back(make_case("softmax", N, lambda, "softmax+lambda"));
@@ -887,7 +913,8 @@ std::vector<Case> remap_grad_cases(int N) {
   std::vector<Case> v;
   for (const Case& c : remap_cases(N))
     if (c.name.rfind("softmax+", 0) == 0 || c.name == "lssar+rerope" || c.name == "ssmax+self_extend" ||
-        c.name == "cosine+rerope" || c.name == "lssar+lambda" || c.name == "lssar+string")
+        c.name == "cosine+rerope" || c.name == "lssar+lambda" || c.name == "lssar+string" ||
+        c.name == "lssar+dual_chunk")
       v.push_back(c);
   return v;
 }
@@ -903,6 +930,8 @@ TEST_P(RemapGradcheck, MatchesFiniteDifferences) {
   if (spec.rope.remap == RemapKind::Rerope || spec.rope.remap == RemapKind::SelfExtend ||
       spec.rope.remap == RemapKind::String)
     spec.rope.remap_window = std::min(spec.rope.remap_window, 9);  // far pairs in both row blocks
+  if (spec.rope.remap == RemapKind::DualChunk)
+    spec.rope.remap_window = 9, spec.rope.remap_local = 2;  // chunks of 7: far pairs in both row blocks
   std::vector<double> qkv = random_vector(s.qkv_size(), 33, -1.5, 1.5);
   std::vector<double> far = random_vector(s.qkv_size(), 34, -1.5, 1.5);
   std::vector<double> hs = scales_for(spec, s.NH);
@@ -960,6 +989,25 @@ TEST(ContextExtension, FarPositionsOfEachRemapping) {
   EXPECT_TRUE(remap::far(st, 43253, 0));
   EXPECT_EQ(remap::far_query_pos(st, 43253) - remap::far_key_pos(st, 0), 128);
   EXPECT_EQ(remap::far_query_pos(st, 131071) - remap::far_key_pos(st, 0), 87946);
+  // Dual chunk attention at ChunkLlama's defaults for Llama 2 (N = 4096: chunk_size 3072, local
+  // window 256, chunks of s = 2816). Query 2816 + 256 (the last of its chunk's first w + 1) sees
+  // the chunk before at its true distance; the next one sees it at 3072 − (n mod s).
+  RopeSpec dc;
+  dc.remap = RemapKind::DualChunk;
+  dc.remap_window = 3072;
+  dc.remap_local = 256;
+  EXPECT_EQ(remap::dca_chunk(dc), 2816);
+  EXPECT_EQ(remap::far_end(dc, 2815), 0);         // chunk 0: nothing far
+  EXPECT_EQ(remap::far_end(dc, 2816 + 256), 0);   // successive keys still near
+  EXPECT_EQ(remap::far_end(dc, 2816 + 257), 2816);
+  EXPECT_EQ(remap::far_end(dc, 2 * 2816 + 10), 2816);
+  EXPECT_EQ(remap::far_end(dc, 2 * 2816 + 300), 2 * 2816);
+  EXPECT_FALSE(remap::far(dc, 2816 + 256, 0));
+  EXPECT_TRUE(remap::far(dc, 2816 + 257, 0));
+  EXPECT_EQ(remap::far_query_pos(dc, 2816 + 257) - remap::far_key_pos(dc, 5), 3072 - 5);
+  EXPECT_EQ(remap::far_query_pos(dc, 90000) - remap::far_key_pos(dc, 2816 + 7), 3072 - 7);
+  // far_end never shrinks from one query to the next (the kernels' prefix walk).
+  for (int m = 1; m < 5 * 2816; ++m) ASSERT_GE(remap::far_end(dc, m), remap::far_end(dc, m - 1)) << m;
 }
 
 // The diagnostics see keys, not columns: with sinks the first key keeps

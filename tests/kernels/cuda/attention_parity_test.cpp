@@ -530,6 +530,8 @@ TEST_F(CudaAttention, StickBreaking) {
   run_case({"stick_breaking+rerope no bias", context_spec("stick_breaking", kN, rerope), 1, 200, 64, 2, kTol});
   run_case({"stick_breaking+self_extend D=16", far(selfext), 1, 200, 64, 4, kTol});
   run_case({"stick_breaking+lambda", far(lambda), 1, 300, 64, 2, kTol});
+  auto dual = [](ContextConfig& c) { c.remap = "dual_chunk", c.remap_window = 45, c.remap_local = 7; };
+  run_case({"stick_breaking+dual_chunk", far(dual), 1, 200, 64, 2, kTol});
   run_case({"stick_breaking T=2048", with(nullptr, 1024), 1, 2048, 64, 1, kTol});
 }
 
@@ -708,6 +710,9 @@ TEST_F(CudaAttention, ContextMasksAndTemperatures) {
   run_case({"ssmax+sinks+keys", context_spec("ssmax", kN, keys), 1, 200, 64, 2, kTol});
   run_case({"softmax+llama4", context_spec("softmax", kN, llama4), 1, 200, 64, 2, kTol});
   run_case({"ssmax+llama4", context_spec("ssmax", kN, llama4), 1, 200, 64, 2, kTol});
+  auto swan = [](ContextConfig& c) { c.temperature = "swan", c.temp_base = 5.0; };
+  run_case({"softmax+swan", context_spec("softmax", kN, swan), 1, 200, 64, 2, kTol});
+  run_case({"lssar+swan", context_spec("lssar", kN, swan), 1, 200, 64, 2, kTolSharp});
   run_case({"cosine+yarn_temp", context_spec("cosine", kN, yarn_t), 1, 200, 64, 2, kTol});
   AttentionSpec alibi = context_spec("softmax", kN, sinks);
   alibi.position_bias = PositionBias::Alibi;
@@ -765,6 +770,12 @@ TEST_F(CudaAttention, ContextDistanceRemappings) {
   auto shifted = [](ContextConfig& c) { c.remap = "string", c.remap_window = 60, c.remap_local = 5; };
   run_case({"softmax+string", context_spec("softmax", kN, shifted), 1, 200, 64, 2, kTol});
   run_case({"lssar+string D=16", context_spec("lssar", kN, shifted), 2, 150, 64, 4, kTolSharp});
+  // Dual chunk attention: chunks of 38 keys (s + w = 45, w = 7), far parts that
+  // start mid-tile and jump a chunk at a time.
+  auto dual = [](ContextConfig& c) { c.remap = "dual_chunk", c.remap_window = 45, c.remap_local = 7; };
+  run_case({"softmax+dual_chunk", context_spec("softmax", kN, dual), 1, 200, 64, 2, kTol});
+  run_case({"lssar+dual_chunk D=16", context_spec("lssar", kN, dual), 2, 150, 64, 4, kTolSharp});
+  run_case({"cosine+dual_chunk", context_spec("cosine", kN, dual), 1, 200, 64, 2, kTol});
   for (const char* p : {"softmax", "lssar", "ssmax", "cosine", "sigmoid"}) {
     const double tol = std::string(p) == "lssar" ? kTolSharp : kTol;
     run_case({std::string(p) + "+rerope", context_spec(p, kN, rerope), 1, 200, 64, 2, tol});
@@ -918,6 +929,7 @@ TEST_F(CudaAttention, TensorCoreForwardStagesBiasesAndMasks) {
   auto rerope = [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 40; };
   auto selfext = [](ContextConfig& c) { c.remap = "self_extend", c.remap_window = 20, c.group = 5; };
   auto string = [](ContextConfig& c) { c.remap = "string", c.remap_window = 60, c.remap_local = 5; };
+  auto dual = [](ContextConfig& c) { c.remap = "dual_chunk", c.remap_window = 45, c.remap_local = 7; };
   for (const char* p : {"softmax", "lssar", "ssmax"}) {
     const double tol = std::string(p) == "lssar" ? kTolSharp : kTol;
     const std::string n = p;
@@ -925,9 +937,12 @@ TEST_F(CudaAttention, TensorCoreForwardStagesBiasesAndMasks) {
     run_tc_case({n + "+sinks4+29", context_spec(p, kN, sinks), 1, 300, 64, 2, tol});
     run_tc_case({n + "+chunked37", context_spec(p, kN, chunked), 1, 200, 64, 2, tol});
     run_tc_case({n + "+llama4", context_spec(p, kN, llama4), 1, 200, 64, 2, tol});
+    run_tc_case({n + "+swan", context_spec(p, kN, [](ContextConfig& c) { c.temperature = "swan"; }), 1, 200, 64, 2,
+                 tol});
     run_tc_case({n + "+rerope", context_spec(p, kN, rerope), 1, 200, 64, 2, tol});
     run_tc_case({n + "+self_extend", context_spec(p, kN, selfext), 1, 200, 64, 2, tol});
     run_tc_case({n + "+string D=16", context_spec(p, kN, string), 1, 150, 64, 4, tol});
+    run_tc_case({n + "+dual_chunk", context_spec(p, kN, dual), 1, 200, 64, 2, tol});
     AttentionSpec si = context_spec(p, kN, [](ContextConfig&) {});
     si.scale = Scale::ScaleInvariant, si.tau = 3.0;
     run_tc_case({n + "+scale_invariant", si, 1, 200, 64, 2, tol});
