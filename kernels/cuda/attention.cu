@@ -248,6 +248,10 @@ void check_far(const char* fn, const AttentionSpec& spec, const float* qkv_far) 
                     : "the distance remapping needs the far copy of qkv (rotated at the remapped positions)");
   GPT_CHECK(!qkv_far || spec.rope.remap_window >= 1, fn, ": the remap window must be >= 1, got ",
             spec.rope.remap_window);
+  GPT_CHECK(spec.rope.remap != RemapKind::DualChunk, fn,
+            ": dual_chunk (Dual Chunk Attention) runs on the CPU backend only for now: its per-row chunk boundary "
+            "pushed the fused forward kernels past 255 registers (spills; kernels/cuda/attention/common.cuh); "
+            "evaluate it with --device cpu");
   GPT_CHECK(!qkv_far || aligned16(qkv_far), fn, ": qkv_far must be 16-byte aligned");
 }
 

@@ -1,7 +1,7 @@
 // PoPE's model-side ops (attn::pope): q, k and v into the kernels' heads of
 // 2D channels and back, and the output's first D channels. One thread per
-// element; the phase biases' gradient one thread per channel, summed over
-// the rows in order in double (no atomics), as the CPU kernel.
+// element; the phase biases' gradient per channel summed over the rows in
+// double by a block of row groups added in a fixed order (no atomics).
 // Contracts: kernels/cuda/cuda_kernels.h (as cpu::pope_*).
 #include <cmath>
 
@@ -55,21 +55,37 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// dδ: a block per kDeltaChannels adjacent channels, its kDeltaRowGroups
+// rows of threads each summing every kDeltaRowGroups-th row of the batch in
+// double, then the row groups added in a fixed order: deterministic without
+// atomics, coalesced reads, and kDeltaRowGroups times the threads of one
+// thread per channel looping over every row (which ran C threads in all,
+// a few blocks for a whole GPU, each looping over B·T rows).
+constexpr int kDeltaChannels = 8, kDeltaRowGroups = kThreads / kDeltaChannels;
+
 __global__ void __launch_bounds__(kThreads)
     pope_delta_backward_kernel(float* ddelta, const float* dqkv2, const float* qkv, const float* delta,
                                const int32_t* pos, int Tn, int C, int NH, double theta, size_t N) {
   GPT_BLOCK_BOUND(kThreads);
+  GPT_SHARED(double, part, [kDeltaRowGroups][kDeltaChannels]);
   const int D = C / NH;
-  GPT_GRID_STRIDE(i, size_t(C)) {
-    const int h = static_cast<int>(i) / D, c = static_cast<int>(i) % D, o = h * 2 * D + c;
-    if (!attn::pope::bias_passes(delta[i])) continue;
-    double sum = 0;
-    for (size_t n = 0; n < N; ++n) {
+  const int i = static_cast<int>(blockIdx.x) * kDeltaChannels + static_cast<int>(threadIdx.x);
+  const bool live = i < C && attn::pope::bias_passes(delta[i]);
+  double sum = 0;
+  if (live) {
+    const int h = i / D, c = i % D, o = h * 2 * D + c;
+    for (size_t n = threadIdx.y; n < N; n += kDeltaRowGroups) {
       const attn::pope::Channel ch(theta, attn::pope::row_position(pos, n, Tn), c, D, delta[i]);
       const float* g = dqkv2 + n * 6 * C + 2 * C;
       sum += ch.bias_grad(qkv[n * 3 * C + C + i], g[o], g[o + D]);
     }
-    ddelta[i] += static_cast<float>(sum);
+  }
+  part[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && live) {
+    double total = 0;
+    for (int r = 0; r < kDeltaRowGroups; ++r) total += part[r][threadIdx.x];
+    ddelta[i] += static_cast<float>(total);
   }
 }
 
@@ -109,7 +125,8 @@ void pope_backward(float* dqkv, float* ddelta, const float* dqkv2, const float* 
   GPT_LAUNCH(grid_for(N * C, kThreads), kThreads, stream, pope_backward_kernel)
   (dqkv, dqkv2, qkv, delta, pos, Tn, C, NH, theta, N);
   GPT_CUDA_CHECK_LAUNCH("pope_backward_kernel");
-  GPT_LAUNCH(grid_for(size_t(C), kThreads), kThreads, stream, pope_delta_backward_kernel)
+  GPT_LAUNCH(dim3((C + kDeltaChannels - 1) / kDeltaChannels), dim3(kDeltaChannels, kDeltaRowGroups), stream,
+             pope_delta_backward_kernel)
   (ddelta, dqkv2, qkv, delta, pos, Tn, C, NH, theta, N);
   GPT_CUDA_CHECK_LAUNCH("pope_delta_backward_kernel");
 }

@@ -268,8 +268,17 @@ __device__ __forceinline__ size_t row_offset(int b, int t, int T, size_t stride,
 // A distance remapping splits every key loop into two parts: part 0 the near
 // pairs, scored with q and k; part 1 the far pairs (remap::far), scored with
 // the far copies q̃ and k̃. Without a remapping part 0 is the whole loop.
+//
+// The far test here is remap::far for every remapping but dual_chunk, which
+// these kernels refuse (check_far, attention.cu): m − n >= W compares against
+// the spec alone, while dual_chunk's per-row chunk boundary, held per row or
+// computed per pair, pushed forward_kernel<32> and <64> past 255 registers
+// (32-88 bytes of spills per thread on sm_90, PtxasResources).
+__device__ __forceinline__ bool far_pair(const RopeSpec& r, int m, int n) {
+  return r.remap != RemapKind::None && m - n >= r.remap_window;
+}
 __device__ __forceinline__ bool pair_in(const AttentionSpec& s, int part, int i0, int j) {
-  return attn::key_kept(s, i0, j) && (remap::far(s.rope, i0, j) == (part == 1));
+  return attn::key_kept(s, i0, j) && (far_pair(s.rope, i0, j) == (part == 1));
 }
 // Whether the tile of rows q_first..q_last and keys k_first..k_last holds a
 // pair of the part (uniform across a block, like block_seen).
@@ -277,8 +286,8 @@ __device__ __forceinline__ bool part_tile_seen(const AttentionSpec& s, int part,
                                                int k_last) {
   if (!attn::block_seen(s, q_first, q_last, k_first, k_last)) return false;
   if (!remap::on(s.rope)) return part == 0;
-  // The far keys of a row are a prefix that never shrinks down the rows (remap::far_end).
-  return part == 1 ? k_first < remap::far_end(s.rope, q_last) : k_last >= remap::far_end(s.rope, q_first);
+  const int W = s.rope.remap_window;
+  return part == 1 ? k_first <= q_last - W : k_last > q_first - W;
 }
 
 __device__ __forceinline__ int key_parts(const Inputs& in) { return in.qf ? 2 : 1; }

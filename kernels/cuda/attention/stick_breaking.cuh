@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
     // belongs to for this row (skipped tiles hold no kept key: nothing changes).
     const int last = j0 + kKeyTile - 1;
     if (row_ok && lane == 0 && last % kKeysPerBlock == kKeysPerBlock - 1 &&
-        remap::far(s.rope, i0, last) == (part == 1)) {
+        far_pair(s.rope, i0, last) == (part == 1)) {
       const size_t at = row * sb.blocks + last / kKeysPerBlock;
       sb.taken[at] = taken;
       sb.gw[at] = after;
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) sb_dkdv_kernel(Inputs in
     __syncthreads();
     for (int r = 0; r < QT; ++r) {
       const int i0 = q0 + r;
-      const bool far = far_copy && remap::far(s.rope, i0, j);  // the same for a row's lanes
+      const bool far = far_copy && far_pair(s.rope, i0, j);  // the same for a row's lanes
       const float qk = (far ? kf : k).dot((far ? qfs : qs) + r * G::D4, lane), g = v.dot(dys + r * G::D4, lane);
       if (lane == 0) {
         xs[r * KB + kk] = logit(s, rc0, lfs[r], qk, i0, j);
@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) sb_dkdv_kernel(Inputs in
       const int i0 = q0 + r;
       const float w = gs[r * KB + kk], dx = xs[r * KB + kk], ds = lambdas[r] * rc0.f * si_gain(s, i0, j) * dx;
       dv.axpy(w, dys + r * G::D4, lane);
-      if (far_copy && remap::far(s.rope, i0, j))
+      if (far_copy && far_pair(s.rope, i0, j))
         dkf.axpy(ds, qfs + r * G::D4, lane);
       else
         dk.axpy(ds, qs + r * G::D4, lane);
