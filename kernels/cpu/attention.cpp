@@ -106,6 +106,10 @@ void check_far(const AttentionSpec& spec, bool has_far) {
                     : "the distance remapping needs the far copy of qkv (rotated at the remapped positions)");
   GPT_CHECK(!has_far || spec.rope.remap_window >= 1, "attention: the remap window must be >= 1, got ",
             spec.rope.remap_window);
+  GPT_CHECK(spec.rope.remap != RemapKind::DualChunk ||
+                (spec.rope.remap_local >= 0 && spec.rope.remap_local < remap::dca_chunk(spec.rope)),
+            "attention: dual_chunk needs 0 <= w < s = remap_window - w, got remap_window ", spec.rope.remap_window,
+            ", w ", spec.rope.remap_local);
 }
 
 template <typename T>

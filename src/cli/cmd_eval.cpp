@@ -541,9 +541,10 @@ void add_eval(CLI::App& app) {
                   "LongPPL's beta: the least long-context log-probability (default -2)");
   cmd->add_option("--calibrate", args->calibrate,
                   "Fit before evaluating, on a held-out calibration split: one scalar by a golden-section search, "
-                  "temperature (a global logit scale), yarn_attn_factor (YaRN's t; needs --context yarn or yarn_temp) "
-                  "ntk_factor (needs --context ntk) or swan_base (SWAN-GPT's a; needs --context swan_temp); or head_scale: HeadScale's temperature per layer and head, "
-                  "by Adam on the loss at --calibrate-on with every other parameter frozen (needs --context "
+                  "temperature (a global logit scale), yarn_attn_factor (YaRN's t; needs --context yarn or yarn_temp), "
+                  "ntk_factor (needs --context ntk) or swan_base (SWAN-GPT's a; needs --context swan_temp); or "
+                  "head_scale: HeadScale's temperature per layer and head, by Adam on the loss at --calibrate-on "
+                  "with every other parameter frozen (needs --context "
                   "headscale, or --context-set head_scale=1 to keep the run's context)")
       ->check(CLI::IsMember(calibration_knobs()));
   cmd->add_option("--calibrate-steps", args->head_scale.steps, "head_scale: optimizer steps (default 200)")
