@@ -472,8 +472,8 @@ std::vector<double> reference(const std::vector<double>& qkv, const Shape& s, co
           temp *= 1 + sp.temp_beta * std::log(std::floor((m + 1) / F) + 1);
         }
         if (sp.temperature == Temperature::Swan) {
-          // SWAN-GPT (Puvvada et al. 2025, arXiv 2504.08719, §2.2 and appendix D): logits of
-          // query n (0-based) × log_a(a + n)
+          // SWAN-GPT (Puvvada et al. 2025, arXiv 2504.08719, §2.2 and appendix D): the logits of
+          // query m (0-based) × log_a(a + m)
           const double base = sp.temp_base > 0 ? sp.temp_base : sp.trained_context;
           temp *= std::log(base + m) / std::log(base);
         }
