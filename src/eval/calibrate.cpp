@@ -16,8 +16,11 @@ const std::vector<std::string>& calibration_knobs() {
 
 void check_calibration_knob(const AttentionSpec& spec, const std::string& knob) {
   const auto& ks = calibration_knobs();
-  GPT_CHECK(std::find(ks.begin(), ks.end(), knob) != ks.end(), "eval: --calibrate \"", knob,
-            "\" is no knob; valid: temperature, yarn_attn_factor, ntk_factor, swan_base, head_scale");
+  if (std::find(ks.begin(), ks.end(), knob) == ks.end()) {
+    std::string valid;
+    for (const std::string& k : ks) valid += (valid.empty() ? "" : ", ") + k;
+    fail("eval: --calibrate \"", knob, "\" is no knob; valid: ", valid);
+  }
   if (knob == "head_scale")
     GPT_CHECK(spec.head_temperature,
               "eval: --calibrate head_scale fits HeadScale's temperature per layer and head, which needs --context "
