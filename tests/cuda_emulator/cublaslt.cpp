@@ -95,6 +95,11 @@ bool complain(const char* what) {
   return false;
 }
 
+
+void product(const cublasLtMatmulDescOpaque_t& dsc, const void* A, const cublasLtMatrixLayoutOpaque_t& la,
+             const void* B, const cublasLtMatrixLayoutOpaque_t& lb, float alpha, float beta, const void* C,
+             const cublasLtMatrixLayoutOpaque_t& lc, void* D, const cublasLtMatrixLayoutOpaque_t& ld, uint64_t m,
+             uint64_t n, uint64_t k);
 }  // namespace
 
 const char* cublasLtGetStatusName(cublasStatus_t s) {
@@ -233,7 +238,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t d,
                               const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes,
                               cudaStream_t stream) {
-  (void)workspace, (void)workspace_bytes, (void)stream;
+  (void)workspace, (void)workspace_bytes;
   if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!desc || !a || !b || !c || !d || !alpha_p || !beta_p) return CUBLAS_STATUS_INVALID_VALUE;
   if (cuemu::sticky_error()) return CUBLAS_STATUS_EXECUTION_FAILED;
@@ -275,6 +280,32 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     return complain("D overlaps A or B"), CUBLAS_STATUS_INVALID_VALUE;
   if (C == D && (c->ld != d->ld || c->type != d->type))
     return complain("C and D are the same memory with different layouts"), CUBLAS_STATUS_INVALID_VALUE;
+  // The product runs when the stream gets there (runtime.cpp), with copies
+  // of the descriptors (the caller may destroy them after the call) and of
+  // alpha and beta (read at the call, as with CUBLAS_POINTER_MODE_HOST).
+  std::vector<cuemu::Access> footprint;
+  if (k > 0) {
+    footprint.push_back({A, span_bytes(*a), false});
+    footprint.push_back({B, span_bytes(*b), false});
+  }
+  if (beta != 0.0f) footprint.push_back({C, span_bytes(*c), false});
+  footprint.push_back({D, span_bytes(*d), true});
+  const bool queued = cuemu::enqueue(
+      stream, "cublasLtMatmul", std::move(footprint),
+      [desc_v = *desc, a_v = *a, b_v = *b, c_v = *c, d_v = *d, A, B, C, D, alpha, beta, m, n, k] {
+        product(desc_v, A, a_v, B, b_v, alpha, beta, C, c_v, D, d_v, m, n, k);
+      });
+  return queued ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+}
+
+namespace {
+// D = alpha·op(A)·op(B) + beta·C, run from the stream's queue.
+void product(const cublasLtMatmulDescOpaque_t& dsc, const void* A, const cublasLtMatrixLayoutOpaque_t& la,
+             const void* B, const cublasLtMatrixLayoutOpaque_t& lb, float alpha, float beta, const void* C,
+             const cublasLtMatrixLayoutOpaque_t& lc, void* D, const cublasLtMatrixLayoutOpaque_t& ld, uint64_t m,
+             uint64_t n, uint64_t k) {
+  const auto* desc = &dsc;
+  const auto *a = &la, *b = &lb, *c = &lc, *d = &ld;
   cuemu::DeviceAccess open(true);
   const bool round_tf32 = desc->compute == CUBLAS_COMPUTE_32F_FAST_TF32;
   // op(A) (m×k) and op(B) (k×n), column-major and contiguous.
@@ -301,5 +332,5 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
       dp[i + j * static_cast<uint64_t>(d->ld)] = alpha * acc[i] + cv;
     }
   }
-  return CUBLAS_STATUS_SUCCESS;
 }
+}  // namespace

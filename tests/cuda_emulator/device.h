@@ -26,10 +26,11 @@
 // shuffles with absent lanes, more than 48 KiB of shared memory, launch
 // configurations beyond CUDA's limits; tensor-core instructions (mma.sync,
 // ldmatrix: runtime.cpp) with a lane missing, lanes at different warp
-// instructions, ldmatrix rows outside shared memory or misaligned. What it cannot: races between
-// blocks through global memory (blocks run in order), stream ordering
-// (every call is synchronous), memory-model effects, partial-mask
-// shuffles, and speed. Float math is the host's (expf is glibc's, not the
+// instructions, ldmatrix rows outside shared memory or misaligned. Races between blocks show by
+// running them in another order (GPT_EMU_BLOCK_ORDER, emulator.h), and
+// work on streams is queued and checked for races between streams
+// (runtime.cpp). What it cannot: interleavings of blocks at their
+// barriers, memory-model effects, partial-mask shuffles, and speed. Float math is the host's (expf is glibc's, not the
 // GPU's), so parity tolerances still have to hold on a real GPU
 // (docs/gpu.md lists all of it).
 #pragma once
@@ -42,6 +43,9 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+#include <vector>
+
+#include "emulator.h"
 
 struct uint3 {
   unsigned x, y, z;
@@ -103,9 +107,14 @@ void ldmatrix_b16(uint32_t* r, int num, bool trans, const void* row);
 // the kernel's __launch_bounds__, which a GPU refuses to launch above.
 void block_bound(unsigned long long n, const char* kernel);
 
-// Runs body once for every thread of the grid; false if the configuration
-// was refused (cudaGetLastError then says why) or the kernel failed.
-bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, const std::function<void()>& body);
+// Queues a launch on `stream` (runtime.cpp runs it, body once for every
+// thread of the grid, when the stream's work has to run); false if the
+// configuration was refused (cudaGetLastError then says why) or the launch
+// races with work queued on another stream (emulator.h, enqueue). A kernel's
+// footprint is the first element of each pointer argument, written unless
+// the pointer is to const: how far the kernel reaches past it is unknown.
+bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, std::vector<Access> footprint,
+              std::function<void()> body);
 
 // A kernel argument that is a pointer must be null or point into device
 // memory (a host pointer faults on a GPU); otherwise the launch fails.
@@ -116,6 +125,19 @@ bool argument_ok(const T& v, int index, const char* kernel) {
     return argument_ok(static_cast<const void*>(v), index, kernel);
   else
     return true;
+}
+
+// A pointer argument's part of the launch's footprint (run_grid).
+template <typename T>
+void add_access(std::vector<Access>& footprint, const T& v) {
+  if constexpr (std::is_pointer_v<T>) {
+    using E = std::remove_pointer_t<T>;
+    if (!v) return;
+    if constexpr (std::is_void_v<E>)
+      footprint.push_back({static_cast<const void*>(v), 1, !std::is_const_v<E>});
+    else
+      footprint.push_back({static_cast<const void*>(v), sizeof(E), !std::is_const_v<E>});
+  }
 }
 
 // kernel<<<grid, block, 0, stream>>>(args...) is
@@ -137,7 +159,12 @@ struct Launcher {
           return (argument_ok(v, i++, name) && ...);
         },
         args);
-    if (ok) run_grid(grid, block, stream, name, [&] { std::apply(kernel, args); });
+    if (!ok) return;
+    std::vector<Access> footprint;
+    std::apply([&](const auto&... v) { (add_access(footprint, v), ...); }, args);
+    // The arguments are copied into the queued launch, as CUDA copies them
+    // at the launch: the caller's variables may change before it runs.
+    run_grid(grid, block, stream, name, std::move(footprint), [kernel = kernel, args] { std::apply(kernel, args); });
   }
 };
 template <typename S, typename... P>

@@ -2,6 +2,8 @@
 // (runtime.cpp); not part of the CUDA API.
 #pragma once
 #include <cstddef>
+#include <functional>
+#include <vector>
 
 namespace cuemu {
 
@@ -32,5 +34,20 @@ struct BlockOrder {
 };
 BlockOrder block_order();
 void set_block_order(const BlockOrder* order);
+
+// Stream order (runtime.cpp): work is queued on its stream and runs only
+// where real CUDA would have to have run it (a synchronisation, an event
+// waited for, a blocking copy). One piece of queued work touches the
+// `footprint`'s byte ranges; work queued on another stream that is not
+// ordered before it (no event, no implicit order of the legacy default
+// stream, no host synchronisation in between) and touches the same bytes,
+// one of the two writing, is a race: enqueue reports it on stderr, makes the
+// error sticky (cudaErrorLaunchFailure) and returns false.
+struct Access {
+  const void* p;
+  size_t bytes;
+  bool write;
+};
+bool enqueue(const void* stream, const char* what, std::vector<Access> footprint, std::function<void()> run);
 
 }  // namespace cuemu

@@ -104,6 +104,15 @@ __global__ void two_barriers_kernel(float* out) {
   out[threadIdx.x] = 1.0f;
 }
 
+__global__ void fill_kernel(float* out, float v, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = v;
+}
+__global__ void copy_kernel(const float* in, float* out, int n) {
+  const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (i < n) out[i] = in[i];
+}
+
 // Tensor-core instructions (kernels/cuda/mma.cuh) used wrongly.
 namespace mma = gpt::cuda::mma;
 // A kernel declared for at most 64 threads per block.
@@ -274,6 +283,157 @@ TEST_F(CudaEmulator, AtomicsFromEveryThreadAddUp) {
   cudaFree(d);
 }
 
+// ---- stream order ---------------------------------------------------------------------------
+
+// Work waits in its stream's queue until a synchronisation needs it: a host
+// destination in pinned memory holds NaN until then, the first query says
+// "not ready", event times exist only once the stream got there. A copy to
+// pageable memory returns when done, as CUDA's does, and a launch takes its
+// arguments' values at the launch.
+TEST_F(CudaEmulator, QueuedWorkRunsAtTheSynchronisationThatNeedsIt) {
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  float* d = device_copy(std::vector<float>(64, 0.0f));
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned, 64 * sizeof(float)), cudaSuccess);
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ASSERT_EQ(cudaEventCreate(&start), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&stop), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(start, s), cudaSuccess);
+  GPT_LAUNCH(1, 64, s, fill_kernel)(d, 3.0f, 64);
+  ASSERT_EQ(cudaMemcpyAsync(pinned, d, 64 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+  ASSERT_EQ(cudaEventRecord(stop, s), cudaSuccess);
+  EXPECT_TRUE(std::isnan(pinned[0]));
+  EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady);
+  EXPECT_TRUE(std::isnan(pinned[63]));
+  float ms = -1.0f;
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, stop), cudaErrorNotReady);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorNotReady);
+  ASSERT_EQ(cudaEventSynchronize(stop), cudaSuccess);
+  EXPECT_EQ(pinned[0], 3.0f);
+  EXPECT_EQ(pinned[63], 3.0f);
+  EXPECT_EQ(cudaEventElapsedTime(&ms, start, stop), cudaSuccess);
+  EXPECT_GE(ms, 0.0f);
+  EXPECT_EQ(cudaStreamQuery(s), cudaSuccess);
+
+  GPT_LAUNCH(1, 64, s, fill_kernel)(d, 5.0f, 64);
+  std::vector<float> h(64, 0.0f);
+  ASSERT_EQ(cudaMemcpyAsync(h.data(), d, 64 * sizeof(float), cudaMemcpyDeviceToHost, s), cudaSuccess);
+  EXPECT_EQ(h[10], 5.0f);
+
+  float v = 7.0f;
+  GPT_LAUNCH(1, 64, s, fill_kernel)(d, v, 64);
+  v = 8.0f;
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(host_copy(d, 64)[20], 7.0f);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFreeHost(pinned);
+  cudaFree(d);
+  cudaStreamDestroy(s);
+}
+
+// What orders work on two streams: an event one waits for, and the legacy
+// default stream's implicit order with the blocking streams.
+TEST_F(CudaEmulator, EventsAndTheLegacyStreamOrderWorkOnOtherStreams) {
+  cudaStream_t a = nullptr, b = nullptr, c = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreate(&c), cudaSuccess);  // blocking
+  cudaEvent_t e = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), cudaSuccess);
+  float* x = device_copy(std::vector<float>(64, 0.0f));
+  float* y = device_copy(std::vector<float>(64, 0.0f));
+  GPT_LAUNCH(1, 64, a, fill_kernel)(x, 2.0f, 64);
+  ASSERT_EQ(cudaEventRecord(e, a), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(b, e), cudaSuccess);
+  GPT_LAUNCH(1, 64, b, copy_kernel)(x, y, 64);
+  ASSERT_EQ(cudaStreamSynchronize(b), cudaSuccess);  // runs a's fill first
+  EXPECT_EQ(host_copy(y, 64)[5], 2.0f);
+  GPT_LAUNCH(1, 64, c, fill_kernel)(x, 4.0f, 64);
+  EXPECT_EQ(host_copy(x, 64)[9], 4.0f);  // cudaMemcpy on the legacy stream waits for c
+  GPT_LAUNCH(1, 64, nullptr, fill_kernel)(y, 6.0f, 64);
+  GPT_LAUNCH(1, 64, c, copy_kernel)(y, x, 64);  // c waits for the legacy stream
+  ASSERT_EQ(cudaStreamSynchronize(c), cudaSuccess);
+  EXPECT_EQ(host_copy(x, 64)[63], 6.0f);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  cudaEventDestroy(e);
+  cudaFree(x);
+  cudaFree(y);
+  for (cudaStream_t s : {a, b, c}) cudaStreamDestroy(s);
+}
+
+// Exits 0 when `body` left a stream race that the emulator reported:
+// cudaDeviceSynchronize then fails, as after a GPU fault.
+template <typename Body>
+void expect_stream_race(Body body, const char* message) {
+  EXPECT_EXIT(
+      {
+        body();
+        std::exit(cudaDeviceSynchronize() == cudaErrorLaunchFailure ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), message);
+}
+
+// Work on two streams that touches the same bytes with nothing ordering the
+// two is reported when the second is queued; so is a buffer freed while
+// another stream may still read it, and a buffer used after its stream-
+// ordered free.
+TEST_F(CudaEmulator, UnorderedWorkOnTwoStreamsIsARace) {
+  auto streams = [](cudaStream_t& a, cudaStream_t& b) {
+    if (cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking) != cudaSuccess)
+      std::exit(2);
+  };
+  auto zeros = [] {
+    float* p = nullptr;
+    // cudaMemset queues on the legacy default stream, which orders nothing
+    // with the non-blocking streams: the host waits for it.
+    if (cudaMalloc(&p, 64 * sizeof(float)) != cudaSuccess || cudaMemset(p, 0, 64 * sizeof(float)) != cudaSuccess ||
+        cudaDeviceSynchronize() != cudaSuccess)
+      std::exit(2);
+    return p;
+  };
+  expect_stream_race(
+      [&] {
+        cudaStream_t a, b;
+        streams(a, b);
+        float *x = zeros(), *y = zeros();
+        GPT_LAUNCH(1, 64, a, fill_kernel)(x, 2.0f, 64);
+        GPT_LAUNCH(1, 64, b, copy_kernel)(x, y, 64);
+      },
+      "stream race: copy_kernel on non-blocking stream [0-9]+ reads the bytes at 0x[0-9a-f]+ that fill_kernel, "
+      "queued before on non-blocking stream [0-9]+, writes");
+  expect_stream_race(
+      [&] {
+        cudaStream_t a, b;
+        streams(a, b);
+        float* x = zeros();
+        GPT_LAUNCH(1, 64, a, fill_kernel)(x, 2.0f, 64);
+        std::vector<float> h(64);
+        cudaMemcpy(h.data(), x, 64 * sizeof(float), cudaMemcpyDeviceToHost);
+      },
+      "cudaMemcpy on the legacy default stream reads .* fill_kernel, queued before on non-blocking stream");
+  expect_stream_race(
+      [&] {
+        cudaStream_t a, b;
+        streams(a, b);
+        float *x = zeros(), *y = zeros();
+        GPT_LAUNCH(1, 64, a, copy_kernel)(x, y, 64);
+        cudaFreeAsync(x, b);
+      },
+      "cudaFreeAsync on non-blocking stream [0-9]+ writes .* that copy_kernel, queued before .*, reads");
+  expect_stream_race(
+      [&] {
+        cudaStream_t a, b;
+        streams(a, b);
+        float* x = zeros();
+        cudaFreeAsync(x, a);
+        GPT_LAUNCH(1, 64, a, fill_kernel)(x, 1.0f, 64);
+      },
+      "fill_kernel on non-blocking stream [0-9]+ uses a device buffer of 256 bytes already given to cudaFreeAsync");
+}
+
 // ---- faults ---------------------------------------------------------------------------------
 
 // A launch beyond CUDA's limits does not run; the error is not sticky.
@@ -288,8 +448,9 @@ TEST_F(CudaEmulator, LaunchConfigurationBeyondTheLimitsIsRefused) {
   cudaFree(d);
 }
 
-// Exits 0 when a launch of `kernel` failed as a GPU fault does: the launch
-// reports cudaErrorLaunchFailure and every later call fails too.
+// Exits 0 when a launch of `kernel` failed as a GPU fault does: the
+// synchronisation that runs it reports cudaErrorLaunchFailure, and so does
+// every later call.
 template <typename Launch>
 void expect_launch_failure(Launch launch, const char* message) {
   EXPECT_EXIT(
@@ -297,9 +458,9 @@ void expect_launch_failure(Launch launch, const char* message) {
         float* d = nullptr;
         if (cudaMalloc(&d, 64 * sizeof(float)) != cudaSuccess) std::exit(2);
         launch(d);
-        const bool failed = cudaGetLastError() == cudaErrorLaunchFailure;
+        const bool failed = cudaDeviceSynchronize() == cudaErrorLaunchFailure;
         const bool sticky =
-            cudaDeviceSynchronize() == cudaErrorLaunchFailure && cudaMalloc(&d, 4) == cudaErrorLaunchFailure;
+            cudaGetLastError() == cudaErrorLaunchFailure && cudaMalloc(&d, 4) == cudaErrorLaunchFailure;
         std::exit(failed && sticky ? 0 : 1);
       },
       ::testing::ExitedWithCode(0), message);
@@ -374,8 +535,12 @@ TEST_F(CudaEmulator, KernelWritingPastTheEndOfABufferFaults) {
   float* d = device_copy(std::vector<float>(1000, 0.0f));
   GPT_LAUNCH(1, 1, nullptr, write_at_kernel)(d, size_t(999));  // the last element: fine
   ASSERT_EQ(cudaGetLastError(), cudaSuccess);
-  EXPECT_DEATH(GPT_LAUNCH(1, 1, nullptr, write_at_kernel)(d, size_t(1100)),
-               "past the end of a device buffer of 4000 bytes");
+  EXPECT_DEATH(
+      {
+        GPT_LAUNCH(1, 1, nullptr, write_at_kernel)(d, size_t(1100));
+        cudaDeviceSynchronize();
+      },
+      "past the end of a device buffer of 4000 bytes");
   cudaFree(d);
 }
 

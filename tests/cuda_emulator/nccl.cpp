@@ -2,8 +2,10 @@
 // for). Every collective checks its arguments, more strictly than NCCL
 // (which does not check pointers unless NCCL_CHECK_POINTERS=1): buffers
 // must lie in device memory, counts must fit, the root must be rank 0;
-// then, with one rank, it copies the send buffer to the receive buffer
-// (nothing to do when they are the same). A communicator made with
+// then, with one rank, it queues a copy of the send buffer to the receive
+// buffer on the collective's stream (runtime.cpp's stream order: nothing
+// to copy when they are the same, but the collective still reads and
+// writes them there). A communicator made with
 // config.blocking = 0 answers as a non-blocking one does: set-up, a
 // collective outside a group and ncclGroupEnd return ncclInProgress, and
 // the next ncclCommGetAsyncError reports ncclInProgress once before
@@ -15,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <string>
 
 #include "cuda_runtime.h"
@@ -60,8 +63,11 @@ ncclResult_t invalid(ncclComm_t comm, ncclResult_t r, const std::string& why) {
   return r;
 }
 
-// A one-rank collective: recv = send, both count elements of type t.
-ncclResult_t copy(const char* call, const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm) {
+// A one-rank collective: recv = send, both count elements of type t,
+// queued on `stream` (it reads send and writes recv when the stream gets
+// there; in place, it still counts as both for the stream-order checks).
+ncclResult_t copy(const char* call, const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
+                  cudaStream_t stream) {
   if (const ncclResult_t u = usable(comm, call); u != ncclSuccess) return u;
   const size_t es = type_bytes(type);
   if (es == 0) return invalid(comm, ncclInvalidArgument, std::string(call) + ": unknown data type");
@@ -77,8 +83,14 @@ ncclResult_t copy(const char* call, const void* send, void* recv, size_t count, 
   if (!cuemu::is_device(send, bytes) || !cuemu::is_device(recv, bytes))
     return invalid(comm, ncclInvalidArgument,
                    std::string(call) + ": a buffer of " + std::to_string(bytes) + " bytes is not inside device memory");
-  if (send != recv && cudaMemcpy(recv, send, bytes, cudaMemcpyDeviceToDevice) != cudaSuccess)
-    return invalid(comm, ncclUnhandledCudaError, std::string(call) + ": the copy failed");
+  std::function<void()> run = [] {};
+  if (send != recv)
+    run = [=] {
+      cuemu::DeviceAccess open;
+      std::memmove(recv, send, bytes);
+    };
+  if (!cuemu::enqueue(stream, call, {{send, bytes, false}, {recv, bytes, true}}, std::move(run)))
+    return invalid(comm, ncclUnhandledCudaError, std::string(call) + ": the CUDA emulator refused to queue it");
   return g_group_depth > 0 ? ncclSuccess : started(comm);
 }
 
@@ -192,19 +204,19 @@ ncclResult_t ncclGroupEnd() {
 }
 
 ncclResult_t ncclAllReduce(const void* send, void* recv, size_t count, ncclDataType_t type, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t) {
+                           ncclComm_t comm, cudaStream_t stream) {
   if (op != ncclSum) return invalid(comm, ncclInvalidArgument, "ncclAllReduce: only ncclSum is emulated");
-  return copy("ncclAllReduce", send, recv, count, type, comm);
+  return copy("ncclAllReduce", send, recv, count, type, comm, stream);
 }
 
 ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
-                           cudaStream_t) {
+                           cudaStream_t stream) {
   if (root != 0)
     return invalid(comm, ncclInvalidArgument, "ncclBroadcast: root " + std::to_string(root) + " of 1 rank");
-  return copy("ncclBroadcast", send, recv, count, type, comm);
+  return copy("ncclBroadcast", send, recv, count, type, comm, stream);
 }
 
 ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataType_t type, ncclComm_t comm,
-                           cudaStream_t) {
-  return copy("ncclAllGather", send, recv, count, type, comm);
+                           cudaStream_t stream) {
+  return copy("ncclAllGather", send, recv, count, type, comm, stream);
 }

@@ -14,7 +14,23 @@
 // faults here. The SIGSEGV handler says which of these happened (or that a
 // CUDA thread overflowed its fiber stack).
 //
-// Streams are one in-order queue: every call completes before it returns.
+// Streams. Work is queued per stream and runs only where real CUDA would
+// have to have run it: a stream, event or device synchronisation, a
+// blocking copy (cudaMemcpy; cudaMemcpyAsync to or from pageable memory),
+// cudaFree (which synchronises the device), a second cudaStreamQuery (the
+// first answers cudaErrorNotReady while work is queued). Before a piece of
+// work runs, the work it is ordered after on other streams runs (events
+// waited for; the legacy default stream's implicit order with the blocking
+// streams). So work that a missing synchronisation leaves unordered runs
+// late, or never, in the order a GPU is allowed to pick; and when it is
+// queued, work on another stream that is not ordered before it and touches
+// the same bytes (one of the two writing) is reported as a race
+// (emulator.h, enqueue): this catches a stream that does not wait for the
+// data it reads, and a buffer written or freed (cudaFreeAsync) while queued
+// work on another stream still reads it. Host destinations of asynchronous
+// copies into pinned memory (cudaMallocHost) hold 0xff bytes (NaN) until
+// the copy runs. An error of queued work is reported, as on a GPU, by the
+// synchronisation that runs it and every call after.
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -29,7 +45,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <source_location>
 #include <string>
@@ -38,13 +57,36 @@
 #include "cuda_runtime.h"
 #include "emulator.h"
 
+struct CUstream_st;
+namespace cuemu {
+// For every stream, how many of its pieces of work (counted from 1) come
+// before: a vector clock.
+using Clock = std::map<CUstream_st*, uint64_t>;
+// A piece of queued work.
+struct Op {
+  uint64_t seq;                                      // its place in its stream, from 1
+  const char* what;                                  // a name for race reports
+  std::vector<Access> footprint;                     // the bytes it touches
+  std::vector<std::pair<CUstream_st*, uint64_t>> after;  // work of other streams that runs first
+  std::function<void()> run;
+};
+}  // namespace cuemu
+
 struct CUstream_st {
   unsigned flags;
+  int id;                      // 0: legacy default stream, 1: per-thread default stream, then creation order
+  bool destroyed = false;      // its queued work still runs; new work is refused
+  bool told_not_ready = false; // cudaStreamQuery answered cudaErrorNotReady for the work queued now
+  uint64_t enqueued = 0, done = 0;
+  std::deque<cuemu::Op> pending{};
+  cuemu::Clock clock{};        // the work of other streams its next piece is ordered after
 };
 struct CUevent_st {
   std::chrono::steady_clock::time_point t;
-  bool recorded;
+  bool recorded;  // cudaEventRecord was called
   unsigned flags;
+  bool ran = false;       // and its place in the stream was reached
+  cuemu::Clock clock{};   // the work it marks the end of
 };
 
 namespace cuemu {
@@ -58,6 +100,7 @@ struct Allocation {
   size_t data_len;  // accessible part (whole pages), followed by one guard page
   size_t bytes;     // what was asked for
   char* user;       // the buffer; [map, user) and [user + bytes, map + data_len) hold 0xff
+  bool freeing = false;  // given to cudaFreeAsync: freed when its stream gets there
 };
 constexpr unsigned char kFill = 0xff;
 
@@ -173,6 +216,130 @@ cudaError_t device_free(void* ptr) {
   g_in_use -= it->second.data_len;
   g_allocs.erase(it);
   return g_sticky != cudaSuccess ? g_sticky : cudaSuccess;
+}
+
+// ---- streams -----------------------------------------------------------------------------
+
+CUstream_st g_legacy{cudaStreamDefault, 0};
+CUstream_st g_per_thread{cudaStreamDefault, 1};
+// Every stream ever made (never freed: clocks and queued work point at them).
+std::vector<CUstream_st*> g_streams{&g_legacy, &g_per_thread};
+std::vector<CUevent_st*> g_events;       // likewise for events (a queued record writes to its event)
+std::map<uintptr_t, size_t> g_pinned;    // cudaMallocHost's buffers: start, bytes
+
+bool blocking(const CUstream_st* s) { return (s->flags & cudaStreamNonBlocking) == 0; }
+
+// The stream a handle names; nullptr for a destroyed one.
+CUstream_st* stream_of(const void* handle) {
+  if (handle == nullptr || handle == cudaStreamLegacy) return &g_legacy;
+  if (handle == cudaStreamPerThread) return &g_per_thread;
+  auto* s = static_cast<CUstream_st*>(const_cast<void*>(handle));
+  return s->destroyed ? nullptr : s;
+}
+
+std::string stream_name(const CUstream_st* s) {
+  if (s == &g_legacy) return "the legacy default stream";
+  if (s == &g_per_thread) return "the per-thread default stream";
+  return std::string(blocking(s) ? "stream " : "non-blocking stream ") + std::to_string(s->id);
+}
+
+void merge(Clock& into, const Clock& from) {
+  for (const auto& [t, n] : from) into[t] = std::max(into[t], n);
+}
+// Everything queued on s so far, and what that is ordered after.
+void merge_stream(Clock& into, CUstream_st* s) {
+  merge(into, s->clock);
+  into[s] = std::max(into[s], s->enqueued);
+}
+
+// The legacy default stream's implicit order: its work waits for the work
+// queued before on every blocking stream, and theirs for its.
+void order_implicitly(CUstream_st* s) {
+  if (!blocking(s)) return;
+  if (s == &g_legacy) {
+    for (CUstream_st* t : g_streams)
+      if (t != s && blocking(t)) merge_stream(s->clock, t);
+  } else {
+    merge_stream(s->clock, &g_legacy);
+  }
+}
+
+bool conflict(const Access& a, const Access& b) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a.p), b0 = reinterpret_cast<uintptr_t>(b.p);
+  return (a.write || b.write) && a0 < b0 + b.bytes && b0 < a0 + a.bytes;
+}
+
+std::string address(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+bool fail_queue(const std::string& why) {
+  std::fprintf(stderr, "cuda emulator: %s\n", why.c_str());
+  g_sticky = cudaErrorLaunchFailure;
+  set_error(g_sticky);
+  return false;
+}
+
+// Queues `run` on s after the race and use-after-free checks.
+bool enqueue_on(CUstream_st* s, const char* what, std::vector<Access> footprint, std::function<void()> run) {
+  order_implicitly(s);
+  for (const Access& a : footprint) {
+    const Allocation* al = find(a.p);
+    if (al && al->freeing)
+      return fail_queue(std::string(what) + " on " + stream_name(s) + " uses a device buffer of " +
+                        std::to_string(al->bytes) + " bytes already given to cudaFreeAsync");
+  }
+  for (CUstream_st* t : g_streams) {
+    if (t == s) continue;
+    const auto known = s->clock.find(t);
+    const uint64_t before = known == s->clock.end() ? 0 : known->second;
+    for (const Op& op : t->pending) {
+      if (op.seq <= before) continue;
+      for (const Access& x : op.footprint)
+        for (const Access& y : footprint)
+          if (conflict(x, y))
+            return fail_queue(
+                "stream race: " + std::string(what) + " on " + stream_name(s) + (y.write ? " writes" : " reads") +
+                " the bytes at " + address(y.p) + " that " + op.what +
+                ", queued before on " + stream_name(t) + (x.write ? ", writes" : ", reads") +
+                ", and nothing orders the two (no event waited for, no synchronisation in between)");
+    }
+  }
+  Op op{++s->enqueued, what, std::move(footprint), {}, std::move(run)};
+  for (const auto& [t, n] : s->clock)
+    if (t != s && n > t->done) op.after.emplace_back(t, n);
+  s->pending.push_back(std::move(op));
+  return true;
+}
+
+// Runs s's queued work up to its piece `upto`, each piece after the work it
+// is ordered after on other streams. After an error nothing more runs.
+void run_until(CUstream_st* s, uint64_t upto) {
+  while (s->done < upto && !s->pending.empty()) {
+    Op op = std::move(s->pending.front());
+    s->pending.pop_front();
+    for (const auto& [t, n] : op.after) run_until(t, n);
+    if (g_sticky == cudaSuccess) op.run();
+    s->done = op.seq;
+  }
+  if (s->pending.empty()) s->told_not_ready = false;
+}
+void run_clock(const Clock& c) {
+  for (const auto& [t, n] : c) run_until(t, n);
+}
+void run_all() {
+  for (CUstream_st* s : g_streams) run_until(s, s->enqueued);
+}
+
+// [p, p + n) lies in one cudaMallocHost buffer.
+bool pinned(const void* p, size_t n) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  auto it = g_pinned.upper_bound(a);
+  if (it == g_pinned.begin()) return false;
+  --it;
+  return a >= it->first && a + n <= it->first + it->second;
 }
 
 // ---- fibers ------------------------------------------------------------------------------
@@ -647,9 +814,13 @@ void ldmatrix_b16(uint32_t* r, int num, bool trans, const void* row) {
   }
 }
 
-bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, const std::function<void()>& body) {
+namespace {
+void execute_grid(dim3 grid, dim3 block, const char* name, const std::function<void()>& body);
+}
+
+bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, std::vector<Access> footprint,
+              std::function<void()> body) {
   std::lock_guard lock(g_mutex);
-  (void)stream;
   if (g_sticky != cudaSuccess) {
     set_error(g_sticky);
     return false;
@@ -664,6 +835,17 @@ bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, const std::
     std::fprintf(stderr, "cuda emulator: launch of %s from inside a kernel\n", name);
     std::abort();
   }
+  CUstream_st* s = stream_of(stream);
+  if (!s) {
+    set_error(cudaErrorInvalidResourceHandle);
+    return false;
+  }
+  return enqueue_on(s, name, std::move(footprint),
+                    [grid, block, name, body = std::move(body)] { execute_grid(grid, block, name, body); });
+}
+
+namespace {
+void execute_grid(dim3 grid, dim3 block, const char* name, const std::function<void()>& body) {
   DeviceAccess open(true);
   g_body = &body;
   // The blocks in the order GPT_EMU_BLOCK_ORDER asks (block_order): a
@@ -697,11 +879,19 @@ bool run_grid(dim3 grid, dim3 block, void* stream, const char* name, const std::
       g_sticky = cudaErrorLaunchFailure;
       set_error(g_sticky);
       g_body = nullptr;
-      return false;
+      return;
     }
   }
   g_body = nullptr;
-  return true;
+}
+}  // namespace
+
+bool enqueue(const void* stream, const char* what, std::vector<Access> footprint, std::function<void()> run) {
+  std::lock_guard lock(g_mutex);
+  if (g_sticky != cudaSuccess) return set_error(g_sticky), false;
+  CUstream_st* s = stream_of(stream);
+  if (!s) return set_error(cudaErrorInvalidResourceHandle), false;
+  return enqueue_on(s, what, std::move(footprint), std::move(run));
 }
 
 BlockOrder block_order() {
@@ -885,7 +1075,11 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return g_sticky; }
+cudaError_t cudaDeviceSynchronize() {
+  std::lock_guard lock(g_mutex);
+  run_all();
+  return g_sticky;
+}
 
 cudaError_t cudaMemGetInfo(size_t* free, size_t* total) {
   std::lock_guard lock(g_mutex);
@@ -900,26 +1094,70 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   return device_malloc(ptr, bytes);
 }
 cudaError_t cudaMallocAsync(void** ptr, size_t bytes, cudaStream_t) { return cudaMalloc(ptr, bytes); }
+// cudaFree synchronises the device, as CUDA's does.
 cudaError_t cudaFree(void* ptr) {
   std::lock_guard lock(g_mutex);
+  if (!ptr) return cudaSuccess;
+  run_all();
   return device_free(ptr);
 }
-cudaError_t cudaFreeAsync(void* ptr, cudaStream_t) { return cudaFree(ptr); }
-
-cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+// Freed when the stream gets there; work on other streams that may still
+// use the buffer is a race (enqueue_on), and so is later use of it.
+cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream) {
   std::lock_guard lock(g_mutex);
-  if (g_sticky != cudaSuccess) return set_error(g_sticky);
-  if (bytes == 0) return cudaSuccess;
-  if (!find(ptr, bytes)) return set_error(cudaErrorInvalidValue);
-  DeviceAccess open;
-  std::memset(ptr, value, bytes);
+  if (!ptr) return cudaSuccess;
+  auto it = g_allocs.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == g_allocs.end() || it->second.freeing) return set_error(cudaErrorInvalidDevicePointer);
+  CUstream_st* s = stream_of(stream);
+  if (!s) return set_error(cudaErrorInvalidResourceHandle);
+  if (!enqueue_on(s, "cudaFreeAsync", {{ptr, it->second.bytes, true}}, [ptr] { device_free(ptr); }))
+    return g_sticky;
+  it->second.freeing = true;
+  return g_sticky;
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+  std::lock_guard lock(g_mutex);
+  if (!ptr) return set_error(cudaErrorInvalidValue);
+  *ptr = std::aligned_alloc(256, round_up(std::max<size_t>(bytes, 1), 256));
+  if (!*ptr) return set_error(cudaErrorMemoryAllocation);
+  g_pinned[reinterpret_cast<uintptr_t>(*ptr)] = bytes;
   return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t) { return cudaMemset(ptr, value, bytes); }
-
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+// Synchronises the device first (queued copies may still use the buffer).
+cudaError_t cudaFreeHost(void* ptr) {
   std::lock_guard lock(g_mutex);
+  if (!ptr) return cudaSuccess;
+  auto it = g_pinned.find(reinterpret_cast<uintptr_t>(ptr));
+  if (it == g_pinned.end()) return set_error(cudaErrorInvalidValue);
+  run_all();
+  g_pinned.erase(it);
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+namespace {
+// Queues a memset of device memory on s.
+cudaError_t queue_memset(CUstream_st* s, void* ptr, int value, size_t bytes) {
   if (g_sticky != cudaSuccess) return set_error(g_sticky);
+  if (!s) return set_error(cudaErrorInvalidResourceHandle);
+  if (bytes == 0) return cudaSuccess;
+  if (!find(ptr, bytes)) return set_error(cudaErrorInvalidValue);
+  enqueue_on(s, "cudaMemset", {{ptr, bytes, true}}, [=] {
+    DeviceAccess open;
+    std::memset(ptr, value, bytes);
+  });
+  return g_sticky;
+}
+
+// Queues a copy on s; `sync`: returns when it has run (cudaMemcpy).
+// Pageable host memory (not cudaMallocHost's) makes an asynchronous copy
+// behave as CUDA documents: from the host, the source is staged at the call
+// (after the stream's earlier work); to the host, the call returns once the
+// copy is done. A pinned destination holds 0xff bytes until the copy runs.
+cudaError_t queue_copy(CUstream_st* s, void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, bool sync) {
+  if (g_sticky != cudaSuccess) return set_error(g_sticky);
+  if (!s) return set_error(cudaErrorInvalidResourceHandle);
   if (bytes == 0) return cudaSuccess;
   const bool dst_dev = find(dst, bytes) != nullptr, src_dev = find(src, bytes) != nullptr;
   bool ok = false;
@@ -941,12 +1179,47 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind 
       break;
   }
   if (!ok) return set_error(cudaErrorInvalidValue);
-  DeviceAccess open;
-  std::memmove(dst, src, bytes);
-  return cudaSuccess;
+  std::vector<Access> footprint;
+  if (dst_dev) footprint.push_back({dst, bytes, true});
+  if (src_dev) footprint.push_back({src, bytes, false});
+  const char* what = sync ? "cudaMemcpy" : "cudaMemcpyAsync";
+  std::function<void()> run = [=] {
+    DeviceAccess open;
+    std::memmove(dst, src, bytes);
+  };
+  if (!sync && !src_dev && !pinned(src, bytes)) {
+    run_until(s, s->enqueued);
+    auto staged = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                      static_cast<const char*>(src) + bytes);
+    run = [=] {
+      DeviceAccess open;
+      std::memcpy(dst, staged->data(), bytes);
+    };
+  }
+  const bool host_dst = !dst_dev;
+  if (!sync && host_dst && pinned(dst, bytes)) std::memset(dst, 0xff, bytes);
+  if (!enqueue_on(s, what, std::move(footprint), std::move(run))) return g_sticky;
+  if (sync || (host_dst && !pinned(dst, bytes))) run_until(s, s->enqueued);
+  return g_sticky != cudaSuccess ? set_error(g_sticky) : cudaSuccess;
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
+}  // namespace
+
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  std::lock_guard lock(g_mutex);
+  return queue_memset(&g_legacy, ptr, value, bytes);
+}
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  std::lock_guard lock(g_mutex);
+  return queue_memset(stream_of(stream), ptr, value, bytes);
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  std::lock_guard lock(g_mutex);
+  return queue_copy(&g_legacy, dst, src, bytes, kind, true);
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  std::lock_guard lock(g_mutex);
+  return queue_copy(stream_of(stream), dst, src, bytes, kind, false);
 }
 
 cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* ptr) {
@@ -958,52 +1231,103 @@ cudaError_t cudaPointerGetAttributes(cudaPointerAttributes* attr, const void* pt
     attr->type = cudaMemoryTypeDevice;
     attr->device = 0;
     attr->devicePointer = const_cast<void*>(ptr);
+  } else if (pinned(ptr, 1)) {
+    attr->type = cudaMemoryTypeHost;
+    attr->device = 0;
   }
   return cudaSuccess;
 }
 
 cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags) {
+  std::lock_guard lock(g_mutex);
   if (!stream) return set_error(cudaErrorInvalidValue);
-  *stream = new CUstream_st{flags};
+  *stream = new CUstream_st{flags, static_cast<int>(g_streams.size())};
+  g_streams.push_back(*stream);
   return cudaSuccess;
 }
+// Its queued work still runs (CUDA releases a stream when its work is done).
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
-  if (!stream || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
+  std::lock_guard lock(g_mutex);
+  if (!stream || stream == cudaStreamLegacy || stream == cudaStreamPerThread || stream->destroyed)
     return set_error(cudaErrorInvalidResourceHandle);
-  delete stream;
+  stream->destroyed = true;
   return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return g_sticky; }
-cudaError_t cudaStreamQuery(cudaStream_t) { return g_sticky; }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t event, unsigned) {
-  return event ? g_sticky : set_error(cudaErrorInvalidResourceHandle);
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  std::lock_guard lock(g_mutex);
+  CUstream_st* s = stream_of(stream);
+  if (!s) return set_error(cudaErrorInvalidResourceHandle);
+  run_until(s, s->enqueued);
+  return g_sticky;
+}
+// With work queued: cudaErrorNotReady the first time, so that a caller's
+// polling loop turns; the next query runs it.
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  std::lock_guard lock(g_mutex);
+  CUstream_st* s = stream_of(stream);
+  if (!s) return set_error(cudaErrorInvalidResourceHandle);
+  if (g_sticky == cudaSuccess && s->done < s->enqueued && !s->told_not_ready) {
+    s->told_not_ready = true;
+    return cudaErrorNotReady;
+  }
+  run_until(s, s->enqueued);
+  return g_sticky;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned) {
+  std::lock_guard lock(g_mutex);
+  CUstream_st* s = stream_of(stream);
+  if (!event || !s) return set_error(cudaErrorInvalidResourceHandle);
+  if (event->recorded) merge(s->clock, event->clock);
+  return g_sticky;
 }
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned flags) {
+  std::lock_guard lock(g_mutex);
   if (!event) return set_error(cudaErrorInvalidValue);
   *event = new CUevent_st{{}, false, flags};
+  g_events.push_back(*event);
   return cudaSuccess;
 }
+// Kept (a queued record may still write to it), but no longer usable.
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
-  if (!event) return set_error(cudaErrorInvalidResourceHandle);
-  delete event;
+  std::lock_guard lock(g_mutex);
+  if (!event || event->flags == ~0u) return set_error(cudaErrorInvalidResourceHandle);
+  event->flags = ~0u;
   return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
-  if (!event) return set_error(cudaErrorInvalidResourceHandle);
-  event->t = std::chrono::steady_clock::now();
+// The event marks the stream's work queued so far; it takes its time when
+// the stream gets there.
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  std::lock_guard lock(g_mutex);
+  CUstream_st* s = stream_of(stream);
+  if (!event || event->flags == ~0u || !s) return set_error(cudaErrorInvalidResourceHandle);
+  if (g_sticky != cudaSuccess) return g_sticky;
   event->recorded = true;
+  event->ran = false;
+  if (!enqueue_on(s, "cudaEventRecord", {}, [event] {
+        event->t = std::chrono::steady_clock::now();
+        event->ran = true;
+      }))
+    return g_sticky;
+  event->clock = s->clock;
+  event->clock[s] = s->enqueued;
   return g_sticky;
 }
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
-  return event ? g_sticky : set_error(cudaErrorInvalidResourceHandle);
+  std::lock_guard lock(g_mutex);
+  if (!event || event->flags == ~0u) return set_error(cudaErrorInvalidResourceHandle);
+  if (event->recorded) run_clock(event->clock);
+  return g_sticky;
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  std::lock_guard lock(g_mutex);
   if (!ms || !start || !end) return set_error(cudaErrorInvalidValue);
+  if (start->flags == ~0u || end->flags == ~0u) return set_error(cudaErrorInvalidResourceHandle);
   if ((start->flags | end->flags) & cudaEventDisableTiming) return set_error(cudaErrorInvalidResourceHandle);
   if (!start->recorded || !end->recorded) return set_error(cudaErrorInvalidResourceHandle);
+  if (!start->ran || !end->ran) return set_error(cudaErrorNotReady);
   *ms = std::chrono::duration<float, std::milli>(end->t - start->t).count();
   return cudaSuccess;
 }

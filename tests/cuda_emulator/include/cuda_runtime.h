@@ -63,8 +63,8 @@ struct CUstream_st;
 struct CUevent_st;
 using cudaStream_t = CUstream_st*;
 using cudaEvent_t = CUevent_st*;
-// The per-thread and legacy default streams: every stream is the same
-// in-order queue here.
+// The per-thread and legacy default streams (runtime.cpp queues work per
+// stream, with the legacy stream's implicit order).
 #define cudaStreamLegacy ((cudaStream_t)0x1)
 #define cudaStreamPerThread ((cudaStream_t)0x2)
 constexpr unsigned cudaStreamDefault = 0, cudaStreamNonBlocking = 1;
@@ -94,6 +94,13 @@ cudaError_t cudaMallocAsync(T** ptr, size_t bytes, cudaStream_t stream) {
   return cudaMallocAsync(reinterpret_cast<void**>(ptr), bytes, stream);
 }
 cudaError_t cudaFree(void* ptr);
+// Pinned host memory: asynchronous copies from and to it are asynchronous.
+cudaError_t cudaMallocHost(void** ptr, size_t bytes);
+template <typename T>
+cudaError_t cudaMallocHost(T** ptr, size_t bytes) {
+  return cudaMallocHost(reinterpret_cast<void**>(ptr), bytes);
+}
+cudaError_t cudaFreeHost(void* ptr);
 cudaError_t cudaFreeAsync(void* ptr, cudaStream_t stream);
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes);
 cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream = nullptr);
