@@ -20,6 +20,7 @@
 
 #include "backend/backend.h"
 #include "bench/attention_cost.h"
+#include "bench/step_cost.h"
 #include "bench/cuda_attention_bench.h"
 #include "config/attention.h"
 #include "core/check.h"
@@ -48,7 +49,8 @@ const GpuPeak* cuda_peak(const std::string& device_name) {
 
 const std::vector<std::string>& bench_parts() {
   static const std::vector<std::string> parts = {"gemm",   "train",  "eval",           "attention",
-                                                 "memory", "phases", "cuda-attention", "attention-cost"};
+                                                 "memory", "phases", "cuda-attention", "attention-cost",
+                                                 "step-cost"};
   return parts;
 }
 
@@ -65,12 +67,16 @@ CudaAttentionBenchOptions cuda_attention_options(const BenchOptions& opt) {
 void run_bench(const Config& cfg, const BenchOptions& opt, std::ostream& out) {
   for (const std::string& p : opt.parts)
     GPT_CHECK(std::find(bench_parts().begin(), bench_parts().end(), p) != bench_parts().end(), "bench: unknown part \"",
-              p, "\"; valid: gemm, train, eval, attention, memory, phases, cuda-attention, attention-cost");
+              p, "\"; valid: gemm, train, eval, attention, memory, phases, cuda-attention, attention-cost, step-cost");
   GPT_CHECK(opt.device == "cpu" || opt.device == "cuda", "bench --device: \"", opt.device, "\"; valid: cpu, cuda");
   // The cost model needs no device and times nothing.
   if (selected(opt, "attention-cost")) {
     run_attention_cost(cuda_attention_options(opt), opt.cost_gpu, out);
     if (opt.parts.size() == 1) return;
+  }
+  if (selected(opt, "step-cost")) {
+    run_step_cost(cfg, opt.cost_gpu, out);
+    if (opt.parts.size() == 1 || (opt.parts.size() == 2 && selected(opt, "attention-cost"))) return;
   }
   if (opt.device == "cuda") {
     // On the GPU, "attention" means the fused CUDA kernels too.

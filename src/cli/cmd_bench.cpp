@@ -73,9 +73,12 @@ void add_bench(CLI::App& app) {
   cmd->add_option("--set", args->overrides, "Override a config key, e.g. --set train.batch_size=32 (repeatable)")
       ->type_name("KEY=VALUE");
   cmd->add_option("--only", args->only,
-                  "Comma-separated parts: gemm,train,eval,attention,memory,phases,cuda-attention,attention-cost "
-                  "(default: all but phases, cuda-attention and attention-cost; attention-cost: the cost model of "
-                  "the fused attention forward on a GPU, --gpu, no device needed; phases: peak memory of each "
+                  "Comma-separated parts: gemm,train,eval,attention,memory,phases,cuda-attention,attention-cost,"
+                  "step-cost (default: all but phases, cuda-attention, attention-cost and step-cost; attention-cost: "
+                  "the cost model of the fused attention forward on a GPU, --gpu, no device needed; step-cost: the "
+                  "cost model of one training step of the config's model on a GPU with fp32 and bf16 storage (each "
+                  "op's FLOPs, minimum and actual bytes, roofline time; predicted MFU), --gpu, no device needed; "
+                  "phases: peak memory of each "
                   "phase of a run, "
                   "writing one checkpoint to the temporary directory; with --device cuda the device memory in use "
                   "after each phase)")
@@ -112,7 +115,7 @@ void add_bench(CLI::App& app) {
                   "is run.storage: --set run.storage=bf16); "
                   "default: the config's run.precision with --device cuda, fp32 on cpu (cpu takes fp32 only)")
       ->check(CLI::IsMember({"fp32", "tf32", "bf16"}));
-  cmd->add_option("--gpu", args->cost_gpu, "attention-cost: the GPU of the cost model, h100 or h200 (default h100)")
+  cmd->add_option("--gpu", args->cost_gpu, "attention-cost, step-cost: the GPU of the cost model, h100 or h200 (default h100)")
       ->check(CLI::IsMember({"h100", "h200"}));
   cmd->add_option("--peak-tflops", args->peak_tflops,
                   "cuda: peak TFLOP/s for the MFU (default: from the device name, the float32, TF32 or bf16 dense "
