@@ -61,7 +61,7 @@ if [ "$emulator" = 1 ]; then
   GPT_EMU_BLOCK_ORDER=${GPT_EMU_BLOCK_ORDER:-shuffle:1} \
     ctest --test-dir build-emu --output-on-failure -j"$(nproc)" -R 'Cuda|Nccl|WorldForDevice'
   echo "test: the kernel parity tests again with the blocks in reverse order"
-  GPT_EMU_BLOCK_ORDER=reverse ctest --test-dir build-emu --output-on-failure -j"$(nproc)" -R 'CudaOps|CudaAttention|CudaMmaLayout'
+  GPT_EMU_BLOCK_ORDER=reverse ctest --test-dir build-emu --output-on-failure -j"$(nproc)" -R 'CudaOps|CudaAttention|CudaMmaLayout|CudaBf16Native'
 fi
 
 if [ -n "${GPT_TEST_FUZZ:-}" ]; then

@@ -4,7 +4,11 @@
 // overwrites and may alias). Every tensor is float32, except the bf16
 // conversions and the linear layer's bf16-operand entry points for bf16
 // storage (the uint16_t overloads of Matmul::forward/backward and
-// bias_backward); the
+// bias_backward) and the native bf16 forms of LayerNorm, GELU, the residual
+// adds and the classifier (the bf16 overloads below: bf16 activations,
+// weights and logits read and written as stored, the same float32 math in
+// registers, float32 statistics, gradients of the weights and losses;
+// kernels/cuda/storage.cuh); the
 // other reduced precision is inside the GEMMs (Matmul: TF32, or bf16
 // operands with float32 accumulation and output).
 // All pointers are device memory and every launch goes to `stream`; a failed
@@ -17,6 +21,7 @@
 #include <cstdint>
 
 #include "kernels/attention_spec.h"
+#include "kernels/bf16_round.h"
 
 namespace gpt::cuda {
 
@@ -47,6 +52,10 @@ void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, c
                        int N, int C, cudaStream_t stream);
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int N, int C, cudaStream_t stream);
+void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* weight, const bf16* bias,
+                       int N, int C, cudaStream_t stream);
+void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                        const bf16* weight, const float* mean, const float* rstd, int N, int C, cudaStream_t stream);
 
 // ---- RMSNorm (as cpu::rmsnorm_forward / backward) -----------------------------------
 void rmsnorm_forward(float* out, float* rstd, const float* inp, const float* weight, int N, int C, double eps,
@@ -151,6 +160,8 @@ void bias_backward(float* dbias, const uint16_t* dout, int N, int OC, cudaStream
 // ---- GELU (tanh approximation) -----------------------------------------------------------
 void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream);
+void gelu_forward(bf16* out, const bf16* inp, size_t n, cudaStream_t stream);
+void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n, cudaStream_t stream);
 
 // ---- grouped-query attention (as cpu::gqa_expand / gqa_reduce) --------------------------
 void gqa_expand(float* qkv, const float* grouped, int N, int NH, int NKV, int D, cudaStream_t stream);
@@ -211,6 +222,8 @@ void head_reduce(float* dst, const float* src, size_t outer, int NH, size_t inne
 // ---- element-wise ---------------------------------------------------------------------------
 void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream);
 void add_inplace(float* dst, const float* src, size_t n, cudaStream_t stream);
+void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n, cudaStream_t stream);
+void add_inplace(bf16* dst, const bf16* src, size_t n, cudaStream_t stream);
 // Element-wise conversions for bf16 storage (kernels/bf16_round.h: widening
 // is exact, rounding to nearest even).
 void bf16_to_float(float* dst, const uint16_t* src, size_t n, cudaStream_t stream);
@@ -238,6 +251,10 @@ void crossentropy_forward(float* losses, const float* logits, const int32_t* tar
 // padding; no probability buffer: each row takes its max and Σexp, then every
 // thread rewrites the elements it read. dlogits may alias logits.
 void crossentropy_backward(float* dlogits, const float* logits, const int32_t* targets, const float* dloss, int N,
+                           int V, int Vp, cudaStream_t stream);
+void crossentropy_forward(float* losses, const bf16* logits, const int32_t* targets, int N, int V, int Vp,
+                          cudaStream_t stream);
+void crossentropy_backward(bf16* dlogits, const bf16* logits, const int32_t* targets, const float* dloss, int N,
                            int V, int Vp, cudaStream_t stream);
 
 // ---- optimizer ------------------------------------------------------------------------------

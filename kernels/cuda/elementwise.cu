@@ -11,20 +11,37 @@
 #include "kernels/cuda/cuda_syntax.h"
 #include "kernels/cuda/ops_common.cuh"
 #include "kernels/cuda/reduce.cuh"
+#include "kernels/cuda/storage.cuh"
 
 namespace gpt::cuda {
 
 namespace {
 
 // ---- element-wise --------------------------------------------------------------------------
-__global__ void __launch_bounds__(kThreads) residual_kernel(float* out, const float* a, const float* b, size_t n) {
+// S: the storage type, float or bf16 (storage.cuh).
+template <typename S>
+__global__ void __launch_bounds__(kThreads) residual_kernel(S* out, const S* a, const S* b, size_t n) {
   GPT_BLOCK_BOUND(kThreads);
-  GPT_GRID_STRIDE(i, n) out[i] = a[i] + b[i];
+  GPT_GRID_STRIDE(i, n) store(out, i, load(a, i) + load(b, i));
 }
 
-__global__ void __launch_bounds__(kThreads) add_kernel(float* dst, const float* src, size_t n) {
+template <typename S>
+__global__ void __launch_bounds__(kThreads) add_kernel(S* dst, const S* src, size_t n) {
   GPT_BLOCK_BOUND(kThreads);
-  GPT_GRID_STRIDE(i, n) dst[i] += src[i];
+  GPT_GRID_STRIDE(i, n) store(dst, i, load(dst, i) + load(src, i));
+}
+
+template <typename S>
+void residual_on(S* out, const S* a, const S* b, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, residual_kernel<S>)(out, a, b, n);
+  GPT_CUDA_CHECK_LAUNCH("residual_kernel");
+}
+template <typename S>
+void add_on(S* dst, const S* src, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, add_kernel<S>)(dst, src, n);
+  GPT_CUDA_CHECK_LAUNCH("add_kernel");
 }
 
 __global__ void __launch_bounds__(kThreads) widen_bf16_kernel(float* dst, const uint16_t* src, size_t n) {
@@ -82,9 +99,10 @@ void sigmoid_gate_backward(float* dy, float* dg, const float* dout, const float*
 }
 
 void residual_forward(float* out, const float* a, const float* b, size_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, residual_kernel)(out, a, b, n);
-  GPT_CUDA_CHECK_LAUNCH("residual_kernel");
+  residual_on(out, a, b, n, stream);
+}
+void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n, cudaStream_t stream) {
+  residual_on(out, a, b, n, stream);
 }
 
 void bf16_to_float(float* dst, const uint16_t* src, size_t n, cudaStream_t stream) {
@@ -99,11 +117,8 @@ void float_to_bf16(uint16_t* dst, const float* src, size_t n, cudaStream_t strea
   GPT_CUDA_CHECK_LAUNCH("round_bf16_kernel");
 }
 
-void add_inplace(float* dst, const float* src, size_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, add_kernel)(dst, src, n);
-  GPT_CUDA_CHECK_LAUNCH("add_kernel");
-}
+void add_inplace(float* dst, const float* src, size_t n, cudaStream_t stream) { add_on(dst, src, n, stream); }
+void add_inplace(bf16* dst, const bf16* src, size_t n, cudaStream_t stream) { add_on(dst, src, n, stream); }
 
 void scale_inplace(float* x, float s, size_t n, cudaStream_t stream) {
   if (n == 0) return;

@@ -177,6 +177,32 @@ class ParamBackend : public Device {
     (T * dlogits, const T* logits, const int32_t* targets, const Acc* dloss, int N, int V, int Vp),                    \
     (dlogits, logits, targets, dloss, N, V, Vp))
 
+// The ops a float32 backend may also run natively on bf16 storage (bf16
+// activations, working weights and logits read and written as stored, the
+// float32 op's math in registers; the statistics, weight gradients and
+// losses float32): X(name, (parameters), (arguments)). Backend<T> declares
+// for each an optional NAME_bf16 that returns false (no such path: the bf16
+// adapter widens the operands itself); the CUDA backend runs them
+// (kernels/cuda/storage.cuh). Same contracts as the float32 ops, with the
+// same results bit for bit as the adapter's widen - float32 op - round.
+#define GPT_BACKEND_NATIVE_BF16_OPS(X)                                                                               \
+  X(layernorm_forward,                                                                                                \
+    (bf16 * out, float* mean, float* rstd, const bf16* inp, const bf16* w, const bf16* b, int N, int C),              \
+    (out, mean, rstd, inp, w, b, N, C))                                                                               \
+  X(layernorm_backward,                                                                                               \
+    (bf16 * dinp, float* dw, float* db, const bf16* dout, const bf16* inp, const bf16* w, const float* mean,          \
+     const float* rstd, int N, int C),                                                                                \
+    (dinp, dw, db, dout, inp, w, mean, rstd, N, C))                                                                   \
+  X(gelu_forward, (bf16 * out, const bf16* inp, size_t n), (out, inp, n))                                             \
+  X(gelu_backward, (bf16 * dinp, const bf16* inp, const bf16* dout, size_t n), (dinp, inp, dout, n))                  \
+  X(residual_forward, (bf16 * out, const bf16* a, const bf16* b, size_t n), (out, a, b, n))                           \
+  X(add_inplace, (bf16 * dst, const bf16* src, size_t n), (dst, src, n))                                              \
+  X(crossentropy_forward, (float* losses, const bf16* logits, const int32_t* targets, int N, int V, int Vp),          \
+    (losses, logits, targets, N, V, Vp))                                                                              \
+  X(crossentropy_backward,                                                                                            \
+    (bf16 * dlogits, const bf16* logits, const int32_t* targets, const float* dloss, int N, int V, int Vp),           \
+    (dlogits, logits, targets, dloss, N, V, Vp))
+
 // The layer ops, for storage type T (float, double, or bf16). Activations,
 // activation gradients and the parameters the ops read are T; parameter
 // gradients, statistics (LayerNorm mean/rstd, attention stats) and losses
@@ -225,6 +251,18 @@ class Backend : public ParamBackend<accum_t<T>> {
   }
   virtual bool matmul_backward_bf16(float* /*dinp*/, float* /*dw*/, float* /*dbias*/, const bf16* /*dout*/,
                                     const bf16* /*inp*/, const bf16* /*w*/, int /*N*/, int /*C*/, int /*OC*/) {
+    return false;
+  }
+  // The native bf16 ops (GPT_BACKEND_NATIVE_BF16_OPS): false, nothing done,
+  // unless a backend runs them.
+#define GPT_DECLARE_NATIVE_BF16(name, params, args) \
+  virtual bool name##_bf16 params { return no_native_bf16 args; }
+  GPT_BACKEND_NATIVE_BF16_OPS(GPT_DECLARE_NATIVE_BF16)
+#undef GPT_DECLARE_NATIVE_BF16
+
+ private:
+  template <typename... A>
+  static bool no_native_bf16(const A&...) {
     return false;
   }
 };

@@ -17,7 +17,9 @@
 // The linear layer and the embedding read their bf16 weights as they are
 // where the float32 backend can (matmul_*_bf16, encoder_forward_bf16); only
 // a backend without those widens a whole weight (CUDA for shapes its bf16
-// GEMMs refuse).
+// GEMMs refuse). LayerNorm, GELU, the residual adds and the classifier go
+// whole to the float32 backend's native bf16 form where it has one
+// (GPT_BACKEND_NATIVE_BF16_OPS: CUDA), with no widening and no chunks.
 #include <algorithm>
 #include <array>
 #include <utility>
@@ -90,6 +92,7 @@ class Bf16Backend final : public Backend<bf16> {
   }
   void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const bf16* w, const bf16* b, int N,
                          int C) override {
+    if (wide_->layernorm_forward_bf16(out, mean, rstd, inp, w, b, N, C)) return;
     const float* fw = widen(2, w, C);
     const float* fb = widen(3, b, C);
     by_units(N, C, [&](int r0, int nr) {
@@ -101,6 +104,7 @@ class Bf16Backend final : public Backend<bf16> {
   }
   void layernorm_backward(bf16* dinp, float* dw, float* db, const bf16* dout, const bf16* inp, const bf16* w,
                           const float* mean, const float* rstd, int N, int C) override {
+    if (wide_->layernorm_backward_bf16(dinp, dw, db, dout, inp, w, mean, rstd, N, C)) return;
     const float* fw = widen(3, w, C);
     by_units(N, C, [&](int r0, int nr) {
       const size_t off = static_cast<size_t>(r0) * C, n = static_cast<size_t>(nr) * C;
@@ -245,14 +249,17 @@ class Bf16Backend final : public Backend<bf16> {
     });
   }
   void gelu_forward(bf16* out, const bf16* inp, size_t n) override {
+    if (wide_->gelu_forward_bf16(out, inp, n)) return;
     activation_forward(out, inp, n, [&](float* o, const float* x, size_t m) { wide_->gelu_forward(o, x, m); });
   }
   void gelu_backward(bf16* dinp, const bf16* inp, const bf16* dout, size_t n) override {
+    if (wide_->gelu_backward_bf16(dinp, inp, dout, n)) return;
     activation_backward(dinp, inp, dout, n, [&](float* di, const float* x, const float* dy, size_t m) {
       wide_->gelu_backward(di, x, dy, m);
     });
   }
   void residual_forward(bf16* out, const bf16* a, const bf16* b, size_t n) override {
+    if (wide_->residual_forward_bf16(out, a, b, n)) return;
     by_elements(n, [&](size_t i, size_t m) {
       float* o = scratch(0, m);
       wide_->residual_forward(o, widen(1, a + i, m), widen(2, b + i, m), m);
@@ -260,6 +267,7 @@ class Bf16Backend final : public Backend<bf16> {
     });
   }
   void add_inplace(bf16* dst, const bf16* src, size_t n) override {
+    if (wide_->add_inplace_bf16(dst, src, n)) return;
     by_elements(n, [&](size_t i, size_t m) {
       float* d = widen(0, dst + i, m);
       wide_->add_inplace(d, widen(1, src + i, m), m);
@@ -469,6 +477,7 @@ class Bf16Backend final : public Backend<bf16> {
     });
   }
   void crossentropy_forward(float* losses, const bf16* logits, const int32_t* targets, int N, int V, int Vp) override {
+    if (wide_->crossentropy_forward_bf16(losses, logits, targets, N, V, Vp)) return;
     by_units(N, Vp, [&](int r0, int nr) {
       wide_->crossentropy_forward(losses + r0,
                                   widen(0, logits + static_cast<size_t>(r0) * Vp, static_cast<size_t>(nr) * Vp),
@@ -478,6 +487,7 @@ class Bf16Backend final : public Backend<bf16> {
   // The float op overwrites its input in place (it may alias), then one rounding.
   void crossentropy_backward(bf16* dlogits, const bf16* logits, const int32_t* targets, const float* dloss, int N,
                              int V, int Vp) override {
+    if (wide_->crossentropy_backward_bf16(dlogits, logits, targets, dloss, N, V, Vp)) return;
     by_units(N, Vp, [&](int r0, int nr) {
       const size_t off = static_cast<size_t>(r0) * Vp, n = static_cast<size_t>(nr) * Vp;
       float* l = widen(0, logits + off, n);

@@ -128,6 +128,17 @@ class CudaBackend final : public Backend<float> {
     matmul_.backward(dinp, dw, dbias, bits(dout), bits(inp), bits(w), N, C, OC, stream_);
     return true;
   }
+  // LayerNorm, GELU, the residual adds and the classifier on bf16 as stored
+  // (GPT_BACKEND_NATIVE_BF16_OPS; kernels/cuda/storage.cuh).
+#define GPT_CUDA_NATIVE_BF16(name, params, args) \
+  bool name##_bf16 params override {             \
+    cuda::name GPT_WITH_STREAM args;             \
+    return true;                                 \
+  }
+#define GPT_WITH_STREAM(...) (__VA_ARGS__, stream_)
+  GPT_BACKEND_NATIVE_BF16_OPS(GPT_CUDA_NATIVE_BF16)
+#undef GPT_WITH_STREAM
+#undef GPT_CUDA_NATIVE_BF16
   double sum_squares(const float* x, size_t n) override {
     cuda::sum_squares_partials(sum_partials_, x, n, stream_);
     std::vector<double> partial(cuda::kSumSquaresBlocks);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "backend/backend.h"
 #include "bench/bench.h"
@@ -55,6 +56,7 @@ class CostBackendBase : public Backend<float> {
 
   std::vector<StepCostRow> rows;
   std::vector<std::string> not_modelled;
+  bool native_ops = true;         // the native bf16 ops (GPT_BACKEND_NATIVE_BF16_OPS), as CUDA has them
   const float* params = nullptr;  // the master parameters (their rounding is not the adapter's)
   size_t n_params = 0;
 
@@ -71,7 +73,10 @@ class CostBackendBase : public Backend<float> {
   // One call: flops, and bytes(w) for the minimum and the code's widths.
   template <typename Bytes>
   void record(const std::string& op, char unit, double flops, Bytes bytes) {
-    add(op, unit, flops, bytes(stored()), bytes(wide()));
+    if (native_)  // the op's native bf16 form: storage widths in the code too
+      add(op + " (bf16 native)", unit, flops, bytes(stored()), bytes(stored()));
+    else
+      add(op, unit, flops, bytes(stored()), bytes(wide()));
   }
   void add(const std::string& op, char unit, double flops, double min_bytes, double code_bytes,
            double seconds = -1) {
@@ -90,6 +95,14 @@ class CostBackendBase : public Backend<float> {
     if (std::find(not_modelled.begin(), not_modelled.end(), op) == not_modelled.end()) not_modelled.push_back(op);
   }
 
+  // A bf16 tensor's address as the float op's parameter (never read).
+  static float* as_float(bf16* p) { return reinterpret_cast<float*>(p); }
+  static const float* as_float(const bf16* p) { return reinterpret_cast<const float*>(p); }
+  template <typename A>
+  static A as_float(A a) {
+    return a;
+  }
+
   // The bf16 adapter splits an op into chunks of rows, each reading the
   // whole weight again (the code's bytes count that); a native kernel reads
   // it once. Consecutive calls of one op on the same weight are such chunks:
@@ -102,6 +115,7 @@ class CostBackendBase : public Backend<float> {
   }
 
   double s_;
+  bool native_ = false;  // a native bf16 op is being recorded (record)
   uintptr_t next_ = uintptr_t(1) << 44;
   const char* last_op_ = nullptr;
   const void* last_w_ = nullptr;
@@ -154,9 +168,27 @@ class CostBackend final : public CostBackendBase {
            [&](Widths w) { return 4 * N + N * C * w.sT + 2 * (N * C + pos) * w.sA; });
   }
 
+  // The native bf16 ops (GPT_BACKEND_NATIVE_BF16_OPS), as the CUDA backend
+  // has them: the float32 op's formulas at the storage widths, whole calls.
+#define GPT_COST_NATIVE(name, params, args)                                \
+  bool name##_bf16 params override {                                       \
+    if (!native_ops) return false;                                         \
+    native_ = true;                                                        \
+    std::apply([this](auto... a) { name(as_float(a)...); }, std::tuple args); \
+    native_ = false;                                                       \
+    return true;                                                           \
+  }
+  GPT_BACKEND_NATIVE_BF16_OPS(GPT_COST_NATIVE)
+#undef GPT_COST_NATIVE
+
   void layernorm_forward(float*, float*, float*, const float*, const float* wt, const float*, int N,
                          int C) override {
     const double once = first_chunk("layernorm_forward", wt) ? 1 : 0;
+    if (native_) {
+      record("layernorm_forward", 'm', 7.0 * N * C,
+             [&](Widths w) { return (2.0 * N * C + 2.0 * C) * w.sT + 2.0 * N * w.sA; });
+      return;
+    }
     auto bytes = [&](Widths w, double weights) { return (2.0 * N * C + weights * 2.0 * C) * w.sT + 2.0 * N * w.sA; };
     add("layernorm_forward", 'm', 7.0 * N * C, bytes(stored(), once), bytes(wide(), 1));
   }
@@ -167,7 +199,10 @@ class CostBackend final : public CostBackendBase {
     auto bytes = [&](Widths w, double weights) {
       return (4.0 * N * C + weights * C) * w.sT + (weights * 4.0 * C + 2.0 * N) * w.sA;
     };
-    add("layernorm_backward", 'm', 12.0 * N * C, bytes(stored(), once), bytes(wide(), 1));
+    if (native_)
+      record("layernorm_backward", 'm', 12.0 * N * C, [&](Widths w) { return bytes(w, 1); });
+    else
+      add("layernorm_backward", 'm', 12.0 * N * C, bytes(stored(), once), bytes(wide(), 1));
   }
   void rmsnorm_forward(float*, float*, const float*, const float*, int N, int C, double) override {
     record("rmsnorm_forward", 'm', 4.0 * N * C, [&](Widths w) { return (2.0 * N * C + C) * w.sT + N * w.sA; });
@@ -274,7 +309,7 @@ const GpuPeak& peak_of(const std::string& gpu) {
 }  // namespace
 
 StepCost predict_step(const Config& cfg, const std::string& storage, const std::string& precision,
-                      const std::string& gpu_name) {
+                      const std::string& gpu_name, bool native_bf16) {
   const GpuUnits* gpu = gpu_units(gpu_name);
   GPT_CHECK(gpu, "bench --gpu: \"", gpu_name, "\" has no cost model; valid: h100, h200");
   GPT_CHECK(storage == "fp32" || storage == "bf16", "bench step-cost: storage \"", storage, "\"; valid: fp32, bf16");
@@ -290,6 +325,7 @@ StepCost predict_step(const Config& cfg, const std::string& storage, const std::
 
   auto owned = std::make_unique<CostBackend>(storage == "bf16" ? 2.0 : 4.0, *gpu);
   CostBackend* cost = owned.get();
+  cost->native_ops = native_bf16;
   std::unique_ptr<Model<float>> model = make_model(cfg.model, resolve_attention(cfg), std::move(owned), storage);
   model->init(cfg.train.seed);
   cost->params = model->params();
@@ -307,6 +343,7 @@ StepCost predict_step(const Config& cfg, const std::string& storage, const std::
 
   StepCost sc;
   sc.storage = storage;
+  sc.native_bf16 = storage == "bf16" && native_bf16;
   sc.precision = precision;
   sc.gemm_peak_tflops = gemm_tflops;
   sc.not_modelled = cost->not_modelled;
@@ -349,10 +386,16 @@ void run_step_cost(const Config& cfg, const std::string& gpu, std::ostream& out)
   struct Case {
     const char* storage;
     const char* precision;
+    bool native;
   };
-  for (const Case c : {Case{"fp32", "tf32"}, Case{"bf16", "bf16"}}) {
-    const StepCost sc = predict_step(cfg, c.storage, c.precision, gpu);
-    out << "\nrun.storage " << sc.storage << ", run.precision " << sc.precision << "\n";
+  for (const Case c : {Case{"fp32", "tf32", false}, Case{"bf16", "bf16", false}, Case{"bf16", "bf16", true}}) {
+    const StepCost sc = predict_step(cfg, c.storage, c.precision, gpu, c.native);
+    out << "\nrun.storage " << sc.storage << ", run.precision " << sc.precision
+        << (c.storage == std::string("fp32") ? ""
+            : c.native ? ", with the native bf16 ops (LayerNorm, GELU, residual adds, classifier: as the CUDA backend "
+                         "runs them)"
+                       : ", every op through the bf16 adapter (without the native bf16 ops)")
+        << "\n";
     out << "| op | calls | GFLOP | min MB | code MB | bound | ms | share | ms at min MB |\n";
     out << "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n";
     for (const StepCostRow& r : sc.rows) {

@@ -40,6 +40,7 @@ struct StepCostRow {
 
 struct StepCost {
   std::string storage, precision;
+  bool native_bf16 = false;               // bf16 storage with the native bf16 ops
   std::vector<StepCostRow> rows;          // in the order of their first call
   std::vector<std::string> not_modelled;  // ops met without a formula here (cost 0 in the sum)
   double seconds = 0;                     // the sum of the rows
@@ -50,11 +51,14 @@ struct StepCost {
 
 // One training step of cfg (model, train.batch_size, attention, train.optimizer)
 // with the given storage ("fp32", "bf16") and GEMM precision ("fp32", "tf32",
-// "bf16") on `gpu` ("h100" or "h200").
+// "bf16") on `gpu` ("h100" or "h200"); native_bf16: with bf16 storage, the
+// ops that have a native bf16 form (GPT_BACKEND_NATIVE_BF16_OPS) run it, as
+// on the CUDA backend; false: every op through the adapter, as before them.
 StepCost predict_step(const Config& cfg, const std::string& storage, const std::string& precision,
-                      const std::string& gpu);
+                      const std::string& gpu, bool native_bf16 = true);
 
-// The tables for fp32 and bf16 storage on `gpu`.
+// The tables for fp32 storage, and bf16 storage without and with the native
+// ops, on `gpu`.
 void run_step_cost(const Config& cfg, const std::string& gpu, std::ostream& out);
 
 }  // namespace gpt

@@ -95,7 +95,7 @@ TEST(StepCost, AttentionFromTheAttentionCostModel) {
 TEST(StepCost, Bf16StorageCountsTheAdaptersPasses) {
   const Config cfg = small();
   const StepCost f = predict_step(cfg, "fp32", "bf16", "h100");
-  const StepCost b = predict_step(cfg, "bf16", "bf16", "h100");
+  const StepCost b = predict_step(cfg, "bf16", "bf16", "h100", /*native_bf16=*/false);
   EXPECT_TRUE(b.not_modelled.empty());
   // The adapter's passes: bytes in the code, none in the minimum.
   for (const char* op : {"bf16 adapter: widen", "bf16 adapter: round results"}) {
@@ -120,6 +120,22 @@ TEST(StepCost, Bf16StorageCountsTheAdaptersPasses) {
   EXPECT_DOUBLE_EQ(row(b, "gelu_forward").code_bytes, row(f, "gelu_forward").code_bytes);
   EXPECT_GT(b.seconds, b.min_seconds);
   EXPECT_DOUBLE_EQ(f.seconds, f.min_seconds);
+
+  // With the native bf16 ops (as the CUDA backend runs them): those ops
+  // move their minimum bytes, in one call each, and the adapter's passes
+  // that were theirs are gone.
+  const StepCost n = predict_step(cfg, "bf16", "bf16", "h100", /*native_bf16=*/true);
+  for (const char* op : {"layernorm_forward", "layernorm_backward", "gelu_forward", "gelu_backward",
+                         "residual_forward", "crossentropy_forward", "crossentropy_backward"}) {
+    const StepCostRow& r = row(n, std::string(op) + " (bf16 native)");
+    EXPECT_DOUBLE_EQ(r.code_bytes, r.min_bytes) << op;
+    EXPECT_DOUBLE_EQ(r.min_bytes, row(b, op).min_bytes) << op;
+    EXPECT_EQ(r.calls, row(b, op).calls) << op;  // one chunk each here
+    EXPECT_THROW(row(n, op), std::runtime_error) << op;
+  }
+  EXPECT_LT(row(n, "bf16 adapter: widen").code_bytes, row(b, "bf16 adapter: widen").code_bytes);
+  EXPECT_LT(n.seconds, b.seconds);
+  EXPECT_DOUBLE_EQ(n.min_seconds, b.min_seconds);
 }
 
 TEST(StepCost, TheTablePrintsBothStoragesAndRefusesAnUnknownGpu) {
