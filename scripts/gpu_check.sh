@@ -30,8 +30,9 @@
 #      softmax with the KERPLE log bias and the forget gate) beside softmax at
 #      T = 4K and 16K:
 #      their forward+backward time over softmax's;
-#   7. run a few kernel tests under compute-sanitizer's memcheck and racecheck
-#      (SANITIZER=0 skips it; SANITIZER_SECONDS per tool, default 150);
+#   7. run a few kernel tests under compute-sanitizer's memcheck, racecheck
+#      and synccheck (SANITIZER=0 skips it; SANITIZER_TOOLS picks the tools;
+#      SANITIZER_SECONDS per tool, default 150);
 # then print a compact table. About 6-9 minutes on an H200 machine with 16 cores
 # (the build and the parity tests take most of it; each training run and
 # bench row is well under a minute).
@@ -377,8 +378,11 @@ fi
 # ---- 7. compute-sanitizer over a few kernel tests -------------------------------------------
 # What the emulator cannot see (docs/gpu.md): memcheck (out-of-bounds and
 # misaligned global and shared accesses on the hardware's own address
-# checks) and racecheck (shared-memory hazards between the threads of a
-# block, at the interleavings the GPU really runs). A fast subset only:
+# checks), racecheck (shared-memory hazards between the threads of a
+# block, at the interleavings the GPU really runs) and synccheck (barriers
+# and warp-synchronous calls used where the hardware does not allow them,
+# the emulator's deadlock check's counterpart). SANITIZER_TOOLS picks them
+# (default "memcheck racecheck synccheck"). A fast subset only:
 # under the sanitizer a kernel runs 10-100 times slower. Each tool has
 # SANITIZER_SECONDS (default 150); a run cut short is a skip, not a pass.
 # SANITIZER=0 leaves the step out.
@@ -388,8 +392,8 @@ if [ "${SANITIZER:-1}" = 0 ]; then
 elif [ ! -x "$sanitizer" ]; then
   row "compute-sanitizer" skip "not found beside nvcc ($sanitizer)"
 else
-  san_filter='CudaMmaLayout.*:CudaOps.*:CudaAttention.EveryPresetHeadSize64:CudaAttention.TensorCoreForwardEveryPresetAndHeadSize'
-  for tool in memcheck racecheck; do
+  san_filter='CudaMmaLayout.*:CudaOps.*:CudaBf16Native.*:CudaAttention.EveryPresetHeadSize64:CudaAttention.TensorCoreForwardEveryPresetAndHeadSize'
+  for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
     t0=$(date +%s)
     timeout "${SANITIZER_SECONDS:-150}" "$sanitizer" --tool "$tool" --error-exitcode 86 --print-limit 20 \
       "$build/gpt_tests" --gtest_filter="$san_filter" >"$logs/sanitizer_$tool.log" 2>&1
