@@ -362,8 +362,8 @@ void Summary::loss_table() {
   md << "## Validation loss by context (mean ± sample sd over seeds; T = " << trained_context << ")\n\n"
      << "| variant | how | seeds |";
   for (int m : multiples) md << " " << m << "× |";
-  md << " " << mmax << "× past T | " << mmax << "× − 1× |\n|---|---|---|";
-  for (size_t i = 0; i < multiples.size() + 2; ++i) md << "---|";
+  md << " " << mmax << "× past T | " << mmax << "× − 1× | effective length |\n|---|---|---|";
+  for (size_t i = 0; i < multiples.size() + 3; ++i) md << "---|";
   md << "\n";
   summary = {{"trained_context", trained_context}, {"multiples", multiples}, {"variants", json::array()}};
   for (const auto& v : vars) {
@@ -394,8 +394,16 @@ void Summary::loss_table() {
                                  {"entropy", json(stat_at(v, m, "entropy").mean)},
                                  {"max_score", number_or_null(stat_at(v, m, "max_score").mean)}});
     }
+    // RULER's effective length with exp(−loss) as the score (the per-byte
+    // likelihood): every multiple up to it keeps >= 85% of the 1× value,
+    // i.e. its mean loss stays within ln(1/0.85) = 0.163 nats of 1×.
+    std::vector<double> likelihood;
+    for (int m : multiples) likelihood.push_back(std::exp(-stat_at(v, m, "loss").mean));
+    const int eff = v.results.empty() ? 0 : effective_multiple(multiples, likelihood);
+    jv["effective_multiple_loss"] = effective_multiple_json(eff);
     md << " " << fmt_stat(stat_at(v, mmax, "loss_past_train")) << " | "
-       << fmt(stat_at(v, mmax, "loss").mean - stat_at(v, multiples.front(), "loss").mean) << " |\n";
+       << fmt(stat_at(v, mmax, "loss").mean - stat_at(v, multiples.front(), "loss").mean) << " | "
+       << (eff > 0 ? std::to_string(eff) + "×" : std::string("–")) << " |\n";
     if (base && &v != base) {
       json paired = {{"baseline", base->name}, {"multiples", json::array()}};
       for (int m : multiples) {
@@ -417,6 +425,10 @@ void Summary::loss_table() {
     }
     summary["variants"].push_back(jv);
   }
+  md << "\nEffective length: the longest multiple up to which every multiple keeps >= "
+     << static_cast<int>(kEffectiveKeep * 100)
+     << "% of the 1× per-byte likelihood exp(−loss) (RULER's threshold on the loss: the mean loss within "
+     << fmt(-std::log(kEffectiveKeep), 3) << " nats of 1×); the largest multiple evaluated when all do.\n";
   summary["baseline"] = plan.baseline;
 }
 

@@ -230,6 +230,18 @@ TEST(Stats, SweepBudgetAxisExpandsAndTabulates) {
   std::ifstream in(dir / "out" / "summary" / "summary.json");
   const nlohmann::json j = nlohmann::json::parse(in);
   EXPECT_EQ(j["budgets"]["steps"], (std::vector<int>{10, 40}));
+  // Effective length on the loss: 2x keeps >= 85% of the 1x likelihood
+  // exp(−loss) when 2x's loss is within ln(1/0.85) = 0.1625 nats of 1x's:
+  // the gap is 0.05 at 10 steps (2x), 0.2 at 40 (1x).
+  for (const auto& v : j["variants"]) {
+    if (v["name"] == "softmax_10steps") EXPECT_EQ(v["effective_multiple_loss"], 2);
+    if (v["name"] == "softmax_40steps") EXPECT_EQ(v["effective_multiple_loss"], 1);
+  }
+  const size_t s10 = md.find("| `softmax_10steps` |");
+  ASSERT_NE(s10, std::string::npos) << md;
+  const std::string row10 = md.substr(s10, md.find('\n', s10) - s10);
+  const std::string tail = " 0.0500 | 2× |";
+  EXPECT_EQ(row10.substr(row10.size() - tail.size()), tail) << row10;
   // The budget plot's data: per run "tokens, 1x, 2x, sd at 2x" (softmax at 10 steps: 320 tokens).
   std::ifstream bd(dir / "out" / "summary" / "budget.dat");
   std::string line;
