@@ -279,6 +279,44 @@ class CostBackend final : public CostBackendBase {
     const double nf = double(N) * F;
     record("swiglu_backward", 'm', 30.0 * nf, [&](Widths w) { return 7.0 * nf * w.sT; });
   }
+  // RoPE: qkv (N, 3C) read and written (v copied), the q and k channels
+  // rotated (sincos and 6 instructions a pair: about 8 an element).
+  void rope_forward(float*, const float*, int B, int Tn, int C, int, const RopeSpec&, int, const int32_t*) override {
+    const double N = double(B) * Tn;
+    record("rope_forward", 'm', 8 * N * 2 * C, [&](Widths w) { return 2 * N * 3 * C * w.sT; });
+  }
+  void rope_backward(float*, const float*, int B, int Tn, int C, int, const RopeSpec&, int, const int32_t*) override {
+    const double N = double(B) * Tn;
+    // dinp += the rotation back: dout read, dinp read and written.
+    record("rope_backward", 'm', 8 * N * 2 * C, [&](Widths w) { return 3 * N * 3 * C * w.sT; });
+  }
+  void qknorm_forward(float*, float*, const float*, const float*, const float*, const float*, int N, int NH, int D,
+                      double) override {
+    const double n = N, C = double(NH) * D;
+    record("qknorm_forward", 'm', 4 * n * 2 * C,
+           [&](Widths w) { return (2 * n * 3 * C + 2.0 * D + NH) * w.sT + 2 * n * NH * w.sA; });
+  }
+  void qknorm_backward(float*, float*, float*, float*, const float*, const float*, const float*, const float*,
+                       const float*, const float*, int N, int NH, int D) override {
+    const double n = N, C = double(NH) * D;
+    record("qknorm_backward", 'm', 10 * n * 2 * C, [&](Widths w) {
+      return (3 * n * 3 * C + 2.0 * D + NH) * w.sT + (2 * n * NH + 2.0 * (2.0 * D + NH)) * w.sA;
+    });
+  }
+  void gqa_expand(float*, const float*, int N, int NH, int NKV, int D) override {
+    const double n = N, C = double(NH) * D, G = C + 2.0 * NKV * D;
+    record("gqa_expand", 'm', 0, [&](Widths w) { return (n * G + n * 3 * C) * w.sT; });
+  }
+  void gqa_reduce(float*, const float*, int N, int NH, int NKV, int D) override {
+    const double n = N, C = double(NH) * D, G = C + 2.0 * NKV * D;
+    record("gqa_reduce", 'm', n * 2 * C, [&](Widths w) { return (n * 3 * C + 2 * n * G) * w.sT; });
+  }
+  void sigmoid_gate_forward(float*, const float*, const float*, size_t n) override {
+    record("sigmoid_gate_forward", 'm', 16.0 * n, [&](Widths w) { return 3.0 * n * w.sT; });
+  }
+  void sigmoid_gate_backward(float*, float*, const float*, const float*, const float*, size_t n) override {
+    record("sigmoid_gate_backward", 'm', 20.0 * n, [&](Widths w) { return 7.0 * n * w.sT; });
+  }
   void residual_forward(float*, const float*, const float*, size_t n) override {
     record("residual_forward", 'm', double(n), [&](Widths w) { return 3.0 * n * w.sT; });
   }
