@@ -220,12 +220,14 @@ cudaError_t device_free(void* ptr) {
 
 // ---- streams -----------------------------------------------------------------------------
 
-CUstream_st g_legacy{cudaStreamDefault, 0};
-CUstream_st g_per_thread{cudaStreamDefault, 1};
+// Never destroyed (a backend freed by a static destructor at exit still
+// synchronises through them), and reachable (no leak reported).
+CUstream_st& g_legacy = *new CUstream_st{cudaStreamDefault, 0};
+CUstream_st& g_per_thread = *new CUstream_st{cudaStreamDefault, 1};
 // Every stream ever made (never freed: clocks and queued work point at them).
-std::vector<CUstream_st*> g_streams{&g_legacy, &g_per_thread};
-std::vector<CUevent_st*> g_events;       // likewise for events (a queued record writes to its event)
-std::map<uintptr_t, size_t> g_pinned;    // cudaMallocHost's buffers: start, bytes
+std::vector<CUstream_st*>& g_streams = *new std::vector<CUstream_st*>{&g_legacy, &g_per_thread};
+std::vector<CUevent_st*>& g_events = *new std::vector<CUevent_st*>;  // likewise (a queued record writes to its event)
+std::map<uintptr_t, size_t>& g_pinned = *new std::map<uintptr_t, size_t>;  // cudaMallocHost's buffers: start, bytes
 
 bool blocking(const CUstream_st* s) { return (s->flags & cudaStreamNonBlocking) == 0; }
 
