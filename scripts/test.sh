@@ -55,10 +55,11 @@ if [ "$emulator" = 1 ]; then
   if [ ! -f build-emu/CMakeCache.txt ]; then generator=(-G "$(scripts/generator.sh)"); fi
   cmake -S . -B build-emu "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DGPT_CUDA_EMULATOR=ON -DGPT_TESTS_CUDA_ONLY=ON >/dev/null
   cmake --build build-emu -j"$(nproc)" --target gpt gpt_tests
-  # Blocks run in a seeded shuffle (a new order at every launch), then the
+  # Blocks run in a seeded shuffle (a new order at every launch), two at a
+  # time interleaved at their barriers, then the
   # kernel parity tests once more in reverse order: a kernel whose blocks
   # race through global memory gives order-dependent results (docs/gpu.md).
-  GPT_EMU_BLOCK_ORDER=${GPT_EMU_BLOCK_ORDER:-shuffle:1} \
+  GPT_EMU_BLOCK_ORDER=${GPT_EMU_BLOCK_ORDER:-shuffle:1} GPT_EMU_INTERLEAVE=${GPT_EMU_INTERLEAVE:-2} \
     ctest --test-dir build-emu --output-on-failure -j"$(nproc)" -R 'Cuda|Nccl|WorldForDevice'
   echo "test: the kernel parity tests again with the blocks in reverse order"
   GPT_EMU_BLOCK_ORDER=reverse ctest --test-dir build-emu --output-on-failure -j"$(nproc)" -R 'CudaOps|CudaAttention|CudaMmaLayout|CudaBf16Native'

@@ -1,7 +1,8 @@
 // The device side of the CUDA emulator: what kernels/cuda/*.cu need of the
 // CUDA language, so that g++ compiles them as C++ and the CPU runs them.
 //
-// A launch runs its blocks one after another. The threads of a block are
+// A launch runs its blocks one after another (or a few at a time, taking
+// turns at their barriers: GPT_EMU_INTERLEAVE). The threads of a block are
 // fibers on one CPU thread, run warp by warp: the lanes of a warp run in
 // turn, each until it waits at __syncthreads or at a warp shuffle, until
 // the whole warp waits at a block barrier or has returned; then the next
@@ -27,10 +28,11 @@
 // configurations beyond CUDA's limits; tensor-core instructions (mma.sync,
 // ldmatrix: runtime.cpp) with a lane missing, lanes at different warp
 // instructions, ldmatrix rows outside shared memory or misaligned. Races between blocks show by
-// running them in another order (GPT_EMU_BLOCK_ORDER, emulator.h), and
-// work on streams is queued and checked for races between streams
-// (runtime.cpp). What it cannot: interleavings of blocks at their
-// barriers, memory-model effects, partial-mask shuffles, and speed. Float math is the host's (expf is glibc's, not the
+// running them in another order (GPT_EMU_BLOCK_ORDER, emulator.h) and
+// several at a time interleaved at their barriers (GPT_EMU_INTERLEAVE),
+// and work on streams is queued and checked for races between streams
+// (runtime.cpp). What it cannot: interleavings finer than a barrier,
+// memory-model effects, partial-mask shuffles, and speed. Float math is the host's (expf is glibc's, not the
 // GPU's), so parity tolerances still have to hold on a real GPU
 // (docs/gpu.md lists all of it).
 #pragma once

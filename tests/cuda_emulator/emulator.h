@@ -28,9 +28,12 @@ bool sticky_error();
 // reverse, or a seeded shuffle, new for every launch. From the environment
 // variable GPT_EMU_BLOCK_ORDER = forward | reverse | shuffle[:SEED]; tests
 // may override it (set_block_order, null: back to the environment's).
+// With interleave = k > 1 (GPT_EMU_INTERLEAVE=k, 1 to 8), k blocks of that
+// order are in flight at once, each run up to its next barrier in turn.
 struct BlockOrder {
   enum Kind { Forward, Reverse, Shuffle } kind = Forward;
   unsigned long long seed = 1;
+  unsigned interleave = 1;
 };
 BlockOrder block_order();
 void set_block_order(const BlockOrder* order);

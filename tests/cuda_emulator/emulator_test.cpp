@@ -87,6 +87,14 @@ __global__ void racing_blocks_kernel(unsigned* last, unsigned* flag, unsigned* s
   if (blockIdx.x == gridDim.x - 1) *seen = *flag;
 }
 
+// Each block parks its index in one global slot, meant as the block's own
+// scratch but shared by all (the bug), and reads it back after a barrier.
+__global__ void shared_scratch_kernel(unsigned* scratch, unsigned* same) {
+  if (threadIdx.x == 0) *scratch = blockIdx.x;
+  __syncthreads();
+  if (threadIdx.x == 0) same[blockIdx.x] = *scratch == blockIdx.x ? 1u : 0u;
+}
+
 // Thread 0 writes a value all threads read, without a barrier between.
 __global__ void broadcast_kernel(float* out) {
   GPT_SHARED(float, v, [1]);
@@ -216,6 +224,46 @@ TEST_F(CudaEmulator, BlockOrderRunsEveryBlockOnceAndShowsRacesBetweenBlocks) {
   cuemu::set_block_order(nullptr);
   EXPECT_EQ(fwd, std::make_pair(7u, 1u)) << "forward: block 7 writes last and sees block 0's flag";
   EXPECT_EQ(rev, std::make_pair(0u, 0u)) << "reverse: block 0 writes last, block 7 runs before the flag is set";
+}
+
+// Blocks interleaved at their barriers (GPT_EMU_INTERLEAVE): a block sees
+// what another block wrote to global memory between two of its barriers,
+// which no order of whole blocks shows; every block still runs once.
+TEST_F(CudaEmulator, InterleavedBlocksShowScratchSharedBetweenBlocks) {
+  auto run = [](cuemu::BlockOrder::Kind kind, unsigned interleave) {
+    cuemu::BlockOrder order;
+    order.kind = kind;
+    order.interleave = interleave;
+    cuemu::set_block_order(&order);
+    unsigned* d = device_copy(std::vector<unsigned>(1 + 6, 7u));
+    GPT_LAUNCH(6, 64, nullptr, shared_scratch_kernel)(d, d + 1);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    const auto h = host_copy(d + 1, 6);
+    cudaFree(d);
+    unsigned same = 0;
+    for (unsigned x : h) same += x;
+    return same;
+  };
+  EXPECT_EQ(run(cuemu::BlockOrder::Forward, 1), 6u);
+  EXPECT_EQ(run(cuemu::BlockOrder::Reverse, 1), 6u);
+  EXPECT_EQ(run(cuemu::BlockOrder::Shuffle, 1), 6u);
+  // k in flight, each to its barrier in turn: every block of a group reads
+  // the index of the group's last, so one block in k finds its own.
+  EXPECT_EQ(run(cuemu::BlockOrder::Forward, 2), 3u);
+  EXPECT_EQ(run(cuemu::BlockOrder::Forward, 3), 2u);
+  EXPECT_EQ(run(cuemu::BlockOrder::Shuffle, 3), 2u);
+  // Interleaved, the grid still runs every block once with its indices.
+  cuemu::BlockOrder order;
+  order.interleave = 4;
+  cuemu::set_block_order(&order);
+  const dim3 grid(3, 2, 2), block(4, 3, 2);
+  unsigned* d = device_copy(std::vector<unsigned>(12 * 24, 0xdeadbeefu));
+  GPT_LAUNCH(grid, block, nullptr, ids_kernel)(d);
+  const auto h = host_copy(d, 12 * 24);
+  for (unsigned b = 0; b < 12; ++b)
+    for (unsigned t = 0; t < 24; ++t) ASSERT_EQ(h[b * 24 + t], b * 1000 + t) << "block " << b;
+  cudaFree(d);
+  cuemu::set_block_order(nullptr);
 }
 
 TEST_F(CudaEmulator, BarrierMakesOtherThreadsWritesVisible) {

@@ -433,7 +433,6 @@ constexpr size_t kCollectiveBytes = 48;
 struct CollectiveSlots {
   unsigned char lane[2][32][kCollectiveBytes];
 };
-std::vector<CollectiveSlots> g_collective;  // one per warp of the block
 
 constexpr size_t kSharedBytes = 48 << 10;  // static shared memory a block may use
 
@@ -446,12 +445,18 @@ struct Block {
   // Shared memory: arrays by declaration, carved from `shared`.
   std::vector<std::pair<const void*, void*>> arrays;
   size_t shared_used = 0;
+  std::vector<CollectiveSlots> collective;  // one per warp
+  unsigned first_stack = 0;                 // its threads' fiber stacks: stack_for(first_stack + t)
   alignas(64) char shared[kSharedBytes];
 };
 
 Context g_scheduler;
 Fiber* g_current = nullptr;
-Block g_block;
+// The blocks in flight (more than one when blocks interleave at their
+// barriers: BlockOrder::interleave) and the one whose thread runs now.
+std::vector<std::unique_ptr<Block>> g_blocks;
+Block* g_blk = nullptr;
+bool g_interleaving = false;  // several blocks in flight (step_block yields at barriers)
 const std::function<void()>* g_body = nullptr;
 std::vector<char*> g_stacks;  // one per thread slot, each above a guard page
 
@@ -499,7 +504,7 @@ void arrive_at_warp(Fiber& f, Warp& w, const char* op) {
 // A thread that returned no longer holds up barriers or shuffles.
 void thread_exited(Fiber& f) {
   f.state = State::Done;
-  Block& b = g_block;
+  Block& b = *g_blk;
   --b.live;
   if (b.arrived > 0 && b.arrived == b.live) {
     b.arrived = 0;
@@ -527,9 +532,8 @@ std::string describe(const Fiber& f) {
          std::to_string(i.thread_idx.y) + "," + std::to_string(i.thread_idx.z) + ")";
 }
 
-// Runs one block to completion; false (with g_block.error set) on failure.
-bool run_block(dim3 grid, dim3 block, uint3 block_idx) {
-  Block& b = g_block;
+// Sets up block `block_idx` in b, its threads ready at the kernel's start.
+void start_block(Block& b, dim3 grid, dim3 block, uint3 block_idx) {
   const unsigned n = block.x * block.y * block.z;
   const unsigned nwarps = (n + 31) / 32;
   b.fibers.resize(n);
@@ -552,8 +556,22 @@ bool run_block(dim3 grid, dim3 block, uint3 block_idx) {
     f.lane = t % 32;
     ++b.warps[f.warp].live;
     std::memset(b.warps[f.warp].deposited, 0xff, sizeof b.warps[f.warp].deposited);
-    make_context(f.ctx, stack_for(t), kStackBytes, fiber_entry);
+    make_context(f.ctx, stack_for(b.first_stack + t), kStackBytes, fiber_entry);
   }
+}
+
+enum class Step { Done, AtBarrier, Failed };
+
+// Runs block b until it ends (Done), fails (Failed, b.error set) or, with
+// `yield_at_barrier`, until one of its barriers opens (AtBarrier: every
+// thread has arrived, none has gone on yet), so that another block can run
+// its part in between.
+Step step_block(Block& b, bool yield_at_barrier) {
+  g_blk = &b;
+  const unsigned n = static_cast<unsigned>(b.fibers.size());
+  const unsigned nwarps = static_cast<unsigned>(b.warps.size());
+  const uint3 block_idx = n ? b.fibers[0].ids.block_idx : uint3{0, 0, 0};
+  const unsigned gen0 = b.gen;
   // Warp by warp, each as far as it goes (to a block barrier or its end)
   // before the next one starts: a warp that runs ahead into the next phase
   // of the kernel overwrites shared data the later warps have not read yet,
@@ -581,11 +599,12 @@ bool run_block(dim3 grid, dim3 block, uint3 block_idx) {
           switch_context(g_scheduler, f.ctx);
           g_current = nullptr;
           progress = ran = true;
-          if (!b.error.empty()) return false;
+          if (!b.error.empty()) return Step::Failed;
+          if (yield_at_barrier && b.gen != gen0 && b.live > 0) return Step::AtBarrier;
         }
       }
     }
-    if (b.live == 0) return true;
+    if (b.live == 0) return Step::Done;
     if (!ran) {
       unsigned at_barrier = 0, at_shuffle = 0;
       const Fiber* example = nullptr;
@@ -601,7 +620,7 @@ bool run_block(dim3 grid, dim3 block, uint3 block_idx) {
                 std::to_string(at_shuffle) + " at a warp shuffle" +
                 (example ? " (e.g. " + describe(*example) + ")" : std::string()) +
                 ": the threads do not all reach the same barrier";
-      return false;
+      return Step::Failed;
     }
   }
 }
@@ -621,7 +640,7 @@ void fail(const char* what) {
     std::fprintf(stderr, "cuda emulator: %s\n", what);
     std::abort();
   }
-  g_block.error = std::string(what) + " (" + describe(*g_current) + ")";
+  g_blk->error = std::string(what) + " (" + describe(*g_current) + ")";
   yield_to_scheduler();  // never resumed
   std::abort();
 }
@@ -640,7 +659,7 @@ void block_bound(unsigned long long n, const char* kernel) {
 
 void* shared_memory(size_t bytes, size_t align, const void* key) {
   if (!g_current) fail("shared memory declared outside a kernel");
-  Block& b = g_block;
+  Block& b = *g_blk;
   for (const auto& [k, p] : b.arrays)
     if (k == key) return p;
   const size_t at = round_up(b.shared_used, std::max<size_t>(align, 1));
@@ -658,7 +677,7 @@ void* shared_memory(size_t bytes, size_t align, const void* key) {
 
 void syncthreads(const std::source_location& site) {
   if (!g_current) fail("__syncthreads outside a kernel");
-  Block& b = g_block;
+  Block& b = *g_blk;
   if (b.arrived == 0) {
     b.barrier_site = site;
   } else if (site.line() != b.barrier_site.line() || std::strcmp(site.file_name(), b.barrier_site.file_name()) != 0) {
@@ -670,6 +689,12 @@ void syncthreads(const std::source_location& site) {
   if (++b.arrived == b.live) {
     b.arrived = 0;
     ++b.gen;
+    if (!g_interleaving) return;
+    // Blocks interleave at their barriers: the last thread to arrive waits
+    // too, so that another block runs before any thread goes on.
+    g_current->wait_gen = b.gen - 1;
+    g_current->state = State::AtBarrier;
+    yield_to_scheduler();
     return;
   }
   g_current->wait_gen = b.gen;
@@ -682,7 +707,7 @@ uint64_t shfl_xor_bits(unsigned mask, uint64_t bits, int lane_mask, int width) {
   if (width <= 0 || width > 32 || (width & (width - 1)) != 0) fail("__shfl_xor_sync: width must be a power of 2 <= 32");
   Fiber& f = *g_current;
   if (!(mask >> f.lane & 1u)) fail("__shfl_xor_sync called by a lane outside its mask");
-  Warp& w = g_block.warps[f.warp];
+  Warp& w = g_blk->warps[f.warp];
   const unsigned gen = w.gen, slot = gen & 1u;
   w.bits[slot][f.lane] = bits;
   arrive_at_warp(f, w, "__shfl_xor_sync");
@@ -704,16 +729,16 @@ namespace {
 const unsigned char* warp_collective(const char* op, const void* mine, size_t bytes) {
   if (!g_current) fail("a warp matrix instruction outside a kernel");
   Fiber& f = *g_current;
-  Block& b = g_block;
+  Block& b = *g_blk;
   if (b.fibers.size() < (f.warp + 1) * 32) {
     const std::string what = std::string(op) + " needs a full warp of 32 lanes, but this block of " +
                              std::to_string(b.fibers.size()) + " threads ends inside warp " + std::to_string(f.warp);
     fail(what.c_str());
   }
-  if (g_collective.size() < b.warps.size()) g_collective.resize(b.warps.size());
+  if (b.collective.size() < b.warps.size()) b.collective.resize(b.warps.size());
   Warp& w = b.warps[f.warp];
   const unsigned gen = w.gen, slot = gen & 1u;
-  std::memcpy(g_collective[f.warp].lane[slot][f.lane], mine, bytes);
+  std::memcpy(b.collective[f.warp].lane[slot][f.lane], mine, bytes);
   arrive_at_warp(f, w, op);
   for (unsigned l = 0; l < 32; ++l) {
     if (w.deposited[slot][l] != gen) {
@@ -728,7 +753,7 @@ const unsigned char* warp_collective(const char* op, const void* mine, size_t by
       fail(what.c_str());
     }
   }
-  return &g_collective[f.warp].lane[slot][0][0];
+  return &b.collective[f.warp].lane[slot][0][0];
 }
 
 float bf16_bits_to_float(uint32_t bits) { return std::bit_cast<float>((bits & 0xffffu) << 16); }
@@ -788,7 +813,7 @@ void ldmatrix_b16(uint32_t* r, int num, bool trans, const void* row) {
   const unsigned char* all = warp_collective(op, &mine, sizeof mine);
   // Lanes 0 .. 8·num - 1 give the row addresses: 16 bytes each, aligned,
   // inside the block's shared memory.
-  const Block& b = g_block;
+  const Block& b = *g_blk;
   const auto lo = reinterpret_cast<uintptr_t>(b.shared), hi = lo + b.shared_used;
   const char* rows[32];
   for (int q = 0; q < 8 * num; ++q) {
@@ -870,21 +895,51 @@ void execute_grid(dim3 grid, dim3 block, const char* name, const std::function<v
       std::swap(perm[i - 1], perm[z % i]);
     }
   }
-  for (unsigned long long i = 0; i < nblocks; ++i) {
-    const unsigned long long b = order.kind == BlockOrder::Reverse   ? nblocks - 1 - i
-                                 : order.kind == BlockOrder::Shuffle ? perm[i]
-                                                                     : i;
-    const unsigned x = static_cast<unsigned>(b % grid.x), y = static_cast<unsigned>(b / grid.x % grid.y),
-                   z = static_cast<unsigned>(b / (1ull * grid.x * grid.y));
-    if (!run_block(grid, block, uint3{x, y, z})) {
-      std::fprintf(stderr, "cuda emulator: %s failed: %s\n", name, g_block.error.c_str());
-      g_sticky = cudaErrorLaunchFailure;
-      set_error(g_sticky);
-      g_body = nullptr;
-      return;
-    }
+  // `interleave` blocks at a time (in that order), each run up to its next
+  // barrier in turn: two blocks that use the same global memory between
+  // their barriers (scratch meant to be a block's own) see each other's
+  // writes, which blocks run one after the other never show.
+  const unsigned k = static_cast<unsigned>(std::max<unsigned long long>(1, std::min<unsigned long long>(order.interleave, nblocks)));
+  while (g_blocks.size() < k) {
+    g_blocks.push_back(std::make_unique<Block>());
+    g_blocks.back()->first_stack = static_cast<unsigned>(g_blocks.size() - 1) * kMaxThreads;
   }
+  auto failed = [&](const Block& b) {
+    g_interleaving = false;
+    std::fprintf(stderr, "cuda emulator: %s failed: %s\n", name, b.error.c_str());
+    g_sticky = cudaErrorLaunchFailure;
+    set_error(g_sticky);
+    g_body = nullptr;
+    g_blk = nullptr;
+  };
+  for (unsigned long long i0 = 0; i0 < nblocks; i0 += k) {
+    const unsigned group = static_cast<unsigned>(std::min<unsigned long long>(k, nblocks - i0));
+    for (unsigned j = 0; j < group; ++j) {
+      const unsigned long long i = i0 + j;
+      const unsigned long long b = order.kind == BlockOrder::Reverse   ? nblocks - 1 - i
+                                   : order.kind == BlockOrder::Shuffle ? perm[i]
+                                                                       : i;
+      const unsigned x = static_cast<unsigned>(b % grid.x), y = static_cast<unsigned>(b / grid.x % grid.y),
+                     z = static_cast<unsigned>(b / (1ull * grid.x * grid.y));
+      start_block(*g_blocks[j], grid, block, uint3{x, y, z});
+    }
+    g_interleaving = group > 1;
+    if (group == 1) {
+      if (step_block(*g_blocks[0], false) == Step::Failed) return failed(*g_blocks[0]);
+      continue;
+    }
+    std::vector<bool> done(group, false);
+    for (unsigned left = group; left > 0;)
+      for (unsigned j = 0; j < group; ++j) {
+        if (done[j]) continue;
+        const Step st = step_block(*g_blocks[j], true);
+        if (st == Step::Failed) return failed(*g_blocks[j]);
+        if (st == Step::Done) done[j] = true, --left;
+      }
+  }
+  g_interleaving = false;
   g_body = nullptr;
+  g_blk = nullptr;
 }
 }  // namespace
 
@@ -901,11 +956,18 @@ BlockOrder block_order() {
     BlockOrder o;
     const char* env = std::getenv("GPT_EMU_BLOCK_ORDER");
     const std::string v = env ? env : "";
-    if (v.empty() || v == "forward") return o;
     if (v == "reverse") {
       o.kind = BlockOrder::Reverse;
       return o;
     }
+    if (const char* il = std::getenv("GPT_EMU_INTERLEAVE"); il && *il) {
+      o.interleave = static_cast<unsigned>(std::strtoul(il, nullptr, 10));
+      if (o.interleave < 1 || o.interleave > 8) {
+        std::fprintf(stderr, "cuda emulator: GPT_EMU_INTERLEAVE=%s is not a number of blocks from 1 to 8\n", il);
+        std::abort();
+      }
+    }
+    if (v.empty() || v == "forward") return o;
     if (v.rfind("shuffle", 0) == 0) {
       o.kind = BlockOrder::Shuffle;
       if (v.size() > 8 && v[7] == ':') o.seed = std::strtoull(v.c_str() + 8, nullptr, 10);
