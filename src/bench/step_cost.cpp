@@ -317,6 +317,82 @@ class CostBackend final : public CostBackendBase {
   void sigmoid_gate_backward(float*, float*, const float*, const float*, const float*, size_t n) override {
     record("sigmoid_gate_backward", 'm', 20.0 * n, [&](Widths w) { return 7.0 * n * w.sT; });
   }
+  void gelu_erf_forward(float*, const float*, size_t n) override {
+    record("gelu_erf_forward", 'm', 20.0 * n, [&](Widths w) { return 2.0 * n * w.sT; });
+  }
+  void gelu_erf_backward(float*, const float*, const float*, size_t n) override {
+    record("gelu_erf_backward", 'm', 30.0 * n, [&](Widths w) { return 4.0 * n * w.sT; });
+  }
+  void relu2_forward(float*, const float*, size_t n) override {
+    record("relu2_forward", 'm', 2.0 * n, [&](Widths w) { return 2.0 * n * w.sT; });
+  }
+  void relu2_backward(float*, const float*, const float*, size_t n) override {
+    record("relu2_backward", 'm', 4.0 * n, [&](Widths w) { return 4.0 * n * w.sT; });
+  }
+  // The forget gate: g (B,T,NH) to the prefix sums c (B,NH,T) and back.
+  void forget_forward(float*, const float*, int B, int Tn, int NH) override {
+    const double n = double(B) * Tn * NH;
+    record("forget_forward", 'm', 20 * n, [&](Widths w) { return n * w.sT + n * w.sA; });
+  }
+  void forget_backward(float*, const float*, const float*, int B, int Tn, int NH) override {
+    const double n = double(B) * Tn * NH;
+    record("forget_backward", 'm', 20 * n, [&](Widths w) { return 3 * n * w.sT + n * w.sA; });
+  }
+  // FIRE: the (NH,T,T) table from its MLP, and its gradient from the
+  // (B,NH,T,T) dtable the attention backward writes.
+  void fire_forward(float*, const float*, int Tn, int NH, double) override {
+    const double n = double(NH) * Tn * Tn;
+    record("fire_forward", 'm', 40 * n, [&](Widths w) { return n * w.sA; });
+  }
+  void fire_backward(float*, const float*, const float*, int B, int Tn, int NH, double) override {
+    const double n = double(B) * NH * Tn * Tn;
+    record("fire_backward", 'm', 40 * n, [&](Widths w) { return n * w.sA; });
+  }
+  // PoPE: qkv (N,3C) into the 2D-channel kernel heads qkv2 (N,6C) and back;
+  // the outputs' first D channels of each kernel head.
+  void pope_forward(float*, const float*, const float*, int B, int Tn, int C, int, double, const int32_t*) override {
+    const double N = double(B) * Tn;
+    record("pope_forward", 'm', 30 * N * 2 * C, [&](Widths w) { return (N * 3 * C + N * 6 * C + C) * w.sT; });
+  }
+  void pope_backward(float*, float*, const float*, const float*, const float*, int B, int Tn, int C, int, double,
+                     const int32_t*) override {
+    const double N = double(B) * Tn;
+    record("pope_backward", 'm', 40 * N * 2 * C,
+           [&](Widths w) { return (N * 6 * C + 3 * N * 3 * C + C) * w.sT + 2.0 * C * w.sA; });
+  }
+  void pope_output_forward(float*, const float*, int N, int C, int) override {
+    record("pope_output_forward", 'm', 0, [&](Widths w) { return 1.5 * N * C * w.sT * 2; });
+  }
+  void pope_output_backward(float*, const float*, int N, int C, int) override {
+    record("pope_output_backward", 'm', 0, [&](Widths w) { return 3.0 * N * C * w.sT; });
+  }
+  // Differential attention: the split of qkv (N,3C) into kernel heads
+  // (N,6C), and the combination of their outputs (N,2C) into out (N,C).
+  void diff_split_forward(float*, const float*, int N, int C, int) override {
+    record("diff_split_forward", 'm', 0, [&](Widths w) { return 9.0 * N * C * w.sT; });
+  }
+  void diff_split_backward(float*, const float*, int N, int C, int) override {
+    record("diff_split_backward", 'm', 3.0 * N * C, [&](Widths w) { return 12.0 * N * C * w.sT; });
+  }
+  void diff_combine_forward(float*, float*, const float*, const float*, const float*, int N, int C, int NH,
+                            double) override {
+    record("diff_combine_forward", 'm', 8.0 * N * C,
+           [&](Widths w) { return 3.0 * N * C * w.sT + double(N) * NH * w.sA; });
+  }
+  void diff_combine_backward(float*, float*, float*, const float*, const float*, const float*, const float*,
+                             const float*, int N, int C, int NH, double) override {
+    record("diff_combine_backward", 'm', 16.0 * N * C,
+           [&](Widths w) { return 5.0 * N * C * w.sT + double(N) * NH * w.sA; });
+  }
+  // Per-head float32-side inputs repeated over a head's group, and back.
+  void head_repeat(float*, const float*, size_t outer, int NH, size_t inner, int group) override {
+    const double n = double(outer) * NH * inner;
+    add("head_repeat", 'm', 0, 4 * n * (1 + group), 4 * n * (1 + group));
+  }
+  void head_reduce(float*, const float*, size_t outer, int NH, size_t inner, int group) override {
+    const double n = double(outer) * NH * inner;
+    add("head_reduce", 'm', n * group, 4 * n * (2 + group), 4 * n * (2 + group));
+  }
   void residual_forward(float*, const float*, const float*, size_t n) override {
     record("residual_forward", 'm', double(n), [&](Widths w) { return 3.0 * n * w.sT; });
   }
