@@ -16,7 +16,8 @@
 //
 // Streams. Work is queued per stream and runs only where real CUDA would
 // have to have run it: a stream, event or device synchronisation, a
-// blocking copy (cudaMemcpy; cudaMemcpyAsync to or from pageable memory),
+// blocking copy (cudaMemcpy; cudaMemcpyAsync to pageable memory, and the
+// stream's earlier work before one from pageable memory, which is staged),
 // cudaFree (which synchronises the device), a second cudaStreamQuery (the
 // first answers cudaErrorNotReady while work is queued). Before a piece of
 // work runs, the work it is ordered after on other streams runs (events
