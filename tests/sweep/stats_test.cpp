@@ -234,8 +234,12 @@ TEST(Stats, SweepBudgetAxisExpandsAndTabulates) {
   // exp(−loss) when 2x's loss is within ln(1/0.85) = 0.1625 nats of 1x's:
   // the gap is 0.05 at 10 steps (2x), 0.2 at 40 (1x).
   for (const auto& v : j["variants"]) {
-    if (v["name"] == "softmax_10steps") EXPECT_EQ(v["effective_multiple_loss"], 2);
-    if (v["name"] == "softmax_40steps") EXPECT_EQ(v["effective_multiple_loss"], 1);
+    if (v["name"] == "softmax_10steps") {
+      EXPECT_EQ(v["effective_multiple_loss"], 2);
+    }
+    if (v["name"] == "softmax_40steps") {
+      EXPECT_EQ(v["effective_multiple_loss"], 1);
+    }
   }
   const size_t s10 = md.find("| `softmax_10steps` |");
   ASSERT_NE(s10, std::string::npos) << md;
