@@ -95,7 +95,7 @@ bool complain(const char* what) {
   return false;
 }
 
-
+// D = alpha·op(A)·op(B) + beta·C (defined after cublasLtMatmul, which queues it).
 void product(const cublasLtMatmulDescOpaque_t& dsc, const void* A, const cublasLtMatrixLayoutOpaque_t& la,
              const void* B, const cublasLtMatrixLayoutOpaque_t& lb, float alpha, float beta, const void* C,
              const cublasLtMatrixLayoutOpaque_t& lc, void* D, const cublasLtMatrixLayoutOpaque_t& ld, uint64_t m,
