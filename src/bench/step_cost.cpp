@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <tuple>
 
@@ -82,7 +81,7 @@ class CostBackendBase : public Backend<float> {
            double seconds = -1) {
     auto it = std::find_if(rows.begin(), rows.end(), [&](const StepCostRow& r) { return r.op == op; });
     if (it == rows.end()) {
-      rows.push_back({op, 0, 0, 0, 0, unit, 0, 0});
+      rows.push_back({op, 0, 0, 0, 0, unit, 0, 0, ""});
       it = rows.end() - 1;
     }
     ++it->calls;
@@ -465,8 +464,10 @@ StepCost predict_step(const Config& cfg, const std::string& storage, const std::
   for (StepCostRow r : cost->rows) {
     if (r.unit == 'a') {
       r.min_seconds = r.seconds;  // the attention model's time (its bytes included)
+      r.bound = "attention model";
     } else {
       const double compute = r.flops / (r.unit == 'g' ? gemm_tflops * 1e12 : fp32);
+      r.bound = compute >= r.code_bytes / hbm ? (r.unit == 'g' ? "GEMM peak" : "fp32 rate") : "memory";
       r.seconds = std::max(compute, r.code_bytes / hbm);
       // A pass with no minimum (the adapter's) has no counterpart at all.
       r.min_seconds = r.min_bytes == 0 ? 0 : std::max(compute, r.min_bytes / hbm);
@@ -513,12 +514,8 @@ void run_step_cost(const Config& cfg, const std::string& gpu, std::ostream& out)
     out << "| op | calls | GFLOP | min MB | code MB | bound | ms | share | ms at min MB |\n";
     out << "| --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: |\n";
     for (const StepCostRow& r : sc.rows) {
-      const double compute = r.flops / (r.unit == 'g' ? sc.gemm_peak_tflops * 1e12 : units->fp32_tinstr * 1e12);
-      const char* bound = r.unit == 'a' ? "attention model" : compute * units->hbm_tbytes * 1e12 >= r.code_bytes
-                                                                  ? (r.unit == 'g' ? "GEMM peak" : "fp32 rate")
-                                                                  : "memory";
       std::snprintf(line, sizeof line, "| %s | %ld | %.1f | %.1f | %.1f | %s | %.3f | %.1f%% | %.3f |\n",
-                    r.op.c_str(), r.calls, r.flops / 1e9, r.min_bytes / 1e6, r.code_bytes / 1e6, bound,
+                    r.op.c_str(), r.calls, r.flops / 1e9, r.min_bytes / 1e6, r.code_bytes / 1e6, r.bound,
                     r.seconds * 1e3, 100 * r.seconds / sc.seconds, r.min_seconds * 1e3);
       out << line;
     }

@@ -36,6 +36,7 @@ struct StepCostRow {
   char unit = 'm';        // 'g' GEMM, 'a' attention, 'm' memory-bound
   double seconds = 0;     // the roofline time of the calls together
   double min_seconds = 0; // the same at the minimum bytes
+  const char* bound = ""; // what decides `seconds`: "GEMM peak", "fp32 rate", "memory" or "attention model"
 };
 
 struct StepCost {
