@@ -259,8 +259,11 @@ struct HeadParams {
   const T* kerple = nullptr;  // KERPLE's raw (ρ₁, ρ₂) of each head, 2·NH values (attn::kerple_r)
   const A* fcum = nullptr;    // forget: c (B, NH, T), c_t = Σ_{l<=t} ln f_l of each sequence and head
   // fire: the bias table (NH, T, T), b_h of 0-based query position i0 at
-  // distance Δ = i0 − j at [(h·T + i0)·T + Δ] (Δ <= i0), shared by the batch
+  // distance Δ = i0 − j at [(h·T + i0)·T + Δ] (Δ <= i0), shared by the batch;
+  // or one table per sequence (B, NH, T, T) where fire_per_sequence (the
+  // distance biases under position ids: attn::position_table)
   const A* fire = nullptr;
+  bool fire_per_sequence = false;
   // The document mask: (B, T) the first token of each token's document in
   // its sequence (attn::for_sequence); null for none.
   const int32_t* doc = nullptr;
@@ -269,6 +272,10 @@ struct HeadParams {
                     const A* fire_ = nullptr)
       : scale(scale_), sink(sink_), kerple(kerple_), fcum(fcum_), fire(fire_) {}
 };
+// The offset of FIRE's table of head h of sequence b (HeadParams::fire).
+GPT_HD inline size_t fire_slice(bool per_sequence, int b, int h, int NH, int T) {
+  return ((per_sequence ? static_cast<size_t>(b) * NH : 0) + h) * static_cast<size_t>(T) * T;
+}
 // Their gradients (added to): NH values each, null where absent.
 template <typename A>
 struct HeadGrads {
@@ -897,3 +904,4 @@ inline void add_attention_diag(double* acc, const double* more) {
 #include "kernels/attention/differential.h"
 #include "kernels/attention/fire.h"
 #include "kernels/attention/pope.h"
+#include "kernels/attention/position_table.h"

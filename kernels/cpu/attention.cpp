@@ -611,7 +611,7 @@ HeadConsts<T> head_consts(const AttentionSpec& s, int b, int h, int NH, int D, c
   if (s.fire()) {
     const size_t TT = static_cast<size_t>(Tn) * Tn;
     hc.Tn = Tn;
-    hc.fb = hp.fire + static_cast<size_t>(h) * TT;
+    hc.fb = hp.fire + fire_slice(hp.fire_per_sequence, b, h, NH, Tn);
     if (dfire) hc.dfb = dfire + (static_cast<size_t>(b) * NH + h) * TT;
   }
   return hc;

@@ -135,6 +135,21 @@ void fire_forward(T* table, const T* p, int Tn, int NH, double L0);
 template <typename T>
 void fire_backward(T* dp, const T* dtable, const T* p, int B, int Tn, int NH, double L0);
 
+// ---- The distance biases under position ids (attn::position_table) ---------------------
+// table (B,NH,T,T) [((b·NH + h)·T + i0)·T + Δ] = b_h(p_i0, p_i0 − p_{i0−Δ})
+// of the layer's bias s (ALiBi, KERPLE or FIRE) for Δ <= i0, 0 for Δ > i0;
+// pos (B·T ids; a key whose id exceeds its query's takes distance 0:
+// attn::position_table::distance), p the learned values
+// (attn::position_table::param_count; null for ALiBi).
+template <typename T>
+void position_table_forward(T* table, const T* p, const int32_t* pos, int B, int Tn, int NH, const AttentionSpec& s);
+// dp (param_count) += the gradient of Σ dtable·table (dtable laid out as the
+// table; entries Δ > i0 ignored), summed in double per parameter over
+// (b, i0, Δ) in order whatever the thread count.
+template <typename T>
+void position_table_backward(T* dp, const T* dtable, const T* p, const int32_t* pos, int B, int Tn, int NH,
+                             const AttentionSpec& s);
+
 // ---- PoPE (attn::pope; docs/context_extension.md) -------------------------------------
 // qkv (N,3C) of NH heads of D (N = B·Tn rows, row n at position n mod Tn, or
 // pos[n] when the position ids pos (N values) are given) into qkv2 (N,6C): the q, k and v blocks of NH kernel heads of 2D channels,

@@ -1,5 +1,6 @@
 // Element-wise helpers: residual add, gradient accumulation, and the sum of
 // squares / scaling used for global-norm gradient clipping.
+#include "core/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/parallel.h"
 
@@ -131,6 +132,69 @@ void fire_backward(T* dp, const T* dtable, const T* p, int B, int Tn, int NH, do
   }
 }
 
+// The pair (b, i0, Δ) of the table's lower triangles: its query's id and distance.
+namespace {
+struct IdPair {
+  int pi, dist;
+};
+inline IdPair id_pair(const int32_t* pos, int b, int Tn, int i0, int d) {
+  const int32_t* row = pos + static_cast<size_t>(b) * Tn;
+  return {row[i0], attn::position_table::distance(row[i0], row[i0 - d])};
+}
+}  // namespace
+
+template <typename T>
+void position_table_forward(T* table, const T* p, const int32_t* pos, int B, int Tn, int NH, const AttentionSpec& s) {
+  GPT_CHECK(attn::position_table::applies(s), "position_table_forward: the layer has no distance bias");
+  const size_t TT = static_cast<size_t>(Tn) * Tn;
+#pragma omp parallel for schedule(dynamic, 16) if (TT * NH * B >= kMinParallelWork)
+  for (long r = 0; r < static_cast<long>(B) * Tn; ++r) {
+    const int b = static_cast<int>(r / Tn), i0 = static_cast<int>(r % Tn);
+    T* row = table + static_cast<size_t>(b) * NH * TT + static_cast<size_t>(i0) * Tn;
+    for (int d = 0; d <= i0; ++d) {
+      const IdPair q = id_pair(pos, b, Tn, i0, d);
+      attn::position_table::biases(s, p, NH, q.pi, q.dist, row + d, static_cast<long>(TT));
+    }
+    for (int h = 0; h < NH; ++h) std::fill(row + h * TT + i0 + 1, row + h * TT + Tn, T(0));
+  }
+}
+
+template <typename T>
+void position_table_backward(T* dp, const T* dtable, const T* p, const int32_t* pos, int B, int Tn, int NH,
+                             const AttentionSpec& s) {
+  const int np = attn::position_table::param_count(s, NH);
+  if (np == 0) return;
+  const size_t TT = static_cast<size_t>(Tn) * Tn;
+  std::vector<attn::position_table::Pair> pairs(static_cast<size_t>(B) * TT);
+  for (int b = 0; b < B; ++b)
+    for (int i0 = 0; i0 < Tn; ++i0)
+      for (int d = 0; d <= i0; ++d) {
+        const IdPair q = id_pair(pos, b, Tn, i0, d);
+        pairs[b * TT + static_cast<size_t>(i0) * Tn + d] = attn::position_table::pair(s, p, NH, q.pi, q.dist);
+      }
+  // One parameter per iteration, its pairs summed in order.
+#pragma omp parallel for schedule(dynamic, 1) if (TT * B * np >= kMinParallelWork)
+  for (int k = 0; k < np; ++k) {
+    double sum = 0;
+    for (int b = 0; b < B; ++b)
+      for (int i0 = 0; i0 < Tn; ++i0)
+        for (int d = 0; d <= i0; ++d) {
+          const size_t e = static_cast<size_t>(i0) * Tn + d;
+          sum += attn::position_table::param_grad(s, p, NH, k, pairs[b * TT + e],
+                                                  dtable + static_cast<size_t>(b) * NH * TT + e, static_cast<long>(TT));
+        }
+    dp[k] += static_cast<T>(sum);
+  }
+}
+
+template void position_table_forward<float>(float*, const float*, const int32_t*, int, int, int,
+                                            const AttentionSpec&);
+template void position_table_forward<double>(double*, const double*, const int32_t*, int, int, int,
+                                             const AttentionSpec&);
+template void position_table_backward<float>(float*, const float*, const float*, const int32_t*, int, int, int,
+                                             const AttentionSpec&);
+template void position_table_backward<double>(double*, const double*, const double*, const int32_t*, int, int, int,
+                                              const AttentionSpec&);
 template void fire_forward<float>(float*, const float*, int, int, double);
 template void fire_forward<double>(double*, const double*, int, int, double);
 template void fire_backward<float>(float*, const float*, const float*, int, int, int, double);

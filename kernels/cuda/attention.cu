@@ -228,6 +228,7 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
   in.head_kerple = spec.kerple() ? head.kerple : nullptr;
   in.fcum = spec.forget() ? head.fcum : nullptr;
   in.fire = spec.fire() ? head.fire : nullptr;
+  in.fire_per_sequence = head.fire_per_sequence;
   in.doc = head.doc;
   return in;
 }

@@ -200,6 +200,15 @@ void fire_forward(float* table, const float* p, int Tn, int NH, double L0, cudaS
 void fire_backward(float* dp, const float* dtable, const float* p, int B, int Tn, int NH, double L0,
                    cudaStream_t stream);
 
+// ---- the distance biases under position ids (as cpu::position_table_*) ----------------------
+// The forward in double per entry as the CPU's; the backward's per-parameter
+// sums in double, per block of pairs and then the blocks in order (no
+// atomics; the CPU sums the pairs in one run).
+void position_table_forward(float* table, const float* p, const int32_t* pos, int B, int Tn, int NH,
+                            const AttentionSpec& s, cudaStream_t stream);
+void position_table_backward(float* dp, const float* dtable, const float* p, const int32_t* pos, int B, int Tn,
+                             int NH, const AttentionSpec& s, cudaStream_t stream);
+
 // ---- PoPE (as cpu::pope_*) -------------------------------------------------------------------
 void pope_forward(float* qkv2, const float* qkv, const float* delta, int B, int Tn, int C, int NH, double theta,
                   const int32_t* pos, cudaStream_t stream);

@@ -98,6 +98,95 @@ __global__ void __launch_bounds__(kThreads)
   dp[k] += static_cast<float>(s);
 }
 
+// The distance biases under position ids (attn::position_table): the
+// forward one thread per entry (b, i0, Δ), every head at once; the backward
+// as FIRE's, over the pairs (b, i0, Δ <= i0) of every sequence (the ids
+// differ per sequence, so the batch is not summed first).
+__global__ void __launch_bounds__(kThreads) position_table_kernel(float* table, const float* p, const int32_t* pos,
+                                                                  int B, int Tn, int NH, AttentionSpec s) {
+  GPT_BLOCK_BOUND(kThreads);
+  const size_t TT = size_t(Tn) * Tn;
+  GPT_GRID_STRIDE(e, size_t(B) * TT) {
+    const int b = static_cast<int>(e / TT);
+    const size_t r = e % TT;
+    const int i0 = static_cast<int>(r / Tn), d = static_cast<int>(r % Tn);
+    float* out = table + size_t(b) * NH * TT + r;
+    if (d <= i0) {
+      const int32_t* row = pos + size_t(b) * Tn;
+      attn::position_table::biases(s, p, NH, row[i0], attn::position_table::distance(row[i0], row[i0 - d]), out,
+                                   static_cast<long>(TT));
+    } else {
+      for (int h = 0; h < NH; ++h) out[h * TT] = 0.f;
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    position_grad_kernel(double* partial, const float* dtable, const float* p, const int32_t* pos, int Tn, int NH,
+                         AttentionSpec s, size_t npairs) {
+  GPT_BLOCK_BOUND(kThreads);
+  GPT_SHARED(double, us, [kFirePairs]);  // each pair's attn::position_table::Pair
+  GPT_SHARED(double, dcs, [kFirePairs]);
+  GPT_SHARED(double, dms, [kFirePairs]);
+  GPT_SHARED(int, dists, [kFirePairs]);
+  GPT_SHARED(size_t, es, [kFirePairs]);  // its entry ((b·NH)·T + i0)·T + Δ
+  const size_t first = blockIdx.x * size_t(kFirePairs), TT = size_t(Tn) * Tn, per_seq = size_t(Tn) * (Tn + 1) / 2;
+  const size_t total = npairs;
+  const int n = static_cast<int>(total - first < size_t(kFirePairs) ? total - first : kFirePairs);
+  for (int q = threadIdx.x; q < n; q += blockDim.x) {
+    const size_t g = first + q;
+    const int b = static_cast<int>(g / per_seq);
+    int i0, d;
+    fire_pair(g % per_seq, &i0, &d);
+    const int32_t* row = pos + size_t(b) * Tn;
+    const attn::position_table::Pair pr =
+        attn::position_table::pair(s, p, NH, row[i0], attn::position_table::distance(row[i0], row[i0 - d]));
+    us[q] = pr.in.u;
+    dcs[q] = pr.in.du_dc;
+    dms[q] = pr.in.du_dm;
+    dists[q] = pr.dist;
+    es[q] = size_t(b) * NH * TT + size_t(i0) * Tn + d;
+  }
+  __syncthreads();
+  const int np = attn::position_table::param_count(s, NH);
+  for (int k = threadIdx.x; k < np; k += blockDim.x) {
+    double sum = 0;
+    for (int q = 0; q < n; ++q) {
+      attn::position_table::Pair pr;
+      pr.in.u = us[q];
+      pr.in.du_dc = dcs[q];
+      pr.in.du_dm = dms[q];
+      pr.dist = dists[q];
+      sum += attn::position_table::param_grad(s, p, NH, k, pr, dtable + es[q], static_cast<long>(TT));
+    }
+    partial[blockIdx.x * size_t(np) + k] = sum;
+  }
+}
+
+void position_table_forward(float* table, const float* p, const int32_t* pos, int B, int Tn, int NH,
+                            const AttentionSpec& s, cudaStream_t stream) {
+  GPT_CHECK(attn::position_table::applies(s), "cuda::position_table_forward: the layer has no distance bias");
+  const size_t n = size_t(B) * Tn * Tn;
+  if (n == 0 || NH == 0) return;
+  GPT_LAUNCH(grid_for(n, kThreads), kThreads, stream, position_table_kernel)(table, p, pos, B, Tn, NH, s);
+  GPT_CUDA_CHECK_LAUNCH("position_table_kernel");
+}
+
+void position_table_backward(float* dp, const float* dtable, const float* p, const int32_t* pos, int B, int Tn,
+                             int NH, const AttentionSpec& s, cudaStream_t stream) {
+  const int np = attn::position_table::param_count(s, NH);
+  const size_t npairs = size_t(B) * Tn * (Tn + 1) / 2;
+  if (np == 0 || npairs == 0) return;
+  const int nblocks = static_cast<int>((npairs + kFirePairs - 1) / kFirePairs);
+  double* partial = nullptr;
+  GPT_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partial), size_t(nblocks) * np * sizeof(double), stream));
+  GPT_LAUNCH(nblocks, kThreads, stream, position_grad_kernel)(partial, dtable, p, pos, Tn, NH, s, npairs);
+  GPT_CUDA_CHECK_LAUNCH("position_grad_kernel");
+  GPT_LAUNCH((np + kThreads - 1) / kThreads, kThreads, stream, fire_grad_sum_kernel)(dp, partial, nblocks, np);
+  GPT_CUDA_CHECK_LAUNCH("fire_grad_sum_kernel");
+  GPT_CUDA_CHECK(cudaFreeAsync(partial, stream));
+}
+
 void fire_forward(float* table, const float* p, int Tn, int NH, double L0, cudaStream_t stream) {
   const size_t TT = size_t(Tn) * Tn;
   if (TT == 0 || NH == 0) return;

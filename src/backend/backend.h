@@ -90,6 +90,9 @@ class ParamBackend : public Device {
 //   forget_*         the forget gate: c (B,NH,T) from the gate logits g (B,T,NH); dg += its backward
 //   fire_*           FIRE's bias table (NH,T,T) from a layer's parameter block p; dp += its backward
 //                    from dtable (B,NH,T,T)
+//   position_table_* ALiBi's, KERPLE's or FIRE's biases (B,NH,T,T) of the position ids pos (B·Tn
+//                    values in backend memory) from the layer's learned values p (none for ALiBi);
+//                    dp += its backward from dtable (B,NH,T,T)
 //   diff_*           differential attention: qkv split into the kernel heads of the two maps and
 //                    back; their outputs combined (λ from lam, the gain, 1 − lambda_init) and back
 //                    (dy2 overwritten, dlam and dgain +=)
@@ -148,6 +151,12 @@ class ParamBackend : public Device {
   X(fire_forward, (Acc * table, const T* p, int Tn, int NH, double L0), (table, p, Tn, NH, L0))                        \
   X(fire_backward, (Acc * dp, const Acc* dtable, const T* p, int B, int Tn, int NH, double L0),                        \
     (dp, dtable, p, B, Tn, NH, L0))                                                                                    \
+  X(position_table_forward,                                                                                           \
+    (Acc * table, const T* p, const int32_t* pos, int B, int Tn, int NH, const AttentionSpec& s),                      \
+    (table, p, pos, B, Tn, NH, s))                                                                                     \
+  X(position_table_backward,                                                                                          \
+    (Acc * dp, const Acc* dtable, const T* p, const int32_t* pos, int B, int Tn, int NH, const AttentionSpec& s),      \
+    (dp, dtable, p, pos, B, Tn, NH, s))                                                                                \
   X(pope_forward,                                                                                                     \
     (T * qkv2, const T* qkv, const T* delta, int B, int Tn, int C, int NH, double theta,                               \
      const int32_t* pos = nullptr),                                                                                    \

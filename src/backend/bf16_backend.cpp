@@ -461,6 +461,15 @@ class Bf16Backend final : public Backend<bf16> {
   void fire_backward(float* dp, const float* dtable, const bf16* p, int B, int Tn, int NH, double L0) override {
     wide_->fire_backward(dp, dtable, widen(0, p, attn::fire::count(NH)), B, Tn, NH, L0);
   }
+  void position_table_forward(float* table, const bf16* p, const int32_t* pos, int B, int Tn, int NH,
+                              const AttentionSpec& s) override {
+    wide_->position_table_forward(table, widen(0, p, attn::position_table::param_count(s, NH)), pos, B, Tn, NH, s);
+  }
+  void position_table_backward(float* dp, const float* dtable, const bf16* p, const int32_t* pos, int B, int Tn,
+                               int NH, const AttentionSpec& s) override {
+    wide_->position_table_backward(dp, dtable, widen(0, p, attn::position_table::param_count(s, NH)), pos, B, Tn, NH,
+                                   s);
+  }
   // Gate logits (B,T,NH) in chunks of sequences; c and dc are float32.
   void forget_forward(float* c, const bf16* g, int B, int Tn, int NH) override {
     const size_t unit = static_cast<size_t>(Tn) * NH;

@@ -218,21 +218,18 @@ std::string position_ids_refusal(const ModelConfig& m, const std::vector<LayerAt
   bool encoded = false;
   for (size_t l = 0; l < layers.size(); ++l) {
     const LayerAttention& la = layers[l];
-    encoded |= la.rope || la.pope;
     const AttentionSpec& s = la.spec;
-    const char* reader = s.alibi()                  ? "ALiBi's bias"
-                         : s.kerple()               ? "KERPLE's bias"
-                         : s.fire()                 ? "FIRE's bias"
-                         : attn::scale_invariant(s) ? "attention.scale = scale_invariant"
-                         : remap::on(s.rope)        ? "a distance remapping"
-                                                    : nullptr;
+    encoded |= la.rope || la.pope || attn::position_table::applies(s);
+    const char* reader = attn::scale_invariant(s) ? "attention.scale = scale_invariant"
+                         : remap::on(s.rope)      ? "a distance remapping"
+                                                  : nullptr;
     if (reader)
       return std::string(reader) + " (layer " + std::to_string(l) +
              ") takes its distances from token indices inside the attention kernels, which do not read position "
              "ids; train with plain positions";
   }
   if (!encoded)
-    return "no layer uses RoPE or PoPE (model.position " + m.position +
+    return "no layer uses RoPE, PoPE, ALiBi, KERPLE or FIRE (model.position " + m.position +
            "), the only encodings the ids reach: training would be plain";
   return "";
 }

@@ -210,7 +210,7 @@ std::vector<Key> make_keys() {
       {GPT_KEY(train, muon_momentum), unit_interval(), "Muon's Nesterov momentum"},
       {GPT_KEY(train, muon_weight_decay), at_least(0), "Muon's decoupled weight decay"},
       {GPT_KEY(train, positions), one_of({"plain", "pose", "randomized"}),
-       "training-time position ids for RoPE and PoPE: plain (0..T-1), pose (PoSE: the window in chunks whose ids "
+       "training-time position ids for RoPE, PoPE, ALiBi, KERPLE and FIRE: plain (0..T-1), pose (PoSE: the window in chunks whose ids "
        "skip ahead, spanning position_span) or randomized (T sorted distinct ids of 0..position_span-1); evaluation "
        "always uses plain positions"},
       {GPT_KEY(train, position_span), between(0, kMaxContext),
@@ -233,7 +233,7 @@ std::vector<Key> make_keys() {
        "RoPE's frequencies by their turns in w and the logits by (0.1 ln(w'/w) + 1)^2, as modded-nanogpt does; "
        "evaluation keeps the last stage's frequencies"},
       {GPT_KEY(train, document_positions), one_of({"continue", "restart"}),
-       "with the document mask, restart: RoPE/PoPE positions (plain or train.positions ids) count from each "
+       "with the document mask, restart: position ids (plain or train.positions ids) count from each "
        "document's first token"},
 
       {GPT_KEY(eval, multiples), increasing_list(1), "evaluated contexts, as multiples of model.context"},
@@ -436,10 +436,11 @@ std::vector<Rule> make_rules() {
                                 (s.positivity == Positivity::Sigmoid && !attn::stick_breaking(s) && !c.attention.bias);
          return c.model.context >= 2 || !uses_ln_n;
        }},
-      {"\"train.positions\" pose and randomized give RoPE and PoPE their position ids: they need a layer with RoPE or "
-       "PoPE and none of the learned table (model.context rows), ALiBi, KERPLE, FIRE, \"attention.scale\" = "
-       "\"scale_invariant\" or a distance remapping, whose distances the attention kernels take from token indices; "
-       "\"train.position_span\" must be at least \"model.context\" and \"train.pose_chunks\" at most it",
+      {"\"train.positions\" pose and randomized give the position encoding its position ids: they need a layer with "
+       "RoPE, PoPE, ALiBi, KERPLE or FIRE (their distances taken between ids) and none of the learned table "
+       "(model.context rows), \"attention.scale\" = \"scale_invariant\" or a distance remapping, whose distances "
+       "the attention kernels take from token indices; \"train.position_span\" must be at least \"model.context\" "
+       "and \"train.pose_chunks\" at most it",
        {"train.positions", "train.position_span", "train.pose_chunks", "model.position", "model.context",
         "attention.position_bias", "attention.scale", "model.layer_plan", "model.layer_pattern", "model.layer_kinds"},
        [](const Config& c) {
@@ -485,7 +486,7 @@ std::vector<Rule> make_rules() {
                 (c.context.mask != "sinks" && c.context.mask != "lambda" && c.context.remap == "none");
        }},
       {"\"train.document_positions\" = \"restart\" counts positions from each document's start: it needs "
-       "\"train.document_mask\" = \"on\" and a model the position ids reach (RoPE or PoPE, as \"train.positions\")",
+       "\"train.document_mask\" = \"on\" and a model the position ids reach (as \"train.positions\")",
        {"train.document_positions", "train.document_mask", "model.position"},
        [](const Config& c) {
          if (c.train.document_positions == "continue") return true;

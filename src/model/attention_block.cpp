@@ -18,16 +18,31 @@ KernelHeads kernel_heads(const AttentionSpec& s, int C, int NH) {
 
 // The learned per-head inputs of the attention op, from the layer's block
 // (w: parameters, or g: their gradients) and the per-call tensors.
+// The stage-2 bias table the kernels read: FIRE's (NH, T, T), or under
+// position ids the distance biases of ALiBi, KERPLE or FIRE per sequence
+// (B, NH, T, T; attn::position_table), with the spec the kernels run.
+template <typename A>
+struct BiasTable {
+  const A* table = nullptr;
+  bool per_sequence = false;
+};
 template <typename T>
 HeadParams<T, accum_t<T>> head_params(const LayerViews<T>& w, const int32_t* doc, const accum_t<T>* fcum,
-                                      const accum_t<T>* fire) {
-  HeadParams<T, accum_t<T>> hp(w.attnscale, w.attnsink, w.attnkerple, fcum, fire);
+                                      const BiasTable<accum_t<T>>& bias) {
+  HeadParams<T, accum_t<T>> hp(w.attnscale, w.attnsink, w.attnkerple, fcum, bias.table);
+  hp.fire_per_sequence = bias.per_sequence;
   hp.doc = doc;  // the pass's document mask (Activations::doc), null for none
   return hp;
 }
 template <typename A>
 HeadGrads<A> head_grads(const LayerViews<A>& g, A* dfcum, A* dfire) {
   return HeadGrads<A>(g.attnscale, g.attnsink, g.attnkerple, dfcum, dfire);
+}
+
+// The learned values a position table reads (attn::position_table::param_count).
+template <typename V>
+V* position_table_params(const LayerViews<V>& w, const AttentionSpec& spec) {
+  return spec.kerple() ? w.attnkerple : spec.fire() ? w.attnfire : nullptr;
 }
 
 // A buffer of at least n values, grown on first use.
@@ -37,13 +52,27 @@ V* grown(Buffer<V>& buf, Backend<T>& be, size_t n) {
   return buf.get();
 }
 
-// FIRE's bias table (NH, Tn, Tn) of one layer's block p, in a's shared buffer.
+// The layer's bias table in a's shared buffer (none where the kernels
+// compute the bias themselves), and the spec the kernels run with it.
 template <typename T>
-const accum_t<T>* make_fire_table(Backend<T>& be, Activations<T>& a, const T* p, const AttentionSpec& spec, int NH,
-                                  int Tn) {
-  accum_t<T>* table = grown(a.fire_table, be, static_cast<size_t>(NH) * Tn * Tn);
-  be.fire_forward(table, p, Tn, NH, attn::fire::threshold0(spec.trained_context));
-  return table;
+BiasTable<accum_t<T>> make_bias_table(Backend<T>& be, Activations<T>& a, const LayerViews<T>& w,
+                                      const AttentionSpec& spec, int NH, AttentionSpec* kernel_spec) {
+  const int B = a.B, Tn = a.Tn;
+  const size_t TT = static_cast<size_t>(Tn) * Tn;
+  BiasTable<accum_t<T>> bt;
+  *kernel_spec = spec;
+  if (a.pos && attn::position_table::applies(spec)) {
+    accum_t<T>* table = grown(a.fire_table, be, static_cast<size_t>(B) * NH * TT);
+    be.position_table_forward(table, position_table_params(w, spec), a.pos, B, Tn, NH, spec);
+    bt.table = table;
+    bt.per_sequence = true;
+    *kernel_spec = attn::position_table::kernel_spec(spec);
+  } else if (spec.fire()) {
+    accum_t<T>* table = grown(a.fire_table, be, NH * TT);
+    be.fire_forward(table, w.attnfire, Tn, NH, attn::fire::threshold0(spec.trained_context));
+    bt.table = table;
+  }
+  return bt;
 }
 
 // Differential attention's kernel inputs (attn::diff): qkv (and the far copy
@@ -54,11 +83,12 @@ struct DiffInputs {
   const T* qkv = nullptr;
   const T* qkv_far = nullptr;
   const accum_t<T>* fcum = nullptr;
-  const accum_t<T>* fire = nullptr;
+  BiasTable<accum_t<T>> bias;
 };
 template <typename T>
 DiffInputs<T> split_for_kernels(Backend<T>& be, Activations<T>& a, const T* qkv, const T* qkv_far,
-                                const accum_t<T>* fcum, const accum_t<T>* fire, int B, int Tn, int C, int NH) {
+                                const accum_t<T>* fcum, const BiasTable<accum_t<T>>& bias, int B, int Tn, int C,
+                                int NH) {
   const int N = B * Tn, g = attn::diff::kHeads;
   DiffInputs<T> d;
   be.diff_split_forward(a.qkv2.get(), qkv, N, C, NH);
@@ -71,11 +101,11 @@ DiffInputs<T> split_for_kernels(Backend<T>& be, Activations<T>& a, const T* qkv,
     be.head_repeat(a.fcum2.get(), fcum, B, NH, Tn, g);
     d.fcum = a.fcum2.get();
   }
-  if (fire) {
-    const size_t TT = static_cast<size_t>(Tn) * Tn;
-    accum_t<T>* rep = grown(a.fire_table2, be, TT * NH * g);
-    be.head_repeat(rep, fire, 1, NH, TT, g);
-    d.fire = rep;
+  if (bias.table) {
+    const size_t TT = static_cast<size_t>(Tn) * Tn, tables = bias.per_sequence ? B : 1;
+    accum_t<T>* rep = grown(a.fire_table2, be, tables * TT * NH * g);
+    be.head_repeat(rep, bias.table, tables, NH, TT, g);
+    d.bias = {rep, bias.per_sequence};
   }
   return d;
 }
@@ -87,26 +117,27 @@ DiffInputs<T> split_for_kernels(Backend<T>& be, Activations<T>& a, const T* qkv,
 template <typename T>
 void attention_op_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
                           const AttentionSpec& spec, bool pope, int layer, int C, int NH, const T* qkv,
-                          const T* qkv_far, const accum_t<T>* fcum, const accum_t<T>* fire, double* diag) {
+                          const T* qkv_far, const accum_t<T>* fcum, const BiasTable<accum_t<T>>& bias,
+                          double* diag) {
   using Acc = accum_t<T>;
   const int B = a.B, Tn = a.Tn;
   Acc* stats = a.training ? x.att_stats.get() : nullptr;
   if (pope) {  // heads of 2D channels in polar coordinates; the output's first D of each head
     be.pope_forward(a.qkv2.get(), qkv, w.attnpope, B, Tn, C, NH, spec.rope.theta, a.pos);
-    be.attention_forward(x.atty2.get(), stats, a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, a.doc, fcum, fire),
+    be.attention_forward(x.atty2.get(), stats, a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, a.doc, fcum, bias),
                          diag, nullptr);
     be.pope_output_forward(x.atty.get(), x.atty2.get(), B * Tn, C, NH);
     return;
   }
   if (!spec.differential) {
-    be.attention_forward(x.atty.get(), stats, qkv, B, Tn, C, NH, spec, head_params(w, a.doc, fcum, fire), diag,
+    be.attention_forward(x.atty.get(), stats, qkv, B, Tn, C, NH, spec, head_params(w, a.doc, fcum, bias), diag,
                          qkv_far);
     return;
   }
   const KernelHeads kh = kernel_heads(spec, C, NH);
-  const DiffInputs<T> di = split_for_kernels(be, a, qkv, qkv_far, fcum, fire, B, Tn, C, NH);
+  const DiffInputs<T> di = split_for_kernels(be, a, qkv, qkv_far, fcum, bias, B, Tn, C, NH);
   std::vector<double> kdiag(diag ? static_cast<size_t>(kh.NH) * kAttentionDiagStats : 0, 0.0);
-  be.attention_forward(x.atty2.get(), stats, di.qkv, B, Tn, kh.C, kh.NH, spec, head_params(w, a.doc, di.fcum, di.fire),
+  be.attention_forward(x.atty2.get(), stats, di.qkv, B, Tn, kh.C, kh.NH, spec, head_params(w, a.doc, di.fcum, di.bias),
                        diag ? kdiag.data() : nullptr, di.qkv_far);
   // A head's diagnostics: the sums over its kernel heads, i.e. the mean of its two maps per row (the
   // largest score of either).
@@ -117,13 +148,14 @@ void attention_op_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, co
 }
 
 // The attention op's backward: dL/d x.atty in a.datty -> dq_att (dL/d the qkv
-// attention read), dqkv_far (the far copy's), dfcum and dfire (zeroed by
-// the caller), and the learned per-head parameters' gradients in g.
+// attention read), dqkv_far (the far copy's), dfcum and dfire (dL/d the
+// bias table, per sequence; both zeroed by the caller), and the learned
+// per-head parameters' gradients in g.
 template <typename T>
 void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, const LayerViews<T>& w,
                            const LayerViews<accum_t<T>>& g, const AttentionSpec& spec, bool pope, int layer, int C,
                            int NH, T* dq_att, T* dqkv_far, const accum_t<T>* fcum, accum_t<T>* dfcum,
-                           const accum_t<T>* fire, accum_t<T>* dfire) {
+                           const BiasTable<accum_t<T>>& bias, accum_t<T>* dfire) {
   using Acc = accum_t<T>;
   const int B = a.B, Tn = a.Tn, N = B * Tn;
   const size_t NC = static_cast<size_t>(N) * C;
@@ -133,13 +165,13 @@ void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, c
     be.pope_forward(a.qkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta, a.pos);
     be.zero(a.dqkv2.get(), NC * 6);
     be.attention_backward(a.dqkv2.get(), head_grads(g, dfcum, dfire), a.datty2.get(), x.atty2.get(), x.att_stats.get(),
-                          a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, a.doc, fcum, fire), nullptr, nullptr);
+                          a.qkv2.get(), B, Tn, 2 * C, NH, spec, head_params(w, a.doc, fcum, bias), nullptr, nullptr);
     be.pope_backward(dq_att, g.attnpope, a.dqkv2.get(), x.qkv.get(), w.attnpope, B, Tn, C, NH, spec.rope.theta, a.pos);
     return;
   }
   if (!spec.differential) {
     be.attention_backward(dq_att, head_grads(g, dfcum, dfire), a.datty.get(), x.atty.get(), x.att_stats.get(),
-                          x.qkv.get(), B, Tn, C, NH, spec, head_params(w, a.doc, fcum, fire), dqkv_far, qkv_far);
+                          x.qkv.get(), B, Tn, C, NH, spec, head_params(w, a.doc, fcum, bias), dqkv_far, qkv_far);
     return;
   }
   // Through the combination to the kernel heads, then back through the split.
@@ -147,7 +179,7 @@ void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, c
   const int g4 = attn::diff::kHeads;
   be.diff_combine_backward(a.datty2.get(), g.attnlambda, g.attnsubln, a.datty.get(), x.atty2.get(), x.diff_rstd.get(),
                            w.attnlambda, w.attnsubln, N, C, NH, attn::diff::lambda_init(layer));
-  const DiffInputs<T> di = split_for_kernels(be, a, x.qkv.get(), qkv_far, fcum, fire, B, Tn, C, NH);
+  const DiffInputs<T> di = split_for_kernels(be, a, x.qkv.get(), qkv_far, fcum, bias, B, Tn, C, NH);
   be.zero(a.dqkv2.get(), NC * 6);
   if (dqkv_far) be.zero(a.dqkvf2.get(), NC * 6);
   Acc* dfcum2 = nullptr;
@@ -162,7 +194,7 @@ void attention_op_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x, c
     be.zero(dfire2, n);
   }
   be.attention_backward(a.dqkv2.get(), head_grads(g, dfcum2, dfire2), a.datty2.get(), x.atty2.get(), x.att_stats.get(),
-                        di.qkv, B, Tn, kh.C, kh.NH, spec, head_params(w, a.doc, di.fcum, di.fire),
+                        di.qkv, B, Tn, kh.C, kh.NH, spec, head_params(w, a.doc, di.fcum, di.bias),
                         dqkv_far ? a.dqkvf2.get() : nullptr, di.qkv_far);
   be.diff_split_backward(dq_att, a.dqkv2.get(), N, C, NH);
   if (dqkv_far) be.diff_split_backward(dqkv_far, a.dqkvf2.get(), N, C, NH);
@@ -202,7 +234,8 @@ void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x,
     be.matmul_forward(x.fgate.get(), x.ln1.get(), w.fgatew, w.fgateb, N, C, NH);
     be.forget_forward(x.fcum.get(), x.fgate.get(), B, Tn, NH);
   }
-  const accum_t<T>* fire = spec.fire() ? make_fire_table(be, a, w.attnfire, spec, NH, Tn) : nullptr;
+  AttentionSpec kspec;  // the spec the attention kernels run (with a table: its bias read from it)
+  const BiasTable<accum_t<T>> bias = make_bias_table(be, a, w, spec, NH, &kspec);
   const T* qkv_far = nullptr;
   if (remap::on(spec.rope)) {
     RopeSpec far_rope = spec.rope;
@@ -210,8 +243,8 @@ void attention_block_forward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x,
     be.rope_forward(x.qkvf.get(), proj, B, Tn, A, kh.rope_NH, far_rope, 0);
     qkv_far = x.qkvf.get();
   }
-  attention_op_forward(be, a, x, w, spec, la.pope, layer, A, NH, x.qkv.get(), qkv_far,
-                       spec.forget() ? x.fcum.get() : nullptr, fire, diag);
+  attention_op_forward(be, a, x, w, kspec, la.pope, layer, A, NH, x.qkv.get(), qkv_far,
+                       spec.forget() ? x.fcum.get() : nullptr, bias, diag);
   const T* att_out = x.atty.get();
   if (spec.output_gate) {  // gated attention: atty ⊙ σ(ln1·W_gᵀ + b_g)
     be.matmul_forward(x.ogate.get(), x.ln1.get(), w.ogatew, w.ogateb, N, C, A);
@@ -231,7 +264,7 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
   const size_t NC = static_cast<size_t>(N) * C, NA = static_cast<size_t>(N) * A;
   const AttentionSpec spec = for_length(la.spec, Tn);
   const KernelHeads kh = kernel_heads(spec, A, NH);
-  const bool far = remap::on(spec.rope), gate = spec.output_gate, forget = spec.forget(), fire = spec.fire();
+  const bool far = remap::on(spec.rope), gate = spec.output_gate, forget = spec.forget();
   // Through the output projection (and the output gate) to dL/d atty.
   be.zero(a.datty.get(), NA);
   if (gate) {
@@ -246,9 +279,10 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
   // (rope) or as projected; the far copy's separately.
   be.zero(a.dqkv.get(), NA * 3);
   if (forget) be.zero(a.dfcum.get(), static_cast<size_t>(N) * NH);
-  const Acc* fire_tab = fire ? make_fire_table(be, a, w.attnfire, spec, NH, Tn) : nullptr;
+  AttentionSpec kspec;
+  const BiasTable<Acc> bias = make_bias_table(be, a, w, spec, NH, &kspec);
   Acc* dfire = nullptr;
-  if (fire) {
+  if (bias.table) {
     const size_t n = static_cast<size_t>(B) * NH * Tn * Tn;
     dfire = grown(a.dfire, be, n);
     be.zero(dfire, n);
@@ -256,8 +290,8 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
   T* const dq_att = la.rope ? a.dqkvr.get() : a.dqkv.get();
   if (la.rope) be.zero(a.dqkvr.get(), NA * 3);
   if (far) be.zero(a.dqkvf.get(), NA * 3);
-  attention_op_backward(be, a, x, w, g, spec, la.pope, layer, A, NH, dq_att, far ? a.dqkvf.get() : nullptr,
-                        forget ? x.fcum.get() : nullptr, forget ? a.dfcum.get() : nullptr, fire_tab, dfire);
+  attention_op_backward(be, a, x, w, g, kspec, la.pope, layer, A, NH, dq_att, far ? a.dqkvf.get() : nullptr,
+                        forget ? x.fcum.get() : nullptr, forget ? a.dfcum.get() : nullptr, bias, dfire);
   if (la.rope) {
     be.rope_backward(a.dqkv.get(), a.dqkvr.get(), B, Tn, A, kh.rope_NH, spec.rope, 0, a.pos);
     if (far) {
@@ -283,7 +317,10 @@ void attention_block_backward(Backend<T>& be, Activations<T>& a, LayerActs<T>& x
     be.matmul_backward(a.dln.get(), g.qkvw, g.qkvb, dproj, x.ln1.get(), w.qkvw, N, C, 3 * A);
   }
   if (gate) be.matmul_backward(a.dln.get(), g.ogatew, g.ogateb, a.dogate.get(), x.ln1.get(), w.ogatew, N, C, A);
-  if (fire)  // through FIRE's table to its MLP, c and m
+  if (bias.per_sequence)  // through the table of the position ids to KERPLE's r or FIRE's MLP, c and m
+    be.position_table_backward(position_table_params(g, spec), dfire, position_table_params(w, spec), a.pos, B, Tn,
+                               NH, spec);
+  else if (bias.table)  // through FIRE's table to its MLP, c and m
     be.fire_backward(g.attnfire, dfire, w.attnfire, B, Tn, NH, attn::fire::threshold0(spec.trained_context));
   if (forget) {  // through c's prefix sums and ln σ(g) to the gate's projection
     be.zero(a.dfgate.get(), static_cast<size_t>(N) * NH);

@@ -233,21 +233,28 @@ TEST(ConfigErrors, MultiplesList) {
 
 // ---- cross-field rules --------------------------------------------------------------------
 
-// Training-time position ids reach RoPE and PoPE only (train/position_ids.h).
+// Training-time position ids reach RoPE, PoPE and the distance biases
+// (train/position_ids.h, attn::position_table).
 TEST(ConfigCrossField, PositionIdsNeedAnEncodingThatReadsThem) {
   const gpt::Config c = parse(R"({"train": {"positions": "pose", "pose_chunks": 3}})");
   EXPECT_EQ(c.train.positions, "pose");
   EXPECT_EQ(c.train.pose_chunks, 3);
   EXPECT_EQ(parse(R"({"model": {"position": "pope"}, "train": {"positions": "randomized"}})").train.positions,
             "randomized");
+  for (const char* good : {R"({"model": {"position": "alibi"}, "train": {"positions": "pose"}})",
+                           R"({"model": {"position": "none"}, "attention": {"position_bias": "kerple_log"},
+                               "train": {"positions": "pose"}})",
+                           R"({"model": {"position": "none"}, "attention": {"position_bias": "fire"},
+                               "train": {"positions": "randomized"}})"})
+    EXPECT_NE(parse(good).train.positions, "plain") << good;
   for (const char* bad : {R"({"model": {"position": "learned"}, "train": {"positions": "pose"}})",
-                          R"({"model": {"position": "alibi"}, "train": {"positions": "pose"}})",
                           R"({"model": {"position": "none"}, "train": {"positions": "randomized"}})",
-                          R"({"attention": {"position_bias": "kerple_log"}, "train": {"positions": "pose"}})",
+                          R"({"model": {"position": "alibi"}, "attention": {"scale": "scale_invariant"},
+                              "train": {"positions": "pose"}})",
                           R"({"attention": {"scale": "scale_invariant"}, "train": {"positions": "pose"}})",
                           R"({"model": {"context": 64}, "train": {"positions": "pose", "position_span": 32}})"})
     expect_contains(parse_error(bad),
-                    {"\"train.positions\" pose and randomized give RoPE and PoPE their position ids"});
+                    {"\"train.positions\" pose and randomized give the position encoding its position ids"});
   expect_contains(parse_error(R"({"train": {"positions": "shifted"}})"),
                   {"\"train.positions\" = \"shifted\" is not valid; allowed: plain, pose, randomized"});
 }
@@ -265,7 +272,7 @@ TEST(ConfigCrossField, DocumentMaskRules) {
                   {"\"train.document_positions\" = \"restart\" counts positions from each document's start"});
   expect_contains(
       parse_error(
-          R"({"model": {"position": "alibi"}, "train": {"document_mask": "on", "document_positions": "restart"}})"),
+          R"({"model": {"position": "learned"}, "train": {"document_mask": "on", "document_positions": "restart"}})"),
       {"\"train.document_positions\" = \"restart\""});
   EXPECT_EQ(parse(R"({"model": {"position": "alibi"}, "train": {"document_mask": "on"}})").train.document_mask, "on");
   expect_contains(parse_error(R"({"data": {"windows": "aligned"}})"),

@@ -149,6 +149,37 @@ TEST(ModelGradcheck, HeadScale) {
   }
 }
 
+// Keeps every hidden unit of FIRE's blocks at least 0.02 from its ReLU kink
+// (w1·u + b1) at every pair of the T-token table, with query positions and
+// distances from the ids (B rows of T; empty: 0..T−1), so that the
+// finite-difference stencil never crosses one.
+std::function<void(std::vector<double>&, const ParamLayout&)> fire_off_kinks(const ModelConfig& cfg,
+                                                                             const std::vector<int32_t>& ids = {}) {
+  return [cfg, ids](std::vector<double>& p, const ParamLayout& layout) {
+    const int NH = cfg.n_head, n = attn::fire::count(NH), T = cfg.context;
+    const double L0 = attn::fire::threshold0(cfg.context);
+    const int rows = ids.empty() ? 1 : static_cast<int>(ids.size()) / T;
+    auto id = [&](int r, int t) { return ids.empty() ? t : ids[r * T + t]; };
+    for (int l = 0; l < cfg.n_layer; ++l) {
+      double* blk = p.data() + layout.find("attnfire").offset + static_cast<size_t>(l) * n;
+      const double c = std::abs(blk[attn::fire::c(NH)]), L = std::abs(blk[attn::fire::m(NH)] * L0);
+      for (int k = 0; k < attn::fire::kWidth; ++k)
+        for (int tries = 0; tries < 400; ++tries) {
+          double closest = 1e9;
+          for (int r = 0; r < rows; ++r)
+            for (int i0 = 0; i0 < T; ++i0)
+              for (int j = 0; j <= i0; ++j) {
+                const int pi = id(r, i0), d = pi - id(r, j);
+                const double u = std::log(c * d + 1) / (std::log(c * std::max<double>(pi, L) + 1) + 1e-6);
+                closest = std::min(closest, std::abs(blk[k] * u + blk[attn::fire::kWidth + k]));
+              }
+          if (closest >= 0.02) break;
+          blk[attn::fire::kWidth + k] += 0.011;
+        }
+    }
+  };
+}
+
 // Training-time position ids (PoSE-like jumps; train/position_ids.h) through
 // the whole model: RoPE with softmax and lssar, PoPE with softmax.
 TEST(ModelGradcheck, PositionIds) {
@@ -160,6 +191,21 @@ TEST(ModelGradcheck, PositionIds) {
     // stencil reaches 1.5e-6 on fcb here (3e-7 at 2.5e-5, 1e-4 and 2e-4; qkvw 9e-8 at 2e-4).
     check_model_gradient(tiny_config("rope"), ac, ContextConfig{}, std::string("rope ids,") + preset,
                          std::string(preset) == "lssar" ? 2e-4 : 0, nullptr, ids);
+  }
+  // The distance biases read distances between ids (attn::position_table): ALiBi with softmax
+  // and lssar, KERPLE (log and power) and FIRE without another encoding, as their papers run them.
+  for (const char* preset : {"softmax", "lssar"}) {
+    AttentionConfig ac;
+    ac.preset = preset;
+    check_model_gradient(tiny_config("alibi"), ac, ContextConfig{}, std::string("alibi ids,") + preset,
+                         std::string(preset) == "lssar" ? 2e-4 : 0, nullptr, ids);
+  }
+  for (const char* bias : {"kerple_log", "kerple_power", "fire"}) {
+    AttentionConfig ac;
+    ac.position_bias = bias;
+    const ModelConfig cfg = tiny_config("none");
+    check_model_gradient(cfg, ac, ContextConfig{}, std::string("none ids,") + bias, 0,
+                         std::string(bias) == "fire" ? fire_off_kinks(cfg, ids) : nullptr, ids);
   }
   AttentionConfig ac;
   check_model_gradient(
@@ -244,7 +290,42 @@ TEST(Model, PositionIdsOfTheIndexAreThePlainModel) {
     EXPECT_EQ(g0, g1) << position;
     EXPECT_NE(l0, l2) << position << ": the ids must reach the position encoding";
   }
-  for (const char* position : {"learned", "alibi", "none"}) {
+  // The distance biases (attn::position_table) under ids 0..T−1: the same
+  // biases read from a table, so the same loss bit for bit (ALiBi's slopes are
+  // powers of two at 2 heads); KERPLE's and FIRE's parameter gradients are
+  // summed in another order (per pair in double), the others' identical.
+  for (const char* bias : {"alibi", "kerple_log", "fire"}) {
+    AttentionConfig ac;
+    if (std::string(bias) != "alibi") ac.position_bias = bias;
+    const ModelConfig cfg = tiny_config(std::string(bias) == "alibi" ? "alibi" : "none");
+    auto be = make_cpu_backend<float>();
+    GPT<float> model(cfg, resolve_attention(ac, cfg), *be);
+    model.init(5);
+    const int B = 2, T = cfg.context;
+    const auto tokens = tokens_for(B * T + 1, 9, cfg.vocab_size);
+    const std::vector<int32_t> in(tokens.begin(), tokens.begin() + B * T), tg(tokens.begin() + 1, tokens.end());
+    std::vector<int32_t> plain(B * T), jumps(B * T);
+    for (int i = 0; i < B * T; ++i) plain[i] = i % T, jumps[i] = i % T + (i % T >= 2 ? 50 : 0);
+    auto run = [&](const int32_t* pos, std::vector<float>* grads) {
+      model.zero_grad();
+      const double loss = model.forward(in.data(), tg.data(), B, T, TokenLayout{pos});
+      model.backward();
+      grads->resize(model.num_params());
+      be->download(grads->data(), model.grads(), grads->size());
+      return loss;
+    };
+    std::vector<float> g0, g1, g2;
+    const double l0 = run(nullptr, &g0), l1 = run(plain.data(), &g1), l2 = run(jumps.data(), &g2);
+    EXPECT_EQ(l0, l1) << bias;
+    float largest = 0, diff = 0;
+    for (size_t i = 0; i < g0.size(); ++i) {
+      largest = std::max(largest, std::abs(g0[i]));
+      diff = std::max(diff, std::abs(g0[i] - g1[i]));
+    }
+    EXPECT_LE(diff, 1e-5f * largest) << bias;
+    EXPECT_NE(l0, l2) << bias << ": the ids must reach the distance bias";
+  }
+  for (const char* position : {"learned", "none"}) {
     const ModelConfig cfg = tiny_config(position);
     auto be = make_cpu_backend<float>();
     AttentionConfig ac;
@@ -288,28 +369,7 @@ TEST(ModelGradcheck, FireWithoutPositionEncoding) {
   GPT<double> probe(cfg, resolve_attention(ac, cfg), *be);
   ASSERT_TRUE(probe.layout().has("attnfire"));
   EXPECT_EQ(probe.layout().find("attnfire").numel(), static_cast<size_t>(cfg.n_layer) * attn::fire::count(cfg.n_head));
-  // Keep every hidden unit's w1·u + b1 at least 0.02 from its ReLU kink at
-  // every (i0, Δ) of the T = 5 table, so that the stencil never crosses it.
-  auto off_kinks = [&](std::vector<double>& p, const ParamLayout& layout) {
-    const int NH = cfg.n_head, n = attn::fire::count(NH), T = cfg.context;
-    const double L0 = attn::fire::threshold0(cfg.context);
-    for (int l = 0; l < cfg.n_layer; ++l) {
-      double* blk = p.data() + layout.find("attnfire").offset + static_cast<size_t>(l) * n;
-      const double c = std::abs(blk[attn::fire::c(NH)]), L = std::abs(blk[attn::fire::m(NH)] * L0);
-      for (int k = 0; k < attn::fire::kWidth; ++k)
-        for (int tries = 0; tries < 400; ++tries) {
-          double closest = 1e9;
-          for (int i0 = 0; i0 < T; ++i0)
-            for (int d = 0; d <= i0; ++d) {
-              const double u = std::log(c * d + 1) / (std::log(c * std::max<double>(i0, L) + 1) + 1e-6);
-              closest = std::min(closest, std::abs(blk[k] * u + blk[attn::fire::kWidth + k]));
-            }
-          if (closest >= 0.02) break;
-          blk[attn::fire::kWidth + k] += 0.011;
-        }
-    }
-  };
-  check_model_gradient(cfg, ac, ContextConfig{}, "none,fire", 0, off_kinks);
+  check_model_gradient(cfg, ac, ContextConfig{}, "none,fire", 0, fire_off_kinks(cfg));
 }
 
 // The Forgetting Transformer's gate through the whole model (gate projection

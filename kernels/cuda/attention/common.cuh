@@ -179,6 +179,7 @@ struct Inputs {
   const float* head_kerple = nullptr;
   const float* fcum = nullptr;  // the forget gate's c (B,NH,T)
   const float* fire = nullptr;  // FIRE's bias table (NH,T,T): b_h(i0, Δ) at [(h·T + i0)·T + Δ]
+  bool fire_per_sequence = false;  // the table is (B,NH,T,T), one per sequence (HeadParams::fire_per_sequence)
   const int32_t* doc = nullptr;  // the document mask's (B,T) document starts (HeadParams::doc), or null
 };
 
@@ -190,7 +191,7 @@ struct RowConsts {
   float zeta;              // the sink key's logit (attn::sink_logit)
   float r1, r2, dr1, dr2;  // KERPLE's r₁, r₂ of the head and dr/dρ (attn::kerple_r)
   const float* fc;         // the forget gate's c of this (b,h) slice (T values), or null
-  const float* fb;         // FIRE's table of head h (T, T), or null
+  const float* fb;         // FIRE's table of head h (of sequence b where per sequence) (T, T), or null
   int T;                   // rows and keys past the sequence (never used) read c_{T−1} and b(T − 1, ·)
 };
 // Row i (1-based) of head h of sequence b.
@@ -211,7 +212,7 @@ __device__ inline RowConsts row_consts(const AttentionSpec& s, int i, int D, int
   rc.zeta = static_cast<float>(attn::sink_logit(s, head_sink, ph));
   rc.r1 = rc.r2 = rc.dr1 = rc.dr2 = 0.f;
   rc.fc = s.forget() && in.fcum ? in.fcum + (static_cast<size_t>(b) * NH + h) * T : nullptr;
-  rc.fb = s.fire() && in.fire ? in.fire + static_cast<size_t>(h) * T * T : nullptr;
+  rc.fb = s.fire() && in.fire ? in.fire + fire_slice(in.fire_per_sequence, b, h, NH, T) : nullptr;
   rc.T = T;
   if (s.kerple() && head_kerple) {
     const attn::KerpleR r = attn::kerple_r(s.position_bias, head_kerple[2 * ph], head_kerple[2 * ph + 1]);

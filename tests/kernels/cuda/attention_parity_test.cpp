@@ -80,6 +80,7 @@ struct Case {
   bool zero_q = false;
   double sink_base = -0.4;  // the sink logits ζ_h = sink_base + 0.7·h
   bool doc = false;         // a document mask (doc_starts below)
+  bool fire_per_sequence = false;  // FIRE's table one per sequence (B,NH,T,T; HeadParams::fire_per_sequence)
 };
 
 // The document mask's (B, T) starts: sequence 0 opens a document every 23
@@ -166,9 +167,10 @@ HeadInputs head_inputs(const Case& c) {
   // FIRE's table (NH,T,T), b in [−2, 1] on and below the diagonal (read only
   // under fire).
   const bool fire = c.spec.fire();
-  in.fire_tab = uniform(fire ? static_cast<size_t>(c.NH) * c.T * c.T : 1, 11, -2, 1);
+  const int tables = c.fire_per_sequence ? c.B * c.NH : c.NH;
+  in.fire_tab = uniform(fire ? static_cast<size_t>(tables) * c.T * c.T : 1, 11, -2, 1);
   if (fire)
-    for (int h = 0; h < c.NH; ++h)
+    for (int h = 0; h < tables; ++h)
       for (int i0 = 0; i0 < c.T; ++i0)
         for (int d = i0 + 1; d < c.T; ++d) in.fire_tab[(static_cast<size_t>(h) * c.T + i0) * c.T + d] = 0.f;
   // A distance remapping's far copy: other random q and k (the kernels do
@@ -209,6 +211,7 @@ void run_case(const Case& c) {
   std::vector<double> diag_c = diag0;
   HeadParams<float> hp_c(head_scale.data(), sink.data(), kerple.data(), fcum.data(), fire_tab.data());
   hp_c.doc = c.doc ? doc.data() : nullptr;
+  hp_c.fire_per_sequence = c.fire_per_sequence;
   cpu::attention_forward(out_c.data(), stats_c.data(), qkv.data(), c.B, c.T, c.C, c.NH, c.spec, hp_c, diag_c.data(),
                          far ? qkv_far.data() : nullptr);
   cpu::attention_backward(dqkv_c.data(),
@@ -225,6 +228,7 @@ void run_case(const Case& c) {
   DeviceVec<int32_t> d_doc(doc);
   HeadParams<float> hp_g(d_hs.get(), d_sink.get(), d_kerple.get(), d_fcum.get(), d_fire.get());
   hp_g.doc = c.doc ? d_doc.get() : nullptr;
+  hp_g.fire_per_sequence = c.fire_per_sequence;
   attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, hp_g, d_diag.get(), nullptr,
                     far ? d_far.get() : nullptr);
   attention_backward(d_dqkv.get(), {d_dhead.get(), d_dsink.get(), d_dkerple.get(), d_dfcum.get(), d_dfire.get()},
@@ -561,6 +565,25 @@ TEST_F(CudaAttention, FireTable) {
   m.context = kN;
   run_case({"softmax+fire+sinks4+29", for_length(resolve_attention(a, m, ctx), 8 * kN), 1, 300, 64, 2, kTol});
   run_case({"softmax+fire T=1024", with("softmax", 512), 1, 1024, 64, 1, kTol});
+}
+
+// One table per sequence (the distance biases under position ids,
+// attn::position_table): each sequence's rows read their own table.
+TEST_F(CudaAttention, FireTablePerSequence) {
+  auto with = [](const char* preset) {
+    AttentionConfig a;
+    a.preset = preset;
+    a.position_bias = "fire";
+    ModelConfig m;
+    m.context = kN;
+    return resolve_attention(a, m);
+  };
+  for (const char* preset : {"softmax", "lssar", "stick_breaking"}) {
+    Case c{std::string(preset) + "+table per sequence", with(preset), 3, 77, 64, 2,
+           std::string(preset) == "lssar" ? kTolSharp : kTol};
+    c.fire_per_sequence = true;
+    run_case(c);
+  }
 }
 
 // The logit soft-cap (attn::softcap, Gemma 2): every kernel caps the logit

@@ -429,6 +429,48 @@ TEST_F(CudaOps, FireTable) {
   EXPECT_GT(moved, np / 2) << "most parameters should get a gradient";
 }
 
+// The distance biases under position ids (cpu::position_table_*): ALiBi,
+// KERPLE (log, power) and FIRE tables of B = 3 sequences whose ids jump
+// differently, T = 41 (past a block of 256 pairs several times), NH = 3;
+// the backward accumulates onto noise.
+TEST_F(CudaOps, PositionTable) {
+  const int B = 3, T = 41, NH = 3;
+  std::vector<int32_t> ids(B * T);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t) ids[b * T + t] = t + (t >= 11 * (b + 1) ? 50 * (b + 1) : 0);
+  auto g_ids = up_ids(ids);
+  for (const char* bias : {"alibi", "kerple_log", "kerple_power", "fire"}) {
+    AttentionConfig a;
+    a.position_bias = bias;
+    ModelConfig mc;
+    mc.context = 32;
+    const AttentionSpec s = resolve_attention(a, mc);
+    const int np = attn::position_table::param_count(s, NH);
+    auto p = random_floats(std::max(np, 1), 1, -0.8f, 0.8f);
+    if (s.fire()) {
+      p[attn::fire::c(NH)] = 0.3f;
+      p[attn::fire::m(NH)] = 0.7f;
+    }
+    const size_t nt = size_t(B) * NH * T * T;
+    std::vector<float> table(nt, -7.f);
+    cpu_->position_table_forward(table.data(), p.data(), ids.data(), B, T, NH, s);
+    auto g_p = up(p), g_table = up(std::vector<float>(nt, -7.f));
+    gpu_->position_table_forward(g_table.get(), g_p.get(), g_ids.get(), B, T, NH, s);
+    expect_close(down(g_table, nt), table, 1e-6, std::string("position_table_forward ") + bias);
+    if (np == 0) continue;
+    const auto dtable = random_floats(nt, 2);
+    auto dp = random_floats(np, 3);
+    const std::vector<float> dp0 = dp;
+    cpu_->position_table_backward(dp.data(), dtable.data(), p.data(), ids.data(), B, T, NH, s);
+    auto g_dtable = up(dtable), g_dp = up(dp0);
+    gpu_->position_table_backward(g_dp.get(), g_dtable.get(), g_p.get(), g_ids.get(), B, T, NH, s);
+    expect_close(down(g_dp, np), dp, 1e-5, std::string("position_table_backward ") + bias);
+    int moved = 0;
+    for (int k = 0; k < np; ++k) moved += dp[k] != dp0[k];
+    EXPECT_GT(moved, np / 2) << bias << ": most parameters should get a gradient";
+  }
+}
+
 // Differential attention's ops (cpu::diff_*, head_repeat, head_reduce):
 // N = 37 rows, NH = 3 heads of D = 32, λ vectors and a gain away from their
 // starting values; the backward adds to dλ and the gain, overwrites dy2.
