@@ -44,6 +44,25 @@ GPT_HD inline int param_count(const AttentionSpec& s, int NH) {
 // FIRE's L₀ of the layer.
 GPT_HD inline double threshold0(const AttentionSpec& s) { return fire::threshold0(s.trained_context); }
 
+// ALiBi's slope or KERPLE's r of one head (h of the layer's NH), computed
+// once per call rather than per pair.
+struct HeadBias {
+  double slope = 0;
+  KerpleR r;
+};
+template <typename P>
+GPT_HD inline HeadBias head_bias(const AttentionSpec& s, const P* p, int NH, int h) {
+  HeadBias c;
+  if (s.alibi()) c.slope = alibi_slope(h, NH);
+  if (s.kerple()) c.r = kerple_r(s.position_bias, static_cast<double>(p[2 * h]), static_cast<double>(p[2 * h + 1]));
+  return c;
+}
+// ALiBi's or KERPLE's bias at distance dist >= 0.
+GPT_HD inline double distance_bias(const AttentionSpec& s, const HeadBias& c, int dist) {
+  if (s.alibi()) return -c.slope * static_cast<double>(dist);
+  return kerple_bias(s.position_bias, c.r.r1, c.r.r2, static_cast<double>(dist));
+}
+
 // The biases b_h of every head h < NH (the layer's heads) of a pair with
 // query position pi and distance dist >= 0, at out[h·os].
 template <typename P, typename O>
@@ -52,17 +71,7 @@ GPT_HD inline void biases(const AttentionSpec& s, const P* p, int NH, int pi, in
     fire::biases(p, NH, fire::input_of(p, NH, threshold0(s), pi, dist).u, out, os);
     return;
   }
-  for (int h = 0; h < NH; ++h) {
-    double b = 0;
-    if (s.alibi()) {
-      b = -alibi_slope(h, NH) * static_cast<double>(dist);
-    } else if (s.kerple()) {
-      const KerpleR r =
-          kerple_r(s.position_bias, static_cast<double>(p[2 * h]), static_cast<double>(p[2 * h + 1]));
-      b = kerple_bias(s.position_bias, r.r1, r.r2, static_cast<double>(dist));
-    }
-    out[h * os] = static_cast<O>(b);
-  }
+  for (int h = 0; h < NH; ++h) out[h * os] = static_cast<O>(distance_bias(s, head_bias(s, p, NH, h), dist));
 }
 
 // What the backward needs of a pair once: FIRE's input u and its
@@ -79,16 +88,14 @@ GPT_HD inline Pair pair(const AttentionSpec& s, const P* p, int NH, int pi, int 
   return r;
 }
 // The pair's contribution to dL/dp[k] (k < param_count), given dL/db_h =
-// g[h·gs] at the pair.
+// g[h·gs] at the pair; hb: head_bias of head k/2 (KERPLE; unused for FIRE).
 template <typename P, typename G>
-GPT_HD inline double param_grad(const AttentionSpec& s, const P* p, int NH, int k, const Pair& q, const G* g,
-                                long gs) {
+GPT_HD inline double param_grad(const AttentionSpec& s, const P* p, int NH, int k, const Pair& q, const HeadBias& hb,
+                                const G* g, long gs) {
   if (s.fire()) return fire::param_grad(p, NH, k, q.in, g, gs);
-  const int h = k / 2;  // KERPLE: (ρ₁, ρ₂) of head h
-  const KerpleR r = kerple_r(s.position_bias, static_cast<double>(p[2 * h]), static_cast<double>(p[2 * h + 1]));
-  double d1, d2;
-  kerple_bias_grad(s.position_bias, r.r1, r.r2, static_cast<double>(q.dist), &d1, &d2);
-  return static_cast<double>(g[h * gs]) * (k % 2 == 0 ? d1 * r.dr1 : d2 * r.dr2);
+  double d1, d2;  // KERPLE: (ρ₁, ρ₂) of head k/2
+  kerple_bias_grad(s.position_bias, hb.r.r1, hb.r.r2, static_cast<double>(q.dist), &d1, &d2);
+  return static_cast<double>(g[(k / 2) * gs]) * (k % 2 == 0 ? d1 * hb.r.dr1 : d2 * hb.r.dr2);
 }
 
 }  // namespace position_table

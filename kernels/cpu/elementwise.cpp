@@ -147,15 +147,29 @@ template <typename T>
 void position_table_forward(T* table, const T* p, const int32_t* pos, int B, int Tn, int NH, const AttentionSpec& s) {
   GPT_CHECK(attn::position_table::applies(s), "position_table_forward: the layer has no distance bias");
   const size_t TT = static_cast<size_t>(Tn) * Tn;
+  if (s.fire()) {  // the MLP gives every head at once
 #pragma omp parallel for schedule(dynamic, 16) if (TT * NH * B >= kMinParallelWork)
-  for (long r = 0; r < static_cast<long>(B) * Tn; ++r) {
-    const int b = static_cast<int>(r / Tn), i0 = static_cast<int>(r % Tn);
-    T* row = table + static_cast<size_t>(b) * NH * TT + static_cast<size_t>(i0) * Tn;
-    for (int d = 0; d <= i0; ++d) {
-      const IdPair q = id_pair(pos, b, Tn, i0, d);
-      attn::position_table::biases(s, p, NH, q.pi, q.dist, row + d, static_cast<long>(TT));
+    for (long r = 0; r < static_cast<long>(B) * Tn; ++r) {
+      const int b = static_cast<int>(r / Tn), i0 = static_cast<int>(r % Tn);
+      T* row = table + static_cast<size_t>(b) * NH * TT + static_cast<size_t>(i0) * Tn;
+      for (int d = 0; d <= i0; ++d) {
+        const IdPair q = id_pair(pos, b, Tn, i0, d);
+        attn::position_table::biases(s, p, NH, q.pi, q.dist, row + d, static_cast<long>(TT));
+      }
+      for (int h = 0; h < NH; ++h) std::fill(row + h * TT + i0 + 1, row + h * TT + Tn, T(0));
     }
-    for (int h = 0; h < NH; ++h) std::fill(row + h * TT + i0 + 1, row + h * TT + Tn, T(0));
+    return;
+  }
+  std::vector<attn::position_table::HeadBias> hb(NH);
+  for (int h = 0; h < NH; ++h) hb[h] = attn::position_table::head_bias(s, p, NH, h);
+#pragma omp parallel for schedule(dynamic, 16) if (TT * NH * B >= kMinParallelWork)
+  for (long r = 0; r < static_cast<long>(B) * NH * Tn; ++r) {  // row (b, h, i0)
+    const int b = static_cast<int>(r / (static_cast<long>(NH) * Tn)), h = static_cast<int>(r / Tn % NH);
+    const int i0 = static_cast<int>(r % Tn);
+    T* row = table + static_cast<size_t>(r) * Tn;
+    for (int d = 0; d <= i0; ++d)
+      row[d] = static_cast<T>(attn::position_table::distance_bias(s, hb[h], id_pair(pos, b, Tn, i0, d).dist));
+    std::fill(row + i0 + 1, row + Tn, T(0));
   }
 }
 
@@ -175,12 +189,14 @@ void position_table_backward(T* dp, const T* dtable, const T* p, const int32_t* 
   // One parameter per iteration, its pairs summed in order.
 #pragma omp parallel for schedule(dynamic, 1) if (TT * B * np >= kMinParallelWork)
   for (int k = 0; k < np; ++k) {
+    const attn::position_table::HeadBias hb =
+        s.kerple() ? attn::position_table::head_bias(s, p, NH, k / 2) : attn::position_table::HeadBias{};
     double sum = 0;
     for (int b = 0; b < B; ++b)
       for (int i0 = 0; i0 < Tn; ++i0)
         for (int d = 0; d <= i0; ++d) {
           const size_t e = static_cast<size_t>(i0) * Tn + d;
-          sum += attn::position_table::param_grad(s, p, NH, k, pairs[b * TT + e],
+          sum += attn::position_table::param_grad(s, p, NH, k, pairs[b * TT + e], hb,
                                                   dtable + static_cast<size_t>(b) * NH * TT + e, static_cast<long>(TT));
         }
     dp[k] += static_cast<T>(sum);

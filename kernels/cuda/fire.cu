@@ -150,6 +150,8 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const int np = attn::position_table::param_count(s, NH);
   for (int k = threadIdx.x; k < np; k += blockDim.x) {
+    const attn::position_table::HeadBias hb =
+        s.kerple() ? attn::position_table::head_bias(s, p, NH, k / 2) : attn::position_table::HeadBias{};
     double sum = 0;
     for (int q = 0; q < n; ++q) {
       attn::position_table::Pair pr;
@@ -157,7 +159,7 @@ __global__ void __launch_bounds__(kThreads)
       pr.in.du_dc = dcs[q];
       pr.in.du_dm = dms[q];
       pr.dist = dists[q];
-      sum += attn::position_table::param_grad(s, p, NH, k, pr, dtable + es[q], static_cast<long>(TT));
+      sum += attn::position_table::param_grad(s, p, NH, k, pr, hb, dtable + es[q], static_cast<long>(TT));
     }
     partial[blockIdx.x * size_t(np) + k] = sum;
   }

@@ -261,34 +261,47 @@ TEST(Model, DocumentMaskOfOneDocumentIsThePlainModel) {
   }
 }
 
+// A float model's loss and gradients on two sequences without ids, with
+// ids 0..T−1 and with ids jumping by 50 after the second token.
+struct IdRuns {
+  double none, plain, jumps;
+  std::vector<float> g_none, g_plain;
+};
+IdRuns run_with_ids(const ModelConfig& cfg, const AttentionSpec& spec) {
+  auto be = make_cpu_backend<float>();
+  GPT<float> model(cfg, spec, *be);
+  model.init(5);
+  const int B = 2, T = cfg.context;
+  const auto tokens = tokens_for(B * T + 1, 9, cfg.vocab_size);
+  const std::vector<int32_t> in(tokens.begin(), tokens.begin() + B * T), tg(tokens.begin() + 1, tokens.end());
+  std::vector<int32_t> plain(B * T), jumps(B * T);
+  for (int i = 0; i < B * T; ++i) plain[i] = i % T, jumps[i] = i % T + (i % T >= 2 ? 50 : 0);
+  auto run = [&](const int32_t* pos, std::vector<float>* grads) {
+    model.zero_grad();
+    const double loss = model.forward(in.data(), tg.data(), B, T, TokenLayout{pos});
+    model.backward();
+    grads->resize(model.num_params());
+    be->download(grads->data(), model.grads(), grads->size());
+    return loss;
+  };
+  IdRuns r;
+  std::vector<float> g_jumps;
+  r.none = run(nullptr, &r.g_none);
+  r.plain = run(plain.data(), &r.g_plain);
+  r.jumps = run(jumps.data(), &g_jumps);
+  return r;
+}
+
 // Ids 0..T-1 are the plain model bit for bit (loss and every gradient);
 // other ids change the loss; a model whose encoding the ids cannot reach
 // refuses them, naming why.
 TEST(Model, PositionIdsOfTheIndexAreThePlainModel) {
   for (const char* position : {"rope", "pope"}) {
     const ModelConfig cfg = tiny_config(position);
-    auto be = make_cpu_backend<float>();
-    GPT<float> model(cfg, softmax_spec(cfg.context), *be);
-    model.init(5);
-    const int B = 2, T = cfg.context;
-    const auto tokens = tokens_for(B * T + 1, 9, cfg.vocab_size);
-    const std::vector<int32_t> in(tokens.begin(), tokens.begin() + B * T), tg(tokens.begin() + 1, tokens.end());
-    std::vector<int32_t> plain(B * T), jumps(B * T);
-    for (int i = 0; i < B * T; ++i) plain[i] = i % T, jumps[i] = i % T + (i % T >= 2 ? 50 : 0);
-    auto run = [&](const int32_t* pos, std::vector<float>* grads) {
-      const TokenLayout ids{pos};
-      model.zero_grad();
-      const double loss = model.forward(in.data(), tg.data(), B, T, ids);
-      model.backward();
-      grads->resize(model.num_params());
-      be->download(grads->data(), model.grads(), grads->size());
-      return loss;
-    };
-    std::vector<float> g0, g1, g2;
-    const double l0 = run(nullptr, &g0), l1 = run(plain.data(), &g1), l2 = run(jumps.data(), &g2);
-    EXPECT_EQ(l0, l1) << position;
-    EXPECT_EQ(g0, g1) << position;
-    EXPECT_NE(l0, l2) << position << ": the ids must reach the position encoding";
+    const IdRuns r = run_with_ids(cfg, softmax_spec(cfg.context));
+    EXPECT_EQ(r.none, r.plain) << position;
+    EXPECT_EQ(r.g_none, r.g_plain) << position;
+    EXPECT_NE(r.none, r.jumps) << position << ": the ids must reach the position encoding";
   }
   // The distance biases (attn::position_table) under ids 0..T−1: the same
   // biases read from a table, so the same loss bit for bit (ALiBi's slopes are
@@ -298,32 +311,15 @@ TEST(Model, PositionIdsOfTheIndexAreThePlainModel) {
     AttentionConfig ac;
     if (std::string(bias) != "alibi") ac.position_bias = bias;
     const ModelConfig cfg = tiny_config(std::string(bias) == "alibi" ? "alibi" : "none");
-    auto be = make_cpu_backend<float>();
-    GPT<float> model(cfg, resolve_attention(ac, cfg), *be);
-    model.init(5);
-    const int B = 2, T = cfg.context;
-    const auto tokens = tokens_for(B * T + 1, 9, cfg.vocab_size);
-    const std::vector<int32_t> in(tokens.begin(), tokens.begin() + B * T), tg(tokens.begin() + 1, tokens.end());
-    std::vector<int32_t> plain(B * T), jumps(B * T);
-    for (int i = 0; i < B * T; ++i) plain[i] = i % T, jumps[i] = i % T + (i % T >= 2 ? 50 : 0);
-    auto run = [&](const int32_t* pos, std::vector<float>* grads) {
-      model.zero_grad();
-      const double loss = model.forward(in.data(), tg.data(), B, T, TokenLayout{pos});
-      model.backward();
-      grads->resize(model.num_params());
-      be->download(grads->data(), model.grads(), grads->size());
-      return loss;
-    };
-    std::vector<float> g0, g1, g2;
-    const double l0 = run(nullptr, &g0), l1 = run(plain.data(), &g1), l2 = run(jumps.data(), &g2);
-    EXPECT_EQ(l0, l1) << bias;
+    const IdRuns r = run_with_ids(cfg, resolve_attention(ac, cfg));
+    EXPECT_EQ(r.none, r.plain) << bias;
     float largest = 0, diff = 0;
-    for (size_t i = 0; i < g0.size(); ++i) {
-      largest = std::max(largest, std::abs(g0[i]));
-      diff = std::max(diff, std::abs(g0[i] - g1[i]));
+    for (size_t i = 0; i < r.g_none.size(); ++i) {
+      largest = std::max(largest, std::abs(r.g_none[i]));
+      diff = std::max(diff, std::abs(r.g_none[i] - r.g_plain[i]));
     }
     EXPECT_LE(diff, 1e-5f * largest) << bias;
-    EXPECT_NE(l0, l2) << bias << ": the ids must reach the distance bias";
+    EXPECT_NE(r.none, r.jumps) << bias << ": the ids must reach the distance bias";
   }
   for (const char* position : {"learned", "none"}) {
     const ModelConfig cfg = tiny_config(position);

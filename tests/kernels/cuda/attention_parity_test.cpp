@@ -466,20 +466,12 @@ TEST_F(CudaAttention, KerpleBiases) {
 // read c per row and key, and dL/dc comes from the dq (rows) and dkdv (keys)
 // kernels.
 TEST_F(CudaAttention, ForgetGate) {
-  auto with = [](const char* preset, int N = kN) {
-    AttentionConfig a;
-    a.preset = preset;
-    a.position_bias = "forget";
-    ModelConfig m;
-    m.context = N;
-    return resolve_attention(a, m);
-  };
-  run_case({"softmax+forget", with("softmax"), 2, 77, 64, 2, kTol});
-  run_case({"softmax+forget D=16", with("softmax"), 1, 45, 64, 4, kTol});
-  run_case({"lssa+forget", with("lssa"), 1, 90, 64, 2, kTol});
-  run_case({"lssar+forget", with("lssar"), 1, 90, 64, 2, kTolSharp});
-  run_case({"sigmoid+forget", with("sigmoid"), 1, 90, 64, 2, kTol});
-  run_case({"sink+forget", with("sink"), 1, 90, 64, 2, kTol});
+  run_case({"softmax+forget", with_bias("softmax", "forget"), 2, 77, 64, 2, kTol});
+  run_case({"softmax+forget D=16", with_bias("softmax", "forget"), 1, 45, 64, 4, kTol});
+  run_case({"lssa+forget", with_bias("lssa", "forget"), 1, 90, 64, 2, kTol});
+  run_case({"lssar+forget", with_bias("lssar", "forget"), 1, 90, 64, 2, kTolSharp});
+  run_case({"sigmoid+forget", with_bias("sigmoid", "forget"), 1, 90, 64, 2, kTol});
+  run_case({"sink+forget", with_bias("sink", "forget"), 1, 90, 64, 2, kTol});
   ContextConfig ctx;
   ctx.mask = "sinks", ctx.sinks = 4, ctx.window = 29;
   AttentionConfig a;
@@ -488,7 +480,7 @@ TEST_F(CudaAttention, ForgetGate) {
   ModelConfig m;
   m.context = kN;
   run_case({"softmax+forget+sinks4+29", for_length(resolve_attention(a, m, ctx), 8 * kN), 1, 300, 64, 2, kTol});
-  run_case({"softmax+forget T=2048", with("softmax", 1024), 1, 2048, 64, 1, kTol});
+  run_case({"softmax+forget T=2048", with_bias("softmax", "forget", 1024), 1, 2048, 64, 1, kTol});
 }
 
 // Stick-breaking (docs/contenders.md; attn::sb_*): every row walks its keys from
@@ -538,24 +530,17 @@ TEST_F(CudaAttention, StickBreaking) {
   run_case({"stick_breaking T=2048", with(nullptr, 1024), 1, 2048, 64, 1, kTol});
 }
 
+
 // FIRE's table b_h(i0, Δ) (made by the test; the MLP ops are checked in
 // cuda_ops_parity_test.cpp): read per pair by every kernel, its gradient
 // written per pair by the dq kernels.
 TEST_F(CudaAttention, FireTable) {
-  auto with = [](const char* preset, int N = kN) {
-    AttentionConfig a;
-    a.preset = preset;
-    a.position_bias = "fire";
-    ModelConfig m;
-    m.context = N;
-    return resolve_attention(a, m);
-  };
-  run_case({"softmax+fire", with("softmax"), 2, 77, 64, 2, kTol});
-  run_case({"softmax+fire D=16", with("softmax"), 1, 45, 64, 4, kTol});
-  run_case({"lssar+fire", with("lssar"), 1, 90, 64, 2, kTolSharp});
-  run_case({"sink+fire", with("sink"), 1, 90, 64, 2, kTol});
-  run_case({"ssmax+fire", with("ssmax"), 1, 90, 64, 2, kTol});
-  run_case({"stick_breaking+fire", with("stick_breaking"), 2, 77, 64, 2, kTol});
+  run_case({"softmax+fire", with_bias("softmax", "fire"), 2, 77, 64, 2, kTol});
+  run_case({"softmax+fire D=16", with_bias("softmax", "fire"), 1, 45, 64, 4, kTol});
+  run_case({"lssar+fire", with_bias("lssar", "fire"), 1, 90, 64, 2, kTolSharp});
+  run_case({"sink+fire", with_bias("sink", "fire"), 1, 90, 64, 2, kTol});
+  run_case({"ssmax+fire", with_bias("ssmax", "fire"), 1, 90, 64, 2, kTol});
+  run_case({"stick_breaking+fire", with_bias("stick_breaking", "fire"), 2, 77, 64, 2, kTol});
   ContextConfig ctx;
   ctx.mask = "sinks", ctx.sinks = 4, ctx.window = 29;
   AttentionConfig a;
@@ -564,22 +549,14 @@ TEST_F(CudaAttention, FireTable) {
   ModelConfig m;
   m.context = kN;
   run_case({"softmax+fire+sinks4+29", for_length(resolve_attention(a, m, ctx), 8 * kN), 1, 300, 64, 2, kTol});
-  run_case({"softmax+fire T=1024", with("softmax", 512), 1, 1024, 64, 1, kTol});
+  run_case({"softmax+fire T=1024", with_bias("softmax", "fire", 512), 1, 1024, 64, 1, kTol});
 }
 
 // One table per sequence (the distance biases under position ids,
 // attn::position_table): each sequence's rows read their own table.
 TEST_F(CudaAttention, FireTablePerSequence) {
-  auto with = [](const char* preset) {
-    AttentionConfig a;
-    a.preset = preset;
-    a.position_bias = "fire";
-    ModelConfig m;
-    m.context = kN;
-    return resolve_attention(a, m);
-  };
   for (const char* preset : {"softmax", "lssar", "stick_breaking"}) {
-    Case c{std::string(preset) + "+table per sequence", with(preset), 3, 77, 64, 2,
+    Case c{std::string(preset) + "+table per sequence", with_bias(preset, "fire"), 3, 77, 64, 2,
            std::string(preset) == "lssar" ? kTolSharp : kTol};
     c.fire_per_sequence = true;
     run_case(c);
