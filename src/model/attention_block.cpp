@@ -16,16 +16,17 @@ KernelHeads kernel_heads(const AttentionSpec& s, int C, int NH) {
   return {2 * C, attn::diff::kHeads * NH, 2 * NH};
 }
 
-// The learned per-head inputs of the attention op, from the layer's block
-// (w: parameters, or g: their gradients) and the per-call tensors.
 // The stage-2 bias table the kernels read: FIRE's (NH, T, T), or under
 // position ids the distance biases of ALiBi, KERPLE or FIRE per sequence
-// (B, NH, T, T; attn::position_table), with the spec the kernels run.
+// (B, NH, T, T; attn::position_table).
 template <typename A>
 struct BiasTable {
   const A* table = nullptr;
   bool per_sequence = false;
 };
+
+// The learned per-head inputs of the attention op, from the layer's block
+// (w: parameters, or g: their gradients) and the per-call tensors.
 template <typename T>
 HeadParams<T, accum_t<T>> head_params(const LayerViews<T>& w, const int32_t* doc, const accum_t<T>* fcum,
                                       const BiasTable<accum_t<T>>& bias) {

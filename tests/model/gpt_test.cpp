@@ -207,6 +207,13 @@ TEST(ModelGradcheck, PositionIds) {
     check_model_gradient(cfg, ac, ContextConfig{}, std::string("none ids,") + bias, 0,
                          std::string(bias) == "fire" ? fire_off_kinks(cfg, ids) : nullptr, ids);
   }
+  {  // differential attention repeats each sequence's table over a head's two maps
+    AttentionConfig ac;
+    ac.position_bias = "kerple_log";
+    ac.differential = "on";
+    check_model_gradient(tiny_config("none"), ac, ContextConfig{}, "none ids,kerple_log+differential", 0, nullptr,
+                         ids);
+  }
   AttentionConfig ac;
   check_model_gradient(
       tiny_config("pope"), ac, ContextConfig{}, "pope ids,softmax", 0,
@@ -307,10 +314,11 @@ TEST(Model, PositionIdsOfTheIndexAreThePlainModel) {
   // biases read from a table, so the same loss bit for bit (ALiBi's slopes are
   // powers of two at 2 heads); KERPLE's and FIRE's parameter gradients are
   // summed in another order (per pair in double), the others' identical.
-  for (const char* bias : {"alibi", "kerple_log", "fire"}) {
+  for (const std::string bias : {"alibi", "kerple_log", "fire", "alibi+differential"}) {
     AttentionConfig ac;
-    if (std::string(bias) != "alibi") ac.position_bias = bias;
-    const ModelConfig cfg = tiny_config(std::string(bias) == "alibi" ? "alibi" : "none");
+    if (bias == "kerple_log" || bias == "fire") ac.position_bias = bias;
+    if (bias == "alibi+differential") ac.differential = "on";
+    const ModelConfig cfg = tiny_config(bias.starts_with("alibi") ? "alibi" : "none");
     const IdRuns r = run_with_ids(cfg, resolve_attention(ac, cfg));
     EXPECT_EQ(r.none, r.plain) << bias;
     float largest = 0, diff = 0;
