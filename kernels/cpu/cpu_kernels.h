@@ -247,7 +247,8 @@ void rope_backward(T* dinp, const T* dout, int B, int Tn, int C, int NH, const R
 // the sink logits ζ_h (NH; normalisation sink), head.kerple KERPLE's raw
 // (ρ₁, ρ₂) (2·NH; position_bias kerple_*), head.fcum the forget gate's c
 // (B, NH, T; position_bias forget), head.fire FIRE's bias table (NH, T, T;
-// position_bias fire, from fire_forward), each ignored otherwise; a plain pointer
+// position_bias fire, from fire_forward; (B, NH, T, T) where
+// head.fire_per_sequence, from position_table_forward), each ignored otherwise; a plain pointer
 // converts to head.scale. With spec.head_group = g > 1 the scales, sink
 // logits, KERPLE parameters (and ALiBi's slopes) are per group of g kernel
 // heads (NH / g of them; AttentionSpec::param_head), fcum and fire per kernel head. diag (NH, kAttentionDiagStats)

@@ -345,11 +345,13 @@ class Bf16Backend final : public Backend<bf16> {
     const size_t TC = static_cast<size_t>(Tn) * C;
     const size_t stats_unit = static_cast<size_t>(NH) * Tn * AttentionSpec::kStatsPerRow;
     const size_t fc_unit = static_cast<size_t>(NH) * Tn;  // the forget gate's c (float32 already)
+    const size_t fire_unit = static_cast<size_t>(NH) * Tn * Tn;  // a per-sequence bias table's
     HeadParams<float> hs(widen(2, head.scale, NH), widen(4, head.sink, NH), widen(5, head.kerple, 2 * NH));
+    hs.fire_per_sequence = head.fire_per_sequence;
     by_units(B, 3 * TC, [&](int b0, int nb) {
       float* o = scratch(0, nb * TC);
       hs.fcum = at(head.fcum, b0 * fc_unit);
-      hs.fire = head.fire;
+      hs.fire = head.fire_per_sequence ? at(head.fire, b0 * fire_unit) : head.fire;
       hs.doc = at(head.doc, static_cast<size_t>(b0) * Tn);
       wide_->attention_forward(o, at(stats, b0 * stats_unit), widen(1, qkv + 3 * b0 * TC, 3 * nb * TC), nb, Tn, C, NH,
                                spec, hs, diag, widen(3, at(qkv_far, 3 * b0 * TC), 3 * nb * TC));
@@ -364,6 +366,7 @@ class Bf16Backend final : public Backend<bf16> {
     const size_t fc_unit = static_cast<size_t>(NH) * Tn;
     const size_t fire_unit = static_cast<size_t>(NH) * Tn * Tn;  // FIRE's dL/db per sequence
     HeadParams<float> hs(widen(4, head.scale, NH), widen(7, head.sink, NH), widen(8, head.kerple, 2 * NH));
+    hs.fire_per_sequence = head.fire_per_sequence;
     // The learned head parameters' gradients (ssmax, sink, KERPLE) are summed over the whole batch before they
     // are added: one call.
     const size_t unit = spec.learned_scale() || spec.learned_sink() || spec.kerple() ? static_cast<size_t>(-1) : 3 * TC;
@@ -374,7 +377,7 @@ class Bf16Backend final : public Backend<bf16> {
       hs.fcum = at(head.fcum, b0 * fc_unit);
       HeadGrads<float> dh = dhead_scale;
       dh.fcum = at(dhead_scale.fcum, b0 * fc_unit);
-      hs.fire = head.fire;
+      hs.fire = head.fire_per_sequence ? at(head.fire, b0 * fire_unit) : head.fire;
       hs.doc = at(head.doc, static_cast<size_t>(b0) * Tn);
       dh.fire = at(dhead_scale.fire, b0 * fire_unit);
       wide_->attention_backward(dq, dh, widen(1, dout + o0, on), widen(2, out + o0, on), at(stats, b0 * stats_unit),

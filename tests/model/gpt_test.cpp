@@ -1144,10 +1144,12 @@ TEST(Model, Bf16ChunkedConversionIsBitIdentical) {
                                   {"rope", "ssmax"},
                                   {"rope", "stick_breaking+diff"},
                                   {"rope", "softmax+layout"},
-                                  {"pope", "softmax+layout"}}) {
+                                  {"pope", "softmax+layout"},
+                                  {"alibi", "softmax+layout"}}) {
     ModelConfig cfg = tiny_config(position);
     // "+layout": position ids and a document mask that differ per sequence,
-    // so a chunk of sequences must get its own rows of both.
+    // so a chunk of sequences must get its own rows of both (and, for ALiBi,
+    // its own slice of the per-sequence bias table).
     const bool with_layout = std::string(preset) == "softmax+layout";
     const std::vector<int32_t> ids = {0, 1, 9, 10, 11, 0, 6, 7, 8, 40, 2, 3, 4, 30, 31},
                                docs = {0, 0, 2, 2, 2, 0, 1, 1, 1, 4, 0, 0, 0, 0, 0};
@@ -1204,6 +1206,28 @@ TEST(Model, Bf16ChunkedConversionIsBitIdentical) {
       EXPECT_EQ(c.grads, whole.grads) << position << "," << preset << " chunk " << chunk;
       EXPECT_EQ(c.params, whole.params) << position << "," << preset << " chunk " << chunk;
     }
+  }
+}
+
+// Under bf16 storage each sequence reads its own slice of the per-sequence
+// bias table (ALiBi under position ids), whole and chunk by chunk: the loss
+// of three sequences is the mean of their losses run alone.
+TEST(Model, Bf16PerSequenceBiasTableFollowsEachSequence) {
+  ModelConfig cfg = tiny_config("alibi");
+  cfg.n_embd = 16;
+  const AttentionSpec spec = resolve_attention(AttentionConfig{}, cfg);
+  const int B = 3, T = cfg.context;
+  const std::vector<int32_t> ids = {0, 1, 9, 10, 11, 0, 6, 7, 8, 40, 2, 3, 4, 30, 31};
+  const auto t = tokens_for(B * T + 1, 9, cfg.vocab_size);
+  for (size_t chunk : {size_t(0), size_t(1)}) {
+    auto be = make_bf16_backend(make_cpu_backend<float>(), chunk);
+    GPT<bf16> m(cfg, spec, *be);
+    m.init(3);
+    const double all = m.forward(t.data(), t.data() + 1, B, T, TokenLayout{ids.data()});
+    double alone = 0;
+    for (int b = 0; b < B; ++b)
+      alone += m.forward(t.data() + b * T, t.data() + b * T + 1, 1, T, TokenLayout{ids.data() + b * T});
+    EXPECT_NEAR(all, alone / B, 1e-6) << "chunk " << chunk;
   }
 }
 
