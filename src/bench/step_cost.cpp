@@ -347,6 +347,19 @@ class CostBackend final : public CostBackendBase {
     const double n = double(B) * NH * Tn * Tn;
     record("fire_backward", 'm', 40 * n, [&](Widths w) { return n * w.sA; });
   }
+  // The distance biases under position ids: a (B,NH,T,T) table per layer
+  // from the ids (FIRE: its MLP per pair, all heads at once) and back.
+  void position_table_forward(float*, const float*, const int32_t*, int B, int Tn, int NH,
+                              const AttentionSpec& s) override {
+    const double n = double(B) * NH * Tn * Tn, per = s.fire() ? 40.0 : 10.0;
+    record("position_table_forward", 'm', per * n, [&](Widths w) { return n * w.sA + double(B) * Tn * 4; });
+  }
+  void position_table_backward(float*, const float*, const float*, const int32_t*, int B, int Tn, int NH,
+                               const AttentionSpec& s) override {
+    if (attn::position_table::param_count(s, NH) == 0) return;
+    const double n = double(B) * NH * Tn * Tn;
+    record("position_table_backward", 'm', 40 * n, [&](Widths w) { return n * w.sA + double(B) * Tn * 4; });
+  }
   // PoPE: qkv (N,3C) into the 2D-channel kernel heads qkv2 (N,6C) and back;
   // the outputs' first D channels of each kernel head.
   void pope_forward(float*, const float*, const float*, int B, int Tn, int C, int, double, const int32_t*) override {
