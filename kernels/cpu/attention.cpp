@@ -609,10 +609,9 @@ HeadConsts<T> head_consts(const AttentionSpec& s, int b, int h, int NH, int D, c
     if (dfcum) hc.dfc = dfcum + off;
   }
   if (s.fire()) {
-    const size_t TT = static_cast<size_t>(Tn) * Tn;
     hc.Tn = Tn;
     hc.fb = hp.fire + fire_slice(hp.fire_per_sequence, b, h, NH, Tn);
-    if (dfire) hc.dfb = dfire + (static_cast<size_t>(b) * NH + h) * TT;
+    if (dfire) hc.dfb = dfire + fire_slice(true, b, h, NH, Tn);
   }
   return hc;
 }

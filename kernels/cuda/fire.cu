@@ -131,8 +131,7 @@ __global__ void __launch_bounds__(kThreads)
   GPT_SHARED(int, dists, [kFirePairs]);
   GPT_SHARED(size_t, es, [kFirePairs]);  // its entry ((b·NH)·T + i0)·T + Δ
   const size_t first = blockIdx.x * size_t(kFirePairs), TT = size_t(Tn) * Tn, per_seq = size_t(Tn) * (Tn + 1) / 2;
-  const size_t total = npairs;
-  const int n = static_cast<int>(total - first < size_t(kFirePairs) ? total - first : kFirePairs);
+  const int n = static_cast<int>(npairs - first < size_t(kFirePairs) ? npairs - first : kFirePairs);
   for (int q = threadIdx.x; q < n; q += blockDim.x) {
     const size_t g = first + q;
     const int b = static_cast<int>(g / per_seq);
