@@ -91,6 +91,14 @@ __global__ void __launch_bounds__(kNormThreads)
   for (int d = 0; d < D; ++d) o[d] = x[d] * inv;
 }
 
+// Dual Chunk Attention's far boundary remap::far_end(m) of every query m of a
+// sequence (the same for all): the table far_pair reads (common.cuh).
+__global__ void __launch_bounds__(kNormThreads) far_end_kernel(int32_t* far_end, RopeSpec r, int T) {
+  GPT_BLOCK_BOUND(kNormThreads);
+  const int m = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (m < T) far_end[m] = remap::far_end(r, m);
+}
+
 // dqkv (q and k parts) += (dx̂ − (dx̂·x̂) x̂) / ‖x‖ for dhat (rows, 2C) = dL/d(x̂).
 __global__ void __launch_bounds__(kNormThreads)
     normalize_backward_kernel(float* dqkv, const float* dhat, const float* qkv, size_t rows, int C, int NH) {
@@ -234,13 +242,25 @@ Inputs make_inputs(const float* qkv, float* norm, int B, int Tn, int C, int NH, 
 }
 
 // The far copy's q and k (or, for cosine scores, their normalised copy in norm_far).
-void add_far_inputs(Inputs& in, const float* qkv_far, float* norm_far, int B, int Tn, int C, int NH,
-                    cudaStream_t stream) {
+// far_end: room for dual_chunk's table (T ints), null for every other rule.
+void add_far_inputs(Inputs& in, const float* qkv_far, float* norm_far, int32_t* far_end, int B, int Tn, int C,
+                    int NH, cudaStream_t stream) {
   if (!qkv_far) return;
+  if (far_end) {
+    GPT_LAUNCH(tiles(Tn, kNormThreads), kNormThreads, stream, far_end_kernel)(far_end, in.spec.rope, Tn);
+    check_launch("far_end_kernel launch");
+    in.far_end = far_end;
+  }
   const Inputs f = make_inputs(qkv_far, norm_far, B, Tn, C, NH, in.spec,
                                {in.head_scale, in.head_sink, in.head_kerple, in.fcum, in.fire}, stream);
   in.qf = f.q;
   in.kf = f.k;
+}
+
+// Whether the call runs Dual Chunk Attention, whose far boundary the kernels
+// read from a table (Inputs::far_end).
+bool dual_chunk(const AttentionSpec& spec, const float* qkv_far) {
+  return qkv_far && spec.rope.remap == RemapKind::DualChunk;
 }
 
 void check_far(const char* fn, const AttentionSpec& spec, const float* qkv_far) {
@@ -249,10 +269,6 @@ void check_far(const char* fn, const AttentionSpec& spec, const float* qkv_far) 
                     : "the distance remapping needs the far copy of qkv (rotated at the remapped positions)");
   GPT_CHECK(!qkv_far || spec.rope.remap_window >= 1, fn, ": the remap window must be >= 1, got ",
             spec.rope.remap_window);
-  GPT_CHECK(spec.rope.remap != RemapKind::DualChunk, fn,
-            ": dual_chunk (Dual Chunk Attention) runs on the CPU backend only for now: its per-row chunk boundary "
-            "pushed the fused forward kernels past 255 registers (spills; kernels/cuda/attention/common.cuh); "
-            "evaluate it with --device cpu");
   GPT_CHECK(!qkv_far || aligned16(qkv_far), fn, ": qkv_far must be 16-byte aligned");
 }
 
@@ -285,7 +301,9 @@ void forward(const char* fn, bool tensor_cores, float* out, float* stats, const 
   Scratch norm_far(cosine && qkv_far ? rows * 2 * C * sizeof(float) : 0, stream,
                    "cudaMallocAsync of the far cosine q/k copy");
   Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head, stream);
-  add_far_inputs(in, qkv_far, norm_far.as<float>(), B, Tn, C, NH, stream);
+  Scratch far_end(dual_chunk(spec, qkv_far) ? Tn * sizeof(int32_t) : 0, stream,
+                  "cudaMallocAsync of dual_chunk's far boundaries");
+  add_far_inputs(in, qkv_far, norm_far.as<float>(), far_end.as<int32_t>(), B, Tn, C, NH, stream);
   const dim3 grid(tiles(Tn, kRowsPerBlock), B * NH);
   dispatch(D, spec.positivity, [&](auto d, auto phi) {
     constexpr int kD = decltype(d)::value;
@@ -362,7 +380,9 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
   Scratch dhat_far(cosine && far ? rows * 2 * C * sizeof(float) : 0, stream,
                    "cudaMallocAsync of the far cosine q/k gradient");
   Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head, stream);
-  add_far_inputs(in, qkv_far, norm_far.as<float>(), B, Tn, C, NH, stream);
+  Scratch far_end(dual_chunk(spec, qkv_far) ? Tn * sizeof(int32_t) : 0, stream,
+                  "cudaMallocAsync of dual_chunk's far boundaries");
+  add_far_inputs(in, qkv_far, norm_far.as<float>(), far_end.as<int32_t>(), B, Tn, C, NH, stream);
 
   Grads gr;
   gr.out = out;

@@ -181,6 +181,7 @@ struct Inputs {
   const float* fire = nullptr;  // FIRE's bias table (NH,T,T): b_h(i0, Δ) at [(h·T + i0)·T + Δ]
   bool fire_per_sequence = false;  // the table is (B,NH,T,T), one per sequence (HeadParams::fire_per_sequence)
   const int32_t* doc = nullptr;  // the document mask's (B,T) document starts (HeadParams::doc), or null
+  const int32_t* far_end = nullptr;  // dual_chunk: remap::far_end(m) for m = 0..T−1 (far_pair), else null
 };
 
 // The constants of stages 1–2 for row i (1-based) of head h, exactly as the
@@ -270,25 +271,30 @@ __device__ __forceinline__ size_t row_offset(int b, int t, int T, size_t stride,
 // pairs, scored with q and k; part 1 the far pairs (remap::far), scored with
 // the far copies q̃ and k̃. Without a remapping part 0 is the whole loop.
 //
-// The far test here is remap::far for every remapping but dual_chunk, which
-// these kernels refuse (check_far, attention.cu): m − n >= W compares against
-// the spec alone, while dual_chunk's per-row chunk boundary, held per row or
-// computed per pair, pushed forward_kernel<32> and <64> past 255 registers
-// (32-88 bytes of spills per thread on sm_90, PtxasResources).
-__device__ __forceinline__ bool far_pair(const RopeSpec& r, int m, int n) {
-  return r.remap != RemapKind::None && m - n >= r.remap_window;
+// The far test is remap::far: for every remapping but dual_chunk m − n >= W,
+// from the spec alone; dual_chunk's per-row chunk boundary remap::far_end(m)
+// is read from a table the host fills once per call (Inputs::far_end,
+// far_end_kernel in attention.cu) at the pair, not held per row: computed per
+// pair or held per row it pushed forward_kernel<32> and <64> past 255
+// registers (32-88 bytes of spills per thread on sm_90, PtxasResources).
+__device__ __forceinline__ bool far_pair(const Inputs& in, int m, int n) {
+  const RopeSpec& r = in.spec.rope;
+  if (r.remap == RemapKind::None) return false;
+  if (in.far_end) return n < in.far_end[m < in.T ? m : in.T - 1];
+  return m - n >= r.remap_window;
 }
-__device__ __forceinline__ bool pair_in(const AttentionSpec& s, int part, int i0, int j) {
-  return attn::key_kept(s, i0, j) && (far_pair(s.rope, i0, j) == (part == 1));
+__device__ __forceinline__ bool pair_in(const AttentionSpec& s, const Inputs& in, int part, int i0, int j) {
+  return attn::key_kept(s, i0, j) && (far_pair(in, i0, j) == (part == 1));
 }
 // Whether the tile of rows q_first..q_last and keys k_first..k_last holds a
-// pair of the part (uniform across a block, like block_seen).
-__device__ __forceinline__ bool part_tile_seen(const AttentionSpec& s, int part, int q_first, int q_last, int k_first,
-                                               int k_last) {
+// pair of the part (uniform across a block, like block_seen). The far keys of
+// a row are a prefix that never shrinks with the row (remap::far_end), so the
+// last row has the most far keys and the first the most near ones.
+__device__ __forceinline__ bool part_tile_seen(const AttentionSpec& s, const Inputs& in, int part, int q_first,
+                                               int q_last, int k_first, int k_last) {
   if (!attn::block_seen(s, q_first, q_last, k_first, k_last)) return false;
   if (!remap::on(s.rope)) return part == 0;
-  const int W = s.rope.remap_window;
-  return part == 1 ? k_first <= q_last - W : k_last > q_first - W;
+  return part == 1 ? far_pair(in, q_last, k_first) : !far_pair(in, q_first, k_last);
 }
 
 __device__ __forceinline__ int key_parts(const Inputs& in) { return in.qf ? 2 : 1; }
@@ -342,7 +348,7 @@ struct KeyWalk {
   }
   // Whether some row of the block has a pair of this part among the tile's keys.
   __device__ __forceinline__ bool seen() const {
-    return part_tile_seen(s, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1);
+    return part_tile_seen(s, in, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1);
   }
   // To the next tile the block sees; false after the last.
   __device__ __forceinline__ bool next() {

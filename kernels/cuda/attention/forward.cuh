@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
 #pragma unroll
     for (int jj = 0; jj < kKeyTile; ++jj) {
       x[jj] = logit(s, rc, rc.lf, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
-      if (row_ok && pair_in(s, part, i0, j0 + jj)) tmax = fmaxf(tmax, x[jj]);
+      if (row_ok && pair_in(s, in, part, i0, j0 + jj)) tmax = fmaxf(tmax, x[jj]);
     }
     if (shifted && tmax > m) {  // online softmax: rescale what was summed under the old maximum
       const float corr = expf(m - tmax);
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
     }
 #pragma unroll
     for (int jj = 0; jj < kKeyTile; ++jj) {
-      const bool valid = row_ok && pair_in(s, part, i0, j0 + jj);
+      const bool valid = row_ok && pair_in(s, in, part, i0, j0 + jj);
       const float u = valid ? attn::positivity(PHI, x[jj] - m) : 0.f;
       const float num = valid && u - c > 0.f ? u - c : 0.f;  // = u where c = 0
       z += valid ? fabsf(u - c) : 0.f;
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
       for (int jj = 0; jj < kKeyTile; ++jj) {
         const float x = logit(s, rc, rc.lf, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
         float e = 0.f;
-        if (row_ok && pair_in(s, part, i0, j0 + jj)) {
+        if (row_ok && pair_in(s, in, part, i0, j0 + jj)) {
           const float a = row.a(s, x);
           e = row.sharpen ? attn::sharpen_value(attn::sharpen_t(row.i, a, row.offset), row.t_max, row.p) : a;
         }
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) diag_kernel(Inputs in, c
       const int j = j0 + jj;
       const float qk = q.dot(ks + jj * G::D4, lane);
       const float x = logit(s, rc, rc.lf, qk, i0, j);
-      if (row_ok && pair_in(s, part, i0, j)) {
+      if (row_ok && pair_in(s, in, part, i0, j)) {
         max_qk = fmaxf(max_qk, fabsf(qk));
         const double w = row.w_from_a(row.a(s, x));
         mass += w;

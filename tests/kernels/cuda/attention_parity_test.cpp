@@ -781,37 +781,27 @@ TEST_F(CudaAttention, ContextDistanceRemappings) {
   run_case({"softmax+streaming_llm D=64", context_spec("softmax", kN, cache), 1, 300, 128, 2, kTol});
 }
 
-// Dual chunk attention runs on the CPU backend only (kernels/cuda/attention/
-// common.cuh says why): every CUDA entry refuses it, naming the method and
-// the way out, instead of scoring its pairs at the wrong distances.
-TEST_F(CudaAttention, DualChunkIsRefusedWithItsReason) {
-  const AttentionSpec spec = context_spec("softmax", kN, [](ContextConfig& c) {
-    c.remap = "dual_chunk", c.remap_window = 45, c.remap_local = 7;
-  });
-  const int B = 1, T = 70, C = 64, NH = 2;
-  const size_t n3 = size_t(B) * T * 3 * C, n1 = size_t(B) * T * C, ns = size_t(B) * NH * T * kStats;
-  DeviceVec<float> qkv(uniform(n3, 1, -1, 1)), far(uniform(n3, 2, -1, 1)), out(std::vector<float>(n1, 0.f)),
-      stats(std::vector<float>(ns, 0.f)), dout(uniform(n1, 3, -1, 1)), dqkv(std::vector<float>(n3, 0.f)),
-      dfar(std::vector<float>(n3, 0.f));
-  const HeadParams<float> hp(nullptr);
-  auto expect_refusal = [](const std::function<void()>& f, const char* what) {
-    try {
-      f();
-      ADD_FAILURE() << what << " accepted dual_chunk";
-    } catch (const Error& e) {
-      const std::string m = e.what();
-      EXPECT_NE(m.find("dual_chunk"), std::string::npos) << m;
-      EXPECT_NE(m.find("--device cpu"), std::string::npos) << m;
-    }
-  };
-  expect_refusal([&] { attention_forward(out.get(), stats.get(), qkv.get(), B, T, C, NH, spec, hp, nullptr, nullptr,
-                                         far.get()); }, "attention_forward");
-  expect_refusal([&] { attention_forward_tc(out.get(), stats.get(), qkv.get(), B, T, C, NH, spec, hp, nullptr,
-                                            nullptr, far.get()); }, "attention_forward_tc");
-  expect_refusal([&] {
-    attention_backward(dqkv.get(), {}, dout.get(), out.get(), stats.get(), qkv.get(), B, T, C, NH, spec, hp, nullptr,
-                       dfar.get(), far.get());
-  }, "attention_backward");
+// Dual Chunk Attention (docs/context_extension.md §2): each row's far
+// boundary remap::far_end(m) read from the table the host fills
+// (Inputs::far_end); chunks of s = 38 keys with w = 7 that fall across the
+// key tiles, every family of positivity, stick-breaking, head sizes 16, 32
+// and 64, with a document mask and a window; forward, statistics, diagnostics,
+// backward and the far copy's gradient against the CPU kernel.
+TEST_F(CudaAttention, DualChunk) {
+  auto dca = [](ContextConfig& c) { c.remap = "dual_chunk", c.remap_window = 45, c.remap_local = 7; };
+  for (const char* p : {"softmax", "lssar", "ssmax", "cosine", "sigmoid", "stick_breaking"}) {
+    const double tol = std::string(p) == "lssar" ? kTolSharp : kTol;
+    run_case({std::string(p) + "+dual_chunk", context_spec(p, kN, dca), 1, 200, 64, 2, tol});
+  }
+  run_case({"softmax+dual_chunk D=16", context_spec("softmax", kN, dca), 2, 150, 64, 4, kTol});
+  run_case({"softmax+dual_chunk D=64", context_spec("softmax", kN, dca), 1, 200, 128, 2, kTol});
+  run_case({"lssar+dual_chunk D=64", context_spec("lssar", kN, dca), 1, 200, 128, 2, kTolSharp});
+  run_case({"lssar+dual_chunk+window50", context_spec("lssar", kN, [](ContextConfig& c) {
+              c.remap = "dual_chunk", c.remap_window = 45, c.remap_local = 7, c.mask = "window", c.window = 50;
+            }), 1, 200, 64, 2, kTolSharp});
+  Case doc{"softmax+dual_chunk+doc", context_spec("softmax", kN, dca), 2, 300, 64, 2, kTol};
+  doc.doc = true;
+  run_case(doc);
 }
 
 TEST_F(CudaAttention, InferenceWithoutStatsStillGivesDiagnostics) {
@@ -968,6 +958,9 @@ TEST_F(CudaAttention, TensorCoreForwardStagesBiasesAndMasks) {
     run_tc_case({n + "+rerope", context_spec(p, kN, rerope), 1, 200, 64, 2, tol});
     run_tc_case({n + "+self_extend", context_spec(p, kN, selfext), 1, 200, 64, 2, tol});
     run_tc_case({n + "+string D=16", context_spec(p, kN, string), 1, 150, 64, 4, tol});
+    run_tc_case({n + "+dual_chunk", context_spec(p, kN, [](ContextConfig& c) {
+                   c.remap = "dual_chunk", c.remap_window = 45, c.remap_local = 7;
+                 }), 1, 200, 64, 2, tol});
     AttentionSpec si = context_spec(p, kN, [](ContextConfig&) {});
     si.scale = Scale::ScaleInvariant, si.tau = 3.0;
     run_tc_case({n + "+scale_invariant", si, 1, 200, 64, 2, tol});
