@@ -278,6 +278,9 @@ const char* tensor_core_fallback(const AttentionSpec& spec, int D) {
   (void)D;  // every head size of the float kernels (16, 32, 64, 128) has a tensor-core instantiation
   if (attn::stick_breaking(spec))
     return "stick-breaking's reverse scan over key blocks is not on tensor cores yet (the float32 kernel runs)";
+  if (spec.rope.remap == RemapKind::DualChunk)
+    return "dual_chunk's per-row chunk boundaries (a table read per pair) made the tensor-core forward at head "
+           "size 128 with cosine scores spill 8-36 bytes per thread for every run; the float32 kernel runs it";
   return nullptr;
 }
 
@@ -351,6 +354,10 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
                         const HeadParams<float>& head, cudaStream_t stream, float* dqkv_far, const float* qkv_far) {
   check_args("cuda::attention_backward", B, Tn, C, NH, spec, head);
   check_far("cuda::attention_backward", spec, qkv_far);
+  GPT_CHECK(spec.rope.remap != RemapKind::DualChunk,
+            "cuda::attention_backward: dual_chunk (Dual Chunk Attention, a training-free method) runs forward only on "
+            "CUDA: reading each row's chunk boundary in the backward kernels made dkdv_kernel<16> spill 44-52 bytes "
+            "per thread in every run (docs/context_extension.md §2); train or fine-tune with it with --device cpu");
   GPT_CHECK(!qkv_far || (dqkv_far && aligned16(dqkv_far)),
             "cuda::attention_backward: a distance remapping needs a 16-byte aligned dqkv_far");
   GPT_CHECK(stats != nullptr, "cuda::attention_backward: the forward's stats are required");
@@ -380,9 +387,7 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
   Scratch dhat_far(cosine && far ? rows * 2 * C * sizeof(float) : 0, stream,
                    "cudaMallocAsync of the far cosine q/k gradient");
   Inputs in = make_inputs(qkv, norm.as<float>(), B, Tn, C, NH, spec, head, stream);
-  Scratch far_end(dual_chunk(spec, qkv_far) ? Tn * sizeof(int32_t) : 0, stream,
-                  "cudaMallocAsync of dual_chunk's far boundaries");
-  add_far_inputs(in, qkv_far, norm_far.as<float>(), far_end.as<int32_t>(), B, Tn, C, NH, stream);
+  add_far_inputs(in, qkv_far, norm_far.as<float>(), nullptr, B, Tn, C, NH, stream);
 
   Grads gr;
   gr.out = out;

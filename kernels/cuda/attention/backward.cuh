@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
 #pragma unroll 4
       for (int jj = 0; jj < kKeyTile; ++jj) {
         const float qk = q.dot(ks + jj * G::D4, lane), g = dy.dot(vs + jj * G::D4, lane);
-        if (row_ok && row.sharpen && pair_in(s, in, part, i0, j0 + jj)) {
+        if (row_ok && row.sharpen && pair_in<false>(s, in, part, i0, j0 + jj)) {
           const float x = logit(s, rc, rc.lf, qk, i0, j0 + jj);
           const float a = row.a(s, x), w = row.w_from_a(a);
           sum += a * attn::grad_a(row, a, w, g, Di);
@@ -95,7 +95,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
 #pragma unroll 4
     for (int jj = 0; jj < kKeyTile; ++jj) {
       const float qk = q.dot(ks + jj * G::D4, lane), g = dy.dot(vs + jj * G::D4, lane);
-      if (row_ok && pair_in(s, in, part, i0, j0 + jj)) {
+      if (row_ok && pair_in<false>(s, in, part, i0, j0 + jj)) {
         const float x = logit(s, rc, rc.lf, qk, i0, j0 + jj);
         const float a = row.a(s, x), w = row.w_from_a(a);
         const float dx = uncap(s, x, attn::grad_x(s, row, x, attn::grad_a(row, a, w, g, Di), S));
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
   int cur_part = 0;
   for (int it = 0; it < parts * n_qt; ++it) {
     const int part = it / n_qt, q0 = q_start + (it % n_qt) * kQueryTile;
-    if (!part_tile_seen(s, in, part, q0, q0 + kQueryTile - 1, k0, k0 + kKeysPerBlock - 1)) continue;  // uniform
+    if (!part_tile_seen<false>(s, in, part, q0, q0 + kQueryTile - 1, k0, k0 + kKeysPerBlock - 1)) continue;  // uniform
     if (part != cur_part) {  // the far part begins: dk_j is complete, k_j becomes k̃_j
       if (key_ok) dk.add_to(gr.dk + row_offset(b, j, T, gr.dqk_stride, h, D), lane);
       dk.zero();
@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
     for (int r = 0; r < kQueryTile; ++r) {
       const int i0 = q0 + r;
       const float qk = k.dot(qs + r * G::D4, lane), g = v.dot(dys + r * G::D4, lane);
-      if (key_ok && i0 < T && pair_in(s, in, part, i0, j)) {
+      if (key_ok && i0 < T && pair_in<false>(s, in, part, i0, j)) {
         const attn::Row<float> row = rows[r];
         const float x = logit(s, rc0, lfs[r], qk, i0, j);
         const float a = row.a(s, x), w = row.w_from_a(a);

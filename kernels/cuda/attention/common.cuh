@@ -274,27 +274,41 @@ __device__ __forceinline__ size_t row_offset(int b, int t, int T, size_t stride,
 // The far test is remap::far: for every remapping but dual_chunk m − n >= W,
 // from the spec alone; dual_chunk's per-row chunk boundary remap::far_end(m)
 // is read from a table the host fills once per call (Inputs::far_end,
-// far_end_kernel in attention.cu) at the pair, not held per row: computed per
-// pair or held per row it pushed forward_kernel<32> and <64> past 255
-// registers (32-88 bytes of spills per thread on sm_90, PtxasResources).
-__device__ __forceinline__ bool far_pair(const Inputs& in, int m, int n) {
-  const RopeSpec& r = in.spec.rope;
+// far_end_kernel in attention.cu), by the float32 forward kernels only
+// (kFarTable: forward, diagnostics, stick-breaking's forward). The backward
+// refuses dual_chunk (attention_backward), as reading the table there made
+// dkdv_kernel<16, *> spill 44-52 bytes per thread on sm_90, and the
+// tensor-core forward leaves it to the float32 one (tensor_core_fallback), as
+// it made tc_forward_kernel<128, *, cosine> spill 8-36; computing the boundary
+// per pair or holding it per row pushed forward_kernel<32> and <64> past 255
+// registers (PtxasResources). With kFarTable false a kernel is the one it was.
+template <bool kFarTable>
+__device__ __forceinline__ bool far_pair(const RopeSpec& r, const Inputs& in, int m, int n) {
   if (r.remap == RemapKind::None) return false;
-  if (in.far_end) return n < in.far_end[m < in.T ? m : in.T - 1];
+  if constexpr (kFarTable) {
+    if (in.far_end) return n < in.far_end[m];  // m < T: callers test row_ok first
+  }
   return m - n >= r.remap_window;
 }
+template <bool kFarTable>
 __device__ __forceinline__ bool pair_in(const AttentionSpec& s, const Inputs& in, int part, int i0, int j) {
-  return attn::key_kept(s, i0, j) && (far_pair(in, i0, j) == (part == 1));
+  return attn::key_kept(s, i0, j) && (far_pair<kFarTable>(s.rope, in, i0, j) == (part == 1));
 }
 // Whether the tile of rows q_first..q_last and keys k_first..k_last holds a
 // pair of the part (uniform across a block, like block_seen). The far keys of
 // a row are a prefix that never shrinks with the row (remap::far_end), so the
 // last row has the most far keys and the first the most near ones.
+template <bool kFarTable>
 __device__ __forceinline__ bool part_tile_seen(const AttentionSpec& s, const Inputs& in, int part, int q_first,
                                                int q_last, int k_first, int k_last) {
   if (!attn::block_seen(s, q_first, q_last, k_first, k_last)) return false;
   if (!remap::on(s.rope)) return part == 0;
-  return part == 1 ? far_pair(in, q_last, k_first) : !far_pair(in, q_first, k_last);
+  if constexpr (kFarTable) {
+    if (in.far_end)  // (the block's last row may lie past T; the first never does)
+      return part == 1 ? k_first < in.far_end[q_last < in.T ? q_last : in.T - 1] : k_last >= in.far_end[q_first];
+  }
+  const int W = s.rope.remap_window;
+  return part == 1 ? k_first <= q_last - W : k_last > q_first - W;
 }
 
 __device__ __forceinline__ int key_parts(const Inputs& in) { return in.qf ? 2 : 1; }
@@ -315,7 +329,9 @@ __device__ __forceinline__ int key_parts(const Inputs& in) { return in.qf ? 2 : 
 // next() skips a tile no row of the block sees; step() visits every tile and
 // seen() says whether the block sees it. Both are uniform across the block,
 // so the barriers inside load() are reached by every thread or by none.
-template <int D>
+// kFarTable: the walk of a float32 forward kernel, which reads dual_chunk's
+// boundaries (far_pair); every other kernel walks without.
+template <int D, bool kFarTable = false>
 struct KeyWalk {
   const AttentionSpec& s;
   const Inputs& in;
@@ -348,7 +364,7 @@ struct KeyWalk {
   }
   // Whether some row of the block has a pair of this part among the tile's keys.
   __device__ __forceinline__ bool seen() const {
-    return part_tile_seen(s, in, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1);
+    return part_tile_seen<kFarTable>(s, in, part, q0, q0 + kRowsPerBlock - 1, j0, j0 + kKeyTile - 1);
   }
   // To the next tile the block sees; false after the last.
   __device__ __forceinline__ bool next() {
@@ -374,7 +390,8 @@ struct PartQuery {
   int part = 0;  // the part q holds
   // Loads the query row of the walk's part into q if it is not there yet;
   // true when that starts the far part (part 1).
-  __device__ bool select(Slice<D>& q, const KeyWalk<D>& w, int i0, bool row_ok) {
+  template <bool kFarTable>
+  __device__ bool select(Slice<D>& q, const KeyWalk<D, kFarTable>& w, int i0, bool row_ok) {
     if (w.part == part) return false;
     part = w.part;
     const Inputs& in = w.in;

@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float
       for (int i = 0; i < 4; ++i) {
         const int hh = i / 2, j = key_of(w, n, i);
         x[n][i] = logit(s, rc[hh], rc[hh].lf, sc[n].x[i], i0[hh], j);
-        if (row_ok[hh] && pair_in(s, in, w.part, i0[hh], j)) tmax[hh] = fmaxf(tmax[hh], x[n][i]);
+        if (row_ok[hh] && pair_in<false>(s, in, w.part, i0[hh], j)) tmax[hh] = fmaxf(tmax[hh], x[n][i]);
       }
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
@@ -219,7 +219,7 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int hh = i / 2;
-        const bool valid = row_ok[hh] && pair_in(s, in, w.part, i0[hh], key_of(w, n, i));
+        const bool valid = row_ok[hh] && pair_in<false>(s, in, w.part, i0[hh], key_of(w, n, i));
         const float u = valid ? attn::positivity(PHI, x[n][i] - m[hh]) : 0.f;
         const float num = valid && u - c[hh] > 0.f ? u - c[hh] : 0.f;  // = u where c = 0
         z[hh] += valid ? fabsf(u - c[hh]) : 0.f;
@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(kTcThreads) tc_forward_kernel(Inputs in, float
           const int hh = i / 2, j = key_of(w, n, i);
           const float x = logit(s, rc[hh], rc[hh].lf, sc[n].x[i], i0[hh], j);
           float v = 0.f;
-          if (row_ok[hh] && pair_in(s, in, w.part, i0[hh], j)) {
+          if (row_ok[hh] && pair_in<false>(s, in, w.part, i0[hh], j)) {
             const float a = row[hh].a(s, x);
             v = row[hh].sharpen
                     ? attn::sharpen_value(attn::sharpen_t(row[hh].i, a, row[hh].offset), row[hh].t_max, row[hh].p)

@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   };
   PartQuery<D> pq;
   float taken = 0.f;
-  for (KeyWalk<D> w(s, in, b, h, q0, /*from_last=*/true); w.next();) {
+  for (KeyWalk<D, true> w(s, in, b, h, q0, /*from_last=*/true); w.next();) {
     const int part = w.part, j0 = w.j0;
     pq.select(q, w, i0, row_ok);
     w.load(ks, vs);
@@ -69,12 +69,12 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
       const float qk = q.dot(ks + jj * G::D4, lane);
       x[jj] = logit(s, rc, rc.lf, qk, i0, j0 + jj);
       // The keys j <= i the CPU's tile scores (the own key included).
-      if (diag && row_ok && j0 + jj <= i0 && pair_in(s, in, part, i0, j0 + jj)) max_qk = fmaxf(max_qk, fabsf(qk));
+      if (diag && row_ok && j0 + jj <= i0 && pair_in<true>(s, in, part, i0, j0 + jj)) max_qk = fmaxf(max_qk, fabsf(qk));
     }
 #pragma unroll
     for (int jj = kKeyTile - 1; jj >= 0; --jj) {
       const int j = j0 + jj;
-      if (!(row_ok && j < i0 && pair_in(s, in, part, i0, j))) continue;
+      if (!(row_ok && j < i0 && pair_in<true>(s, in, part, i0, j))) continue;
       const float w = attn::sb_weight(x[jj], taken);
       taken += attn::sb_taken(x[jj]);
       acc.axpy(w, vs + jj * G::D4, lane);
@@ -156,7 +156,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
     load_keys(w);
     for (int jj = kKeyTile - 1; jj >= 0; --jj) {
       const int j = j0 + jj;
-      if (!(row_ok && j < i0 && pair_in(s, in, part, i0, j))) continue;
+      if (!(row_ok && j < i0 && pair_in<false>(s, in, part, i0, j))) continue;
       const float x = logit(s, rc, rc.lf, qk[jj], i0, j);
       gsum += static_cast<double>(attn::sb_weight(x, taken) * g[jj]);
       taken += attn::sb_taken(x);
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
     // belongs to for this row (skipped tiles hold no kept key: nothing changes).
     const int last = j0 + kKeyTile - 1;
     if (row_ok && lane == 0 && last % kKeysPerBlock == kKeysPerBlock - 1 &&
-        far_pair(in, i0, last) == (part == 1)) {
+        far_pair<false>(s.rope, in, i0, last) == (part == 1)) {
       const size_t at = row * sb.blocks + last / kKeysPerBlock;
       sb.taken[at] = taken;
       sb.gw[at] = after;
@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) sb_dq_kernel(Inputs in, 
     load_keys(w);
     for (int jj = kKeyTile - 1; jj >= 0; --jj) {
       const int j = j0 + jj;
-      if (!(row_ok && j < i0 && pair_in(s, in, part, i0, j))) continue;
+      if (!(row_ok && j < i0 && pair_in<false>(s, in, part, i0, j))) continue;
       const float x = logit(s, rc, rc.lf, qk[jj], i0, j);
       const float w = attn::sb_weight(x, taken), wg = w * g[jj];
       const float dx =
@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) sb_dkdv_kernel(Inputs in
     __syncthreads();
     for (int r = 0; r < QT; ++r) {
       const int i0 = q0 + r;
-      const bool far = far_copy && far_pair(in, i0, j);  // the same for a row's lanes
+      const bool far = far_copy && far_pair<false>(s.rope, in, i0, j);  // the same for a row's lanes
       const float qk = (far ? kf : k).dot((far ? qfs : qs) + r * G::D4, lane), g = v.dot(dys + r * G::D4, lane);
       if (lane == 0) {
         xs[r * KB + kk] = logit(s, rc0, lfs[r], qk, i0, j);
@@ -325,7 +325,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) sb_dkdv_kernel(Inputs in
       const int i0 = q0 + r;
       const float w = gs[r * KB + kk], dx = xs[r * KB + kk], ds = lambdas[r] * rc0.f * si_gain(s, i0, j) * dx;
       dv.axpy(w, dys + r * G::D4, lane);
-      if (far_copy && far_pair(in, i0, j))
+      if (far_copy && far_pair<false>(s.rope, in, i0, j))
         dkf.axpy(ds, qfs + r * G::D4, lane);
       else
         dk.axpy(ds, qs + r * G::D4, lane);
