@@ -294,6 +294,10 @@ void forward(const char* fn, bool tensor_cores, float* out, float* stats, const 
   GPT_CHECK(out && qkv, fn, ": out and qkv must be non-null");
   GPT_CHECK(aligned16(out) && aligned16(qkv), fn, ": out and qkv must be 16-byte aligned");
   const int D = C / NH;
+  GPT_CHECK(!dual_chunk(spec, qkv_far) || D != 16, fn,
+            ": dual_chunk (Dual Chunk Attention) at head size 16 is not on CUDA: reading its per-row chunk "
+            "boundaries made the head-size-16 forward kernels spill in every run (common.cuh, kFarTableAt); "
+            "evaluate it with --device cpu");
   const size_t rows = static_cast<size_t>(B) * Tn;
   const bool cosine = spec.score == Score::Cosine;
   Scratch norm(cosine ? rows * 2 * C * sizeof(float) : 0, stream, "cudaMallocAsync of the cosine q/k copy");

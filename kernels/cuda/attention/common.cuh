@@ -282,6 +282,11 @@ __device__ __forceinline__ size_t row_offset(int b, int t, int T, size_t stride,
 // it made tc_forward_kernel<128, *, cosine> spill 8-36; computing the boundary
 // per pair or holding it per row pushed forward_kernel<32> and <64> past 255
 // registers (PtxasResources). With kFarTable false a kernel is the one it was.
+// Whether the float32 forward kernels of head size D read the table: not at
+// 16, where it made forward_kernel<16> spill 16-32 bytes (the host refuses
+// dual_chunk there, attention.cu).
+template <int D>
+inline constexpr bool kFarTableAt = D != 16;
 template <bool kFarTable>
 __device__ __forceinline__ bool far_pair(const RopeSpec& r, const Inputs& in, int m, int n) {
   if (r.remap == RemapKind::None) return false;

@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
   // c = e^(−m), which the rescaling by e^(m_old − m_new) keeps exact.
   float m = shifted ? static_cast<float>(attn::shift_floor(s, rc.zeta)) : 0.f, z = 0.f, umax = 0.f;
   float c = attn::zero_level(s, m);
-  for (KeyWalk<D, true> w(s, in, b, h, q0); w.next();) {
+  for (KeyWalk<D, kFarTableAt<D>> w(s, in, b, h, q0); w.next();) {
     const int part = w.part, j0 = w.j0;
     pq.select(q, w, i0, row_ok);
     w.load(ks, two_pass ? nullptr : vs);
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
 #pragma unroll
     for (int jj = 0; jj < kKeyTile; ++jj) {
       x[jj] = logit(s, rc, rc.lf, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
-      if (row_ok && pair_in<true>(s, in, part, i0, j0 + jj)) tmax = fmaxf(tmax, x[jj]);
+      if (row_ok && pair_in<kFarTableAt<D>>(s, in, part, i0, j0 + jj)) tmax = fmaxf(tmax, x[jj]);
     }
     if (shifted && tmax > m) {  // online softmax: rescale what was summed under the old maximum
       const float corr = expf(m - tmax);
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
     }
 #pragma unroll
     for (int jj = 0; jj < kKeyTile; ++jj) {
-      const bool valid = row_ok && pair_in<true>(s, in, part, i0, j0 + jj);
+      const bool valid = row_ok && pair_in<kFarTableAt<D>>(s, in, part, i0, j0 + jj);
       const float u = valid ? attn::positivity(PHI, x[jj] - m) : 0.f;
       const float num = valid && u - c > 0.f ? u - c : 0.f;  // = u where c = 0
       z += valid ? fabsf(u - c) : 0.f;
@@ -74,7 +74,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
     // t_max), w = a for a row where no t is positive.
     const attn::Row<float> row = attn::row_from_stats(s, i, st);
     float R = 0.f;
-    for (KeyWalk<D, true> w(s, in, b, h, q0); w.next();) {
+    for (KeyWalk<D, kFarTableAt<D>> w(s, in, b, h, q0); w.next();) {
       const int part = w.part, j0 = w.j0;
       pq.select(q, w, i0, row_ok);
       w.load(ks, vs);
@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) forward_kernel(Inputs in
       for (int jj = 0; jj < kKeyTile; ++jj) {
         const float x = logit(s, rc, rc.lf, q.dot(ks + jj * G::D4, lane), i0, j0 + jj);
         float e = 0.f;
-        if (row_ok && pair_in<true>(s, in, part, i0, j0 + jj)) {
+        if (row_ok && pair_in<kFarTableAt<D>>(s, in, part, i0, j0 + jj)) {
           const float a = row.a(s, x);
           e = row.sharpen ? attn::sharpen_value(attn::sharpen_t(row.i, a, row.offset), row.t_max, row.p) : a;
         }
@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) diag_kernel(Inputs in, c
   double mass = 0, wlogw = 0, recent = 0, w0 = 0;
   float max_qk = 0.f;  // the row's largest |q·k| (times f: the largest |σ|)
   PartQuery<D> pq;
-  for (KeyWalk<D, true> w(s, in, b, h, q0); w.next();) {
+  for (KeyWalk<D, kFarTableAt<D>> w(s, in, b, h, q0); w.next();) {
     const int part = w.part, j0 = w.j0;
     pq.select(q, w, i0, row_ok);
     w.load(ks, nullptr);
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) diag_kernel(Inputs in, c
       const int j = j0 + jj;
       const float qk = q.dot(ks + jj * G::D4, lane);
       const float x = logit(s, rc, rc.lf, qk, i0, j);
-      if (row_ok && pair_in<true>(s, in, part, i0, j)) {
+      if (row_ok && pair_in<kFarTableAt<D>>(s, in, part, i0, j)) {
         max_qk = fmaxf(max_qk, fabsf(qk));
         const double w = row.w_from_a(row.a(s, x));
         mass += w;

@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
   };
   PartQuery<D> pq;
   float taken = 0.f;
-  for (KeyWalk<D, true> w(s, in, b, h, q0, /*from_last=*/true); w.next();) {
+  for (KeyWalk<D, kFarTableAt<D>> w(s, in, b, h, q0, /*from_last=*/true); w.next();) {
     const int part = w.part, j0 = w.j0;
     pq.select(q, w, i0, row_ok);
     w.load(ks, vs);
@@ -69,12 +69,12 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads)
       const float qk = q.dot(ks + jj * G::D4, lane);
       x[jj] = logit(s, rc, rc.lf, qk, i0, j0 + jj);
       // The keys j <= i the CPU's tile scores (the own key included).
-      if (diag && row_ok && j0 + jj <= i0 && pair_in<true>(s, in, part, i0, j0 + jj)) max_qk = fmaxf(max_qk, fabsf(qk));
+      if (diag && row_ok && j0 + jj <= i0 && pair_in<kFarTableAt<D>>(s, in, part, i0, j0 + jj)) max_qk = fmaxf(max_qk, fabsf(qk));
     }
 #pragma unroll
     for (int jj = kKeyTile - 1; jj >= 0; --jj) {
       const int j = j0 + jj;
-      if (!(row_ok && j < i0 && pair_in<true>(s, in, part, i0, j))) continue;
+      if (!(row_ok && j < i0 && pair_in<kFarTableAt<D>>(s, in, part, i0, j))) continue;
       const float w = attn::sb_weight(x[jj], taken);
       taken += attn::sb_taken(x[jj]);
       acc.axpy(w, vs + jj * G::D4, lane);
