@@ -1,5 +1,5 @@
 // `gpt bench --only attention-cost`: a cost model of the fused attention
-// forward on a GPU, for the float32 kernel and the tensor-core one, with no
+// forward and backward on a GPU, for the float32 kernel and the tensor-core one, with no
 // GPU needed (docs/gpu.md, "Cost model"). Per causal (query, key) pair it
 // counts the work of each unit the kernels use, from their inner loops
 // (kernels/cuda/attention/forward.cuh, forward_tc.cuh):
@@ -56,6 +56,17 @@ struct CostPrediction {
 // The forward over B sequences of T tokens, NH heads of size D.
 CostPrediction predict_forward(const AttentionSpec& s, int B, int T, int NH, int D, bool tensor_cores,
                                const GpuUnits& gpu);
+
+// The backward (kernels/cuda/attention/backward.cuh, backward_tc.cuh): the
+// dq kernel visits every pair once, or twice under sharpening (S_i's pass),
+// forming q·k and dy·v each time and ds·k once; the dk/dv kernel visits it
+// once, forming k·q, v·dy, wᵀ·dy and dsᵀ·q. `passes` counts the visits;
+// every visit recomputes the logit, φ and the gradient's stage math.
+PairWork pair_work_backward(const AttentionSpec& s, int D, bool tensor_cores);
+// The backward over B sequences of T tokens, NH heads of size D; tflops on
+// 2.5 times the forward's FLOP count (five products against two).
+CostPrediction predict_backward(const AttentionSpec& s, int B, int T, int NH, int D, bool tensor_cores,
+                                const GpuUnits& gpu);
 
 // The table for opt's presets and contexts on `gpu` (h100 or h200).
 void run_attention_cost(const CudaAttentionBenchOptions& opt, const std::string& gpu, std::ostream& out);

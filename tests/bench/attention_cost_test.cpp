@@ -79,6 +79,39 @@ TEST(AttentionCost, PredictedTimesAndBytes) {
   EXPECT_NEAR(b.t_mufu / a.t_mufu, 4.0, 0.01);
 }
 
+TEST(AttentionCost, BackwardWorkPerPairAndBytes) {
+  // softmax at D = 64: the dq kernel's one visit (q·k, dy·v, ds·k) and the
+  // dk/dv kernel's (k·q, v·dy, wᵀ·dy, dsᵀ·q): seven products of 2·64 FLOPs.
+  const PairWork tc = pair_work_backward(preset("softmax"), 64, true);
+  EXPECT_EQ(tc.passes, 2);
+  EXPECT_DOUBLE_EQ(tc.mma_flops, 7 * 128);
+  EXPECT_DOUBLE_EQ(tc.mufu_instr, 2 * 1);                     // expf at each visit
+  EXPECT_DOUBLE_EQ(tc.fp32_instr, 2 * (4 + 4 + 10) + 3 * 5);  // logit, expf, gradient; three bf16 roundings
+  const PairWork simt = pair_work_backward(preset("softmax"), 64, false);
+  EXPECT_DOUBLE_EQ(simt.mma_flops, 0);
+  EXPECT_DOUBLE_EQ(simt.fp32_instr, 2 * (4 + 4 + 10) + 7 * 64);  // the products as FMAs
+  // lssar: S_i's extra visit in dq (three in all), q·k from three products
+  // on tensor cores at each visit, and the re-weighting's cost at each.
+  const PairWork lssar = pair_work_backward(preset("lssar"), 64, true);
+  EXPECT_EQ(lssar.passes, 3);
+  EXPECT_DOUBLE_EQ(lssar.mma_flops, 3 * (3 + 1) * 128 + 3 * 128);
+  EXPECT_DOUBLE_EQ(lssar.mufu_instr, 3 * (2 + 2 + 4));  // softplus, powf, the gradient's powers
+  EXPECT_DOUBLE_EQ(lssar.fp32_instr, 3 * (4 + 14 + 10 + 24 + 40) + 3 * 5);
+  // Bytes of one head of 64 rows: eleven rows and 24 bytes per position
+  // from memory; from L2, dq's one block reads k, v for its 64 keys, dk/dv's
+  // one block the query tiles from 0 on (64 rows) with 24 bytes each.
+  const GpuUnits* h100 = gpu_units("h100");
+  ASSERT_NE(h100, nullptr);
+  const CostPrediction p = predict_backward(preset("softmax"), 1, 64, 1, 64, true, *h100);
+  EXPECT_DOUBLE_EQ(p.t_mem, 64 * (11 * 256.0 + 24) / 3.35e12);
+  EXPECT_DOUBLE_EQ(p.t_l2, (64 * 256.0 * 2 + 64 * (256.0 * 2 + 24)) / 5.5e12);
+  EXPECT_DOUBLE_EQ(p.t_mma, 64.0 * 65 / 2 * 7 * 128 / 989.4e12);
+  EXPECT_DOUBLE_EQ(p.tflops, 2.5 * 2.0 * 64 * 64 * 65 / p.seconds / 1e12);
+  // At T = 128 the second block of 64 keys starts at query tile 2 (row 64).
+  const CostPrediction q = predict_backward(preset("softmax"), 1, 128, 1, 64, false, *h100);
+  EXPECT_DOUBLE_EQ(q.t_l2, ((64 + 128) * 256.0 * 2 + (128 + 64) * (256.0 * 2 + 24)) / 5.5e12);
+}
+
 TEST(AttentionCost, TableNamesEveryUnitAndRefusesAnUnknownGpu) {
   CudaAttentionBenchOptions opt;
   opt.presets = {"softmax", "lssar", "stick_breaking"};
@@ -90,7 +123,7 @@ TEST(AttentionCost, TableNamesEveryUnitAndRefusesAnUnknownGpu) {
   EXPECT_NE(s.find("stick-breaking has kernels of its own"), std::string::npos) << s;
   int rows = 0;
   for (size_t at = 0; (at = s.find("\nsoftmax ", at)) != std::string::npos; ++at) ++rows;
-  EXPECT_EQ(rows, 4) << s;  // 2 contexts x (fp32, tc)
+  EXPECT_EQ(rows, 8) << s;  // 2 contexts x (fp32, tc) x (forward, backward)
   EXPECT_THROW(run_attention_cost(opt, "v100", out), Error);
 }
 
