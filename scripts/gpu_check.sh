@@ -392,7 +392,7 @@ if [ "${SANITIZER:-1}" = 0 ]; then
 elif [ ! -x "$sanitizer" ]; then
   row "compute-sanitizer" skip "not found beside nvcc ($sanitizer)"
 else
-  san_filter='CudaMmaLayout.*:CudaOps.*:CudaBf16Native.*:CudaAttention.EveryPresetHeadSize64:CudaAttention.TensorCoreForwardEveryPresetAndHeadSize'
+  san_filter='CudaMmaLayout.*:CudaOps.*:CudaBf16Native.*:CudaAttention.EveryPresetHeadSize64:CudaAttention.TensorCoreForwardEveryPresetAndHeadSize:CudaAttention.TensorCoreBackwardEveryPreset:CudaAttention.TensorCoreStickBreakingForward'
   for tool in ${SANITIZER_TOOLS:-memcheck racecheck synccheck}; do
     t0=$(date +%s)
     timeout "${SANITIZER_SECONDS:-150}" "$sanitizer" --tool "$tool" --error-exitcode 86 --print-limit 20 \

@@ -30,7 +30,8 @@
 //             for bounded φ or no l1), or two passes under sharpening (pass 1:
 //             shift, Z, max a; pass 2: r and the weighted sum, Σr).
 //   tc_forward the same forward with q·kᵀ and the weighted sum on tensor
-//             cores (attention/forward_tc.cuh; attention_forward_tc).
+//             cores (attention/forward_tc.cuh; attention_forward_tc), and
+//             stick-breaking's (attention/stick_breaking_tc.cuh).
 //   diag      query rows; recomputes w from the stats (as the backward does)
 //             and accumulates the per-head diagnostics (evaluation only).
 //   dq        query rows; D_i = dy_i·y_i and, under sharpening, a first pass for
@@ -38,6 +39,8 @@
 //             Saves D_i, S_i for:
 //   dkdv      key rows (FlashAttention-2's key-major backward): dk_j, dv_j
 //             summed over the query tiles in registers, no atomics.
+//   tc_dq, tc_dkdv the same backward with its products on tensor cores
+//             (attention/backward_tc.cuh; attention_backward_tc).
 //   normalize / normalize_backward: the cosine score's L2 normalisation of q
 //             and k into a (B,T,2C) copy, and the projection of its gradient
 //             onto the sphere's tangent (as the CPU kernel does).
@@ -57,9 +60,11 @@
 #include "core/check.h"
 #include "kernels/attention_check.h"
 #include "kernels/cuda/attention/backward.cuh"
+#include "kernels/cuda/attention/backward_tc.cuh"
 #include "kernels/cuda/attention/common.cuh"
 #include "kernels/cuda/attention/forward.cuh"
 #include "kernels/cuda/attention/forward_tc.cuh"
+#include "kernels/cuda/attention/stick_breaking_tc.cuh"
 #include "kernels/cuda/attention/stick_breaking.cuh"
 
 namespace gpt::cuda {
@@ -276,8 +281,9 @@ void check_far(const char* fn, const AttentionSpec& spec, const float* qkv_far) 
 
 const char* tensor_core_fallback(const AttentionSpec& spec, int D) {
   (void)D;  // every head size of the float kernels (16, 32, 64, 128) has a tensor-core instantiation
-  if (attn::stick_breaking(spec))
-    return "stick-breaking's reverse scan over key blocks is not on tensor cores yet (the float32 kernel runs)";
+  if (attn::stick_breaking(spec) && spec.score == Score::Cosine)
+    return "stick-breaking with cosine scores: its tensor-core forward has no split-score (bf16 hi + lo) form "
+           "(the float32 kernel runs)";
   if (spec.rope.remap == RemapKind::DualChunk)
     return "dual_chunk's per-row chunk boundaries (a table read per pair) made the tensor-core forward at head "
            "size 128 with cosine scores spill 8-36 bytes per thread for every run; the float32 kernel runs it";
@@ -317,6 +323,13 @@ void forward(const char* fn, bool tensor_cores, float* out, float* stats, const 
     constexpr Positivity kPhi = decltype(phi)::value;
     if constexpr (kPhi == Positivity::Sigmoid) {  // stick-breaking needs sigmoid (check_args)
       if (attn::stick_breaking(spec)) {
+        // On tensor cores unless the diagnostics are asked for (the float32
+        // kernel sums them as it walks; stick_breaking_tc.cuh).
+        if (tensor_cores && !diag && !tensor_core_fallback(spec, kD)) {
+          GPT_LAUNCH(grid, kTcThreads, stream, tc_sb_forward_kernel<kD>)(in, out, stats);
+          check_launch("tc_sb_forward_kernel launch");
+          return;
+        }
         GPT_LAUNCH(grid, Geom<kD>::kRowThreads, stream, sb_forward_kernel<kD>)(in, out, stats, diag);
         check_launch("sb_forward_kernel launch");
         return;
@@ -353,26 +366,44 @@ void attention_forward_tc(float* out, float* stats, const float* qkv, int B, int
   forward("cuda::attention_forward_tc", true, out, stats, qkv, B, Tn, C, NH, spec, head, diag, stream, qkv_far);
 }
 
-void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* dout, const float* out,
-                        const float* stats, const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
-                        const HeadParams<float>& head, cudaStream_t stream, float* dqkv_far, const float* qkv_far) {
-  check_args("cuda::attention_backward", B, Tn, C, NH, spec, head);
-  check_far("cuda::attention_backward", spec, qkv_far);
+const char* tensor_core_backward_fallback(const AttentionSpec& spec, int D) {
+  if (attn::stick_breaking(spec))
+    return "stick-breaking's reverse scan over key blocks is not on tensor cores yet (the float32 kernels run)";
+  if (D != 64)
+    return "the tensor-core backward runs at head size 64 only (backward_tc.cuh, kTcBackwardAt): at 128 a warp's "
+           "fragments of k, v, dk and dv (16 keys x 128 channels) exceed 255 registers and spill (sm_90: tc_dq 96-164 "
+           "bytes, tc_dkdv 532-948 bytes per thread), and 16 and 32 are not instantiated (build time); the float32 "
+           "kernels run";
+  if (spec.score == Score::Cosine && spec.positivity != Positivity::Exp && spec.positivity != Positivity::Softplus)
+    return "cosine scores with sigmoid or relu: the tensor-core backward's split-score kernels are instantiated for "
+           "exp and softplus only, the cosine-score presets' positivities (backward_tc.cuh, kTcSplitBackwardFor; "
+           "build time); the float32 kernels run";
+  return nullptr;
+}
+
+namespace {
+
+void backward(const char* fn, bool tensor_cores, float* dqkv, const HeadGrads<float>& dhp, const float* dout,
+              const float* out, const float* stats, const float* qkv, int B, int Tn, int C, int NH,
+              const AttentionSpec& spec, const HeadParams<float>& head, cudaStream_t stream, float* dqkv_far,
+              const float* qkv_far) {
+  check_args(fn, B, Tn, C, NH, spec, head);
+  check_far(fn, spec, qkv_far);
   GPT_CHECK(spec.rope.remap != RemapKind::DualChunk,
-            "cuda::attention_backward: dual_chunk (Dual Chunk Attention, a training-free method) runs forward only on "
+            fn, ": dual_chunk (Dual Chunk Attention, a training-free method) runs forward only on "
             "CUDA: reading each row's chunk boundary in the backward kernels made dkdv_kernel<16> spill 44-52 bytes "
             "per thread in every run (docs/context_extension.md §2); train or fine-tune with it with --device cpu");
   GPT_CHECK(!qkv_far || (dqkv_far && aligned16(dqkv_far)),
-            "cuda::attention_backward: a distance remapping needs a 16-byte aligned dqkv_far");
-  GPT_CHECK(stats != nullptr, "cuda::attention_backward: the forward's stats are required");
-  GPT_CHECK(!spec.learned_scale() || dhp.scale != nullptr, "cuda::attention_backward: ssmax needs dhead_scale");
-  GPT_CHECK(!spec.learned_sink() || dhp.sink != nullptr, "cuda::attention_backward: the sink needs the sink gradients");
-  GPT_CHECK(!spec.kerple() || dhp.kerple != nullptr, "cuda::attention_backward: KERPLE needs the gradients of r1, r2");
-  GPT_CHECK(!spec.forget() || dhp.fcum != nullptr, "cuda::attention_backward: the forget gate needs dL/dc");
-  GPT_CHECK(!spec.fire() || dhp.fire != nullptr, "cuda::attention_backward: FIRE needs dL/db (B, NH, T, T)");
-  GPT_CHECK(dqkv && dout && out && qkv, "cuda::attention_backward: dqkv, dout, out and qkv must be non-null");
+            fn, ": a distance remapping needs a 16-byte aligned dqkv_far");
+  GPT_CHECK(stats != nullptr, fn, ": the forward's stats are required");
+  GPT_CHECK(!spec.learned_scale() || dhp.scale != nullptr, fn, ": ssmax needs dhead_scale");
+  GPT_CHECK(!spec.learned_sink() || dhp.sink != nullptr, fn, ": the sink needs the sink gradients");
+  GPT_CHECK(!spec.kerple() || dhp.kerple != nullptr, fn, ": KERPLE needs the gradients of r1, r2");
+  GPT_CHECK(!spec.forget() || dhp.fcum != nullptr, fn, ": the forget gate needs dL/dc");
+  GPT_CHECK(!spec.fire() || dhp.fire != nullptr, fn, ": FIRE needs dL/db (B, NH, T, T)");
+  GPT_CHECK(dqkv && dout && out && qkv, fn, ": dqkv, dout, out and qkv must be non-null");
   GPT_CHECK(aligned16(dqkv) && aligned16(dout) && aligned16(out) && aligned16(qkv),
-            "cuda::attention_backward: dqkv, dout, out and qkv must be 16-byte aligned");
+            fn, ": dqkv, dout, out and qkv must be 16-byte aligned");
   const int D = C / NH;
   const size_t rows = static_cast<size_t>(B) * Tn;
   const bool cosine = spec.score == Score::Cosine, learned = spec.learned_scale(), sink = spec.learned_sink(),
@@ -457,9 +488,31 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
         return;
       }
     }
-    GPT_LAUNCH(dim3(tiles(Tn, kRowsPerBlock), B * NH), Geom<kD>::kRowThreads, stream, dq_kernel<kD, kPhi>)(in, gr);
+    // The tensor-core kernels where they are instantiated and take the spec
+    // (tensor_core_backward_fallback says so, with its reason otherwise).
+    [[maybe_unused]] const bool tc = tensor_cores && !tensor_core_backward_fallback(spec, kD);
+    const dim3 rows_grid(tiles(Tn, kRowsPerBlock), B * NH), keys_grid(tiles(Tn, kKeysPerBlock), B * NH);
+    if constexpr (kTcBackwardAt<kD>) {
+      if (tc && spec.score != Score::Cosine) {
+        GPT_LAUNCH(rows_grid, kTcThreads, stream, tc_dq_kernel<kD, kPhi, false>)(in, gr);
+        check_launch("tc_dq_kernel launch");
+        GPT_LAUNCH(keys_grid, kTcThreads, stream, tc_dkdv_kernel<kD, kPhi, false>)(in, gr);
+        check_launch("tc_dkdv_kernel launch");
+        return;
+      }
+      if constexpr (kTcSplitBackwardFor<kPhi>) {
+        if (tc) {  // cosine scores: q̂, k̂ split into bf16 hi + lo (backward_tc.cuh)
+          GPT_LAUNCH(rows_grid, kTcThreads, stream, tc_dq_kernel<kD, kPhi, true>)(in, gr);
+          check_launch("tc_dq_kernel launch");
+          GPT_LAUNCH(keys_grid, kTcThreads, stream, tc_dkdv_kernel<kD, kPhi, true>)(in, gr);
+          check_launch("tc_dkdv_kernel launch");
+          return;
+        }
+      }
+    }
+    GPT_LAUNCH(rows_grid, Geom<kD>::kRowThreads, stream, dq_kernel<kD, kPhi>)(in, gr);
     check_launch("dq_kernel launch");
-    GPT_LAUNCH(dim3(tiles(Tn, kKeysPerBlock), B * NH), Geom<kD>::kKeyThreads, stream, dkdv_kernel<kD, kPhi>)(in, gr);
+    GPT_LAUNCH(keys_grid, Geom<kD>::kKeyThreads, stream, dkdv_kernel<kD, kPhi>)(in, gr);
     check_launch("dkdv_kernel launch");
   });
   if (cosine) {
@@ -485,6 +538,23 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* d
     GPT_LAUNCH(tiles(2 * NP, 128), 128, stream, add_head_scale_grad_kernel)(dhp.kerple, gr.dkerple, 2 * NP);
     check_launch("add_head_scale_grad_kernel launch (KERPLE)");
   }
+}
+
+}  // namespace
+
+void attention_backward(float* dqkv, const HeadGrads<float>& dhp, const float* dout, const float* out,
+                        const float* stats, const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
+                        const HeadParams<float>& head, cudaStream_t stream, float* dqkv_far, const float* qkv_far) {
+  backward("cuda::attention_backward", false, dqkv, dhp, dout, out, stats, qkv, B, Tn, C, NH, spec, head, stream,
+           dqkv_far, qkv_far);
+}
+
+void attention_backward_tc(float* dqkv, const HeadGrads<float>& dhp, const float* dout, const float* out,
+                           const float* stats, const float* qkv, int B, int Tn, int C, int NH,
+                           const AttentionSpec& spec, const HeadParams<float>& head, cudaStream_t stream,
+                           float* dqkv_far, const float* qkv_far) {
+  backward("cuda::attention_backward_tc", true, dqkv, dhp, dout, out, stats, qkv, B, Tn, C, NH, spec, head, stream,
+           dqkv_far, qkv_far);
 }
 
 }  // namespace gpt::cuda

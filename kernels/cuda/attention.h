@@ -41,4 +41,18 @@ void attention_backward(float* dqkv, const HeadGrads<float>& dhead, const float*
                         const HeadParams<float>& head, cudaStream_t stream, float* dqkv_far = nullptr,
                         const float* qkv_far = nullptr);
 
+// The same backward with its products on tensor cores
+// (kernels/cuda/attention/backward_tc.cuh; docs/gpu.md): q, k, v, dy, the
+// weights and the logit gradients rounded to bf16 before the products,
+// float32 accumulation, stage math and row sums as above. What it does not
+// cover runs the float32 kernels: tensor_core_backward_fallback says which
+// and why. The statistics may come from either forward.
+void attention_backward_tc(float* dqkv, const HeadGrads<float>& dhead, const float* dout, const float* out,
+                           const float* stats, const float* qkv, int B, int Tn, int C, int NH,
+                           const AttentionSpec& spec, const HeadParams<float>& head, cudaStream_t stream,
+                           float* dqkv_far = nullptr, const float* qkv_far = nullptr);
+// Null when attention_backward_tc runs `spec` at head size D on tensor
+// cores; otherwise the reason it runs the float32 kernels.
+const char* tensor_core_backward_fallback(const AttentionSpec& spec, int D);
+
 }  // namespace gpt::cuda

@@ -62,7 +62,7 @@ class CudaBackend final : public Backend<float> {
       case cuda::GemmPrecision::Tf32:
         return "cuda (tf32 GEMMs)";
       case cuda::GemmPrecision::Bf16:
-        return "cuda (bf16 GEMM operands; attention on tensor cores in inference)";
+        return "cuda (bf16 GEMM operands; attention on tensor cores)";
       case cuda::GemmPrecision::Fp32:
         break;
     }
@@ -70,6 +70,11 @@ class CudaBackend final : public Backend<float> {
   }
   void synchronize() override { GPT_CUDA_CHECK(cudaStreamSynchronize(stream_)); }
   bool tensor_core_inference() const { return matmul_.precision() == cuda::GemmPrecision::Bf16; }
+  // Whether training runs attention on tensor cores in both directions (with
+  // bf16 GEMM operands): where both tensor-core kernels take the spec.
+  static bool tensor_core_training(const AttentionSpec& spec, int D) {
+    return !cuda::tensor_core_fallback(spec, D) && !cuda::tensor_core_backward_fallback(spec, D);
+  }
 
   void* alloc_bytes(size_t bytes) override { return device_zeroed(bytes); }
   void release_bytes(void* p) override { device_free(p); }
@@ -165,11 +170,12 @@ class CudaBackend final : public Backend<float> {
       ddiag = diag_;
       GPT_CUDA_CHECK(cudaMemsetAsync(ddiag, 0, ndiag * sizeof(double), stream_));
     }
-    // bf16 GEMM operands and no statistics to keep (inference: no backward
-    // reads them): the forward on tensor cores, bf16 q, k, v and weights.
-    // Training keeps the float32 forward, whose statistics the float32
-    // backward recomputes the weights from.
-    if (tensor_core_inference() && !stats)
+    // bf16 GEMM operands: the forward on tensor cores (bf16 q, k, v and
+    // weights) in inference, and in training where the backward runs on
+    // tensor cores too (tensor_core_training): the backward recomputes the
+    // weights from the forward's statistics, so both must score the same
+    // bf16-rounded q·k. Elsewhere training keeps the float32 pair.
+    if (tensor_core_inference() && (!stats || tensor_core_training(spec, C / NH)))
       cuda::attention_forward_tc(out, stats, qkv, B, Tn, C, NH, spec, head_scale, ddiag, stream_, qkv_far);
     else
       cuda::attention_forward(out, stats, qkv, B, Tn, C, NH, spec, head_scale, ddiag, stream_, qkv_far);
@@ -182,8 +188,12 @@ class CudaBackend final : public Backend<float> {
   void attention_backward(float* dqkv, const HeadGrads<float>& dhead_scale, const float* dout, const float* out,
                           const float* stats, const float* qkv, int B, int Tn, int C, int NH, const AttentionSpec& spec,
                           const HeadParams<float>& head_scale, float* dqkv_far, const float* qkv_far) override {
-    cuda::attention_backward(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale, stream_,
-                             dqkv_far, qkv_far);
+    if (tensor_core_inference() && tensor_core_training(spec, C / NH))
+      cuda::attention_backward_tc(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale, stream_,
+                                  dqkv_far, qkv_far);
+    else
+      cuda::attention_backward(dqkv, dhead_scale, dout, out, stats, qkv, B, Tn, C, NH, spec, head_scale, stream_,
+                               dqkv_far, qkv_far);
   }
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n, double lr, double beta1,
                     double beta2, double eps, double weight_decay, long t) override {

@@ -150,13 +150,16 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
       << "\nFLOPs: forward 2*B*C*T(T+1) (q.k and the weighted sum of v over the causal half); forward+backward "
          "3x that. \"x softmax\": time relative to the softmax preset at the same T. \"tc fwd\": the forward on "
          "tensor cores (cuda::attention_forward_tc: bf16 q, k, v and weights, float32 accumulation), \"fp32/tc\" "
-         "the float32 forward's time over it (\"-\": the variant runs the float32 kernel there).\n";
-  char buf[256];
+         "the float32 forward's time over it (\"-\": the variant runs the float32 kernel there); \"tc f+b\" the "
+         "forward and backward on tensor cores (cuda::attention_backward_tc, as bf16 training runs them), \"fp32/tc\" "
+         "the float32 pair's time over it (\"-\": cuda::tensor_core_backward_fallback).\n";
+  char buf[512];
   int width = 10;  // the name column holds the longest name
   for (const std::string& n : names) width = std::max(width, static_cast<int>(std::min<size_t>(n.size(), 40)));
-  std::snprintf(buf, sizeof buf, "%-*s %6s %3s %10s %8s %12s %8s %10s %10s %8s %8s\n", width, "preset", "T", "B",
-                "fwd ms", "TFLOP/s", "fwd+bwd ms", "TFLOP/s", "x softmax", "tc fwd ms", "TFLOP/s", "fp32/tc");
-  out << buf << std::string(93 + width, '-') << "\n" << std::flush;
+  std::snprintf(buf, sizeof buf, "%-*s %6s %3s %10s %8s %12s %8s %10s %10s %8s %8s %10s %8s %8s\n", width, "preset",
+                "T", "B", "fwd ms", "TFLOP/s", "fwd+bwd ms", "TFLOP/s", "x softmax", "tc fwd ms", "TFLOP/s", "fp32/tc",
+                "tc f+b ms", "TFLOP/s", "fp32/tc");
+  out << buf << std::string(122 + width, '-') << "\n" << std::flush;
 
   ModelConfig m;
   m.context = opt.trained_context;
@@ -209,15 +212,31 @@ void run_cuda_attention_bench(const CudaAttentionBenchOptions& opt, std::ostream
         std::snprintf(tc[1], sizeof tc[1], "%.2f", flops / tc_sec / 1e12);
         std::snprintf(tc[2], sizeof tc[2], "%.2f", f_sec / tc_sec);
       }
+      char tcb[3][32] = {"-", "-", "-"};
+      if (!cuda::tensor_core_fallback(spec, KC / KNH) && !cuda::tensor_core_backward_fallback(spec, KC / KNH)) {
+        const double tcb_sec = best_gpu_seconds(
+            [&] {
+              cuda::attention_forward_tc(y.get(), stats.get(), qkv.get(), B, Tn, KC, KNH, spec, head, nullptr,
+                                         nullptr);
+              cuda::attention_backward_tc(dqkv.get(),
+                                          {dscale.get(), dsink.get(), dkerple.get(), dfcum.get(), dfire.get()},
+                                          dout.get(), y.get(), stats.get(), qkv.get(), B, Tn, KC, KNH, spec, head,
+                                          nullptr);
+            },
+            opt.min_seconds);
+        std::snprintf(tcb[0], sizeof tcb[0], "%.3f", tcb_sec * 1e3);
+        std::snprintf(tcb[1], sizeof tcb[1], "%.2f", 3 * flops / tcb_sec / 1e12);
+        std::snprintf(tcb[2], sizeof tcb[2], "%.2f", fb_sec / tcb_sec);
+      }
       if (name == "softmax") {
         softmax_f[ci] = f_sec;
         softmax_fb[ci] = fb_sec;
       }
       char ratio[32] = "-";
       if (softmax_fb[ci] > 0) std::snprintf(ratio, sizeof ratio, "%.2f", fb_sec / softmax_fb[ci]);
-      std::snprintf(buf, sizeof buf, "%-*s %6d %3d %10.3f %8.2f %12.3f %8.2f %10s %10s %8s %8s\n", width,
+      std::snprintf(buf, sizeof buf, "%-*s %6d %3d %10.3f %8.2f %12.3f %8.2f %10s %10s %8s %8s %10s %8s %8s\n", width,
                     name.c_str(), Tn, B, f_sec * 1e3, flops / f_sec / 1e12, fb_sec * 1e3, 3 * flops / fb_sec / 1e12,
-                    ratio, tc[0], tc[1], tc[2]);
+                    ratio, tc[0], tc[1], tc[2], tcb[0], tcb[1], tcb[2]);
       out << buf << std::flush;
     }
   }

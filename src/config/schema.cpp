@@ -343,8 +343,9 @@ std::vector<Key> make_keys() {
       {GPT_KEY(run, device), one_of({"cpu", "cuda"}), "compute backend"},
       {GPT_KEY(run, precision), one_of({"fp32", "tf32", "bf16"}),
        "GEMMs of the linear layers on cuda: fp32 strict float32, tf32 tensor cores, bf16 operands with float32 "
-       "accumulation (and, in evaluation and sampling, the attention forward on tensor cores: bf16 q, k, v and "
-       "weights); cpu: fp32 only"},
+       "accumulation (and attention on tensor cores, bf16 q, k, v and weights: the forward in evaluation and "
+       "sampling, both directions in training where the backward has tensor-core kernels, head size 64); cpu: fp32 "
+       "only"},
       {GPT_KEY(run, storage), one_of({"fp32", "bf16"}),
        "activations and the parameters the ops read: fp32, or bf16 (rounded from float32 master parameters; "
        "gradients, AdamW state, statistics and losses stay float32); cpu and cuda"},

@@ -130,6 +130,33 @@ __global__ void __launch_bounds__(Geom<D>::kRowThreads) dq_kernel(Inputs in, Gra
   }
 }
 
+// What the key-major kernels (dkdv, tc_dkdv) need of each query row i0 =
+// q0 + r of a tile of kQueryTile rows, in shared arrays: its Row (from the
+// forward's statistics), λ_i·f, λ_i, and D_i, S_i from the dq kernel. The
+// block's threads share the rows; the caller waits at a barrier after.
+__device__ __forceinline__ void load_query_tile_rows(const AttentionSpec& s, const Inputs& in, const Grads& gr,
+                                                     int D, int b, int h, int q0, attn::Row<float>* rows, float* lfs,
+                                                     float* lambdas, float* Dis, float* Ss) {
+  const int T = in.T, bh = static_cast<int>(blockIdx.y);
+  for (int r = threadIdx.x; r < kQueryTile; r += blockDim.x) {
+    const int i0 = q0 + r;
+    float st[kStats] = {0.f, 1.f, 0.f, 0.f};
+    float Di = 0.f, S = 0.f;
+    if (i0 < T) {
+      const size_t row = static_cast<size_t>(bh) * T + i0;
+      for (int c = 0; c < kStats; ++c) st[c] = gr.stats[row * kStats + c];
+      Di = gr.row_ds[row * 2];
+      S = gr.row_ds[row * 2 + 1];
+    }
+    const RowConsts rc = row_consts(s, i0 + 1, D, h, b, in);
+    rows[r] = attn::row_from_stats(s, i0 + 1, st);
+    lfs[r] = rc.lf;
+    lambdas[r] = rc.lambda;
+    Dis[r] = Di;
+    Ss[r] = S;
+  }
+}
+
 // grid (key tiles, B*NH), block kKeysPerBlock*L threads: dk_j, dv_j over the
 // query rows i >= j, streamed through shared memory with their statistics.
 template <int D, Positivity PHI>
@@ -182,23 +209,7 @@ __global__ void __launch_bounds__(Geom<D>::kKeyThreads) dkdv_kernel(Inputs in, G
     __syncthreads();
     load_tile<D>(qs, part ? qfbase : qbase, in.qk_stride, q0, kQueryTile, T);
     load_tile<D>(dys, dybase, C, q0, kQueryTile, T);
-    for (int r = threadIdx.x; r < kQueryTile; r += blockDim.x) {
-      const int i0 = q0 + r;
-      float st[kStats] = {0.f, 1.f, 0.f, 0.f};
-      float Di = 0.f, S = 0.f;
-      if (i0 < T) {
-        const size_t row = static_cast<size_t>(bh) * T + i0;
-        for (int c = 0; c < kStats; ++c) st[c] = gr.stats[row * kStats + c];
-        Di = gr.row_ds[row * 2];
-        S = gr.row_ds[row * 2 + 1];
-      }
-      const RowConsts rc = row_consts(s, i0 + 1, D, h, b, in);
-      rows[r] = attn::row_from_stats(s, i0 + 1, st);
-      lfs[r] = rc.lf;
-      lambdas[r] = rc.lambda;
-      Dis[r] = Di;
-      Ss[r] = S;
-    }
+    load_query_tile_rows(s, in, gr, D, b, h, q0, rows, lfs, lambdas, Dis, Ss);
     __syncthreads();
 #pragma unroll 4
     for (int r = 0; r < kQueryTile; ++r) {

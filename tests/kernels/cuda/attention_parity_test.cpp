@@ -927,7 +927,6 @@ TEST_F(CudaAttention, TensorCoreForwardEveryPresetAndHeadSize) {
   double worst = 0;
   for (const AttentionPreset& p : kAttentionPresets) {
     const AttentionSpec s = preset_spec(p.name, kN);
-    if (tensor_core_fallback(s, 64)) continue;  // stick-breaking: its own test below
     worst = std::max(worst, run_tc_case({p.name, s, 1, 130, 128, 2, s.sharpened() ? kTolSharp : kTol}));
   }
   for (const char* p : {"softmax", "lssar"}) {
@@ -1008,14 +1007,49 @@ TEST_F(CudaAttention, TensorCoreForwardStagesBiasesAndMasks) {
   }
 }
 
-// Stick-breaking (not on tensor cores yet) and dual chunk attention (its
-// per-row boundaries; common.cuh): attention_forward_tc says so and runs the
-// float32 kernel, bit for bit.
-TEST_F(CudaAttention, TensorCoreForwardFallsBackForStickBreakingAndDualChunk) {
-  const AttentionSpec s = preset_spec("stick_breaking", kN);
+// Stick-breaking on tensor cores (stick_breaking_tc.cuh): the reverse scan
+// over the keys split between tiles, n-tiles and the lanes of a quad; the
+// same tolerances (the weights rounded to bf16 before the sum of values; the
+// statistic, Σ softplus over the kept keys, a float sum in another order).
+TEST_F(CudaAttention, TensorCoreStickBreakingForward) {
+  auto with = [](void (*edit)(AttentionConfig&)) { return preset_spec("stick_breaking", kN, edit); };
+  const AttentionSpec sb = with(nullptr);
+  ASSERT_EQ(tensor_core_fallback(sb, 64), nullptr);
+  double worst = 0;
+  worst = std::max(worst, run_tc_case({"stick_breaking", sb, 2, 130, 128, 2, kTol}));
+  run_tc_case({"stick_breaking D=16", sb, 1, 45, 64, 4, kTol});
+  run_tc_case({"stick_breaking D=32", sb, 1, 77, 64, 2, kTol});
+  run_tc_case({"stick_breaking D=128", sb, 1, 100, 256, 2, kTol});
+  run_tc_case({"stick_breaking+forget", with([](AttentionConfig& a) { a.position_bias = "forget"; }), 1, 77, 128, 2,
+               kTol});
+  run_tc_case({"stick_breaking sharp scores", sb, 1, 150, 128, 2, kTol, 4.0});
+  for (int T : {1, 3, 65}) run_tc_case({"stick_breaking T=" + std::to_string(T), sb, 1, T, 128, 2, kTol});
+  auto window = [](ContextConfig& c) { c.mask = "window", c.window = 40; };
+  auto rerope = [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 40; };
+  auto far = [](void (*edit)(ContextConfig&)) {  // a bias of −4: the far keys keep a visible share
+    AttentionSpec s = context_spec("stick_breaking", kN, edit);
+    s.bias = -4.0;
+    return s;
+  };
+  run_tc_case({"stick_breaking+window40", far(window), 1, 200, 128, 2, kTol});
+  run_tc_case({"stick_breaking+rerope", far(rerope), 1, 200, 128, 2, kTol});
+  Case doc{"stick_breaking+doc", far([](ContextConfig&) {}), 2, 200, 128, 2, kTol};
+  doc.doc = true;
+  run_tc_case(doc);
+  EXPECT_GT(worst, 0.0) << "bf16 weights should differ somewhere from the float32 kernel's";
+}
+
+// Stick-breaking with cosine scores (no split-score form) and dual chunk
+// attention (its per-row boundaries; common.cuh): attention_forward_tc says
+// so and runs the float32 kernel, bit for bit; so it does for stick-breaking
+// when the diagnostics are asked for.
+TEST_F(CudaAttention, TensorCoreForwardFallsBackForCosineStickBreakingAndDualChunk) {
+  const AttentionSpec s = preset_spec("stick_breaking", kN, [](AttentionConfig& a) {
+    a.score = "cosine", a.cosine_scale = 8.0;
+  });
   const char* why = tensor_core_fallback(s, 64);
   ASSERT_NE(why, nullptr);
-  EXPECT_NE(std::string(why).find("stick-breaking"), std::string::npos) << why;
+  EXPECT_NE(std::string(why).find("stick-breaking with cosine scores"), std::string::npos) << why;
   EXPECT_EQ(tensor_core_fallback(preset_spec("lssar", kN), 64), nullptr);
   const AttentionSpec dca = context_spec("lssar", kN, [](ContextConfig& c) {
     c.remap = "dual_chunk", c.remap_window = 45, c.remap_local = 7;
@@ -1023,7 +1057,7 @@ TEST_F(CudaAttention, TensorCoreForwardFallsBackForStickBreakingAndDualChunk) {
   const char* why_dca = tensor_core_fallback(dca, 128);
   ASSERT_NE(why_dca, nullptr);
   EXPECT_NE(std::string(why_dca).find("dual_chunk"), std::string::npos) << why_dca;
-  const Case c{"stick_breaking", s, 1, 90, 128, 2, kTol};
+  const Case c{"stick_breaking+cosine", s, 1, 90, 128, 2, kTol};
   const std::vector<float> qkv = make_qkv(c, 1);
   const size_t n1 = static_cast<size_t>(c.B) * c.T * c.C;
   DeviceVec<float> d_qkv(qkv), d_out(std::vector<float>(n1, 0.f)), d_out_tc(std::vector<float>(n1, 1.f));
@@ -1031,6 +1065,16 @@ TEST_F(CudaAttention, TensorCoreForwardFallsBackForStickBreakingAndDualChunk) {
   attention_forward_tc(d_out_tc.get(), nullptr, d_qkv.get(), c.B, c.T, c.C, c.NH, s, nullptr, nullptr, nullptr);
   cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   EXPECT_EQ(d_out_tc.host(), d_out.host());
+  // Plain stick-breaking with the diagnostics: the float32 kernel, which sums them.
+  const AttentionSpec sb = preset_spec("stick_breaking", kN);
+  const size_t nd = static_cast<size_t>(c.NH) * kAttentionDiagStats;
+  DeviceVec<double> d_diag(std::vector<double>(nd, 0.0)), d_diag_tc(std::vector<double>(nd, 0.0));
+  attention_forward(d_out.get(), nullptr, d_qkv.get(), c.B, c.T, c.C, c.NH, sb, nullptr, d_diag.get(), nullptr);
+  attention_forward_tc(d_out_tc.get(), nullptr, d_qkv.get(), c.B, c.T, c.C, c.NH, sb, nullptr, d_diag_tc.get(),
+                       nullptr);
+  cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  EXPECT_EQ(d_out_tc.host(), d_out.host());
+  EXPECT_EQ(d_diag_tc.host(), d_diag.host());
   // Dual chunk attention on the same fallback, with its far copy.
   const Case cd{"lssar+dual_chunk", dca, 1, 90, 128, 2, kTolSharp};
   DeviceVec<float> d_qkv2(make_qkv(cd, 3)), d_far(make_qkv(cd, 4)), d_out2(std::vector<float>(n1, 0.f)),
@@ -1041,6 +1085,199 @@ TEST_F(CudaAttention, TensorCoreForwardFallsBackForStickBreakingAndDualChunk) {
                        nullptr, d_far.get());
   cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   EXPECT_EQ(d_out2_tc.host(), d_out2.host());
+}
+
+// ---- the backward on tensor cores (attention_backward_tc) ---------------------------------
+// Against the float32 CUDA backward on the same inputs (qkv, the far copy and
+// dout rounded to bf16 on the host) and the same out and statistics (the
+// float32 forward's), both adding onto the same start values. The
+// tensor-core kernels form q·k and dy·v from the same bf16 values (exact
+// products, float sums in another order), so every dx matches the float
+// kernel's to float rounding; they then round the weights w and the logit
+// gradients ds = λ·f·dx to bf16 before the products dq = Σ ds·k,
+// dk = Σ ds·q, dv = Σ w·dy: |Δ| <= 2^-8·Σ|ds|·|k| per element (both factors
+// rounded), so dqkv is held to kTolTc of its largest magnitude. The
+// gradients summed from dx alone (the ssmax scale, the sink, KERPLE's r, the
+// forget gate's c, FIRE's table) and D_i, S_i keep the float tolerance of
+// the case. Returns max |dqkv_tc − dqkv| / max |dqkv| (printed too).
+double run_tc_backward_case(const Case& c) {
+  SCOPED_TRACE(c.name + " (tensor-core backward) B=" + std::to_string(c.B) + " T=" + std::to_string(c.T) +
+               " D=" + std::to_string(c.C / c.NH));
+  const size_t n3 = static_cast<size_t>(c.B) * c.T * 3 * c.C, n1 = static_cast<size_t>(c.B) * c.T * c.C;
+  const size_t ns = static_cast<size_t>(c.B) * c.NH * c.T * kStats, nf = static_cast<size_t>(c.B) * c.NH * c.T;
+  const std::vector<float> qkv = bf16_values(make_qkv(c, 1)), dout = bf16_values(uniform(n1, 2, -1, 1));
+  HeadInputs hi = head_inputs(c);
+  const bool far = remap::on(c.spec.rope), fire = c.spec.fire();
+  if (far) hi.qkv_far = bf16_values(hi.qkv_far);
+  const std::vector<float> dqkv0 = uniform(n3, 3, -1e-3, 1e-3), dfar0 = uniform(far ? n3 : 1, 8, -1e-3, 1e-3);
+  const std::vector<float> dhead0(c.NH, 0.25f), dsink0(c.NH, -0.5f), dkerple0(2 * c.NH, 0.125f),
+      dfcum0 = uniform(nf, 10, -1e-3, 1e-3),
+      dfire0 = uniform(fire ? c.B * static_cast<size_t>(c.NH) * c.T * c.T : 1, 12, -1e-3, 1e-3);
+  DeviceVec<float> d_qkv(qkv), d_dout(dout), d_hs(hi.head_scale), d_sink(hi.sink), d_kerple(hi.kerple),
+      d_fcum(hi.fcum), d_fire(hi.fire_tab), d_far(far ? hi.qkv_far : std::vector<float>(1)),
+      d_out(std::vector<float>(n1, 0.f)), d_stats(std::vector<float>(ns, 0.f));
+  DeviceVec<int32_t> d_doc(hi.doc);
+  HeadParams<float> hp(d_hs.get(), d_sink.get(), d_kerple.get(), d_fcum.get(), d_fire.get());
+  hp.doc = c.doc ? d_doc.get() : nullptr;
+  hp.fire_per_sequence = c.fire_per_sequence;
+  attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, hp, nullptr, nullptr,
+                    far ? d_far.get() : nullptr);
+  struct Grad {
+    DeviceVec<float> dqkv, dfar, dhead, dsink, dkerple, dfcum, dfire;
+  };
+  Grad f{DeviceVec<float>(dqkv0), DeviceVec<float>(dfar0),   DeviceVec<float>(dhead0), DeviceVec<float>(dsink0),
+         DeviceVec<float>(dkerple0), DeviceVec<float>(dfcum0), DeviceVec<float>(dfire0)};
+  Grad t{DeviceVec<float>(dqkv0), DeviceVec<float>(dfar0),   DeviceVec<float>(dhead0), DeviceVec<float>(dsink0),
+         DeviceVec<float>(dkerple0), DeviceVec<float>(dfcum0), DeviceVec<float>(dfire0)};
+  attention_backward(f.dqkv.get(), {f.dhead.get(), f.dsink.get(), f.dkerple.get(), f.dfcum.get(), f.dfire.get()},
+                     d_dout.get(), d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, hp, nullptr,
+                     far ? f.dfar.get() : nullptr, far ? d_far.get() : nullptr);
+  attention_backward_tc(t.dqkv.get(), {t.dhead.get(), t.dsink.get(), t.dkerple.get(), t.dfcum.get(), t.dfire.get()},
+                        d_dout.get(), d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, c.spec, hp,
+                        nullptr, far ? t.dfar.get() : nullptr, far ? d_far.get() : nullptr);
+  cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  const std::vector<float> dqkv = f.dqkv.host(), dqkv_tc = t.dqkv.host();
+  const double err = rel_diff(dqkv_tc, dqkv);
+  // Per part of qkv (q, k, v: columns [0, C), [C, 2C), [2C, 3C) of each row).
+  double part_err[3] = {0, 0, 0};
+  for (int part = 0; part < 3; ++part) {
+    std::vector<float> a, b;
+    for (size_t r = 0; r < n3 / (3 * c.C); ++r)
+      for (int x = 0; x < c.C; ++x) {
+        a.push_back(dqkv_tc[r * 3 * c.C + part * c.C + x]);
+        b.push_back(dqkv[r * 3 * c.C + part * c.C + x]);
+      }
+    part_err[part] = rel_diff(a, b);
+  }
+  std::cout << "[tensor-core backward] " << c.name << " T=" << c.T << " D=" << c.C / c.NH << " dq=" << part_err[0]
+            << " dk=" << part_err[1] << " dv=" << part_err[2];
+  const double far_err = far ? rel_diff(t.dfar.host(), f.dfar.host()) : 0.0;
+  if (far) std::cout << " dqkv_far=" << far_err;
+  std::cout << " (tol " << kTolTc << (c.spec.score == Score::Cosine ? "; q̂·k̂ split" : "") << ")\n";
+  EXPECT_LE(err, kTolTc) << "dqkv";
+  EXPECT_LE(far_err, kTolTc) << "dqkv_far";
+  auto same_sum = [&](const char* what, const DeviceVec<float>& tc, const DeviceVec<float>& fl, bool on) {
+    if (!on) {
+      EXPECT_EQ(tc.host(), fl.host()) << what << ": no such gradient, nothing added";
+      return;
+    }
+    const double e = rel_diff(tc.host(), fl.host());
+    std::cout << "[tensor-core backward] " << c.name << " " << what << "=" << e << " (tol " << c.tol << ")\n";
+    EXPECT_LE(e, c.tol) << what;
+  };
+  same_sum("dhead", t.dhead, f.dhead, c.spec.learned_scale());
+  same_sum("dsink", t.dsink, f.dsink, c.spec.learned_sink());
+  same_sum("dkerple", t.dkerple, f.dkerple, c.spec.kerple());
+  same_sum("dc", t.dfcum, f.dfcum, c.spec.forget());
+  same_sum("db", t.dfire, f.dfire, fire);
+  EXPECT_GT(max_abs(dqkv), 1e-2) << "the case should produce some gradient";
+  return err;
+}
+
+TEST_F(CudaAttention, TensorCoreBackwardEveryPreset) {
+  double worst = 0;
+  for (const AttentionPreset& p : kAttentionPresets) {
+    const AttentionSpec s = preset_spec(p.name, kN);
+    if (tensor_core_backward_fallback(s, 64)) continue;  // stick-breaking: the fallback test below
+    worst = std::max(worst, run_tc_backward_case({p.name, s, 1, 130, 128, 2, s.sharpened() ? kTolSharp : kTol}));
+  }
+  // The cosine-score presets' stage math on dot scores of exact bf16 inputs.
+  for (const char* p : {"cosine", "lssa", "lssar"}) {
+    const AttentionSpec s = preset_spec(p, kN, [](AttentionConfig& a) { a.score = "dot"; });
+    run_tc_backward_case({std::string(p) + " on dot scores", s, 1, 130, 128, 2, s.sharpened() ? kTolSharp : kTol, 0.1});
+  }
+  EXPECT_GT(worst, 0.0) << "bf16 products should differ somewhere from the float32 kernels'";
+}
+
+TEST_F(CudaAttention, TensorCoreBackwardStagesBiasesAndMasks) {
+  run_tc_backward_case({"lssa p=15 offset_rows=5",
+                        preset_spec("lssa", kN, [](AttentionConfig& a) { a.p = 15, a.offset_rows = 5; }), 2, 70, 128,
+                        2, kTolSharp});
+  run_tc_backward_case({"softmax+softcap", preset_spec("softmax", kN, [](AttentionConfig& a) { a.softcap = 2.0; }), 1,
+                        90, 128, 2, kTol, 4.0});
+  Case relu_neg{"relu all-negative rows", preset_spec("relu", kN), 1, 75, 128, 2, kTol};
+  relu_neg.negative = true;
+  run_tc_backward_case(relu_neg);
+  Case uniform_rows{"lssar uniform rows", preset_spec("lssar", kN), 1, 75, 128, 2, kTolSharp};
+  uniform_rows.zero_q = true;
+  run_tc_backward_case(uniform_rows);
+  for (const char* norm : {"off_by_one", "sink", "softpick"}) {
+    AttentionConfig a;
+    a.preset = "softmax";
+    a.normalize = norm;
+    ModelConfig m;
+    m.context = kN;
+    run_tc_backward_case({std::string("softmax+") + norm, resolve_attention(a, m), 1, 100, 128, 2, kTol});
+  }
+  for (const char* bias : {"alibi", "kerple_log", "kerple_power", "forget", "fire"}) {
+    run_tc_backward_case({std::string("softmax+") + bias, with_bias("softmax", bias), 2, 77, 128, 2, kTol});
+    run_tc_backward_case({std::string("lssar+") + bias, with_bias("lssar", bias), 1, 90, 128, 2, kTolSharp});
+  }
+  auto window = [](ContextConfig& c) { c.mask = "window", c.window = 40; };
+  auto sinks = [](ContextConfig& c) { c.mask = "sinks", c.sinks = 4, c.window = 29; };
+  auto chunked = [](ContextConfig& c) { c.mask = "chunked", c.window = 37; };
+  auto rerope = [](ContextConfig& c) { c.remap = "rerope", c.remap_window = 40; };
+  auto selfext = [](ContextConfig& c) { c.remap = "self_extend", c.remap_window = 20, c.group = 5; };
+  // (ssmax's scale gradient: the presets above; here it meets a far copy.)
+  run_tc_backward_case({"ssmax+rerope", context_spec("ssmax", kN, rerope), 1, 150, 128, 2, kTol});
+  for (const char* p : {"softmax", "lssar"}) {
+    const double tol = std::string(p) == "lssar" ? kTolSharp : kTol;
+    const std::string n = p;
+    run_tc_backward_case({n + "+window40", context_spec(p, kN, window), 1, 200, 128, 2, tol});
+    run_tc_backward_case({n + "+sinks4+29", context_spec(p, kN, sinks), 1, 200, 128, 2, tol});
+    run_tc_backward_case({n + "+chunked37", context_spec(p, kN, chunked), 1, 200, 128, 2, tol});
+    run_tc_backward_case({n + "+rerope", context_spec(p, kN, rerope), 1, 200, 128, 2, tol});
+    run_tc_backward_case({n + "+self_extend", context_spec(p, kN, selfext), 1, 200, 128, 2, tol});
+    AttentionSpec si = context_spec(p, kN, [](ContextConfig&) {});
+    si.scale = Scale::ScaleInvariant, si.tau = 3.0;
+    run_tc_backward_case({n + "+scale_invariant", si, 1, 200, 128, 2, tol});
+    Case doc{n + "+doc", context_spec(p, kN, [](ContextConfig&) {}), 2, 200, 128, 2, tol};
+    doc.doc = true;
+    run_tc_backward_case(doc);
+  }
+}
+
+// Stick-breaking and the head sizes without tensor-core backward kernels:
+// attention_backward_tc says why and runs the float32 kernels, bit for bit.
+TEST_F(CudaAttention, TensorCoreBackwardFallsBackWithTheReason) {
+  const char* why_sb = tensor_core_backward_fallback(preset_spec("stick_breaking", kN), 64);
+  ASSERT_NE(why_sb, nullptr);
+  EXPECT_NE(std::string(why_sb).find("stick-breaking"), std::string::npos) << why_sb;
+  EXPECT_EQ(tensor_core_backward_fallback(preset_spec("lssar", kN), 64), nullptr);
+  const AttentionSpec cos_sigmoid = preset_spec("cosine", kN, [](AttentionConfig& a) { a.positivity = "sigmoid"; });
+  ASSERT_EQ(cos_sigmoid.score, Score::Cosine);
+  struct Fallback {
+    std::string name;
+    AttentionSpec spec;
+    int D;
+    const char* reason;  // a phrase of tensor_core_backward_fallback's answer
+  };
+  for (const Fallback& fb : {Fallback{"stick_breaking", preset_spec("stick_breaking", kN), 64, "stick-breaking"},
+                             Fallback{"lssar", preset_spec("lssar", kN), 128, "head size 64 only"},
+                             Fallback{"softmax", preset_spec("softmax", kN), 32, "head size 64 only"},
+                             Fallback{"cosine+sigmoid", cos_sigmoid, 64, "sigmoid or relu"}}) {
+    const std::string& name = fb.name;
+    const int D = fb.D;
+    const AttentionSpec& s = fb.spec;
+    SCOPED_TRACE(name + " D=" + std::to_string(D));
+    const char* why = tensor_core_backward_fallback(s, D);
+    ASSERT_NE(why, nullptr);
+    EXPECT_NE(std::string(why).find(fb.reason), std::string::npos) << why;
+    const Case c{name, s, 1, 90, 2 * D, 2, kTol};
+    const size_t n1 = static_cast<size_t>(c.B) * c.T * c.C, n3 = 3 * n1, ns = static_cast<size_t>(c.B) * c.NH * c.T * kStats;
+    DeviceVec<float> d_qkv(make_qkv(c, 1)), d_dout(uniform(n1, 2, -1, 1)), d_out(std::vector<float>(n1, 0.f)),
+        d_stats(std::vector<float>(ns, 0.f)), d_dqkv(std::vector<float>(n3, 0.f)),
+        d_dqkv_tc(std::vector<float>(n3, 0.f));
+    attention_forward(d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C, c.NH, s, nullptr, nullptr, nullptr);
+    attention_backward(d_dqkv.get(), nullptr, d_dout.get(), d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T, c.C,
+                       c.NH, s, nullptr, nullptr);
+    attention_backward_tc(d_dqkv_tc.get(), nullptr, d_dout.get(), d_out.get(), d_stats.get(), d_qkv.get(), c.B, c.T,
+                          c.C, c.NH, s, nullptr, nullptr);
+    cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    const std::vector<float> g = d_dqkv.host();
+    EXPECT_EQ(d_dqkv_tc.host(), g);
+    EXPECT_GT(max_abs(g), 0.0);
+  }
 }
 
 // ---- argument checks: these fail before any CUDA call, so they run without a GPU ----

@@ -1084,6 +1084,45 @@ TEST_F(CudaBf16, InferenceAttentionRunsOnTensorCores) {
   EXPECT_EQ(down(out, n), fp32) << "fp32 backend: the float32 kernel";
 }
 
+// At head size 64, where the backward has tensor-core kernels too
+// (cuda::tensor_core_backward_fallback), bf16 training runs both directions
+// on tensor cores, bit for bit the cuda:: tensor-core pair (the backward
+// recomputes the weights from statistics of the same bf16 scores); the fp32
+// backend keeps the float32 pair.
+TEST_F(CudaBf16, TrainingAttentionRunsOnTensorCoresWhereBothDirectionsDo) {
+  AttentionConfig ac;
+  ac.preset = "lssar";
+  ModelConfig mc;
+  mc.context = 32;
+  const AttentionSpec spec = resolve_attention(ac, mc);
+  const int B = 2, T = 70, C = 128, NH = 2;
+  ASSERT_EQ(cuda::tensor_core_backward_fallback(spec, C / NH), nullptr);
+  const size_t n = size_t(B) * T * C, ns = size_t(B) * NH * T * AttentionSpec::kStatsPerRow;
+  auto qkv = up(random_floats(3 * n, 31)), dout = up(random_floats(n, 32));
+  auto out_tc = up(std::vector<float>(n, 0.f)), stats_tc = up(std::vector<float>(ns, 0.f));
+  auto dqkv_tc = up(std::vector<float>(3 * n, 0.f));
+  cuda::attention_forward_tc(out_tc.get(), stats_tc.get(), qkv.get(), B, T, C, NH, spec, nullptr, nullptr, nullptr);
+  cuda::attention_backward_tc(dqkv_tc.get(), nullptr, dout.get(), out_tc.get(), stats_tc.get(), qkv.get(), B, T, C,
+                              NH, spec, nullptr, nullptr);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto out = up(std::vector<float>(n, 1.f)), stats = up(std::vector<float>(ns, 1.f));
+  auto dqkv = up(std::vector<float>(3 * n, 0.f));
+  bf16_->attention_forward(out.get(), stats.get(), qkv.get(), B, T, C, NH, spec, nullptr, nullptr, nullptr);
+  bf16_->attention_backward(dqkv.get(), nullptr, dout.get(), out.get(), stats.get(), qkv.get(), B, T, C, NH, spec,
+                            nullptr, nullptr, nullptr);
+  bf16_->synchronize();
+  const std::vector<float> g_tc = down(dqkv_tc, 3 * n);
+  EXPECT_EQ(down(out, n), down(out_tc, n)) << "bf16 training forward: the tensor-core kernel";
+  EXPECT_EQ(down(stats, ns), down(stats_tc, ns)) << "with its statistics";
+  EXPECT_EQ(down(dqkv, 3 * n), g_tc) << "bf16 training backward: the tensor-core kernels";
+  auto dqkv_fp32 = up(std::vector<float>(3 * n, 0.f));
+  gpu_->attention_forward(out.get(), stats.get(), qkv.get(), B, T, C, NH, spec, nullptr, nullptr, nullptr);
+  gpu_->attention_backward(dqkv_fp32.get(), nullptr, dout.get(), out.get(), stats.get(), qkv.get(), B, T, C, NH, spec,
+                           nullptr, nullptr, nullptr);
+  gpu_->synchronize();
+  EXPECT_NE(down(dqkv_fp32, 3 * n), g_tc) << "fp32 backend: the float32 pair, which rounds nothing";
+}
+
 // Forward and backward against the double reference of the bf16-rounded
 // inputs, over shapes that grow and shrink the scratch buffers, rows that
 // need padding to 8 elements (C = 3, 24 + 4, 100, ...), and the weight at an
