@@ -371,9 +371,9 @@ const char* tensor_core_backward_fallback(const AttentionSpec& spec, int D) {
     return "stick-breaking's reverse scan over key blocks is not on tensor cores yet (the float32 kernels run)";
   if (D != 64)
     return "the tensor-core backward runs at head size 64 only (backward_tc.cuh, kTcBackwardAt): at 128 a warp's "
-           "fragments of k, v, dk and dv (16 keys x 128 channels) exceed 255 registers and spill (sm_90: tc_dq 96-164 "
-           "bytes, tc_dkdv 532-948 bytes per thread), and 16 and 32 are not instantiated (build time); the float32 "
-           "kernels run";
+           "fragments of 16 rows x 128 channels (q and dq in tc_dq; k, v, dk and dv in tc_dkdv) with the stage math "
+           "exceed 255 registers and spill (sm_90: tc_dq 96-152 bytes, tc_dkdv 528-944 bytes per thread), and 16 and "
+           "32 are not instantiated (build time); the float32 kernels run";
   if (spec.score == Score::Cosine && spec.positivity != Positivity::Exp && spec.positivity != Positivity::Softplus)
     return "cosine scores with sigmoid or relu: the tensor-core backward's split-score kernels are instantiated for "
            "exp and softplus only, the cosine-score presets' positivities (backward_tc.cuh, kTcSplitBackwardFor; "

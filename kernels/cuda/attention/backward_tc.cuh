@@ -9,7 +9,8 @@
 // 4 warps of 16 rows, as tc_forward_kernel does; q (and, with kSplit, its
 // remainders) as A fragments in registers, dy rounded to bf16 in shared
 // memory. Per tile of kKeyTile = 32 keys (the same KeyWalk), S = q·kᵀ and
-// G = dy·vᵀ are 4 accumulator fragments each; every element goes through
+// G = dy·vᵀ are formed one n-tile of 8 keys at a time (two accumulator
+// fragments live beside the element math); every element goes through
 // logit(), pair_in() and the attn:: backward of the float kernel (grad_a,
 // grad_x, uncap) at the (row, key) mma_layout.h gives it, and the element's
 // ds = λ_i·f·a_t·dx, rounded to bf16, is the A operand of dq += ds·k, with k
@@ -187,25 +188,23 @@ __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(Inputs in, Grads gr) 
     __syncthreads();
   };
   // sc = q·kᵀ (kSplit: the small products first, then hi·hi) and gc = dy·vᵀ
-  // for the tile's keys j0 + 8n .. j0 + 8n + 7.
-  auto products = [&](mma::FragC(&sc)[G::NT], mma::FragC(&gc)[G::NT]) {
-#pragma unroll
-    for (int n = 0; n < G::NT; ++n) sc[n] = gc[n] = mma::FragC{{0.f, 0.f, 0.f, 0.f}};
+  // for the tile's keys j0 + 8n .. j0 + 8n + 7: one n-tile at a time, so
+  // that only its two fragments are live beside the element math (dy's A
+  // fragments are read again from shared memory for each).
+  auto products = [&](int n, mma::FragC& sc, mma::FragC& gc) {
+    sc = gc = mma::FragC{{0.f, 0.f, 0.f, 0.f}};
     const int m = mma::ld_address_matrix(l), r = mma::ld_address_row(l);
 #pragma unroll
     for (int k = 0; k < G::KS; ++k) {
       mma::FragA da;
       mma::ldmatrix<4, false>(da.r, dys + (r0 + r + 8 * (m % 2)) * S + 16 * k + 8 * (m / 2));
-#pragma unroll
-      for (int n = 0; n < G::NT; ++n) {
-        const mma::FragB kb = tile_rows_b<D>(ks, n, k);
-        if constexpr (kSplit) {
-          mma::mma_bf16(sc[n], qa[k], tile_rows_b<D>(kl, n, k), sc[n]);
-          mma::mma_bf16(sc[n], ql[k], kb, sc[n]);
-        }
-        mma::mma_bf16(sc[n], qa[k], kb, sc[n]);
-        mma::mma_bf16(gc[n], da, tile_rows_b<D>(vs, n, k), gc[n]);
+      const mma::FragB kb = tile_rows_b<D>(ks, n, k);
+      if constexpr (kSplit) {
+        mma::mma_bf16(sc, qa[k], tile_rows_b<D>(kl, n, k), sc);
+        mma::mma_bf16(sc, ql[k], kb, sc);
       }
+      mma::mma_bf16(sc, qa[k], kb, sc);
+      mma::mma_bf16(gc, da, tile_rows_b<D>(vs, n, k), gc);
     }
   };
   auto key_of = [&](const KeyWalk<D>& w, int n, int i) { return w.j0 + 8 * n + mma::c_col(l, i); };
@@ -217,19 +216,20 @@ __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(Inputs in, Grads gr) 
     for (KeyWalk<D> w(s, in, b, h, q0); w.next();) {
       select_q(w.part);
       load_kv(w);
-      mma::FragC sc[G::NT], gc[G::NT];
-      products(sc, gc);
 #pragma unroll
-      for (int n = 0; n < G::NT; ++n)
+      for (int n = 0; n < G::NT; ++n) {
+        mma::FragC sc, gc;
+        products(n, sc, gc);
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const int hh = i / 2, j = key_of(w, n, i);
           if (row_ok[hh] && row[hh].sharpen && pair_in<false>(s, in, w.part, i0[hh], j)) {
-            const float x = logit(s, rc[hh], rc[hh].lf, sc[n].x[i], i0[hh], j);
+            const float x = logit(s, rc[hh], rc[hh].lf, sc.x[i], i0[hh], j);
             const float a = row[hh].a(s, x), wv = row[hh].w_from_a(a);
-            sum[hh] += a * attn::grad_a(row[hh], a, wv, gc[n].x[i], Di[hh]);
+            sum[hh] += a * attn::grad_a(row[hh], a, wv, gc.x[i], Di[hh]);
           }
         }
+      }
     }
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
@@ -252,20 +252,21 @@ __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(Inputs in, Grads gr) 
       for (int n = 0; n < G::DN; ++n) acc[n] = mma::FragC{{0.f, 0.f, 0.f, 0.f}};
     }
     load_kv(w);
-    mma::FragC sc[G::NT], gc[G::NT];
-    products(sc, gc);
+    mma::FragC dsf[G::NT];  // ds of the tile's keys, in the accumulator layout
 #pragma unroll
-    for (int n = 0; n < G::NT; ++n)
+    for (int n = 0; n < G::NT; ++n) {
+      mma::FragC sc, gc;
+      products(n, sc, gc);
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int hh = i / 2, j = key_of(w, n, i);
         float ds = 0.f;
         if (row_ok[hh] && pair_in<false>(s, in, w.part, i0[hh], j)) {
-          const float qk = sc[n].x[i];
+          const float qk = sc.x[i];
           const float x = logit(s, rc[hh], rc[hh].lf, qk, i0[hh], j);
           const float a = row[hh].a(s, x), wv = row[hh].w_from_a(a);
           const float dx =
-              uncap(s, x, attn::grad_x(s, row[hh], x, attn::grad_a(row[hh], a, wv, gc[n].x[i], Di[hh]), Sr[hh]));
+              uncap(s, x, attn::grad_x(s, row[hh], x, attn::grad_a(row[hh], a, wv, gc.x[i], Di[hh]), Sr[hh]));
           if (learned) sigma_dx[hh] += static_cast<double>(rc[hh].f * qk * dx);
           if (kerple) {
             float d1, d2;
@@ -277,10 +278,11 @@ __global__ void __launch_bounds__(kTcThreads) tc_dq_kernel(Inputs in, Grads gr) 
           if (fire) gr.dfire[(static_cast<size_t>(bh) * T + i0[hh]) * T + (i0[hh] - j)] += dx;
           ds = rc[hh].lambda * rc[hh].f * si_gain(s, i0[hh], j) * dx;
         }
-        sc[n].x[i] = ds;
+        dsf[n].x[i] = ds;
       }
+    }
 #pragma unroll
-    for (int k = 0; k < G::PK; ++k) add_a_times_tile<D>(acc, a_from_c(sc[2 * k], sc[2 * k + 1]), ks, k);
+    for (int k = 0; k < G::PK; ++k) add_a_times_tile<D>(acc, a_from_c(dsf[2 * k], dsf[2 * k + 1]), ks, k);
   }
   if (learned) {
     double v = 0;
