@@ -268,7 +268,7 @@ TEST(HfModel, ExportRoundTripsEveryFamily) {
     EXPECT_EQ(config_to_json(back.config())["model"], config_to_json(in.config())["model"]) << name;
     EXPECT_EQ(config_to_json(back.config())["context"], config_to_json(in.config())["context"]) << name;
     for (const std::string& t : in.weights().names())
-      if (back.weights().has(t)) EXPECT_EQ(back.weights().read(t), in.weights().read(t)) << name << " " << t;
+      if (back.weights().has(t)) { EXPECT_EQ(back.weights().read(t), in.weights().read(t)) << name << " " << t; }
     EXPECT_EQ(back.weights().names().size(), in.weights().names().size()) << name;
     const Checkpoint again = back.to_checkpoint();
     for (const CheckpointTensor& t : ckpt.tensors) EXPECT_EQ(again.tensor(t.name).data, t.data) << name << " " << t.name;

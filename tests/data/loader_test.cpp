@@ -341,7 +341,7 @@ TEST_F(LoaderTest, WindowsAlignedToDocuments) {
     std::vector<uint64_t> sorted = seen;
     std::sort(sorted.begin(), sorted.end());
     EXPECT_EQ(sorted, expect) << (shuffle ? "shuffled" : "sequential") << ": each window once per epoch";
-    if (!shuffle) EXPECT_EQ(seen, expect);
+    if (!shuffle) { EXPECT_EQ(seen, expect); }
   }
   EXPECT_THROW(gpt::DataLoader(pattern, 1000, 10, T, false, 7, 999), gpt::Error);  // 9 windows < B = 10
 }

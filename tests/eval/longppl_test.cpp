@@ -79,7 +79,7 @@ TEST_F(LongPpl, KeyTokensMatchTheDefinition) {
       const bool is_key = lsd > alpha && -lo > beta;
       expect += is_key;
       EXPECT_EQ(key.is_key(k, j), is_key) << "window " << k << " offset " << j;
-      if (j < T) EXPECT_FALSE(key.is_key(k, j)) << "the first T tokens see the same context both ways";
+      if (j < T) { EXPECT_FALSE(key.is_key(k, j)) << "the first T tokens see the same context both ways"; }
     }
   EXPECT_EQ(borderline, 0);
   EXPECT_EQ(key.count, expect);

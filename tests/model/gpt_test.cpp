@@ -563,8 +563,9 @@ TEST(ModelGradcheck, QkNorm) {
       GPT<double> probe(cfg, resolve_attention(ac, cfg), *be);
       EXPECT_EQ(probe.layout().has("qnormw"), std::string(kind) != "l2");
       EXPECT_EQ(probe.layout().has("knormw"), std::string(kind) != "l2");
-      if (probe.layout().has("qnormw"))
+      if (probe.layout().has("qnormw")) {
         EXPECT_EQ(probe.layout().find("qnormw").shape.back(), per_head ? cfg.n_embd / cfg.n_head : cfg.n_embd);
+      }
       EXPECT_EQ(probe.layout().has("qkscale"), cfg.qk_norm_scale == "learned");
       check_model_gradient(cfg, ac, ContextConfig{}, std::string("qk_norm ") + kind + "," + preset);
     }
@@ -617,10 +618,10 @@ TEST(ModelGradcheck, HeadWidthApartFromResidualWidth) {
     EXPECT_EQ(probe.layout().find("qkvw").shape, (Shape{L, A + 2 * KV, C})) << c.label;
     EXPECT_EQ(probe.layout().find("qkvw").row_blocks, (std::vector<int64_t>{A, KV, KV})) << c.label;
     EXPECT_EQ(probe.layout().find("attprojw").shape, (Shape{L, C, A})) << c.label;
-    if (ac.output_gate == "sigmoid") EXPECT_EQ(probe.layout().find("ogatew").shape, (Shape{L, A, C})) << c.label;
-    if (cfg.qk_norm == "rms") EXPECT_EQ(probe.layout().find("qnormw").shape, (Shape{L, D})) << c.label;
-    if (cfg.qk_norm == "rms_full") EXPECT_EQ(probe.layout().find("qnormw").shape, (Shape{L, A})) << c.label;
-    if (ac.differential == "on") EXPECT_EQ(probe.layout().find("attnsubln").shape, (Shape{L, D})) << c.label;
+    if (ac.output_gate == "sigmoid") { EXPECT_EQ(probe.layout().find("ogatew").shape, (Shape{L, A, C})) << c.label; }
+    if (cfg.qk_norm == "rms") { EXPECT_EQ(probe.layout().find("qnormw").shape, (Shape{L, D})) << c.label; }
+    if (cfg.qk_norm == "rms_full") { EXPECT_EQ(probe.layout().find("qnormw").shape, (Shape{L, A})) << c.label; }
+    if (ac.differential == "on") { EXPECT_EQ(probe.layout().find("attnsubln").shape, (Shape{L, D})) << c.label; }
     check_model_gradient(cfg, ac, cc, std::string("head_dim ") + c.label);
   }
 }

@@ -121,7 +121,7 @@ TEST(PositionIds, RandomizedIsAUniformSortedSubset) {
     for (int t = 0; t < T; ++t) {
       ASSERT_GE(row[t], 0);
       ASSERT_LT(row[t], L);
-      if (t > 0) ASSERT_GT(row[t], row[t - 1]);
+      if (t > 0) { ASSERT_GT(row[t], row[t - 1]); }
       ++hits[row[t]];
     }
   }
