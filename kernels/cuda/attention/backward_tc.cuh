@@ -24,7 +24,7 @@
 // dv += wᵀ·dy and dk += dsᵀ·q with dy and q from ldmatrix .trans.
 //
 // Where it differs from the float kernels: q, k, v, dy are rounded to bf16
-// (the callers' inputs usually are bf16 values already), and so are w and ds
+// (with bf16 storage they are bf16 values already), and so are w and ds
 // before the products that sum them; with cosine scores q̂·k̂ is split into
 // three products as in the forward, so that the recomputed logits match the
 // forward's statistics. Instantiated at head size 64 (kTcBackwardAt), with
@@ -76,9 +76,9 @@ __device__ __forceinline__ mma::FragA a_from_c(const mma::FragC& c0, const mma::
   return a;
 }
 
-// acc[n] += a·(rows 16k.. of a bf16 tile in shared memory)ᵀᵀ: the B
-// operand of k-step k is the tile's rows 16k..16k+15 (the product's k
-// dimension), channels 8n..8n+7, through ldmatrix .trans.
+// acc[n] += a·B for k-step k of a product whose k dimension is the rows of
+// a bf16 tile in shared memory: B is the tile's rows 16k..16k+15, channels
+// 8n..8n+7 (ldmatrix .trans), so acc holds a·tile.
 template <int D>
 __device__ __forceinline__ void add_a_times_tile(mma::FragC (&acc)[D / 8], const mma::FragA& a, const uint16_t* tile,
                                                  int k) {
