@@ -65,43 +65,6 @@ __device__ void load_a_rows(mma::FragA (&a)[D / 16], const float* base, size_t s
     }
 }
 
-// Two accumulator fragments (n-tiles 2k and 2k+1 of a 16-row product),
-// rounded to bf16, as the A fragment of k-step k of the next product.
-__device__ __forceinline__ mma::FragA a_from_c(const mma::FragC& c0, const mma::FragC& c1) {
-  mma::FragA a;
-  a.r[0] = mma::pack_bf16x2(round_to_bf16_bits(c0.x[0]), round_to_bf16_bits(c0.x[1]));
-  a.r[1] = mma::pack_bf16x2(round_to_bf16_bits(c0.x[2]), round_to_bf16_bits(c0.x[3]));
-  a.r[2] = mma::pack_bf16x2(round_to_bf16_bits(c1.x[0]), round_to_bf16_bits(c1.x[1]));
-  a.r[3] = mma::pack_bf16x2(round_to_bf16_bits(c1.x[2]), round_to_bf16_bits(c1.x[3]));
-  return a;
-}
-
-// acc[n] += a·B for k-step k of a product whose k dimension is the rows of
-// a bf16 tile in shared memory: B is the tile's rows 16k..16k+15, channels
-// 8n..8n+7 (ldmatrix .trans), so acc holds a·tile.
-template <int D>
-__device__ __forceinline__ void add_a_times_tile(mma::FragC (&acc)[D / 8], const mma::FragA& a, const uint16_t* tile,
-                                                 int k) {
-  const int l = mma::lane_id();
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
-    mma::FragB bt;
-    mma::ldmatrix<2, true>(bt.r, tile + (16 * k + l % 16) * TcGeom<D>::S + 8 * n);
-    mma::mma_bf16(acc[n], a, bt, acc[n]);
-  }
-}
-
-// The B fragment of rows 8n..8n+7 of a bf16 tile, channels 16k..16k+15:
-// the tile's rows as the product's n dimension (q·kᵀ with the keys in the
-// tile, k·qᵀ with the queries).
-template <int D>
-__device__ __forceinline__ mma::FragB tile_rows_b(const uint16_t* tile, int n, int k) {
-  const int l = mma::lane_id();
-  mma::FragB b;
-  mma::ldmatrix<2, false>(b.r, tile + (8 * n + l % 8) * TcGeom<D>::S + 16 * k + 8 * ((l / 8) % 2));
-  return b;
-}
-
 // rows (their first channel: row_g for the lane's rows g and g + 8) += acc,
 // for the rows that are ok.
 template <int D>

@@ -85,11 +85,7 @@ __global__ void __launch_bounds__(kTcThreads) tc_sb_forward_kernel(Inputs in, fl
     for (int n = 0; n < G::NT; ++n) {
       sc[n] = mma::FragC{{0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-      for (int k = 0; k < G::KS; ++k) {
-        mma::FragB kb;
-        mma::ldmatrix<2, false>(kb.r, ks + (8 * n + l % 8) * S + 16 * k + 8 * ((l / 8) % 2));
-        mma::mma_bf16(sc[n], qa[k], kb, sc[n]);
-      }
+      for (int k = 0; k < G::KS; ++k) mma::mma_bf16(sc[n], qa[k], tile_rows_b<D>(ks, n, k), sc[n]);
     }
     // sp = softplus(x) of the kept keys j < i (0 elsewhere); x kept in sc.
     float sp[G::NT][4];
@@ -122,21 +118,7 @@ __global__ void __launch_bounds__(kTcThreads) tc_sb_forward_kernel(Inputs in, fl
     }
     // o += A·v, the weights rounded to bf16 as A fragments.
 #pragma unroll
-    for (int k = 0; k < G::PK; ++k) {
-      mma::FragA pa;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float* p = sc[2 * k + half].x;
-        pa.r[2 * half] = mma::pack_bf16x2(round_to_bf16_bits(p[0]), round_to_bf16_bits(p[1]));
-        pa.r[2 * half + 1] = mma::pack_bf16x2(round_to_bf16_bits(p[2]), round_to_bf16_bits(p[3]));
-      }
-#pragma unroll
-      for (int n = 0; n < G::DN; ++n) {
-        mma::FragB vb;
-        mma::ldmatrix<2, true>(vb.r, vs + (16 * k + l % 16) * S + 8 * n);
-        mma::mma_bf16(o[n], pa, vb, o[n]);
-      }
-    }
+    for (int k = 0; k < G::PK; ++k) add_a_times_tile<D>(o, a_from_c(sc[2 * k], sc[2 * k + 1]), vs, k);
   }
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
